@@ -1,0 +1,77 @@
+"""``chaoskraft sim``: run the deterministic simulator and check its register history.
+
+One seed runs one simulated cluster (node_image.sim) with the fault options
+the seed draws; the invariants are checked after every event, and at the
+end the register history is checked for linearizability (cas-register model
+per key). A run "holds" when both pass.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from checkers.history import register_operations
+from checkers.linearizability import check
+from checkers.models import cas_register
+from node_image.sim.cluster import SimResult, Simulation
+
+LINEARIZABILITY_BUDGET_S = 60.0
+
+
+@dataclass
+class Outcome:
+    seed: int
+    ok: bool
+    invariant: str | None
+    detail: str | None
+    event_index: int | None
+    trace_hash: str
+    result: SimResult
+    wall_s: float
+    counterexample: list | None = None
+
+
+def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str]) -> Outcome:
+    started = time.monotonic()
+    result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs).run()
+    outcome = Outcome(seed, result.ok, result.invariant, result.detail, result.event_index,
+                      result.trace_hash, result, 0.0)
+    if result.ok:
+        keyed = sorted(register_operations(result.history).items())
+        lin = check(cas_register(), (), timeout_s=LINEARIZABILITY_BUDGET_S, keyed=keyed)
+        if lin.valid is not True:
+            bad = next(k for k in lin.keys if k.valid is not True)
+            outcome.ok = False
+            outcome.invariant = "Linearizability" if lin.valid is False else "LinearizabilityUnknown"
+            outcome.detail = (f"register history of key {bad.key} ({bad.operations} ops) is "
+                              + ("not linearizable" if lin.valid is False else
+                                 f"not decided within {LINEARIZABILITY_BUDGET_S:.0f} s"))
+            outcome.counterexample = bad.counterexample
+    outcome.wall_s = time.monotonic() - started
+    return outcome
+
+
+def reproduce_line(seed: int, nodes: int, duration_s: float, bugs: frozenset[str]) -> str:
+    line = f"chaoskraft sim --seed {seed} --nodes {nodes} --duration-s {duration_s:g}"
+    for b in sorted(bugs):
+        line += f" --bug {b}"
+    return line
+
+
+def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str],
+                  verbose: bool, out=sys.stdout) -> None:
+    r = o.result
+    if verbose:
+        print(f"seed {o.seed}: options {r.options.describe()}", file=out)
+        print(f"seed {o.seed}: {r.events} events, {r.sim_ms / 1000:.1f} simulated s, "
+              f"{o.wall_s:.2f} wall s, faults {r.stats}", file=out)
+    status = "ok" if o.ok else f"FAIL {o.invariant}"
+    print(f"seed {o.seed}: {status} trace {o.trace_hash}", file=out)
+    if not o.ok:
+        where = f" at event {o.event_index}" if o.event_index is not None else " (end of run)"
+        print(f"  {o.invariant}{where}: {o.detail}", file=out)
+        for c in o.counterexample or []:
+            print(f"    {c['role']:>16}: process {c['process']} {c['op']} "
+                  f"[{c['call']}, {c['return']}] (history index {c['index']})", file=out)
+        print(f"  reproduce with: {reproduce_line(o.seed, nodes, duration_s, bugs)}", file=out)

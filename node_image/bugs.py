@@ -1,0 +1,69 @@
+"""Planted bugs: node options, off by default, each breaking one safety rule.
+
+They exist to prove that chaoskraft's checkers catch what they claim to
+catch: the simulator must report every one of them, and later the Docker
+harness too. ``expected`` lists the invariants (or checker) that report the
+bug; the first is the one the rule directly protects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Bug:
+    name: str
+    layer: str
+    rule: str
+    description: str
+    expected: tuple[str, ...]
+
+
+BUGS: dict[str, Bug] = {b.name: b for b in (
+    Bug("vote-ignores-log", "raft",
+        "grant a vote only to a candidate whose log is at least as up to date",
+        "Vote and PreVote are granted without comparing the candidate's last epoch and "
+        "offset with our own, so a replica missing committed records can be elected and "
+        "overwrite them.",
+        ("ConsistentCommittedData", "TruncateBelowHighWatermark", "MonotonicHighWatermark",
+         "Linearizability")),
+    Bug("forget-vote", "raft",
+        "a vote, once persisted, survives a restart",
+        "On start the votedId of quorum-state is ignored, so a replica that voted and "
+        "restarted can vote again in the same epoch and two leaders can be elected.",
+        ("SingleLeader", "ConsistentCommittedData", "TruncateBelowHighWatermark",
+         "MonotonicHighWatermark", "Linearizability")),
+    Bug("unsynced-quorum-state", "storage",
+        "quorum-state is fsynced (file and directory) before the transition takes effect",
+        "quorum-state is replaced without fsync, so a power loss brings back an older "
+        "epoch and vote.",
+        ("MonotonicEpoch", "SingleLeader", "ConsistentCommittedData")),
+    Bug("hwm-ignores-epoch", "raft",
+        "a new leader advances the high watermark only past a record of its own epoch",
+        "The leader exposes a high watermark as soon as a majority holds some offset, "
+        "before its LeaderChange record is committed, so the high watermark can go "
+        "backwards across a leader change.",
+        ("MonotonicHighWatermark", "ConsistentCommittedData")),
+    Bug("hwm-without-majority", "raft",
+        "the high watermark is an offset a majority of voters has",
+        "The leader takes the second-highest replica end offset as the high watermark, "
+        "which a minority can reach.",
+        ("MajorityReachedHighWatermark", "ConsistentCommittedData")),
+    Bug("read-without-barrier", "controller",
+        "a register read is answered only after a marker appended in the leader's epoch commits",
+        "The active controller answers reads at once from its in-memory state, which may "
+        "hold uncommitted writes or be stale after it was deposed.",
+        ("Linearizability",)),
+    Bug("reply-before-commit", "controller",
+        "a write is acknowledged only once its records are committed",
+        "The active controller acknowledges a register write as soon as it is appended to "
+        "its own log.",
+        ("Linearizability",)),
+)}
+
+
+def check_bugs(names) -> frozenset[str]:
+    unknown = sorted(set(names) - set(BUGS))
+    if unknown:
+        raise ValueError(f"unknown bug {unknown[0]!r}; known: {', '.join(sorted(BUGS))}")
+    return frozenset(names)

@@ -1,0 +1,130 @@
+"""The file-system seam between the storage layer and the operating system.
+
+Storage code (log segments, snapshots, quorum-state, meta.properties) does
+all of its I/O through a :class:`FileSystem`. Two implementations exist:
+
+- :class:`RealFileSystem` (here): plain POSIX calls, ``fsync`` for real.
+- ``node_image.sim.disk.SimDisk``: in memory, keeps for every file what has
+  been fsynced apart from what has only been written, and on a simulated
+  power loss throws the un-fsynced part away (optionally keeping a torn
+  prefix of it).
+
+Rules: a write is not durable until ``fsync(path)``; a created, renamed or
+removed name is not durable until ``fsync_dir(dir)``. Callers that need
+durability (quorum-state, flushed log data) must call both as appropriate.
+"""
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+
+class FileSystem(Protocol):
+    def exists(self, path: str) -> bool: ...
+    def listdir(self, path: str) -> list[str]: ...
+    def makedirs(self, path: str) -> None: ...
+    def read(self, path: str) -> bytes: ...
+    def read_at(self, path: str, pos: int, size: int) -> bytes: ...
+    def size(self, path: str) -> int: ...
+    def append(self, path: str, data: bytes) -> None: ...
+    def write(self, path: str, data: bytes) -> None: ...
+    def truncate(self, path: str, size: int) -> None: ...
+    def fsync(self, path: str) -> None: ...
+    def fsync_dir(self, path: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def remove(self, path: str) -> None: ...
+
+
+def write_durably(fs: FileSystem, path: str, data: bytes) -> None:
+    """Replace ``path`` atomically: temp file, fsync, rename, fsync the directory."""
+    tmp = path + ".tmp"
+    fs.write(tmp, data)
+    fs.fsync(tmp)
+    fs.rename(tmp, path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
+
+
+class RealFileSystem:
+    """POSIX files. Append handles are cached so a segment is not reopened per batch."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+
+    def _fd(self, path: str) -> int:
+        fd = self._fds.get(path)
+        if fd is None:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fds[path] = fd
+        return fd
+
+    def _drop(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        for path in list(self._fds):
+            self._drop(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def read(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def read_at(self, path: str, pos: int, size: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(pos)
+            return f.read(size)
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def append(self, path: str, data: bytes) -> None:
+        fd = self._fd(path)
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def write(self, path: str, data: bytes) -> None:
+        self._drop(path)
+        with open(path, "wb") as f:
+            f.write(data)
+
+    def truncate(self, path: str, size: int) -> None:
+        os.truncate(path, size)
+
+    def fsync(self, path: str) -> None:
+        fd = self._fds.get(path)
+        if fd is not None:
+            os.fsync(fd)
+            return
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._drop(src)
+        self._drop(dst)
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        self._drop(path)
+        os.remove(path)

@@ -1,0 +1,452 @@
+"""Segmented, append-only log of record batches, with snapshots.
+
+Theory of operation
+-------------------
+A log directory holds segment files named ``<20-digit base offset>.log``,
+each a run of record batches (``node_image.records``), and snapshot files
+``<20-digit end offset>-<10-digit epoch>.checkpoint``. A snapshot holds the
+state machine's state for every record below its end offset; once one exists
+the log's *start offset* moves up to it and whole segments below it are
+deleted. Readers asking for an offset below the start are told to fetch the
+snapshot instead.
+
+Rules
+-----
+- Batches are appended whole, at the log end offset (LEO), and are never
+  modified; truncation cuts whole batches off the end.
+- ``flush()`` fsyncs every segment written since the last flush. Nothing is
+  durable before it; ``flushed_end_offset`` says how far durability reaches.
+- Recovery (``open``) reads every segment, checks lengths, CRC-32C and offset
+  continuity, and at the first bad batch truncates the log there, deletes any
+  later segment and logs what it cut. A corrupt batch is never served.
+- The leader-epoch cache, a list of (epoch, start offset), is derived from
+  the batches' partition leader epochs on open and kept in step on append and
+  truncate; ``end_offset_for_epoch`` answers Kafka's OffsetForLeaderEpoch.
+- Snapshots are written ``.part`` first, fsynced, renamed, directory fsynced.
+  A ``.part`` file found on open is an unfinished snapshot and is deleted.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from . import records
+from .fs import FileSystem
+
+logger = logging.getLogger(__name__)
+
+SEGMENT_SUFFIX = ".log"
+SNAPSHOT_SUFFIX = ".checkpoint"
+PART_SUFFIX = ".part"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class OffsetAndEpoch:
+    offset: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    base_offset: int
+    next_offset: int
+    epoch: int
+    segment: int  # base offset of the segment holding it
+    position: int
+    size: int
+    crc: int
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def snapshot_name(snapshot_id: OffsetAndEpoch) -> str:
+    return f"{snapshot_id.offset:020d}-{snapshot_id.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_name(name: str) -> OffsetAndEpoch | None:
+    if not name.endswith(SNAPSHOT_SUFFIX):
+        return None
+    stem = name[: -len(SNAPSHOT_SUFFIX)]
+    parts = stem.split("-")
+    if len(parts) != 2 or len(parts[0]) != 20 or len(parts[1]) != 10:
+        return None
+    if not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return OffsetAndEpoch(int(parts[0]), int(parts[1]))
+
+
+class UnifiedLog:
+    """One partition's log (the metadata log ``__cluster_metadata-0`` or, later, a data partition)."""
+
+    def __init__(self, fs: FileSystem, directory: str, segment_bytes: int,
+                 on_event: Callable[[str], None] | None = None) -> None:
+        if segment_bytes < records.HEADER_SIZE:
+            raise ValueError(f"segment bytes {segment_bytes} is smaller than one batch header")
+        self.fs = fs
+        self.dir = directory
+        self.segment_bytes = segment_bytes
+        self._on_event = on_event or (lambda msg: logger.warning(msg))
+        self._segments: list[int] = []  # base offsets, ascending
+        self._segment_size: dict[int, int] = {}
+        self._batches: list[BatchEntry] = []
+        self._bases: list[int] = []  # base offsets of _batches, for bisect
+        self._epochs: list[tuple[int, int]] = []  # (epoch, start offset), ascending
+        self._unflushed: set[int] = set()
+        self._snapshots: list[OffsetAndEpoch] = []
+        self._dir_dirty = False  # a segment was created or removed since the last flush
+        self.start_offset = 0
+        self.end_offset = 0
+        self.flushed_end_offset = 0
+        self._open()
+
+    # ------------------------------------------------------------------ open
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def _open(self) -> None:
+        self.fs.makedirs(self.dir)
+        names = self.fs.listdir(self.dir)
+        for name in names:
+            if name.endswith(PART_SUFFIX):
+                self._on_event(f"recovery: deleting unfinished file {name}")
+                self.fs.remove(self._path(name))
+        snapshots = sorted(s for s in (parse_snapshot_name(n) for n in names) if s is not None)
+        for snap in snapshots:
+            if self._snapshot_valid(snap):
+                self._snapshots.append(snap)
+            else:
+                self._on_event(f"recovery: deleting corrupt snapshot {snapshot_name(snap)}")
+                self.fs.remove(self._path(snapshot_name(snap)))
+        segs = sorted(int(n[:-len(SEGMENT_SUFFIX)]) for n in names
+                      if n.endswith(SEGMENT_SUFFIX) and n[:-len(SEGMENT_SUFFIX)].isdigit())
+        expected: int | None = None
+        for i, base in enumerate(segs):
+            if expected is not None and base != expected:
+                self._on_event(
+                    f"recovery: segment {segment_name(base)} starts at {base} but the log "
+                    f"ends at {expected}; deleting it and every later segment")
+                for later in segs[i:]:
+                    self.fs.remove(self._path(segment_name(later)))
+                break
+            ok = self._recover_segment(base)
+            expected = self.end_offset if self._segments else None
+            if not ok:
+                for later in segs[i + 1:]:
+                    self._on_event(f"recovery: deleting segment {segment_name(later)} after the cut")
+                    self.fs.remove(self._path(segment_name(later)))
+                break
+        latest = self.latest_snapshot_id()
+        if latest is not None:
+            if latest.offset > self.end_offset or not self._batches or (
+                    self._batches[0].base_offset > latest.offset):
+                self._reset_to(latest.offset)
+            self.start_offset = latest.offset
+        elif self._segments:
+            self.start_offset = self._segments[0]
+        if not self._segments:
+            self._new_segment(self.end_offset)
+        self.flushed_end_offset = self.end_offset
+        self.fs.fsync_dir(self.dir)
+
+    def _recover_segment(self, base: int) -> bool:
+        """Load one segment's batches; truncate at the first bad one. False if it cut."""
+        path = self._path(segment_name(base))
+        data = self.fs.read(path)
+        if not self._segments:
+            self.end_offset = base
+        self._segments.append(base)
+        pos = 0
+        view = memoryview(data)
+        while pos < len(data):
+            try:
+                header = records.check_batch(view, pos)
+                if header.base_offset != self.end_offset:
+                    raise records.CorruptBatchError(
+                        f"batch base offset {header.base_offset}, expected {self.end_offset}")
+            except records.CorruptBatchError as exc:
+                self._on_event(
+                    f"recovery: {segment_name(base)} truncated at byte {pos} of {len(data)} "
+                    f"(log end offset {self.end_offset}): {exc}")
+                self.fs.truncate(path, pos)
+                self.fs.fsync(path)
+                self._segment_size[base] = pos
+                return False
+            self._add_entry(header, base, pos)
+            pos += header.size
+        self._segment_size[base] = pos
+        return True
+
+    def _snapshot_valid(self, snap: OffsetAndEpoch) -> bool:
+        try:
+            for _ in records.iter_batches(self.fs.read(self._path(snapshot_name(snap)))):
+                pass
+        except records.CorruptBatchError:
+            return False
+        return True
+
+    # ---------------------------------------------------------------- entries
+
+    def _add_entry(self, header: records.BatchHeader, segment: int, position: int) -> None:
+        entry = BatchEntry(header.base_offset, header.next_offset, header.partition_leader_epoch,
+                           segment, position, header.size, header.crc)
+        self._batches.append(entry)
+        self._bases.append(entry.base_offset)
+        if not self._epochs or entry.epoch > self._epochs[-1][0]:
+            self._epochs.append((entry.epoch, entry.base_offset))
+        elif entry.epoch < self._epochs[-1][0]:
+            raise AssertionError(
+                f"batch at {entry.base_offset} has epoch {entry.epoch} below the log's "
+                f"latest epoch {self._epochs[-1][0]}")
+        self.end_offset = entry.next_offset
+
+    def _new_segment(self, base: int) -> None:
+        path = self._path(segment_name(base))
+        self.fs.write(path, b"")
+        self._dir_dirty = True
+        self._segments.append(base)
+        self._segment_size[base] = 0
+        self._unflushed.add(base)
+
+    # ------------------------------------------------------------------ write
+
+    def append(self, batch: bytes) -> records.BatchHeader:
+        """Append one CRC-checked batch whose base offset is the log end offset."""
+        header = records.check_batch(batch)
+        if header.size != len(batch):
+            raise records.CorruptBatchError(f"batch says {header.size} bytes, got {len(batch)}")
+        if header.base_offset != self.end_offset:
+            raise ValueError(
+                f"append at offset {header.base_offset}, log end offset is {self.end_offset}")
+        if self._epochs and header.partition_leader_epoch < self._epochs[-1][0]:
+            raise ValueError(
+                f"append with epoch {header.partition_leader_epoch} below the log's latest "
+                f"epoch {self._epochs[-1][0]}")
+        active = self._segments[-1]
+        if self._segment_size[active] > 0 and self._segment_size[active] + len(batch) > self.segment_bytes:
+            self._new_segment(self.end_offset)
+            active = self._segments[-1]
+        position = self._segment_size[active]
+        self.fs.append(self._path(segment_name(active)), batch)
+        self._segment_size[active] = position + len(batch)
+        self._unflushed.add(active)
+        self._add_entry(header, active, position)
+        return header
+
+    def flush(self) -> None:
+        for base in sorted(self._unflushed):
+            if base in self._segment_size:
+                self.fs.fsync(self._path(segment_name(base)))
+        if self._dir_dirty:
+            self.fs.fsync_dir(self.dir)
+            self._dir_dirty = False
+        self._unflushed.clear()
+        self.flushed_end_offset = self.end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after ``offset`` (rounded down to a batch start)."""
+        if offset >= self.end_offset:
+            return
+        if offset < self.start_offset:
+            raise AssertionError(f"truncate to {offset} below log start {self.start_offset}")
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i >= 0 and self._batches[i].next_offset <= offset:
+            i += 1
+        i = max(i, 0)
+        cut = self._batches[i] if i < len(self._batches) else None
+        if cut is None:
+            return
+        for base in [s for s in self._segments if s > cut.segment]:
+            self._dir_dirty = True
+            self.fs.remove(self._path(segment_name(base)))
+            self._segments.remove(base)
+            del self._segment_size[base]
+            self._unflushed.discard(base)
+        self.fs.truncate(self._path(segment_name(cut.segment)), cut.position)
+        self._segment_size[cut.segment] = cut.position
+        self._unflushed.add(cut.segment)
+        del self._batches[i:]
+        del self._bases[i:]
+        self.end_offset = cut.base_offset
+        self.flushed_end_offset = min(self.flushed_end_offset, self.end_offset)
+        while self._epochs and self._epochs[-1][1] >= self.end_offset:
+            self._epochs.pop()
+        if self._segments[-1] == cut.segment and cut.position == 0 and len(self._segments) > 1:
+            # An empty segment in the middle would break the continuity check.
+            self.fs.remove(self._path(segment_name(cut.segment)))
+            self._segments.pop()
+            del self._segment_size[cut.segment]
+            self._unflushed.discard(cut.segment)
+            self._new_segment(self.end_offset)
+
+    def truncate_to_end_offset(self, diverging: OffsetAndEpoch) -> int:
+        """Kafka's truncateToEndOffset: cut where our log leaves the leader's. Returns the offset."""
+        if diverging.epoch == 0:
+            offset = min(diverging.offset, self.end_offset)
+        else:
+            local = self.end_offset_for_epoch(diverging.epoch)
+            if local.epoch == diverging.epoch:
+                offset = min(local.offset, diverging.offset)
+            else:
+                offset = local.offset
+        offset = max(offset, self.start_offset)
+        self.truncate_to(offset)
+        return self.end_offset
+
+    # ------------------------------------------------------------------- read
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        if self._epochs:
+            return self._epochs[-1][0]
+        latest = self.latest_snapshot_id()
+        return latest.epoch if latest else 0
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """Kafka's endOffsetForEpoch: the largest epoch <= ``epoch`` we have and where it ends.
+
+        An epoch older than every one we hold ends where our first epoch starts.
+        """
+        if not self._epochs:
+            return OffsetAndEpoch(self.end_offset, self.last_fetched_epoch)
+        latest = self._epochs[-1][0]
+        if epoch >= latest:
+            return OffsetAndEpoch(self.end_offset, latest)
+        idx = next(i for i, (e, _) in enumerate(self._epochs) if e > epoch)
+        higher_start = self._epochs[idx][1]
+        result = OffsetAndEpoch(higher_start, epoch if idx == 0 else self._epochs[idx - 1][0])
+        earliest = self._snapshots[0] if self._snapshots else None
+        if earliest is not None and result.offset == earliest.offset and result.epoch < earliest.epoch:
+            result = OffsetAndEpoch(earliest.offset, earliest.epoch)
+        return result
+
+    def validate_offset_and_epoch(self, offset: int, epoch: int) -> tuple[str, OffsetAndEpoch]:
+        """Kafka's validateOffsetAndEpoch for a follower's (fetch offset, last fetched epoch).
+
+        Returns ("valid" | "diverging" | "snapshot", OffsetAndEpoch).
+        """
+        if self.start_offset == 0 and offset == 0:
+            return "valid", OffsetAndEpoch(0, 0)
+        earliest = self._snapshots[0] if self._snapshots else None
+        if earliest is not None and (
+                offset < self.start_offset
+                or (offset == self.start_offset and epoch != earliest.epoch)
+                or epoch < earliest.epoch):
+            return "snapshot", self._snapshots[-1]
+        end = self.end_offset_for_epoch(epoch)
+        if end.epoch != epoch or end.offset < offset:
+            return "diverging", end
+        return "valid", OffsetAndEpoch(offset, epoch)
+
+    def epoch_at(self, offset: int) -> int:
+        """Epoch of the batch holding ``offset`` (the snapshot's epoch at the log start)."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i < 0 or self._batches[i].next_offset <= offset:
+            latest = self.latest_snapshot_id()
+            if latest is not None and offset == latest.offset - 1:
+                return latest.epoch
+            raise KeyError(f"offset {offset} is not in the log")
+        return self._batches[i].epoch
+
+    def batch_entries(self, start: int, end: int) -> list[BatchEntry]:
+        """Entries of the batches that start in [start, end)."""
+        i = bisect.bisect_left(self._bases, start)
+        j = bisect.bisect_left(self._bases, end)
+        return self._batches[i:j]
+
+    def read_entry(self, entry: BatchEntry) -> bytes:
+        return self.fs.read_at(self._path(segment_name(entry.segment)), entry.position, entry.size)
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Batches from ``offset`` (a batch start) up to about ``max_bytes``; at least one."""
+        i = bisect.bisect_left(self._bases, offset)
+        out = bytearray()
+        while i < len(self._batches):
+            entry = self._batches[i]
+            if out and len(out) + entry.size > max_bytes:
+                break
+            out += self.read_entry(entry)
+            i += 1
+        return bytes(out)
+
+    def is_batch_start(self, offset: int) -> bool:
+        if offset == self.end_offset:
+            return True
+        i = bisect.bisect_left(self._bases, offset)
+        return i < len(self._bases) and self._bases[i] == offset
+
+    # -------------------------------------------------------------- snapshots
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    def snapshot_path(self, snapshot_id: OffsetAndEpoch) -> str:
+        return self._path(snapshot_name(snapshot_id))
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes:
+        return self.fs.read(self.snapshot_path(snapshot_id))
+
+    def write_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """Store a snapshot durably (part file, fsync, rename, fsync dir)."""
+        if self._snapshots and snapshot_id <= self._snapshots[-1]:
+            return
+        path = self.snapshot_path(snapshot_id)
+        part = path + PART_SUFFIX
+        self.fs.write(part, data)
+        self.fs.fsync(part)
+        self.fs.rename(part, path)
+        self.fs.fsync_dir(self.dir)
+        self._snapshots.append(snapshot_id)
+
+    def advance_start_to_snapshot(self) -> None:
+        """Move the log start to the latest snapshot; delete segments wholly below it."""
+        latest = self.latest_snapshot_id()
+        if latest is None or latest.offset <= self.start_offset:
+            return
+        if latest.offset > self.end_offset:
+            self._reset_to(latest.offset)
+        self.start_offset = latest.offset
+        while len(self._segments) > 1 and self._segments[1] <= latest.offset:
+            base = self._segments.pop(0)
+            self.fs.remove(self._path(segment_name(base)))
+            del self._segment_size[base]
+            self._unflushed.discard(base)
+            k = bisect.bisect_left(self._bases, self._segments[0])
+            del self._batches[:k]
+            del self._bases[:k]
+        while len(self._epochs) > 1 and self._epochs[1][1] <= latest.offset:
+            self._epochs.pop(0)
+        for old in self._snapshots[:-1]:
+            self.fs.remove(self.snapshot_path(old))
+        self._snapshots = self._snapshots[-1:]
+        self.fs.fsync_dir(self.dir)
+
+    def _reset_to(self, offset: int) -> None:
+        """Drop every batch and segment; the log restarts empty at ``offset``."""
+        for base in self._segments:
+            self.fs.remove(self._path(segment_name(base)))
+        self._segments.clear()
+        self._segment_size.clear()
+        self._unflushed.clear()
+        self._batches.clear()
+        self._bases.clear()
+        self._epochs.clear()
+        self.fs.fsync_dir(self.dir)
+        self.end_offset = offset
+        self.flushed_end_offset = offset
+        self.start_offset = offset
+        self._new_segment(offset)
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        """A follower's downloaded snapshot: store it and restart the log at its offset."""
+        self.write_snapshot(snapshot_id, data)
+        if snapshot_id.offset >= self.end_offset or \
+                self.end_offset_for_epoch(snapshot_id.epoch).offset < snapshot_id.offset:
+            self._reset_to(snapshot_id.offset)
+        self.advance_start_to_snapshot()
+        self.flush()

@@ -1,0 +1,90 @@
+"""A KRaft node's core: storage, the Raft client and the controller, without I/O.
+
+The runtime (``node_image.runtime`` over TCP, or ``node_image.sim``) creates a
+:class:`Node` on a :class:`~node_image.fs.FileSystem`, feeds it messages and
+timer ticks with the node's clock reading, and sends what appears in
+``outbox``: (destination, message) pairs where the destination is a node id
+for our requests or the opaque ``src`` token a request came with.
+
+Start-up checks that the directory was formatted for this node
+(``meta.properties``) and that the voter ids formatted into quorum-state are
+the ones configured.
+"""
+from __future__ import annotations
+
+import os
+import random
+from typing import Callable
+
+from . import messages as m
+from .config import NodeConfig
+from .controller import QuorumController
+from .fs import FileSystem
+from .log import UnifiedLog
+from .raft.client import KafkaRaftClient
+from .storage import METADATA_DIR, QuorumStateStore, StorageError, read_meta_properties
+
+
+class Node:
+    def __init__(self, config: NodeConfig, fs: FileSystem, rng: random.Random, now_ms: int,
+                 on_event: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self._on_event = on_event or (lambda msg: None)
+        self.meta = read_meta_properties(fs, config.log_dir, config.node_id)
+        metadata_dir = os.path.join(config.log_dir, METADATA_DIR)
+        self.store = QuorumStateStore(fs, metadata_dir,
+                                      fsync="unsynced-quorum-state" not in config.bugs)
+        election = self.store.read()
+        formatted = sorted(v.node_id for v in election.voters)
+        if formatted != sorted(config.voters):
+            raise StorageError(
+                f"controller.quorum.voters names {sorted(config.voters)} but {self.store.path} "
+                f"was formatted with voters {formatted}")
+        self.log = UnifiedLog(fs, metadata_dir, config.segment_bytes, self._on_event)
+        self.outbox: list = []
+        self.controller = QuorumController(
+            config.node_id, idle_interval_ms=config.idle_interval_ms,
+            snapshot_max_bytes=config.snapshot_max_bytes, bugs=config.bugs, outbox=self.outbox,
+            can_lead="controller" in config.roles, on_event=self._on_event)
+        self.raft = KafkaRaftClient(
+            node_id=config.node_id, directory_id=self.meta.directory_id,
+            cluster_id=self.meta.cluster_id, voters=election.voters, log=self.log,
+            store=self.store, config=config.raft, rng=rng, listener=self.controller,
+            now_ms=now_ms, bugs=config.bugs, on_event=self._on_event)
+        self.raft.outbox = self.outbox
+        self.controller.raft = self.raft
+        self.raft.poll(now_ms)
+
+    def handle(self, src, msg, now_ms: int) -> None:
+        if isinstance(msg, m.RegisterRequest):
+            self.controller.handle_register(src, msg, now_ms)
+            self.raft.poll(now_ms)
+        elif isinstance(msg, m.DescribeQuorumRequest):
+            self.outbox.append((src, self.describe(msg.request_id)))
+        elif isinstance(msg, (m.RegisterResponse, m.DescribeQuorumResponse)):
+            raise TypeError(f"{type(msg).__name__} is not a request a node accepts")
+        else:
+            self.raft.handle(src, msg, now_ms)
+
+    def poll(self, now_ms: int) -> None:
+        self.raft.poll(now_ms)
+        self.controller.tick(now_ms)
+        self.raft.poll(now_ms)
+
+    def next_deadline_ms(self) -> int:
+        d = self.raft.next_deadline_ms()
+        c = self.controller.next_deadline_ms()
+        return d if c is None else min(d, c)
+
+    def shutdown(self, now_ms: int) -> None:
+        self.raft.resign(now_ms)
+
+    def describe(self, request_id: int = 0) -> m.DescribeQuorumResponse:
+        raft = self.raft
+        leader = raft.leader_id()
+        hwm = raft.high_watermark
+        return m.DescribeQuorumResponse(
+            request_id, self.node_id, raft.role, raft.epoch, -1 if leader is None else leader,
+            -1 if hwm is None else hwm, self.log.end_offset, self.log.start_offset,
+            raft.committed_offset())

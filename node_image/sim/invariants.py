@@ -1,0 +1,135 @@
+"""Invariants checked after every simulated event (after Kafka's RaftEventSimulationTest).
+
+- SingleLeader: at most one leader per epoch, ever.
+- MonotonicEpoch: a node's epoch never goes down, across restarts too (the
+  epoch is persisted before it is used, so a restart must find it again).
+- MonotonicHighWatermark: the high watermark of the cluster's leader (the
+  leader with the highest epoch) never goes down, across leader changes.
+- MajorityReachedHighWatermark: a majority of voters hold, durably, every
+  offset below the leader's high watermark (for a crashed voter: what its
+  disk kept at the crash). A voter whose disk was wiped comes back with a
+  new directory id as an observer and never votes again; it counts as a
+  voter that lost the data (the majority needed shrinks by one per wipe;
+  the simulator wipes at most one voter per run).
+- ConsistentCommittedData: every committed batch at an offset is the same
+  batch (epoch, length, CRC) on every node, and the state machine's state
+  after applying offset o is the same on every node whether it got there by
+  replaying records or by loading a snapshot.
+- LeaderNeverLoadsSnapshot: raised by the Raft core itself.
+
+A violation raises SafetyViolation with the invariant's name.
+"""
+from __future__ import annotations
+
+from ..raft.client import SafetyViolation
+from ..raft.state import LeaderState
+
+
+class Invariants:
+    def __init__(self, sim) -> None:
+        self.sim = sim
+        self.leader_of_epoch: dict[int, int] = {}
+        self.max_epoch: dict[int, int] = {}
+        self.cluster_hwm = 0
+        self.committed_batches: dict[int, tuple[int, int, int]] = {}
+        self.checked_to: dict[int, int] = {}
+        self.digest_at: dict[int, tuple[int, int]] = {}
+
+    def on_start(self, sn) -> None:
+        node = sn.node
+        if sn.wiped:
+            self.max_epoch.pop(sn.node_id, None)
+            sn.wiped = False
+        prev = self.max_epoch.get(sn.node_id, 0)
+        if node.raft.epoch < prev:
+            raise SafetyViolation("MonotonicEpoch",
+                                  f"node {sn.node_id} restarted in epoch {node.raft.epoch} "
+                                  f"after reaching epoch {prev}")
+        self.checked_to[sn.node_id] = node.log.start_offset
+
+    def on_crash(self, sn) -> None:
+        self.checked_to.pop(sn.node_id, None)
+
+    def on_applied(self, node_id: int, end_offset: int, digest: int) -> None:
+        seen = self.digest_at.get(end_offset)
+        if seen is None:
+            self.digest_at[end_offset] = (digest, node_id)
+        elif seen[0] != digest:
+            raise SafetyViolation(
+                "ConsistentCommittedData",
+                f"node {node_id}'s state after offset {end_offset - 1} differs from node "
+                f"{seen[1]}'s (digest {digest:#x} vs {seen[0]:#x})")
+
+    def check(self, event_index: int) -> None:
+        sim = self.sim
+        top = None
+        for sn in sim.nodes.values():
+            node = sn.node
+            if node is None:
+                continue
+            raft = node.raft
+            epoch = raft.epoch
+            if epoch < self.max_epoch.get(sn.node_id, 0):
+                raise SafetyViolation("MonotonicEpoch",
+                                      f"node {sn.node_id} went from epoch "
+                                      f"{self.max_epoch[sn.node_id]} to {epoch}")
+            self.max_epoch[sn.node_id] = epoch
+            st = raft.state
+            if isinstance(st, LeaderState):
+                other = self.leader_of_epoch.setdefault(st.epoch, sn.node_id)
+                if other != sn.node_id:
+                    raise SafetyViolation("SingleLeader",
+                                          f"nodes {other} and {sn.node_id} both led epoch {st.epoch}")
+                if top is None or st.epoch > top[1].epoch:
+                    top = (sn.node_id, st)
+            self._check_committed(sn)
+        if top is not None and top[1].high_watermark is not None:
+            hwm = top[1].high_watermark
+            if hwm < self.cluster_hwm:
+                raise SafetyViolation("MonotonicHighWatermark",
+                                      f"leader {top[0]} of epoch {top[1].epoch} has high watermark "
+                                      f"{hwm}, below the earlier {self.cluster_hwm}")
+            self.cluster_hwm = hwm
+            self._check_majority(top[0], top[1].epoch, hwm)
+
+    def _check_majority(self, leader: int, epoch: int, hwm: int) -> None:
+        sim = self.sim
+        holders = []
+        replaced = 0
+        for vid in sim.voter_ids:
+            sn = sim.nodes[vid]
+            if sim.dir_ids[vid] != sim.voters[vid - 1].directory_id:
+                # A replaced disk is no longer that voter and can never vote again, so a
+                # quorum of the others still meets every holder: it counts as lost.
+                replaced += 1
+                continue
+            durable = sn.node.log.flushed_end_offset if sn.node is not None else sn.durable_end_at_crash
+            if durable >= hwm:
+                holders.append(vid)
+        if len(holders) < len(sim.voter_ids) // 2 + 1 - replaced:
+            raise SafetyViolation("MajorityReachedHighWatermark",
+                                  f"leader {leader} of epoch {epoch} has high watermark {hwm} "
+                                  f"but only voters {holders} hold it")
+
+    def _check_committed(self, sn) -> None:
+        node = sn.node
+        start = max(self.checked_to.get(sn.node_id, 0), node.log.start_offset)
+        end = node.controller.applied_offset
+        if end <= start:
+            return
+        for e in node.log.batch_entries(start, end):
+            if e.next_offset > end:
+                break
+            mine = (e.next_offset, e.epoch, e.crc)
+            seen = self.committed_batches.setdefault(e.base_offset, mine)
+            if seen != mine:
+                raise SafetyViolation(
+                    "ConsistentCommittedData",
+                    f"node {sn.node_id} committed batch at offset {e.base_offset} as "
+                    f"(next {mine[0]}, epoch {mine[1]}, crc {mine[2]:#x}); another node committed "
+                    f"(next {seen[0]}, epoch {seen[1]}, crc {seen[2]:#x})")
+            start = e.next_offset
+        self.checked_to[sn.node_id] = start
+
+    def check_final(self) -> None:
+        pass
