@@ -61,6 +61,8 @@ class Model:
     step: Callable[[Hashable, Any, Any], tuple[bool, Hashable]]
     partition: Callable[[list[Operation]], list[list[Operation]]] = lambda ops: [ops]
     describe: Callable[[Operation], str] = lambda op: f"{op.input!r} -> {op.output!r}"
+    # Drops operations that cannot change the verdict, before the search.
+    prepare: Callable[[list[Operation]], list[Operation]] = lambda ops: ops
 
 
 @dataclass
@@ -137,8 +139,10 @@ def _unlift(e: _Entry) -> None:
 def check_single(model: Model, ops: list[Operation], deadline: float | None = None,
                  key: Any = None) -> KeyResult:
     """Wing-Gong-Lowe search over one partition."""
+    total = len(ops)
+    ops = model.prepare(ops)
     if not ops:
-        return KeyResult(key, True, 0)
+        return KeyResult(key, True, total)
     head = _build_list(ops)
     state = model.init()
     linearized = 0
@@ -151,7 +155,7 @@ def check_single(model: Model, ops: list[Operation], deadline: float | None = No
     while head.next is not None:
         steps += 1
         if deadline is not None and steps % 4096 == 0 and time.monotonic() > deadline:
-            return KeyResult(key, "unknown", len(ops), explored=len(cache))
+            return KeyResult(key, "unknown", total, explored=len(cache))
         if entry.is_call:
             ok, new_state = model.step(state, entry.op.input, entry.op.output)
             if ok:
@@ -171,13 +175,13 @@ def check_single(model: Model, ops: list[Operation], deadline: float | None = No
                 best = [c for c, _ in calls]
                 best_stuck = entry
             if not calls:
-                return KeyResult(key, False, len(ops), _counterexample(model, ops, best, best_stuck),
+                return KeyResult(key, False, total, _counterexample(model, ops, best, best_stuck),
                                  len(cache))
             top, state = calls.pop()
             linearized &= ~(1 << top.id)
             _unlift(top)
             entry = top.next
-    return KeyResult(key, True, len(ops), explored=len(cache))
+    return KeyResult(key, True, total, explored=len(cache))
 
 
 def _counterexample(model: Model, ops: list[Operation], best: list[_Entry],

@@ -37,16 +37,48 @@ def _describe(op: Operation) -> str:
     return f"cas {value[0]!r}->{value[1]!r}" + (" (indeterminate)" if op.output is UNKNOWN else "")
 
 
+def drop_unobserved_indeterminate(ops: list[Operation]) -> list[Operation]:
+    """Remove indeterminate writes and cas whose new value no operation ever observed.
+
+    Sound: such an operation may be linearized "never" (it is indeterminate), and a
+    linearization that did apply it puts a value in the register that no read returns
+    and no cas expects, so the ops between it and the next write are unaffected by
+    leaving it out. Without this, every unanswered write doubles the search space.
+    """
+    observed = set()
+    for op in ops:
+        f, value = op.input
+        if f == "read" and op.output is not UNKNOWN:
+            observed.add(_key(op.output))
+        elif f == "cas":
+            observed.add(_key(value[0]))
+    out = []
+    for op in ops:
+        f, value = op.input
+        if op.output is UNKNOWN and f in ("write", "cas"):
+            new = value if f == "write" else value[1]
+            if _key(new) not in observed:
+                continue
+        out.append(op)
+    return out
+
+
+def _key(v):
+    return repr(v)
+
+
 def register(initial=None) -> Model:
     def step(state, inp, out):
         if inp[0] == "cas":
             raise ValueError("the register model has no cas; use cas-register")
         return _register_step(state, inp, out)
-    return Model("register", lambda: initial, step, describe=_describe)
+    return Model("register", lambda: initial, step, describe=_describe,
+                 prepare=drop_unobserved_indeterminate)
 
 
 def cas_register(initial=None) -> Model:
-    return Model("cas-register", lambda: initial, _register_step, describe=_describe)
+    return Model("cas-register", lambda: initial, _register_step, describe=_describe,
+                 prepare=drop_unobserved_indeterminate)
 
 
 MODELS = {"register": register, "cas-register": cas_register}

@@ -147,6 +147,7 @@ class UnifiedLog:
                     self._batches[0].base_offset > latest.offset):
                 self._reset_to(latest.offset)
             self.start_offset = latest.offset
+            self.advance_start_to_snapshot()
         elif self._segments:
             self.start_offset = self._segments[0]
         if not self._segments:
@@ -406,7 +407,12 @@ class UnifiedLog:
     def advance_start_to_snapshot(self) -> None:
         """Move the log start to the latest snapshot; delete segments wholly below it."""
         latest = self.latest_snapshot_id()
-        if latest is None or latest.offset <= self.start_offset:
+        if latest is None:
+            return
+        for old in self._snapshots[:-1]:
+            self.fs.remove(self.snapshot_path(old))
+        self._snapshots = self._snapshots[-1:]
+        if latest.offset <= self.start_offset:
             return
         if latest.offset > self.end_offset:
             self._reset_to(latest.offset)
@@ -421,9 +427,6 @@ class UnifiedLog:
             del self._bases[:k]
         while len(self._epochs) > 1 and self._epochs[1][1] <= latest.offset:
             self._epochs.pop(0)
-        for old in self._snapshots[:-1]:
-            self.fs.remove(self.snapshot_path(old))
-        self._snapshots = self._snapshots[-1:]
         self.fs.fsync_dir(self.dir)
 
     def _reset_to(self, offset: int) -> None:

@@ -454,7 +454,8 @@ class KafkaRaftClient:
         if req.pre_vote:
             # A pre-vote never changes our state (KIP-996).
             heard_from_leader = isinstance(s, LeaderState) or (
-                isinstance(s, FollowerState) and now < s.fetch_deadline_ms)
+                isinstance(s, FollowerState) and s.last_fetch_ok_ms is not None
+                and now < s.last_fetch_ok_ms + self.config.fetch_timeout_ms)
             granted = (req.candidate_epoch >= s.epoch and up_to_date and not heard_from_leader
                        and not (req.candidate_epoch == s.epoch and not isinstance(
                            s, (UnattachedState, ProspectiveState))))
@@ -642,6 +643,10 @@ class KafkaRaftClient:
             return True
         if epoch == s.epoch and leader_id >= 0 and leader_id != self.node_id and not isinstance(
                 s, FollowerState):
+            if isinstance(s, ProspectiveState) and s.leader_id == leader_id:
+                # We left that leader because it stopped answering: hearing that others
+                # still follow it is no reason to go back (KIP-996).
+                return False
             if isinstance(s, (UnattachedState, ProspectiveState, CandidateState)):
                 self._to_follower(epoch, leader_id, now)
                 return True
@@ -737,6 +742,7 @@ class KafkaRaftClient:
             self.requests.backoff(src, now)
             return
         s.fetch_deadline_ms = now + self.config.fetch_timeout_ms
+        s.last_fetch_ok_ms = now
         if resp.diverging_epoch >= 0:
             committed = self.high_watermark or 0
             offset = self.log.truncate_to_end_offset(

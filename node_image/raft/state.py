@@ -77,6 +77,7 @@ class FollowerState:
     voted_key: ReplicaKey | None
     fetch_deadline_ms: int
     fetching_snapshot: tuple | None = None  # (OffsetAndEpoch, bytearray, size)
+    last_fetch_ok_ms: int | None = None  # last successful fetch answer from the leader
     name = "Follower"
 
 

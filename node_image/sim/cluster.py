@@ -184,6 +184,7 @@ class Simulation:
         self.stats = {"crashes": 0, "partitions": 0, "wipes": 0, "delivered": 0, "dropped": 0}
         self.failure: tuple[str, str] | None = None
         self._elections_seen: set[tuple[int, int]] = set()
+        self.healed = False
 
     # ----------------------------------------------------------------- queue
 
@@ -267,7 +268,7 @@ class Simulation:
         o = self.options
         client = isinstance(dest, tuple) or isinstance(src, tuple)
         copies = 1
-        if not client:
+        if not client and not self.healed:
             if self.net_rng.random() < o.drop_rate:
                 self.stats["dropped"] += 1
                 return
@@ -499,6 +500,8 @@ class Simulation:
                 self._start(sn)
             return True
         if kind == "end_faults":
+            # Heal everything, the lossy network included, and see the cluster recover.
+            self.healed = True
             self.blocked = set()
             self._trace(self.now, "end_faults")
             for sn in self.nodes.values():

@@ -16,6 +16,8 @@
   after applying offset o is the same on every node whether it got there by
   replaying records or by loading a snapshot.
 - LeaderNeverLoadsSnapshot: raised by the Raft core itself.
+- Liveness (at the end): after the faults stop and every node is restarted,
+  some register operation succeeds within the recovery window.
 
 A violation raises SafetyViolation with the invariant's name.
 """
@@ -132,4 +134,12 @@ class Invariants:
         self.checked_to[sn.node_id] = start
 
     def check_final(self) -> None:
-        pass
+        """Liveness: once faults stop and every node is back, the cluster serves again."""
+        sim = self.sim
+        healed = [h for h in sim.history if h["type"] == "ok" and h["time"] > sim.duration_ms]
+        if not healed:
+            states = {i: (sn.node.raft.role, sn.node.raft.epoch) if sn.node else None
+                      for i, sn in sorted(sim.nodes.items())}
+            raise SafetyViolation(
+                "Liveness", f"no register operation succeeded in the {sim.RECOVERY_MS} ms after "
+                            f"faults stopped; node states {states}")

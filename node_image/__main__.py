@@ -1,0 +1,79 @@
+"""``python -m node_image format|start``: the node's own command line.
+
+    python -m node_image format --config server.properties --cluster-id ID \
+        [--initial-controllers 1@host:port:DIRID,...] [--directory-id DIRID]
+    python -m node_image start --config server.properties
+
+``format`` is Kafka's ``kafka-storage format``: it writes meta.properties and
+the first quorum-state. Without ``--initial-controllers`` the voters come from
+``controller.quorum.voters`` with no directory ids (a static quorum).
+Exit codes: 0 ok, 2 bad configuration or storage, 1 crash.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from .config import ConfigError, load_config, parse_properties
+from .fs import RealFileSystem
+from .storage import ReplicaKey, StorageError, format_storage, new_directory_id
+
+
+def _read_config(path: str):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    return load_config(parse_properties(text, path))
+
+
+def _initial_controllers(text: str) -> tuple[ReplicaKey, ...]:
+    keys = []
+    for item in text.split(","):
+        try:
+            ident, rest = item.strip().split("@", 1)
+            parts = rest.rsplit(":", 2)
+            keys.append(ReplicaKey(int(ident), parts[2] if len(parts) == 3 else None))
+        except (ValueError, IndexError):
+            raise ConfigError(f"--initial-controllers: {item!r} is not id@host:port:directoryId") from None
+    return tuple(keys)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m node_image")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("format")
+    f.add_argument("--config", required=True)
+    f.add_argument("--cluster-id", required=True)
+    f.add_argument("--initial-controllers")
+    f.add_argument("--directory-id")
+    f.add_argument("--ignore-formatted", action="store_true")
+    s = sub.add_parser("start")
+    s.add_argument("--config", required=True)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = _read_config(args.config)
+        if args.cmd == "format":
+            voters = (_initial_controllers(args.initial_controllers) if args.initial_controllers
+                      else tuple(ReplicaKey(v) for v in sorted(config.voters)))
+            meta = format_storage(RealFileSystem(), config.log_dir, args.cluster_id, config.node_id,
+                                  voters, args.directory_id or new_directory_id(),
+                                  args.ignore_formatted)
+            print(f"formatted {config.log_dir}: cluster.id={meta.cluster_id} "
+                  f"node.id={meta.node_id} directory.id={meta.directory_id}")
+            return 0
+        from .runtime import NodeRuntime
+        asyncio.run(NodeRuntime(config).run())
+        return 0
+    except (ConfigError, StorageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

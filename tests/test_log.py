@@ -1,0 +1,164 @@
+"""Storage: segment recovery cuts torn or corrupt tails and serves nothing after them."""
+import os
+import random
+
+import pytest
+
+from node_image import records
+from node_image.fs import RealFileSystem
+from node_image.log import OffsetAndEpoch, UnifiedLog, segment_name
+from node_image.sim.disk import SimDisk
+
+
+def fill(log, n, epoch=1, size=20):
+    for i in range(n):
+        log.append(records.build_batch(log.end_offset, epoch, [(None, bytes([i % 256]) * size)], i))
+    log.flush()
+
+
+@pytest.fixture(params=["real", "sim"])
+def fs_and_dir(request, tmp_path):
+    if request.param == "real":
+        fs = RealFileSystem()
+        yield fs, str(tmp_path / "log")
+        fs.close()
+    else:
+        yield SimDisk(), "/d/log"
+
+
+def segment_path(d, base=0):
+    return os.path.join(d, segment_name(base))
+
+
+def test_cut_mid_batch_is_truncated(fs_and_dir):
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 1 << 20)
+    fill(log, 10)
+    size = fs.size(segment_path(d))
+    batch_size = size // 10
+    fs.truncate(segment_path(d), size - batch_size // 2)  # tear the last batch
+    events = []
+    log2 = UnifiedLog(fs, d, 1 << 20, events.append)
+    assert log2.end_offset == 9
+    assert fs.size(segment_path(d)) == 9 * batch_size
+    assert any("truncated" in e for e in events)
+    data = log2.read(0, 1 << 20)
+    assert [h.base_offset for h, _ in records.iter_batches(data)] == list(range(9))
+
+
+def test_flipped_byte_is_detected_and_nothing_after_it_is_served(fs_and_dir):
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 1 << 20)
+    fill(log, 10)
+    path = segment_path(d)
+    data = bytearray(fs.read(path))
+    batch_size = len(data) // 10
+    data[4 * batch_size + 40] ^= 0x10  # inside batch 4, within the CRC'd part
+    fs.write(path, bytes(data))
+    events = []
+    log2 = UnifiedLog(fs, d, 1 << 20, events.append)
+    assert log2.end_offset == 4, "batches 4..9 must be cut: 4 is corrupt, 5..9 come after it"
+    assert any("CRC mismatch" in e for e in events)
+    served = log2.read(0, 1 << 20)
+    assert len(served) == 4 * batch_size
+    assert [h.base_offset for h, _ in records.iter_batches(served)] == [0, 1, 2, 3]
+    # the log is writable again right where it was cut
+    log2.append(records.build_batch(4, 1, [(None, b"new")], 0))
+    assert log2.end_offset == 5
+
+
+def test_corruption_in_an_earlier_segment_drops_later_segments(fs_and_dir):
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 200)
+    fill(log, 12, size=40)
+    segs = sorted(n for n in fs.listdir(d) if n.endswith(".log"))
+    assert len(segs) > 3
+    second = os.path.join(d, segs[1])
+    data = bytearray(fs.read(second))
+    data[30] ^= 0xFF
+    fs.write(second, bytes(data))
+    log2 = UnifiedLog(fs, d, 200)
+    assert log2.end_offset == int(segs[1][:20])
+    assert sorted(n for n in fs.listdir(d) if n.endswith(".log")) == segs[:2]
+
+
+def test_power_loss_keeps_only_fsynced_batches():
+    disk = SimDisk()
+    log = UnifiedLog(disk, "/d/log", 1 << 20)
+    fill(log, 5)
+    for i in range(3):  # appended, never flushed
+        log.append(records.build_batch(log.end_offset, 1, [(None, b"unsynced")], 0))
+    disk.crash(random.Random(1))
+    assert UnifiedLog(disk, "/d/log", 1 << 20).end_offset == 5
+
+
+def test_torn_write_after_power_loss_is_cut():
+    disk = SimDisk()
+    log = UnifiedLog(disk, "/d/log", 1 << 20)
+    fill(log, 5)
+    for i in range(3):
+        log.append(records.build_batch(log.end_offset, 1, [(None, b"x" * 50)], 0))
+    rng = random.Random(7)
+    disk.crash(rng, torn_write_prob=1.0)  # keeps a random prefix of the unsynced tail
+    log2 = UnifiedLog(disk, "/d/log", 1 << 20)
+    assert 5 <= log2.end_offset <= 8
+    for h, _ in records.iter_batches(log2.read(0, 1 << 20)):
+        assert h.base_offset < log2.end_offset
+
+
+def test_epoch_cache_and_divergence(fs_and_dir):
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 1 << 20)
+    fill(log, 3, epoch=1)   # offsets 0..2
+    fill(log, 2, epoch=3)   # offsets 3..4
+    assert log.end_offset_for_epoch(1) == OffsetAndEpoch(3, 1)
+    assert log.end_offset_for_epoch(2) == OffsetAndEpoch(3, 1)
+    assert log.end_offset_for_epoch(3) == OffsetAndEpoch(5, 3)
+    assert log.validate_offset_and_epoch(3, 1) == ("valid", OffsetAndEpoch(3, 1))
+    assert log.validate_offset_and_epoch(4, 1) == ("diverging", OffsetAndEpoch(3, 1))
+    assert log.validate_offset_and_epoch(4, 2) == ("diverging", OffsetAndEpoch(3, 1))
+    assert log.truncate_to_end_offset(OffsetAndEpoch(4, 3)) == 4
+    assert log.last_fetched_epoch == 3
+    log.truncate_to(2)
+    assert (log.end_offset, log.last_fetched_epoch) == (2, 1)
+    # reopening derives the same epochs from the batches
+    log.flush()
+    assert UnifiedLog(fs, d, 1 << 20).end_offset_for_epoch(1) == OffsetAndEpoch(2, 1)
+
+
+def test_snapshot_advances_log_start_and_survives_restart(fs_and_dir):
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 300)
+    fill(log, 20, size=30)
+    snap = OffsetAndEpoch(12, 1)
+    log.write_snapshot(snap, records.build_batch(0, 1, [(None, b"state")], 0))
+    log.advance_start_to_snapshot()
+    assert log.start_offset == 12
+    assert "00000000000000000012-0000000001.checkpoint" in fs.listdir(d)
+    assert min(int(n[:20]) for n in fs.listdir(d) if n.endswith(".log")) <= 12
+    assert log.validate_offset_and_epoch(5, 1)[0] == "snapshot"
+    reopened = UnifiedLog(fs, d, 300)
+    assert (reopened.start_offset, reopened.end_offset) == (12, 20)
+    assert reopened.latest_snapshot_id() == snap
+
+
+def test_corrupt_snapshot_is_deleted_on_open(fs_and_dir):
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 1 << 20)
+    fill(log, 4)
+    snap = OffsetAndEpoch(3, 1)
+    log.write_snapshot(snap, records.build_batch(0, 1, [(None, b"state")], 0))
+    path = log.snapshot_path(snap)
+    data = bytearray(fs.read(path))
+    data[-1] ^= 1
+    fs.write(path, bytes(data))
+    events = []
+    log2 = UnifiedLog(fs, d, 1 << 20, events.append)
+    assert log2.latest_snapshot_id() is None and log2.start_offset == 0
+    assert any("corrupt snapshot" in e for e in events)
+
+
+def test_append_refuses_a_gap():
+    log = UnifiedLog(SimDisk(), "/d/log", 1 << 20)
+    with pytest.raises(ValueError, match="log end offset is 0"):
+        log.append(records.build_batch(5, 1, [(None, b"x")], 0))
