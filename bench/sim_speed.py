@@ -12,9 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checkers.history import register_operations  # noqa: E402
 from checkers.linearizability import check  # noqa: E402
-from checkers.models import cas_register  # noqa: E402
+from checkers.models import get_model  # noqa: E402
 from node_image.sim.cluster import Simulation  # noqa: E402
 
 
@@ -31,7 +30,8 @@ def main() -> None:
         t0 = time.perf_counter()
         r = Simulation(seed, a.nodes, a.duration_s).run()
         t1 = time.perf_counter()
-        check(cas_register(), (), keyed=sorted(register_operations(r.history).items()))
+        model = get_model("cas-register")
+        check(model.model(), (), keyed=model.operations(r.history))
         t2 = time.perf_counter()
         sim_s = r.sim_ms / 1000
         tot_sim += sim_s

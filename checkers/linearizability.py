@@ -136,9 +136,24 @@ def _unlift(e: _Entry) -> None:
         e.next.prev = e
 
 
+SLICE_STEPS = 2048
+
+
 def check_single(model: Model, ops: list[Operation], deadline: float | None = None,
                  key: Any = None) -> KeyResult:
-    """Wing-Gong-Lowe search over one partition."""
+    """Wing-Gong-Lowe search over one partition, until done or ``deadline`` (monotonic s)."""
+    search = _search(model, ops, key)
+    while True:
+        try:
+            next(search)
+        except StopIteration as done:
+            return done.value
+        if deadline is not None and time.monotonic() > deadline:
+            return KeyResult(key, "unknown", len(ops))
+
+
+def _search(model: Model, ops: list[Operation], key: Any):
+    """The search as a generator: yields every SLICE_STEPS steps, returns a KeyResult."""
     total = len(ops)
     ops = model.prepare(ops)
     if not ops:
@@ -154,8 +169,8 @@ def check_single(model: Model, ops: list[Operation], deadline: float | None = No
     steps = 0
     while head.next is not None:
         steps += 1
-        if deadline is not None and steps % 4096 == 0 and time.monotonic() > deadline:
-            return KeyResult(key, "unknown", total, explored=len(cache))
+        if steps % SLICE_STEPS == 0:
+            yield
         if entry.is_call:
             ok, new_state = model.step(state, entry.op.input, entry.op.output)
             if ok:
@@ -204,11 +219,35 @@ def _counterexample(model: Model, ops: list[Operation], best: list[_Entry],
 
 def check(model: Model, ops: Iterable[Operation], timeout_s: float | None = None,
           keyed: list[tuple[Any, list[Operation]]] | None = None) -> CheckResult:
-    """Check every partition; the verdict is False if any is, else unknown if any is."""
+    """Check every partition, interleaved, and stop at the first that is not linearizable.
+
+    As Porcupine runs partitions in parallel and stops the others when one fails,
+    the searches here take turns of SLICE_STEPS steps, so one hard linearizable
+    key cannot hide an easy violation on another. Keys left unfinished then are
+    reported "unknown"; the verdict is False.
+    """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    parts = keyed if keyed is not None else [(i, p) for i, p in enumerate(model.partition(list(ops)))]
-    results = [check_single(model, p, deadline, key) for key, p in parts]
-    return CheckResult(combine(r.valid for r in results), results)
+    parts = keyed if keyed is not None else list(enumerate(model.partition(list(ops))))
+    results: dict[int, KeyResult] = {}
+    active = {i: _search(model, p, key) for i, (key, p) in enumerate(parts)}
+    failed = False
+    while active and not failed:
+        for i in list(active):
+            try:
+                next(active[i])
+            except StopIteration as done:
+                results[i] = done.value
+                del active[i]
+                if done.value.valid is False:
+                    failed = True
+                    break
+        if deadline is not None and time.monotonic() > deadline:
+            break
+    for i in active:
+        key, p = parts[i]
+        results[i] = KeyResult(key, "unknown", len(p))
+    ordered = [results[i] for i in range(len(parts))]
+    return CheckResult(combine(r.valid for r in ordered), ordered)
 
 
 def combine(verdicts: Iterable[bool | str]) -> bool | str:

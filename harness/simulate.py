@@ -11,9 +11,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from checkers.history import register_operations
 from checkers.linearizability import check
-from checkers.models import cas_register
+from checkers.models import get_model
 from node_image.sim.cluster import SimResult, Simulation
 
 LINEARIZABILITY_BUDGET_S = 60.0
@@ -38,8 +37,9 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str]) -> 
     outcome = Outcome(seed, result.ok, result.invariant, result.detail, result.event_index,
                       result.trace_hash, result, 0.0)
     if result.ok:
-        keyed = sorted(register_operations(result.history).items())
-        lin = check(cas_register(), (), timeout_s=LINEARIZABILITY_BUDGET_S, keyed=keyed)
+        model = get_model("cas-register")
+        lin = check(model.model(), (), timeout_s=LINEARIZABILITY_BUDGET_S,
+                    keyed=model.operations(result.history))
         if lin.valid is not True:
             bad = next(k for k in lin.keys if k.valid is not True)
             outcome.ok = False

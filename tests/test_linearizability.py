@@ -1,5 +1,5 @@
 """The WGL checker on small hand-made histories with known answers."""
-from checkers.history import register_operations
+from checkers.models import get_model
 from checkers.linearizability import INF, UNKNOWN, Operation, check
 from checkers.models import cas_register, register
 
@@ -75,9 +75,14 @@ def test_history_rows_pair_like_knossos():
         {"index": 6, "time": 6, "process": 0, "type": "ok", "f": "read", "key": "a", "value": 1},
         {"index": 7, "time": 7, "process": 2, "type": "invoke", "f": "cas", "key": "a", "value": [1, 3]},
     ]
-    ops = register_operations(rows)["a"]
+    ops = dict(get_model("cas-register").operations(rows))["a"]
     assert [(o.input, o.output) for o in ops] == [
         (("write", 1), None), (("read", None), 1), (("cas", (1, 3)), UNKNOWN)]
+    # the etcd model keeps a failed cas as an observation
+    rows[3] = {**rows[1], "index": 3, "time": 3, "type": "fail", "f": "cas", "value": [7, 8]}
+    rows[1] = {**rows[1], "f": "cas", "value": [7, 8]}
+    etcd = dict(get_model("etcd").operations(rows))["a"]
+    assert (("cas", (7, 8)), "fail") in [(o.input, o.output) for o in etcd]
     assert ops[-1].ret == INF
 
 
