@@ -25,8 +25,6 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import edn_format
-
 
 class HistoryError(ValueError):
     """A history that breaks the format; the message names the file, row and field."""
@@ -69,6 +67,7 @@ _TEXT_LINE = re.compile(r"^\S+\s+jepsen\.util\s+-\s+(\S+)\s+:(\w+)\s+:([\w-]+)\s
 
 
 def _edn_value(v):
+    import edn_format
     if isinstance(v, edn_format.Keyword):
         return v.name
     if isinstance(v, (list, tuple)):
@@ -91,6 +90,7 @@ def _edn_row(d: dict, index: int, where: str) -> dict:
 
 
 def read_edn(path: Path) -> list[dict]:
+    import edn_format
     text = path.read_text()
     stripped = text.lstrip()
     try:
@@ -183,6 +183,9 @@ def decode_parquet_row(r: dict) -> dict:
     v = row.get("value")
     if isinstance(v, str):
         row["value"] = json.loads(v)
+    p = row.get("process")
+    if isinstance(p, str) and p.lstrip("-").isdigit():
+        row["process"] = int(p)
     for k, x in list(row.items()):
         if x is not None and not isinstance(x, (str, int, float, list, dict, bool)):
             try:

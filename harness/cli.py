@@ -61,8 +61,24 @@ def cmd_bugs(args) -> int:
     return 0
 
 
+EXIT_USAGE = 64  # 0, 1, 2 mean valid, invalid, unknown
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _json_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="chaoskraft", description="Jepsen-style chaos testing of a KRaft cluster")
+    p = _Parser(prog="chaoskraft", description="Jepsen-style chaos testing of a KRaft cluster")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("sim", help="run the deterministic simulator")
     g = s.add_mutually_exclusive_group(required=True)
@@ -74,18 +90,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bug", type=_bug, action="append", default=[], help="enable a planted bug")
     s.add_argument("--verbose", action="store_true", help="print options and stats for every seed")
     s.set_defaults(func=cmd_sim)
+    c = sub.add_parser("check", help="check a history file for linearizability")
+    c.add_argument("file", help="chaoskraft history (.jsonl or .parquet), Jepsen EDN, or Jepsen text log")
+    c.add_argument("--model", required=True, choices=["register", "cas-register", "etcd", "kv"])
+    c.add_argument("--initial", type=_json_value, default=None,
+                   help="initial register value as JSON (default null, Jepsen's nil)")
+    c.add_argument("--no-partition", action="store_true", help="check all keys as one history")
+    c.add_argument("--engine", choices=["spark", "local"], default="spark",
+                   help="spark (default; local[2] unless --spark-master) or local (in this process)")
+    c.add_argument("--spark-master", default=None, help="Spark master URL (default local[2])")
+    c.add_argument("--budget-s", type=float, default=300.0, help="search time per key before 'unknown'")
+    c.set_defaults(func=_cmd_check)
     b = sub.add_parser("bugs", help="list the planted bugs")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bugs)
     return p
 
 
+def _cmd_check(args) -> int:
+    from .check_cmd import cmd_check
+    return cmd_check(args)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from checkers.history import HistoryError
     args = build_parser().parse_args(argv)
     if getattr(args, "nodes", 1) < 1:
         print("chaoskraft: --nodes must be at least 1", file=sys.stderr)
-        return 2
-    return args.func(args)
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except HistoryError as exc:
+        print(f"chaoskraft: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("chaoskraft: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

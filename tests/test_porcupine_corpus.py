@@ -45,12 +45,15 @@ def test_corpus_size_is_112():
     assert read_history(CORPUS / "jepsen" / "etcd_095.log") == []
 
 
-@pytest.mark.parametrize("path,model,code", [
-    ("jepsen/etcd_002.log", "etcd", 0), ("jepsen/etcd_057.log", "etcd", 1),
-    ("kv/c50-bad.txt", "kv", 1), ("kv/c10-ok.txt", "kv", 0),
+@pytest.mark.parametrize("path,model,code,engine", [
+    ("jepsen/etcd_002.log", "etcd", 0, "local"), ("jepsen/etcd_057.log", "etcd", 1, "local"),
+    ("kv/c50-bad.txt", "kv", 1, "spark"), ("kv/c10-ok.txt", "kv", 0, "spark"),
 ])
-def test_check_command_exit_codes(path, model, code):
+def test_check_command_exit_codes(path, model, code, engine):
     p = subprocess.run([sys.executable, "-m", "harness.cli", "check", "--model", model,
-                        str(CORPUS / path)], capture_output=True, text=True, timeout=300)
+                        "--engine", engine, str(CORPUS / path)],
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == code, p.stdout + p.stderr
-    assert ("valid" if code == 0 else "invalid") in p.stdout
+    assert f"verdict: {'valid' if code == 0 else 'invalid'}" in p.stdout
+    if code == 1:
+        assert "cannot linearize" in p.stdout

@@ -57,5 +57,5 @@ def test_cli_seed_range_summarises():
 
 def test_cli_rejects_unknown_bug():
     p = chaoskraft("sim", "--seed", "1", "--bug", "nope")
-    assert p.returncode == 2
+    assert p.returncode == 64
     assert "unknown bug 'nope'" in p.stderr

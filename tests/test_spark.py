@@ -1,0 +1,41 @@
+"""The linearizability check through Spark agrees with the in-process one."""
+import os
+
+import pytest
+
+from checkers.linearizability import check
+from checkers.models import get_model
+from checkers.parquet import write_parquet
+from node_image.sim.cluster import Simulation
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from checkers import spark as sp
+    session = sp.spark_session()
+    yield session
+    sp.stop_session()
+
+
+@pytest.mark.parametrize("seed,bugs,expected", [
+    (2, frozenset(), True), (10, frozenset({"read-without-barrier"}), False)])
+def test_simulated_history_same_verdict_in_spark(spark, tmp_path, seed, bugs, expected):
+    from checkers.spark import check_linearizability
+    history = Simulation(seed, 5, 60, bugs=bugs).run().history
+    path = tmp_path / "history.parquet"
+    write_parquet(history, path)
+    hm = get_model("cas-register")
+    local = check(hm.model(), (), keyed=hm.operations(history))
+    remote = check_linearizability(str(path), "cas-register")
+    assert local.valid is expected
+    assert remote.valid is expected
+    if expected:
+        assert [(k.key, k.operations) for k in remote.keys] == [(k.key, k.operations) for k in local.keys]
+
+
+def test_spark_requires_java_in_ci():
+    if os.environ.get("CI") == "true":
+        import shutil
+        assert shutil.which("java"), "CI must run the Spark tests: java is missing"
