@@ -181,6 +181,26 @@ class RegisterResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class ForwardRegisterRequest:
+    """A node that is not the active controller passes a client's register request on."""
+    correlation_id: int
+    op: str
+    key: str
+    value: int | None
+    expected: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardRegisterResponse:
+    correlation_id: int
+    outcome: str
+    error: int
+    value: int | None
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class DescribeQuorumRequest:
     request_id: int
 
@@ -202,7 +222,8 @@ TYPES: tuple[type, ...] = (
     VoteRequest, VoteResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
     EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse,
     FetchSnapshotRequest, FetchSnapshotResponse, RegisterRequest, RegisterResponse,
-    DescribeQuorumRequest, DescribeQuorumResponse,
+    DescribeQuorumRequest, DescribeQuorumResponse, ForwardRegisterRequest,
+    ForwardRegisterResponse,
 )
 _TAG = {t: i for i, t in enumerate(TYPES)}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in TYPES}

@@ -6,6 +6,11 @@ timer ticks with the node's clock reading, and sends what appears in
 ``outbox``: (destination, message) pairs where the destination is a node id
 for our requests or the opaque ``src`` token a request came with.
 
+Register requests reaching a node that is not the active controller are
+forwarded to the leader it knows (as Kafka brokers forward admin requests to
+the controller); when no answer comes within the request timeout the client
+gets outcome "unknown" for a write ("fail" for a read).
+
 Start-up checks that the directory was formatted for this node
 (``meta.properties``) and that the voter ids formatted into quorum-state are
 the ones configured.
@@ -23,6 +28,14 @@ from .fs import FileSystem
 from .log import UnifiedLog
 from .raft.client import KafkaRaftClient
 from .storage import METADATA_DIR, QuorumStateStore, StorageError, read_meta_properties
+
+
+class _Forwarded:
+    """Reply token for a request another node forwarded to this controller."""
+    __slots__ = ("src",)
+
+    def __init__(self, src) -> None:
+        self.src = src
 
 
 class Node:
@@ -54,28 +67,82 @@ class Node:
             now_ms=now_ms, bugs=config.bugs, on_event=self._on_event)
         self.raft.outbox = self.outbox
         self.controller.raft = self.raft
+        self._forwards: dict[int, tuple] = {}
+        self._forward_seq = rng.randrange(1 << 30)
         self.raft.poll(now_ms)
 
     def handle(self, src, msg, now_ms: int) -> None:
         if isinstance(msg, m.RegisterRequest):
-            self.controller.handle_register(src, msg, now_ms)
+            self._register(src, msg, now_ms)
+        elif isinstance(msg, m.ForwardRegisterRequest):
+            req = m.RegisterRequest(msg.correlation_id, msg.op, msg.key, msg.value, msg.expected)
+            self.controller.handle_register(_Forwarded(src), req, now_ms)
             self.raft.poll(now_ms)
+        elif isinstance(msg, m.ForwardRegisterResponse):
+            self._forward_done(msg)
         elif isinstance(msg, m.DescribeQuorumRequest):
             self.outbox.append((src, self.describe(msg.request_id)))
         elif isinstance(msg, (m.RegisterResponse, m.DescribeQuorumResponse)):
             raise TypeError(f"{type(msg).__name__} is not a request a node accepts")
         else:
             self.raft.handle(src, msg, now_ms)
+        self._rewrite_forwarded()
+
+    # ------------------------------------------------------------ forwarding
+
+    def _register(self, src, req: m.RegisterRequest, now_ms: int) -> None:
+        """Serve as the active controller, or forward to it as Kafka brokers do."""
+        leader = self.raft.leader_id()
+        if self.controller.active or leader is None or leader == self.node_id:
+            self.controller.handle_register(src, req, now_ms)
+            self.raft.poll(now_ms)
+            return
+        self._forward_seq += 1
+        corr = self._forward_seq
+        self._forwards[corr] = (src, req, now_ms + self.config.raft.request_timeout_ms)
+        self.outbox.append((leader, m.ForwardRegisterRequest(corr, req.op, req.key, req.value,
+                                                             req.expected)))
+
+    def _forward_done(self, resp: m.ForwardRegisterResponse) -> None:
+        entry = self._forwards.pop(resp.correlation_id, None)
+        if entry is None:
+            return  # timed out already
+        src, req, _ = entry
+        self.outbox.append((src, m.RegisterResponse(req.request_id, resp.outcome, resp.error,
+                                                    resp.value, resp.leader_id, resp.leader_epoch)))
+
+    def _expire_forwards(self, now_ms: int) -> None:
+        for corr, (src, req, deadline) in list(self._forwards.items()):
+            if now_ms >= deadline:
+                del self._forwards[corr]
+                # No answer from the controller: a write may or may not have happened.
+                outcome = "fail" if req.op == "read" else "unknown"
+                leader = self.raft.leader_id()
+                self.outbox.append((src, m.RegisterResponse(
+                    req.request_id, outcome, m.REQUEST_TIMED_OUT, None,
+                    -1 if leader is None else leader, self.raft.epoch)))
+
+    def _rewrite_forwarded(self) -> None:
+        """Replies to forwarded requests go back to the forwarding node as ForwardRegisterResponse."""
+        for i, (dest, msg) in enumerate(self.outbox):
+            if isinstance(dest, _Forwarded):
+                self.outbox[i] = (dest.src, m.ForwardRegisterResponse(
+                    msg.request_id, msg.outcome, msg.error, msg.value, msg.leader_id, msg.leader_epoch))
 
     def poll(self, now_ms: int) -> None:
         self.raft.poll(now_ms)
         self.controller.tick(now_ms)
         self.raft.poll(now_ms)
+        self._expire_forwards(now_ms)
+        self._rewrite_forwarded()
 
     def next_deadline_ms(self) -> int:
-        d = self.raft.next_deadline_ms()
+        times = [self.raft.next_deadline_ms()]
         c = self.controller.next_deadline_ms()
-        return d if c is None else min(d, c)
+        if c is not None:
+            times.append(c)
+        times += [d for _, _, d in self._forwards.values()]
+        return min(times)
 
     def shutdown(self, now_ms: int) -> None:
         self.raft.resign(now_ms)

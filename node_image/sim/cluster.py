@@ -272,7 +272,10 @@ class Simulation:
             if self.net_rng.random() < o.drop_rate:
                 self.stats["dropped"] += 1
                 return
-            if self.net_rng.random() < o.duplicate_rate:
+            # Raft RPCs must survive duplicates; a forwarded client request, like the
+            # client's own, travels on a connection that does not duplicate (TCP).
+            if self.net_rng.random() < o.duplicate_rate and not isinstance(
+                    msg, (m.ForwardRegisterRequest, m.ForwardRegisterResponse)):
                 copies = 2
         for _ in range(copies):
             delay = 1 + self.net_rng.randrange(o.max_delay_ms)

@@ -1,0 +1,149 @@
+"""Images without a registry: a Debian base made with mmdebstrap, then the node image.
+
+``chaoskraft image build``:
+
+1. The base image (``chaoskraft-base:<hash>``): ``mmdebstrap`` builds a
+   Debian bookworm root file system from the mirror this machine's apt
+   already uses (read at run time from /etc/apt/sources.list.d/*.sources or
+   /etc/apt/sources.list; never written anywhere), with Debian's python3,
+   python3-crc32c, python3-msgpack, openssh-server, iptables, iproute2,
+   procps and faketime; ``docker import`` turns the tarball into an image.
+2. The node image (``chaoskraft-node:<hash>``): the top-level Dockerfile,
+   FROM the base, adds ``node_image/`` and the supervisor.
+
+Each tag is a hash of its inputs (package list, suite and mirror; the
+Dockerfile and every file of node_image/ plus the base tag), so an image
+already present is reused and a second build with nothing changed takes
+seconds. Both images carry the label ``chaoskraft=1``.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+import docker
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = "bookworm"
+PACKAGES = ("python3", "python3-crc32c", "python3-msgpack", "openssh-server", "iptables",
+            "iproute2", "procps", "faketime", "netbase")
+LABELS = {"chaoskraft": "1"}
+
+
+class ImageError(RuntimeError):
+    """The images cannot be built; the message says what is missing."""
+
+
+def debian_mirror() -> str:
+    """The Debian mirror URI from this machine's apt configuration."""
+    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        for stanza in Path(path).read_text().split("\n\n"):
+            fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M))
+            suites = fields.get("Suites", "").split()
+            if fields.get("URIs") and any(s in (SUITE, f"{SUITE}-updates") for s in suites) \
+                    and "security" not in fields["URIs"]:
+                return fields["URIs"].split()[0]
+    for path in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list"))]:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == "deb" and "security" not in parts[1]:
+                uri = next(p for p in parts[1:] if "://" in p)
+                return uri
+    raise ImageError("no Debian mirror found in /etc/apt/sources.list.d/*.sources or "
+                     "/etc/apt/sources.list")
+
+
+def _hash(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(hashlib.sha256(p).digest())
+    return h.hexdigest()[:16]
+
+
+def base_tag(mirror: str) -> str:
+    return "chaoskraft-base:" + _hash(SUITE.encode(), " ".join(PACKAGES).encode(), mirror.encode())
+
+
+def node_context_files() -> list[Path]:
+    files = [ROOT / "Dockerfile"]
+    files += sorted(p for p in (ROOT / "node_image").rglob("*.py"))
+    return files
+
+
+def node_tag(base: str) -> str:
+    parts = [base.encode()]
+    for f in node_context_files():
+        parts += [str(f.relative_to(ROOT)).encode(), f.read_bytes()]
+    return "chaoskraft-node:" + _hash(*parts)
+
+
+def _exists(client, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def build_base(client, log=print) -> str:
+    mirror = debian_mirror()
+    tag = base_tag(mirror)
+    if _exists(client, tag):
+        log(f"base image {tag} is up to date")
+        return tag
+    if shutil.which("mmdebstrap") is None:
+        raise ImageError("mmdebstrap is not installed (make setup installs it: apt-get install mmdebstrap)")
+    log(f"building base image {tag} with mmdebstrap from the apt mirror (about a minute)")
+    with tempfile.TemporaryDirectory(prefix="chaoskraft-base-") as d:
+        tar = Path(d) / "rootfs.tar"
+        cmd = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
+               "--include=" + ",".join(PACKAGES),
+               '--aptopt=Acquire::Check-Valid-Until "false"',
+               "--dpkgopt=path-exclude=/usr/share/doc/*",
+               "--dpkgopt=path-exclude=/usr/share/man/*",
+               "--dpkgopt=path-exclude=/usr/share/locale/*",
+               SUITE, str(tar), f"deb {mirror} {SUITE} main"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ImageError(f"mmdebstrap failed ({p.returncode}):\n{p.stderr[-3000:]}")
+        repo, version = tag.split(":")
+        client.api.import_image_from_file(str(tar), repository=repo, tag=version,
+                                          changes=["LABEL chaoskraft=1"])
+    return tag
+
+
+def build_node(client, base: str, log=print) -> str:
+    tag = node_tag(base)
+    if _exists(client, tag):
+        log(f"node image {tag} is up to date")
+        return tag
+    log(f"building node image {tag}")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for f in node_context_files():
+            tf.add(str(f), arcname=str(f.relative_to(ROOT)))
+    buf.seek(0)
+    try:
+        client.images.build(fileobj=buf, custom_context=True, tag=tag, buildargs={"BASE": base},
+                            labels=LABELS, rm=True, forcerm=True, pull=False)
+    except docker.errors.BuildError as exc:
+        lines = "".join(x.get("stream", "") for x in exc.build_log if isinstance(x, dict))
+        raise ImageError(f"node image build failed: {exc}\n{lines[-3000:]}") from None
+    return tag
+
+
+def build_images(client=None, log=print) -> str:
+    """Build (or reuse) both images; returns the node image tag."""
+    client = client or docker.from_env()
+    return build_node(client, build_base(client, log), log)

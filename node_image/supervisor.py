@@ -1,0 +1,202 @@
+"""The container's init: keeps sshd and the node process running, and obeys ``ck-ctl``.
+
+    python3 -m node_image.supervisor run          # PID 1 of a node container
+    python3 -m node_image.supervisor ctl COMMAND  # what the harness runs (docker exec or ssh)
+
+Commands: ``kill`` (SIGKILL the node and keep it down), ``start`` (let it
+run again and wait until it does), ``stop`` (SIGTERM: controlled shutdown,
+then keep it down), ``pause`` / ``resume`` (SIGSTOP / SIGCONT), ``status``
+(JSON: running, pid, paused, held).
+
+State lives in /run/chaoskraft: ``node.pid`` and ``hold`` (present while the
+node must stay down). On first start the data directory is formatted from
+/etc/chaoskraft/format.json; the node runs with /etc/chaoskraft/server.properties
+and logs to /var/log/chaoskraft/node.log. When /etc/chaoskraft/faketime
+exists the node (and only the node) runs under libfaketime, reading its
+offset from that file (see the clock nemesis).
+
+The supervisor itself is not under libfaketime, so it may sleep.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+RUN = "/run/chaoskraft"
+PID_FILE = f"{RUN}/node.pid"
+HOLD = f"{RUN}/hold"
+ETC = "/etc/chaoskraft"
+CONFIG = f"{ETC}/server.properties"
+FORMAT = f"{ETC}/format.json"
+FAKETIME = f"{ETC}/faketime"
+LOG_DIR = "/var/log/chaoskraft"
+NODE_LOG = f"{LOG_DIR}/node.log"
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def _log(msg: str) -> None:
+    os.makedirs(LOG_DIR, exist_ok=True)
+    with open(f"{LOG_DIR}/supervisor.log", "a") as f:
+        f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {msg}\n")
+
+
+def _pid() -> int | None:
+    try:
+        pid = int(open(PID_FILE).read().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    # A zombie is not running.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().split(")")[-1].split()[0] == "Z":
+                return None
+    except OSError:
+        return None
+    return pid
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0]
+    except OSError:
+        return "?"
+
+
+def _format_if_needed() -> None:
+    if not os.path.exists(FORMAT):
+        return
+    spec = json.load(open(FORMAT))
+    if os.path.exists(os.path.join(spec["log_dir"], "meta.properties")):
+        return
+    args = [sys.executable, "-m", "node_image", "format", "--config", CONFIG,
+            "--cluster-id", spec["cluster_id"], "--directory-id", spec["directory_id"]]
+    if spec.get("initial_controllers"):
+        args += ["--initial-controllers", spec["initial_controllers"]]
+    out = subprocess.run(args, capture_output=True, text=True)
+    _log(f"format: rc={out.returncode} {out.stdout.strip()} {out.stderr.strip()}")
+
+
+def _start_node() -> subprocess.Popen:
+    _format_if_needed()
+    env = dict(os.environ)
+    if os.path.exists(FAKETIME):
+        env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=FAKETIME,
+                   FAKETIME_NO_CACHE="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
+    os.makedirs(LOG_DIR, exist_ok=True)
+    log = open(NODE_LOG, "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "node_image", "start", "--config", CONFIG],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd="/")
+    log.close()
+    with open(PID_FILE + ".tmp", "w") as f:
+        f.write(str(proc.pid))
+    os.replace(PID_FILE + ".tmp", PID_FILE)
+    _log(f"node started, pid {proc.pid}")
+    return proc
+
+
+def run() -> int:
+    os.makedirs(RUN, exist_ok=True)
+    if os.path.exists(HOLD):
+        os.remove(HOLD)  # a restarted container brings its node back
+    stopping = False
+
+    def on_term(signum, frame):
+        nonlocal stopping
+        stopping = True
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    if not os.path.exists("/etc/ssh/ssh_host_ed25519_key"):
+        subprocess.run(["ssh-keygen", "-A"], capture_output=True)
+    os.makedirs("/run/sshd", exist_ok=True)
+    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e"], stdout=subprocess.DEVNULL,
+                            stderr=open(f"{LOG_DIR}/sshd.log", "ab") if os.path.isdir(LOG_DIR)
+                            else subprocess.DEVNULL)
+    proc: subprocess.Popen | None = None
+    while not stopping:
+        # Reap every exited child (we are PID 1 and adopt orphans).
+        try:
+            while True:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                if proc is not None and pid == proc.pid:
+                    _log(f"node exited with status {status}")
+                    proc = None
+        except ChildProcessError:
+            pass
+        if proc is not None and _pid() is None:
+            proc = None
+        if proc is None and not os.path.exists(HOLD):
+            proc = _start_node()
+        time.sleep(0.05)
+    if proc is not None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    sshd.terminate()
+    return 0
+
+
+def ctl(command: str) -> int:
+    os.makedirs(RUN, exist_ok=True)
+    pid = _pid()
+    if command == "status":
+        print(json.dumps({"running": pid is not None, "pid": pid,
+                          "paused": pid is not None and _state(pid) == "T",
+                          "held": os.path.exists(HOLD)}))
+        return 0
+    if command in ("kill", "stop"):
+        open(HOLD, "w").close()
+        if pid is not None:
+            if command == "stop":
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGTERM)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 15
+            while _pid() is not None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if _pid() is not None:
+                os.kill(pid, signal.SIGKILL)
+        return 0
+    if command == "start":
+        if pid is not None and _state(pid) == "T":
+            os.kill(pid, signal.SIGCONT)
+        if os.path.exists(HOLD):
+            os.remove(HOLD)
+        deadline = time.monotonic() + 10
+        while _pid() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return 0 if _pid() is not None else 1
+    if command in ("pause", "resume"):
+        if pid is None:
+            print("node is not running", file=sys.stderr)
+            return 1
+        os.kill(pid, signal.SIGSTOP if command == "pause" else signal.SIGCONT)
+        return 0
+    print(f"unknown command {command!r}: kill, start, stop, pause, resume, status", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["run"]:
+        return run()
+    if argv[:1] == ["ctl"] and len(argv) == 2:
+        return ctl(argv[1])
+    print("usage: python3 -m node_image.supervisor run | ctl COMMAND", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
