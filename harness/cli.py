@@ -50,6 +50,95 @@ def cmd_sim(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_run(args) -> int:
+    from .config import load_campaign, resolve
+    from .runner import run
+    campaign = load_campaign(args.campaign) if args.campaign else {}
+    overrides = {
+        "seed": args.seed, "time_limit_s": args.time_limit, "nodes": args.nodes,
+        "controllers": args.controllers, "concurrency": args.concurrency, "rate": args.rate,
+        "nemesis": args.nemesis.split(",") if args.nemesis is not None and args.nemesis else
+        ([] if args.nemesis == "" else None),
+        "bugs": args.bug or None, "backend": args.backend, "engine": args.engine,
+        "spark_master": args.spark_master, "test": args.test, "results_dir": args.results_dir,
+    }
+    cfg = resolve(campaign, overrides)
+    return run(cfg)
+
+
+def cmd_analyze(args) -> int:
+    from .analyze import analyze
+    results = analyze(args.run_dir, engine=args.engine, spark_master=args.spark_master,
+                      budget_s=args.budget_s)
+    print(f"verdict: {results['verdict']}")
+    return {True: 0, False: 1, "unknown": 2}[results["valid"]]
+
+
+def cmd_image(args) -> int:
+    from .images import build_images
+    print(build_images())
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    import docker
+
+    from .backends.docker_backend import remove_labelled
+    counts = remove_labelled(docker.from_env(), "chaoskraft=1")
+    print(f"removed {counts['containers']} containers, {counts['networks']} networks, "
+          f"{counts['volumes']} volumes")
+    return 0
+
+
+def cmd_cluster(args) -> int:
+    from .backends.docker_backend import DockerCluster, remove_labelled, running_runs
+    if args.action == "up":
+        import random
+        import uuid
+
+        from .images import build_images
+        run_id = uuid.uuid4().hex[:8]
+        c = DockerCluster(run_id, build_images(), args.nodes, args.controllers,
+                          seed=random.SystemRandom().randrange(1 << 31))
+        try:
+            c.up()
+        except BaseException:
+            c.down()
+            raise
+        print(f"cluster {run_id} is up; `chaoskraft cluster down {run_id}` removes it")
+        return 0
+    if args.action == "down":
+        import docker
+        label = f"chaoskraft.run={args.run_id}" if args.run_id else "chaoskraft=1"
+        remove_labelled(docker.from_env(), label)
+        return 0
+    runs = running_runs()
+    if args.run_id:
+        runs = {k: v for k, v in runs.items() if k == args.run_id}
+    out = []
+    import asyncio
+
+    from .runner import describe_all
+    for run_id in sorted(runs):
+        c = DockerCluster.attach(run_id)
+        described = asyncio.run(describe_all(c.nodes)) if any(n.address for n in c.nodes) else {}
+        for n in c.nodes:
+            d = described.get(n.node_id)
+            out.append({"run": run_id, "node_id": n.node_id, "container": n.name,
+                        "address": n.address, "roles": list(n.roles), "up": d is not None,
+                        "raft_role": d.role if d else None, "epoch": d.epoch if d else None,
+                        "leader_id": d.leader_id if d else None})
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for r in out:
+            print(f"{r['run']} n{r['node_id']} {r['address']:<15} {'/'.join(r['roles']):<10} "
+                  f"{'up' if r['up'] else 'DOWN':<4} {r['raft_role'] or '-'} epoch {r['epoch']}")
+        if not out:
+            print("no chaoskraft cluster is running")
+    return 0
+
+
 def cmd_bugs(args) -> int:
     rows = [{"name": b.name, "layer": b.layer, "rule": b.rule, "description": b.description,
              "detected_by": list(b.expected)} for b in BUGS.values()]
@@ -101,6 +190,40 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--spark-master", default=None, help="Spark master URL (default local[2])")
     c.add_argument("--budget-s", type=float, default=300.0, help="search time per key before 'unknown'")
     c.set_defaults(func=_cmd_check)
+    r = sub.add_parser("run", help="run a campaign against a Docker cluster")
+    r.add_argument("--campaign", help="a YAML campaign file (flags override its fields)")
+    r.add_argument("--seed", type=int)
+    r.add_argument("--time-limit", type=float, help="seconds of workload and faults (default 60)")
+    r.add_argument("--nodes", type=int, help="containers (default 5)")
+    r.add_argument("--controllers", type=int, help="of which controllers (default 3)")
+    r.add_argument("--concurrency", type=int, help="client processes (default 5)")
+    r.add_argument("--rate", type=float, help="operations per second per client (default 10)")
+    r.add_argument("--nemesis", help="comma-separated packages: partition,kill (default both; '' none)")
+    r.add_argument("--bug", type=_bug, action="append", help="enable a planted bug on every node")
+    r.add_argument("--backend", choices=["docker", "ssh"])
+    r.add_argument("--engine", choices=["spark", "local"])
+    r.add_argument("--spark-master")
+    r.add_argument("--test", help="test name (the results/<test>/ folder)")
+    r.add_argument("--results-dir")
+    r.set_defaults(func=cmd_run)
+    a = sub.add_parser("analyze", help="re-check a stored run")
+    a.add_argument("run_dir")
+    a.add_argument("--engine", choices=["spark", "local"], default="spark")
+    a.add_argument("--spark-master")
+    a.add_argument("--budget-s", type=float, default=300.0)
+    a.set_defaults(func=cmd_analyze)
+    im = sub.add_parser("image", help="build the base and node images")
+    im.add_argument("action", choices=["build"])
+    im.set_defaults(func=cmd_image)
+    cl = sub.add_parser("cluster", help="start, stop or inspect a Docker cluster")
+    cl.add_argument("action", choices=["up", "down", "status"])
+    cl.add_argument("run_id", nargs="?")
+    cl.add_argument("--nodes", type=int, default=5)
+    cl.add_argument("--controllers", type=int, default=3)
+    cl.add_argument("--json", action="store_true")
+    cl.set_defaults(func=cmd_cluster)
+    cu = sub.add_parser("cleanup", help="remove every container, network and volume labelled chaoskraft=1")
+    cu.set_defaults(func=cmd_cleanup)
     b = sub.add_parser("bugs", help="list the planted bugs")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bugs)
@@ -115,7 +238,7 @@ def _cmd_check(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     from checkers.history import HistoryError
     args = build_parser().parse_args(argv)
-    if getattr(args, "nodes", 1) < 1:
+    if (getattr(args, "nodes", None) or 1) < 1:
         print("chaoskraft: --nodes must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -123,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     except HistoryError as exc:
         print(f"chaoskraft: {exc}", file=sys.stderr)
         return 3
+    except Exception as exc:
+        from .config import CampaignError
+        if isinstance(exc, CampaignError):
+            print(f"chaoskraft: {exc}", file=sys.stderr)
+            return 3
+        raise
     except KeyboardInterrupt:
         print("chaoskraft: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,50 @@
+"""Analysis of a stored run: history -> Parquet -> checkers -> results.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from checkers.history import read_history
+from checkers.parquet import write_parquet
+
+from .check_cmd import run_check
+
+WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
+
+
+def history_stats(rows: list[dict]) -> dict:
+    ops = [r for r in rows if r.get("process") != "nemesis"]
+    counts = {t: sum(1 for r in ops if r.get("type") == t) for t in ("invoke", "ok", "fail", "info")}
+    faults = [r for r in rows if r.get("process") == "nemesis" and r.get("type") == "invoke"]
+    return {"rows": len(rows), **counts, "faults": [{"f": r["f"], "value": r.get("value")}
+                                                     for r in faults]}
+
+
+def analyze(run_dir: Path, *, engine: str = "spark", spark_master: str | None = None,
+            budget_s: float = 300.0, log=print) -> dict:
+    run_dir = Path(run_dir)
+    path = run_dir / "history.jsonl"
+    rows = read_history(path)
+    log(f"analysis: {len(rows)} history rows; writing history.parquet")
+    write_parquet(rows, run_dir / "history.parquet")
+    log(f"analysis: linearizability (cas-register per key) with {engine}"
+        + (f" on {spark_master}" if spark_master else (" (local[2])" if engine == "spark" else "")))
+    result = run_check(rows, "cas-register", engine=engine, master=spark_master, budget_s=budget_s)
+    keys = result.keys
+    lin = {
+        "valid": result.valid,
+        "model": "cas-register",
+        "keys": len(keys),
+        "invalid_keys": [k.key for k in keys if k.valid is False],
+        "unknown_keys": [k.key for k in keys if k.valid == "unknown"],
+        "counterexamples": {str(k.key): k.counterexample for k in keys if k.valid is False},
+    }
+    for k in keys:
+        if k.valid is False:
+            log(f"analysis: key {k.key} is not linearizable; counterexample:")
+            for c in k.counterexample:
+                log(f"    {c['role']:>16}: process {c['process']} {c['op']} (history index {c['index']})")
+    results = {"valid": result.valid, "verdict": WORD[result.valid],
+               "checkers": {"linearizability": lin}, "stats": history_stats(rows)}
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    return results

@@ -1,0 +1,79 @@
+"""Cluster backends: one protocol, several ways to reach the nodes.
+
+A backend knows the nodes (id, name, address, roles) and can, per node: run a
+command, control the node process through the container's supervisor
+(``ck-ctl kill|start|stop|pause|resume|status``), copy files in and out, and
+collect logs. The nemesis and the runner use nothing else, so they work the
+same over the Docker API and over SSH.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    node_id: int
+    name: str
+    address: str  # IP address on the cluster network, reachable from the harness
+    roles: tuple[str, ...]
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+
+class BackendError(RuntimeError):
+    """A command on a node failed; the message names the node and the command."""
+
+
+class ClusterBackend(Protocol):
+    nodes: list[NodeInfo]
+
+    def exec(self, node_id: int, cmd: list[str], check: bool = True) -> tuple[int, str]: ...
+    def put_file(self, node_id: int, path: str, data: bytes) -> None: ...
+    def get_file(self, node_id: int, path: str) -> bytes: ...
+
+
+NODE_LOGS = ("/var/log/chaoskraft/node.log", "/var/log/chaoskraft/supervisor.log")
+
+
+class NodeControl:
+    """What every backend offers on top of ``exec``: the supervisor's commands."""
+
+    def ctl(self, node_id: int, command: str) -> str:
+        return self.exec(node_id, ["ck-ctl", command])[1]
+
+    def kill_node(self, node_id: int) -> None:
+        self.ctl(node_id, "kill")
+
+    def start_node(self, node_id: int) -> None:
+        self.ctl(node_id, "start")
+
+    def stop_node(self, node_id: int) -> None:
+        self.ctl(node_id, "stop")
+
+    def pause_node(self, node_id: int) -> None:
+        self.ctl(node_id, "pause")
+
+    def resume_node(self, node_id: int) -> None:
+        self.ctl(node_id, "resume")
+
+    def node_status(self, node_id: int) -> dict:
+        return json.loads(self.ctl(node_id, "status"))
+
+    def node(self, node_id: int) -> NodeInfo:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def collect_logs(self, dest: Path) -> None:
+        for n in self.nodes:
+            d = dest / f"n{n.node_id}"
+            d.mkdir(parents=True, exist_ok=True)
+            for path in NODE_LOGS:
+                try:
+                    (d / Path(path).name).write_bytes(self.get_file(n.node_id, path))
+                except (BackendError, FileNotFoundError, OSError):
+                    pass

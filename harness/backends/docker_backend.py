@@ -1,0 +1,245 @@
+"""The Docker backend: a private network, one container and one volume per node.
+
+Every container, network and volume carries the labels ``chaoskraft=1`` and
+``chaoskraft.run=<run id>``; ``cleanup()`` removes everything labelled
+``chaoskraft=1``. Containers get NET_ADMIN (iptables partitions inside) and
+run the node image's supervisor as PID 1. A node's data directory is its
+volume, so ``docker kill`` then ``docker start`` brings the node back on the
+same data.
+
+Node ids 1..controllers have the controller role (the Raft voters); the
+others are brokers (observers). Voters address each other by container
+name on the cluster network (Docker's DNS); the harness reaches every node
+at its container IP.
+"""
+from __future__ import annotations
+
+import io
+import json
+import random
+import tarfile
+import time
+from pathlib import Path
+
+import docker
+from docker.errors import APIError, NotFound
+
+from node_image.storage import new_directory_id
+
+from . import BackendError, NodeControl, NodeInfo
+
+LABEL = "chaoskraft"
+PORT = 9093
+DATA_DIR = "/var/lib/chaoskraft/data"
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o600 if "ssh" in name else 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def node_properties(node_id: int, voters: dict[int, str], roles: tuple[str, ...],
+                    overrides: dict[str, str], bugs: list[str]) -> str:
+    props = {
+        "node.id": str(node_id),
+        "process.roles": ",".join(roles),
+        "controller.quorum.voters": ",".join(f"{v}@{host}:{PORT}" for v, host in sorted(voters.items())),
+        "listeners": f"CONTROLLER://0.0.0.0:{PORT}",
+        "log.dirs": DATA_DIR,
+    }
+    props.update({k: str(v) for k, v in overrides.items()})
+    if bugs:
+        props["chaoskraft.bugs"] = ",".join(bugs)
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+class DockerCluster(NodeControl):
+    def __init__(self, run_id: str, image: str, nodes: int = 5, controllers: int = 3,
+                 overrides: dict[str, str] | None = None, bugs: list[str] | None = None,
+                 seed: int = 0, authorized_key: str | None = None, log=print,
+                 client: docker.DockerClient | None = None) -> None:
+        if not 1 <= controllers <= nodes:
+            raise ValueError(f"controllers must be between 1 and nodes ({nodes}), got {controllers}")
+        self.client = client or docker.from_env()
+        self.run_id = run_id
+        self.image = image
+        self.n = nodes
+        self.controllers = controllers
+        self.overrides = overrides or {}
+        self.bugs = bugs or []
+        self.seed = seed
+        self.authorized_key = authorized_key
+        self.log = log
+        self.labels = {LABEL: "1", f"{LABEL}.run": run_id}
+        self.network_name = f"chaoskraft-{run_id}"
+        self.nodes: list[NodeInfo] = []
+        self._containers: dict[int, object] = {}
+
+    def name(self, node_id: int) -> str:
+        return f"chaoskraft-{self.run_id}-n{node_id}"
+
+    # ------------------------------------------------------------- lifecycle
+
+    def up(self) -> list[NodeInfo]:
+        rng = random.Random(f"{self.seed}-directory-ids")
+        dir_ids = {i: new_directory_id(rng) for i in range(1, self.n + 1)}
+        voters = {i: self.name(i) for i in range(1, self.controllers + 1)}
+        initial = ",".join(f"{i}@{voters[i]}:{PORT}:{dir_ids[i]}" for i in sorted(voters))
+        network = self.client.networks.create(self.network_name, driver="bridge",
+                                              labels=self.labels, check_duplicate=True)
+        self.log(f"network {network.name} created")
+        for i in range(1, self.n + 1):
+            roles = ("controller",) if i in voters else ("broker",)
+            volume = self.client.volumes.create(name=f"{self.name(i)}-data", labels=self.labels)
+            c = self.client.containers.create(
+                self.image, name=self.name(i), hostname=f"n{i}", detach=True,
+                labels={**self.labels, f"{LABEL}.node": str(i)}, cap_add=["NET_ADMIN"],
+                network=self.network_name, volumes={volume.name: {"bind": "/var/lib/chaoskraft",
+                                                                  "mode": "rw"}})
+            files = {
+                "server.properties": node_properties(i, voters, roles, self.overrides, self.bugs).encode(),
+                "format.json": json.dumps({"cluster_id": f"chaoskraft-{self.run_id}",
+                                           "directory_id": dir_ids[i], "log_dir": DATA_DIR,
+                                           "initial_controllers": initial}).encode(),
+            }
+            c.put_archive("/etc/chaoskraft", _tar(files))
+            if self.authorized_key:
+                c.put_archive("/root/.ssh", _tar({"authorized_keys": self.authorized_key.encode()}))
+            self._containers[i] = c
+            self.nodes.append(NodeInfo(i, self.name(i), "", roles))
+        for c in self._containers.values():
+            c.start()
+        for idx, n in enumerate(self.nodes):
+            c = self._containers[n.node_id]
+            c.reload()
+            ip = c.attrs["NetworkSettings"]["Networks"][self.network_name]["IPAddress"]
+            self.nodes[idx] = NodeInfo(n.node_id, n.name, ip, n.roles)
+        self.log("containers started: " + ", ".join(f"n{n.node_id}={n.address}"
+                                                     f"({'/'.join(n.roles)})" for n in self.nodes))
+        return self.nodes
+
+    @classmethod
+    def attach(cls, run_id: str, client=None, log=print) -> "DockerCluster":
+        """The cluster of an existing run (for ``cluster status`` and ``down``)."""
+        client = client or docker.from_env()
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL}.run={run_id}"})
+        if not containers:
+            raise BackendError(f"no containers for run {run_id}")
+        self = cls(run_id, containers[0].image.tags[0] if containers[0].image.tags else "",
+                   nodes=len(containers), controllers=1, client=client, log=log)
+        for c in sorted(containers, key=lambda c: int(c.labels.get(f"{LABEL}.node", 0))):
+            i = int(c.labels.get(f"{LABEL}.node", 0))
+            self._containers[i] = c
+            props = _read_props(c)
+            roles = tuple(props.get("process.roles", "controller").split(","))
+            nets = c.attrs["NetworkSettings"]["Networks"]
+            ip = nets.get(self.network_name, {}).get("IPAddress", "")
+            self.nodes.append(NodeInfo(i, c.name, ip, roles))
+        self.controllers = sum(1 for n in self.nodes if n.is_controller)
+        return self
+
+    def down(self) -> None:
+        """Remove this run's containers, volumes and network. Safe to call twice."""
+        remove_labelled(self.client, f"{LABEL}.run={self.run_id}", self.log)
+
+    def container(self, node_id: int):
+        return self._containers[node_id]
+
+    def is_running(self, node_id: int) -> bool:
+        c = self._containers[node_id]
+        try:
+            c.reload()
+        except NotFound:
+            return False
+        return c.status == "running"
+
+    def docker_kill(self, node_id: int) -> None:
+        self._containers[node_id].kill()
+
+    def docker_start(self, node_id: int) -> None:
+        c = self._containers[node_id]
+        c.start()
+        c.reload()
+
+    # ---------------------------------------------------------- node access
+
+    def exec(self, node_id: int, cmd: list[str], check: bool = True) -> tuple[int, str]:
+        c = self._containers[node_id]
+        try:
+            rc, out = c.exec_run(cmd, environment={"PYTHONPATH": "/opt/chaoskraft"})
+        except (APIError, NotFound) as exc:
+            raise BackendError(f"n{node_id}: {' '.join(cmd)}: {exc}") from None
+        text = out.decode(errors="replace") if out else ""
+        if check and rc != 0:
+            raise BackendError(f"n{node_id}: {' '.join(cmd)} exited {rc}: {text.strip()[:500]}")
+        return rc, text
+
+    def put_file(self, node_id: int, path: str, data: bytes) -> None:
+        p = Path(path)
+        self._containers[node_id].put_archive(str(p.parent), _tar({p.name: data}))
+
+    def get_file(self, node_id: int, path: str) -> bytes:
+        try:
+            stream, _ = self._containers[node_id].get_archive(path)
+        except NotFound:
+            raise FileNotFoundError(f"n{node_id}:{path}") from None
+        buf = io.BytesIO(b"".join(stream))
+        with tarfile.open(fileobj=buf) as tf:
+            member = tf.getmembers()[0]
+            f = tf.extractfile(member)
+            return f.read() if f else b""
+
+
+def _read_props(container) -> dict[str, str]:
+    try:
+        stream, _ = container.get_archive("/etc/chaoskraft/server.properties")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tf:
+            text = tf.extractfile(tf.getmembers()[0]).read().decode()
+    except (NotFound, APIError):
+        return {}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def remove_labelled(client, label: str, log=print) -> dict[str, int]:
+    """Remove every container, volume and network with ``label`` (``k=v`` or ``k``)."""
+    counts = {"containers": 0, "volumes": 0, "networks": 0}
+    for c in client.containers.list(all=True, filters={"label": label}):
+        try:
+            c.remove(force=True, v=True)
+            counts["containers"] += 1
+        except NotFound:
+            pass
+    for attempt in range(20):
+        try:
+            for n in client.networks.list(filters={"label": label}):
+                n.remove()
+                counts["networks"] += 1
+            break
+        except APIError:
+            time.sleep(0.2)  # a container's endpoint is still being released
+        except NotFound:
+            pass
+    for v in client.volumes.list(filters={"label": label}):
+        try:
+            v.remove(force=True)
+            counts["volumes"] += 1
+        except (NotFound, APIError):
+            pass
+    if any(counts.values()):
+        log(f"removed {counts['containers']} containers, {counts['networks']} networks, "
+            f"{counts['volumes']} volumes labelled {label}")
+    return counts
+
+
+def running_runs(client=None) -> dict[str, list[str]]:
+    client = client or docker.from_env()
+    runs: dict[str, list[str]] = {}
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        runs.setdefault(c.labels.get(f"{LABEL}.run", "?"), []).append(c.name)
+    return runs

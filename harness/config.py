@@ -1,0 +1,133 @@
+"""Run configuration: defaults, YAML campaign files, command-line overrides.
+
+A campaign file is a YAML mapping whose keys are the fields of
+:class:`RunConfig`. It is validated before anything starts: an unknown key,
+a value of the wrong type or out of range is a :class:`CampaignError` that
+names the file, the line and the field.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from node_image.bugs import BUGS
+from nemesis.schedule import PACKAGES
+
+
+class CampaignError(ValueError):
+    """A campaign file or option is wrong; the message says where and which field."""
+
+
+@dataclass
+class RunConfig:
+    test: str = "register"
+    workload: str = "register"
+    seed: int | None = None
+    time_limit_s: float = 60.0
+    nodes: int = 5
+    controllers: int = 3
+    concurrency: int = 10
+    rate: float = 5.0  # operations per second per client
+    op_timeout_s: float = 2.0
+    ops_per_key: int = 30
+    nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
+    nemesis_interval_s: float = 6.0
+    recovery_s: float = 10.0
+    bugs: list[str] = field(default_factory=list)
+    node_config: dict[str, str] = field(default_factory=dict)
+    backend: str = "docker"
+    engine: str = "spark"
+    spark_master: str | None = None
+    check_budget_s: float = 300.0
+    results_dir: str = "results"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+_POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_timeout_s",
+             "ops_per_key", "nemesis_interval_s", "check_budget_s"}
+_NON_NEGATIVE = {"seed", "recovery_s"}
+_CHOICES = {"workload": ("register",), "backend": ("docker", "ssh"), "engine": ("spark", "local")}
+
+
+def _type_ok(name: str, value) -> bool:
+    t = {f.name: f.type for f in dataclasses.fields(RunConfig)}[name]
+    if value is None:
+        return "None" in t
+    if t.startswith("int"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t.startswith("float"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t.startswith("str"):
+        return isinstance(value, str)
+    if t.startswith("list"):
+        return isinstance(value, list) and all(isinstance(x, str) for x in value)
+    if t.startswith("dict"):
+        return isinstance(value, dict)
+    return True
+
+
+def validate(values: dict, where=lambda key: "") -> None:
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    for key, value in values.items():
+        loc = where(key)
+        if key not in fields:
+            close = [f for f in fields if f.replace("_", "") == str(key).replace("_", "").replace("-", "")]
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CampaignError(f"{loc}unknown field {key!r}{hint}")
+        if not _type_ok(key, value):
+            raise CampaignError(f"{loc}field {key!r}: {value!r} has the wrong type")
+        if key in _POSITIVE and value is not None and value <= 0:
+            raise CampaignError(f"{loc}field {key!r}: must be positive, got {value}")
+        if key in _NON_NEGATIVE and value is not None and value < 0:
+            raise CampaignError(f"{loc}field {key!r}: must not be negative, got {value}")
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise CampaignError(f"{loc}field {key!r}: {value!r} is not one of {', '.join(_CHOICES[key])}")
+        if key == "nemesis":
+            for p in value:
+                if p not in PACKAGES:
+                    raise CampaignError(f"{loc}field 'nemesis': unknown package {p!r} "
+                                        f"(known: {', '.join(PACKAGES)})")
+        if key == "bugs":
+            for b in value:
+                if b not in BUGS:
+                    raise CampaignError(f"{loc}field 'bugs': unknown bug {b!r} "
+                                        f"(known: {', '.join(sorted(BUGS))})")
+    nodes = values.get("nodes", RunConfig.nodes)
+    controllers = values.get("controllers", RunConfig.controllers)
+    if isinstance(nodes, int) and isinstance(controllers, int) and controllers > nodes:
+        raise CampaignError(f"{where('controllers')}field 'controllers': {controllers} controllers "
+                            f"but only {nodes} nodes")
+
+
+def load_campaign(path: str | Path) -> dict:
+    """The validated mapping of a campaign file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CampaignError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        node = yaml.compose(text)
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise CampaignError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict) or node is None or not isinstance(node, yaml.MappingNode):
+        raise CampaignError(f"{path}:1: a campaign file is a mapping of field: value")
+    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+    validate(values, lambda key: f"{path}:{lines.get(key, 1)}: ")
+    return values
+
+
+def resolve(campaign: dict, overrides: dict) -> RunConfig:
+    values = {**campaign, **{k: v for k, v in overrides.items() if v is not None}}
+    validate(values, lambda key: "")
+    return RunConfig(**values)

@@ -1,0 +1,42 @@
+"""The history recorder: one JSON line per invoke and completion, written as it happens.
+
+Each row is flushed to the operating system when recorded, so a crash of the
+harness leaves every row recorded so far on disk (an analysable prefix).
+``time`` is nanoseconds since the recorder started (monotonic clock). The
+schema is in docs/history.md.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+
+class HistoryWriter:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._f = open(self.path, "a", buffering=1)
+        self._t0 = time.monotonic_ns()
+        self._lock = threading.Lock()
+        self.index = 0
+        self.counts = {"invoke": 0, "ok": 0, "fail": 0, "info": 0}
+
+    def record(self, process, type: str, f: str, key=None, value=None, node=None,
+               error: str | None = None) -> dict:
+        with self._lock:
+            row = {"index": self.index, "time": time.monotonic_ns() - self._t0, "process": process,
+                   "type": type, "f": f, "key": key, "value": value, "node": node}
+            if error is not None:
+                row["error"] = error
+            self._f.write(json.dumps(row) + "\n")
+            self.index += 1
+            if process != "nemesis":
+                self.counts[type] += 1
+            return row
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._f.closed:
+                self._f.flush()
+                self._f.close()

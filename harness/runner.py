@@ -1,0 +1,337 @@
+"""The runner: one campaign, from images to verdict.
+
+Phases, each logged: images -> cluster up -> wait for a leader -> workload
+and nemesis for the time limit -> heal (every partition flushed, every node
+started) -> recovery wait -> final reads -> collect node logs -> teardown ->
+analysis. The seed (printed and stored) drives the workload generator and
+the fault schedule. Ctrl-C (or SIGTERM) at any point heals, tears the
+cluster down and keeps the history; the run can then be analysed with
+``chaoskraft analyze RUN_DIR``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from nemesis.faults import apply_grudge, grudge, heal_partitions, kill_targets
+from nemesis.schedule import FaultStep, plan
+from workloads.register import RegisterGenerator
+from workloads.register_client import Indeterminate, RegisterClient
+
+from .config import RunConfig
+from .history import HistoryWriter
+from .store import new_run_dir
+
+PORT = 9093
+FINAL_PROCESS_BASE = 1000
+EXIT = {True: 0, False: 1, "unknown": 2}
+
+
+class Logger:
+    def __init__(self, path: Path, stream=sys.stdout) -> None:
+        self._f = open(path, "a", buffering=1)
+        self._stream = stream
+        self._t0 = time.monotonic()
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{time.monotonic() - self._t0:7.1f}s] {msg}"
+        self._f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + line + "\n")
+        print(line, file=self._stream, flush=True)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+async def describe_all(nodes, timeout_s: float = 1.0) -> dict:
+    async def one(n):
+        c = RegisterClient(n.address, PORT, timeout_s)
+        try:
+            return n.node_id, await c.describe()
+        except (Indeterminate, ConnectionRefusedError, OSError):
+            return n.node_id, None
+        finally:
+            await c.close()
+    return {i: d for i, d in await asyncio.gather(*(one(n) for n in nodes)) if d is not None}
+
+
+async def active_controller(nodes) -> int | None:
+    described = await describe_all(nodes)
+    leaders = [(d.epoch, i) for i, d in described.items() if d.role == "Leader"]
+    if leaders:
+        return max(leaders)[1]
+    hints = [(d.epoch, d.leader_id) for d in described.values() if d.leader_id >= 0]
+    return max(hints)[1] if hints else None
+
+
+async def wait_for_service(nodes, timeout_s: float, log) -> int:
+    """Wait until some node accepts a register read; returns the active controller."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        leader = await active_controller(nodes)
+        if leader is not None:
+            addr = next(n.address for n in nodes if n.node_id == leader)
+            c = RegisterClient(addr, PORT, 2.0)
+            try:
+                r = await c.read("__probe__")
+                if r.outcome == "ok":
+                    return leader
+            except (Indeterminate, ConnectionRefusedError, OSError):
+                pass
+            finally:
+                await c.close()
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"the cluster did not serve register reads within {timeout_s:.0f} s")
+
+
+class Campaign:
+    def __init__(self, cfg: RunConfig, backend, history: HistoryWriter, log) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.history = history
+        self.log = log
+        self.addr = {n.node_id: n.address for n in backend.nodes}
+        self.ids = sorted(self.addr)
+        self.active_faults: list[str] = []
+        self.killed: set[int] = set()
+        self.partitioned = False
+        self.keys: set[str] = set()
+
+    # ------------------------------------------------------------ workload
+
+    async def worker(self, process: int, stop_at: float) -> None:
+        gen = RegisterGenerator(self.cfg.seed, self.ids, self.cfg.ops_per_key).ops(process)
+        clients: dict[int, RegisterClient] = {}
+        interval = 1.0 / self.cfg.rate
+        try:
+            for op in gen:
+                if time.monotonic() >= stop_at:
+                    break
+                client = clients.get(op.node)
+                if client is None:
+                    client = clients[op.node] = RegisterClient(self.addr[op.node], PORT,
+                                                               self.cfg.op_timeout_s)
+                await self.invoke(client, process, op.f, op.key, op.value, op.node)
+                await asyncio.sleep(interval)
+        finally:
+            for c in clients.values():
+                await c.close()
+
+    async def invoke(self, client: RegisterClient, process, f: str, key: str, value, node: int) -> str:
+        self.keys.add(key)
+        h = self.history
+        h.record(process, "invoke", f, key, value, node)
+        try:
+            if f == "read":
+                r = await client.read(key)
+            elif f == "write":
+                r = await client.write(key, value)
+            else:
+                r = await client.cas(key, value[0], value[1])
+        except ConnectionRefusedError:
+            h.record(process, "fail", f, key, value, node, "connection-refused")
+            return "fail"
+        except Indeterminate as exc:
+            h.record(process, "info", f, key, value, node, f"indeterminate: {exc}")
+            return "info"
+        from node_image.messages import ERROR_NAMES
+        err = ERROR_NAMES.get(r.error, str(r.error)) if r.error else None
+        if r.outcome == "ok":
+            h.record(process, "ok", f, key, r.value if f == "read" else value, node)
+        elif r.outcome == "fail":
+            h.record(process, "fail", f, key, value, node, err or "cas-mismatch")
+        else:
+            h.record(process, "info", f, key, value, node, err or "unknown")
+        return r.outcome
+
+    # ------------------------------------------------------------- nemesis
+
+    async def nemesis(self, steps: list[FaultStep], t0: float) -> None:
+        try:
+            for step in steps:
+                await asyncio.sleep(max(0.0, t0 + step.at_s - time.monotonic()))
+                await self.start_fault(step)
+                await asyncio.sleep(step.duration_s)
+                await self.stop_faults()
+        finally:
+            await asyncio.shield(self.stop_faults())
+
+    async def start_fault(self, step: FaultStep) -> None:
+        rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
+        controller = None
+        if step.spec in ("isolate-controller", "active-controller"):
+            controller = await active_controller(self.backend.nodes)
+        if step.kind == "partition":
+            g = grudge(step.spec, self.ids, rng, controller)
+            value = {"shape": step.spec, "grudge": {str(k): sorted(v) for k, v in g.items()}}
+            self.history.record("nemesis", "invoke", "start-partition", value=value)
+            await asyncio.to_thread(apply_grudge, self.backend, g)
+            self.partitioned = True
+            self.history.record("nemesis", "info", "start-partition", value=value)
+            self.active_faults = [f"partition {step.spec}"]
+        else:
+            targets = kill_targets(step.spec, self.ids, rng, controller)
+            value = {"target": step.spec, "nodes": targets}
+            self.history.record("nemesis", "invoke", "kill", value=value)
+            for t in targets:
+                await asyncio.to_thread(self.backend.kill_node, t)
+                self.killed.add(t)
+            self.history.record("nemesis", "info", "kill", value=value)
+            self.active_faults = [f"kill {step.spec} {targets}"]
+        self.log(f"nemesis: {self.active_faults[0]}")
+
+    async def stop_faults(self) -> None:
+        if self.partitioned:
+            self.history.record("nemesis", "invoke", "stop-partition")
+            await asyncio.to_thread(heal_partitions, self.backend)
+            self.partitioned = False
+            self.history.record("nemesis", "info", "stop-partition")
+            self.log("nemesis: partition healed")
+        if self.killed:
+            nodes = sorted(self.killed)
+            self.history.record("nemesis", "invoke", "start", value={"nodes": nodes})
+            for t in nodes:
+                await asyncio.to_thread(self.backend.start_node, t)
+            self.killed.clear()
+            self.history.record("nemesis", "info", "start", value={"nodes": nodes})
+            self.log(f"nemesis: restarted {nodes}")
+        self.active_faults = []
+
+    # --------------------------------------------------------------- phases
+
+    async def progress(self, t0: float, limit: float) -> None:
+        while True:
+            await asyncio.sleep(5)
+            c = self.history.counts
+            faults = ", ".join(self.active_faults) or "none"
+            self.log(f"{time.monotonic() - t0:5.0f}/{limit:.0f} s: {c['ok']} ok, {c['fail']} fail, "
+                     f"{c['info']} info; faults: {faults}")
+
+    async def final_reads(self, leader: int) -> None:
+        client = RegisterClient(self.addr[leader], PORT, self.cfg.op_timeout_s)
+        process = FINAL_PROCESS_BASE
+        try:
+            for key in sorted(self.keys):
+                for _attempt in range(5):
+                    outcome = await self.invoke(client, process, "read", key, None, leader)
+                    if outcome == "ok":
+                        break
+                    await asyncio.sleep(0.5)
+        finally:
+            await client.close()
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        self.log("waiting for the cluster to elect a controller")
+        leader = await wait_for_service(self.backend.nodes, 60, self.log)
+        self.log(f"active controller: n{leader}")
+        steps = plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s)
+        self.log(f"workload register: {cfg.concurrency} clients at {cfg.rate:g} ops/s each for "
+                 f"{cfg.time_limit_s:g} s; {len(steps)} faults planned")
+        t0 = time.monotonic()
+        stop_at = t0 + cfg.time_limit_s
+        progress = asyncio.create_task(self.progress(t0, cfg.time_limit_s))
+        nemesis = asyncio.create_task(self.nemesis(steps, t0))
+        try:
+            await asyncio.gather(*(self.worker(p, stop_at) for p in range(cfg.concurrency)))
+        finally:
+            nemesis.cancel()
+            progress.cancel()
+            await asyncio.gather(nemesis, progress, return_exceptions=True)
+        self.log("heal: all partitions flushed, all nodes started")
+        self.history.record("nemesis", "invoke", "heal")
+        await asyncio.to_thread(heal_partitions, self.backend)
+        for n in self.ids:
+            await asyncio.to_thread(self.backend.start_node, n)
+        self.history.record("nemesis", "info", "heal")
+        self.log(f"recovery: waiting {cfg.recovery_s:g} s")
+        await asyncio.sleep(cfg.recovery_s)
+        leader = await wait_for_service(self.backend.nodes, 60, self.log)
+        self.log(f"final reads of {len(self.keys)} keys on n{leader}")
+        await self.final_reads(leader)
+
+
+def _install_sigterm() -> None:
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:
+        pass  # not the main thread
+
+
+def make_backend(cfg: RunConfig, run_id: str, image: str, log):
+    from .backends.docker_backend import DockerCluster
+    if cfg.backend == "docker":
+        return DockerCluster(run_id, image, cfg.nodes, cfg.controllers, cfg.node_config, cfg.bugs,
+                             seed=cfg.seed, log=log), None
+    from .backends.ssh_backend import ssh_over_docker
+    return ssh_over_docker(cfg, run_id, image, log)
+
+
+def run(cfg: RunConfig, root: Path | None = None) -> int:
+    """Run one campaign; returns Jepsen's exit code (0 valid, 1 invalid, 2 unknown)."""
+    from .analyze import analyze
+    from .images import build_images
+    if cfg.seed is None:
+        cfg.seed = random.SystemRandom().randrange(1 << 31)
+    run_dir = new_run_dir(Path(root or cfg.results_dir), cfg.test, cfg.seed)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    log = Logger(run_dir / "harness.log")
+    log(f"run {run_dir} seed {cfg.seed} (reproduce with: chaoskraft run --seed {cfg.seed} ...; "
+        f"the resolved config is in config.yaml)")
+    history = HistoryWriter(run_dir / "history.jsonl")
+    _install_sigterm()
+    run_id = f"{uuid.uuid4().hex[:8]}"
+    backend = owner = None
+    interrupted = False
+    error = None
+    try:
+        log("images: building or reusing")
+        image = build_images(log=log)
+        backend, owner = make_backend(cfg, run_id, image, log)
+        (owner or backend).up()
+        if owner is not None:
+            backend.connect()
+        asyncio.run(Campaign(cfg, backend, history, log).run())
+    except KeyboardInterrupt:
+        interrupted = True
+        log("interrupted: healing and tearing down; the history is kept")
+    except Exception as exc:  # noqa: BLE001 - reported, then teardown, then re-raised
+        error = exc
+        log(f"run failed: {type(exc).__name__}: {exc}")
+    finally:
+        history.close()
+        if backend is not None:
+            try:
+                if backend.nodes:
+                    log("collecting node logs")
+                    backend.collect_logs(run_dir / "nodes")
+            except Exception as exc:  # noqa: BLE001 - teardown must go on
+                log(f"could not collect node logs: {exc}")
+            if hasattr(backend, "close"):
+                backend.close()
+        if owner is not None or backend is not None:
+            log("teardown: removing containers, volumes and network")
+            (owner or backend).down()
+    if error is not None:
+        raise error
+    if interrupted:
+        log(f"history kept in {run_dir}/history.jsonl; analyse it with: chaoskraft analyze {run_dir}")
+        log.close()
+        return 130
+    results = analyze(run_dir, engine=cfg.engine, spark_master=cfg.spark_master,
+                      budget_s=cfg.check_budget_s, log=log)
+    word = {True: "valid", False: "invalid", "unknown": "unknown"}[results["valid"]]
+    log(f"verdict: {word}")
+    log(f"run directory: {run_dir}")
+    log.close()
+    return EXIT[results["valid"]]

@@ -1,0 +1,30 @@
+"""The run store: ``results/<test>/<UTC time>-<seed>/`` and ``results/latest``.
+
+A run directory holds ``config.yaml`` (the resolved configuration, seed
+included), ``history.jsonl`` (streamed during the run), ``history.parquet``
+(written by the analysis), ``nodes/n<id>/`` (node and supervisor logs),
+``harness.log`` and ``results.json``. ``results/latest`` links to the newest.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def new_run_dir(root: Path, test: str, seed: int) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = root / test / f"{stamp}-{seed}"
+    path = base
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(f"{base}-{n}")
+    path.mkdir(parents=True)
+    latest = root / "latest"
+    tmp = root / f".latest-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(path.relative_to(root))
+    os.replace(tmp, latest)
+    return path

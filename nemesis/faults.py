@@ -1,0 +1,89 @@
+"""Faults that act on a cluster backend: partitions by iptables, and process kills.
+
+Partitions are grudges: for each node, the set of nodes whose packets it
+drops (``iptables -A INPUT -s <ip> -j DROP`` inside its container). Only
+node-to-node traffic is dropped; the harness's clients still reach every
+node, as Jepsen's control node does. Healing flushes the rules.
+
+Shapes (symbolic; nodes are chosen when the fault fires):
+- isolate-one: one node cut from all others;
+- halves: a random split into two halves;
+- majorities-ring: every node sees only its two neighbours in a random ring,
+  so each has a majority view and no two agree;
+- bridge: two halves and one node that sees both;
+- isolate-controller: the active controller cut from all others.
+
+Kills SIGKILL the node process through the container's supervisor
+(``ck-ctl kill``) and keep it down until ``ck-ctl start``. Targets: one,
+minority, active-controller.
+"""
+from __future__ import annotations
+
+import random
+
+PARTITION_SHAPES = ("isolate-one", "halves", "majorities-ring", "bridge", "isolate-controller")
+KILL_TARGETS = ("one", "minority", "active-controller")
+
+
+def grudge(shape: str, ids: list[int], rng: random.Random,
+           controller: int | None = None) -> dict[int, set[int]]:
+    """For each node, the nodes it will not hear from."""
+    ids = sorted(ids)
+    g: dict[int, set[int]] = {i: set() for i in ids}
+
+    def cut(a: set[int], b: set[int]) -> None:
+        for x in a:
+            for y in b:
+                g[x].add(y)
+                g[y].add(x)
+    if shape in ("isolate-one", "isolate-controller"):
+        victim = controller if shape == "isolate-controller" and controller is not None \
+            else ids[rng.randrange(len(ids))]
+        cut({victim}, set(ids) - {victim})
+    elif shape == "halves":
+        shuffled = ids[:]
+        rng.shuffle(shuffled)
+        half = set(shuffled[: len(ids) // 2])
+        cut(half, set(ids) - half)
+    elif shape == "majorities-ring":
+        ring = ids[:]
+        rng.shuffle(ring)
+        n = len(ring)
+        for k, x in enumerate(ring):
+            near = {ring[(k - 1) % n], ring[(k + 1) % n], x}
+            g[x] |= set(ids) - near
+    elif shape == "bridge":
+        shuffled = ids[:]
+        rng.shuffle(shuffled)
+        rest = shuffled[1:]
+        a = set(rest[: len(rest) // 2])
+        cut(a, set(rest) - a)
+    else:
+        raise ValueError(f"unknown partition shape {shape!r}; known: {', '.join(PARTITION_SHAPES)}")
+    return g
+
+
+def apply_grudge(backend, g: dict[int, set[int]]) -> None:
+    addr = {n.node_id: n.address for n in backend.nodes}
+    for node, drops in g.items():
+        for other in sorted(drops):
+            backend.exec(node, ["iptables", "-A", "INPUT", "-s", addr[other], "-j", "DROP"])
+
+
+def heal_partitions(backend, node_ids: list[int] | None = None) -> None:
+    for n in backend.nodes:
+        if node_ids is None or n.node_id in node_ids:
+            backend.exec(n.node_id, ["iptables", "-F", "INPUT"], check=False)
+
+
+def kill_targets(target: str, ids: list[int], rng: random.Random,
+                 controller: int | None = None) -> list[int]:
+    ids = sorted(ids)
+    if target == "one":
+        return [ids[rng.randrange(len(ids))]]
+    if target == "minority":
+        k = max(1, (len(ids) - 1) // 2)
+        return sorted(rng.sample(ids, k))
+    if target == "active-controller":
+        return [controller] if controller is not None else [ids[rng.randrange(len(ids))]]
+    raise ValueError(f"unknown kill target {target!r}; known: {', '.join(KILL_TARGETS)}")

@@ -1,0 +1,55 @@
+"""The fault schedule: a pure function of the seed.
+
+``plan`` lays out, before the run starts, when each fault starts, which kind
+and shape or target it has, and how long it lasts. Which concrete nodes a
+symbolic target means (a random node, the active controller) is decided when
+the fault fires, with a random generator derived from the seed and the
+step's index, so a re-run with the same seed on the same cluster makes the
+same choices.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from .faults import KILL_TARGETS, PARTITION_SHAPES
+
+PACKAGES = ("partition", "kill")
+# Faults aimed at the active controller find the most bugs (a deposed leader still
+# answering, acknowledged writes on a leader that loses them), so they come more often.
+PARTITION_WEIGHTS = {"isolate-controller": 3, "isolate-one": 1, "halves": 1, "majorities-ring": 1,
+                     "bridge": 1}
+KILL_WEIGHTS = {"active-controller": 2, "one": 1, "minority": 1}
+assert set(PARTITION_WEIGHTS) == set(PARTITION_SHAPES) and set(KILL_WEIGHTS) == set(KILL_TARGETS)
+
+
+@dataclass(frozen=True)
+class FaultStep:
+    index: int
+    at_s: float
+    kind: str  # "partition" | "kill"
+    spec: str  # a partition shape or a kill target
+    duration_s: float
+
+
+def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float = 10.0,
+         duration_s: tuple[float, float] = (4.0, 10.0)) -> list[FaultStep]:
+    for p in packages:
+        if p not in PACKAGES:
+            raise ValueError(f"unknown nemesis package {p!r}; known: {', '.join(PACKAGES)}")
+    if not packages:
+        return []
+    rng = random.Random(f"{seed}-nemesis-plan")
+    steps = []
+    t = interval_s / 2
+    while True:
+        t += rng.uniform(0, interval_s / 2)
+        kind = packages[rng.randrange(len(packages))]
+        choices = PARTITION_WEIGHTS if kind == "partition" else KILL_WEIGHTS
+        spec = rng.choices(list(choices), weights=list(choices.values()))[0]
+        length = rng.uniform(*duration_s)
+        if t + length > time_limit_s:
+            break
+        steps.append(FaultStep(len(steps), round(t, 3), kind, spec, round(length, 3)))
+        t += length + interval_s / 2
+    return steps
