@@ -7,9 +7,9 @@ COPY node_image /opt/chaoskraft/node_image
 RUN mkdir -p /run/sshd /etc/chaoskraft /var/log/chaoskraft /var/lib/chaoskraft /root/.ssh \
     && chmod 700 /root/.ssh \
     && rm -f /etc/ssh/ssh_host_* \
-    && printf '#!/bin/sh\nexec python3 -m node_image.supervisor ctl "$@"\n' > /usr/local/bin/ck-ctl \
+    && printf '#!/bin/sh\nPYTHONPATH=/opt/chaoskraft exec python3 -m node_image.supervisor ctl "$@"\n' > /usr/local/bin/ck-ctl \
     && chmod +x /usr/local/bin/ck-ctl \
-    && printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nSetEnv PYTHONPATH=/opt/chaoskraft\n' > /etc/ssh/sshd_config.d/chaoskraft.conf
+    && printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\n' > /etc/ssh/sshd_config.d/chaoskraft.conf
 ENV PYTHONPATH=/opt/chaoskraft PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 EXPOSE 9093 22
 CMD ["python3", "-m", "node_image.supervisor", "run"]

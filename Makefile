@@ -1,12 +1,26 @@
 # chaoskraft: `make setup`, `make run`, `make test`.
+# setup installs what the project needs: Debian packages (mmdebstrap to build the
+# base image, a Java runtime for Spark), the virtual environment, and the images.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test bench clean
+.PHONY: setup system-packages images run sim test bench clean cleanup
 
-setup: $(STAMP)
+setup: system-packages $(STAMP) images
+
+system-packages:
+	@missing=""; \
+	command -v mmdebstrap >/dev/null || missing="$$missing mmdebstrap"; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@command -v docker >/dev/null || { echo "Docker is required (the engine and its CLI)"; exit 1; }
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,18 +28,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-# The main job: a campaign of simulated clusters under faults (see README).
-SEEDS ?= 0-19
-DURATION_S ?= 120
+images: $(STAMP)
+	$(BIN)/chaoskraft image build
+
+# The main job: the default campaign against a local 5-node Docker cluster.
 run: setup
-	$(BIN)/chaoskraft sim --seeds $(SEEDS) --duration-s $(DURATION_S)
+	$(BIN)/chaoskraft run
+
+# The simulator: many seeds of simulated clusters under faults.
+SEEDS ?= 0-19
+sim: $(STAMP)
+	$(BIN)/chaoskraft sim --seeds $(SEEDS) --duration-s 120
 
 test: setup
-	$(BIN)/python -m pytest -n 2 -q -rs
+	$(BIN)/python -m pytest -n 2 -q -rs --durations=10
 
-bench: setup
+bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py
 	$(BIN)/python bench/real_cluster.py
+	$(BIN)/python bench/checker_corpus.py
+
+cleanup: $(STAMP)
+	$(BIN)/chaoskraft cleanup
 
 clean:
 	rm -rf $(VENV) build *.egg-info

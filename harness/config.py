@@ -29,12 +29,12 @@ class RunConfig:
     time_limit_s: float = 60.0
     nodes: int = 5
     controllers: int = 3
-    concurrency: int = 10
+    concurrency: int = 15
     rate: float = 5.0  # operations per second per client
-    op_timeout_s: float = 2.0
-    ops_per_key: int = 30
+    op_timeout_s: float = 1.0
+    ops_per_key: int = 60
     nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
-    nemesis_interval_s: float = 6.0
+    nemesis_interval_s: float = 5.0
     recovery_s: float = 10.0
     bugs: list[str] = field(default_factory=list)
     node_config: dict[str, str] = field(default_factory=dict)

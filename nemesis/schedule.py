@@ -17,7 +17,8 @@ from .faults import KILL_TARGETS, PARTITION_SHAPES
 PACKAGES = ("partition", "kill")
 # Faults aimed at the active controller find the most bugs (a deposed leader still
 # answering, acknowledged writes on a leader that loses them), so they come more often.
-PARTITION_WEIGHTS = {"isolate-controller": 3, "isolate-one": 1, "halves": 1, "majorities-ring": 1,
+PACKAGE_WEIGHTS = {"partition": 2, "kill": 1}
+PARTITION_WEIGHTS = {"isolate-controller": 6, "isolate-one": 1, "halves": 1, "majorities-ring": 1,
                      "bridge": 1}
 KILL_WEIGHTS = {"active-controller": 2, "one": 1, "minority": 1}
 assert set(PARTITION_WEIGHTS) == set(PARTITION_SHAPES) and set(KILL_WEIGHTS) == set(KILL_TARGETS)
@@ -44,7 +45,7 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
     t = interval_s / 2
     while True:
         t += rng.uniform(0, interval_s / 2)
-        kind = packages[rng.randrange(len(packages))]
+        kind = rng.choices(packages, weights=[PACKAGE_WEIGHTS[p] for p in packages])[0]
         choices = PARTITION_WEIGHTS if kind == "partition" else KILL_WEIGHTS
         spec = rng.choices(list(choices), weights=list(choices.values()))[0]
         length = rng.uniform(*duration_s)

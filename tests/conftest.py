@@ -1,4 +1,43 @@
+import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def _docker_available() -> str | None:
+    try:
+        import docker
+        docker.from_env().ping()
+        return None
+    except Exception as exc:  # noqa: BLE001 - any failure means no engine
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A Docker client. Without an engine: a skip on a laptop, a failure under CI=true."""
+    problem = _docker_available()
+    if problem:
+        if IN_CI:
+            pytest.fail(f"CI=true and no Docker engine: {problem}")
+        pytest.skip(f"no Docker engine: {problem}")
+    import docker
+    return docker.from_env()
+
+
+@pytest.fixture(scope="session")
+def node_image(docker_client):
+    from harness.images import build_images
+    return build_images(docker_client, log=lambda msg: None)
+
+
+def labelled(client, label="chaoskraft=1"):
+    return (len(client.containers.list(all=True, filters={"label": label})),
+            len(client.networks.list(filters={"label": label})),
+            len(client.volumes.list(filters={"label": label})))

@@ -2,9 +2,13 @@
 
 The generator is pure: process p's operation sequence depends only on the
 seed and p (never on responses or timing), so a re-run from the same seed
-issues the same operations. Values are small integers (0-4) as in Jepsen's
-register test; each process moves to a fresh key every ``ops_per_key``
-operations, so every key's history stays small enough to check. As in
+issues the same operations. Every written value is unique
+(``process * 1000000 + seq``), so a value read names the one write that
+produced it and a lost acknowledged write cannot be explained away by
+another write of the same value; a cas expects the value the process itself
+last wrote to that key. Each process moves to a fresh key every
+``ops_per_key`` operations, so every key's history stays small enough to
+check. As in
 Jepsen, process p always talks to node ``p mod n`` (a client bound to a
 node keeps talking to it when it is partitioned away or deposed); nodes
 that are not the active controller forward to it.
@@ -38,13 +42,19 @@ class RegisterGenerator:
     def ops(self, process: int) -> Iterator[Op]:
         rng = random.Random(f"{self.seed}-register-{process}")
         seq = 0
+        last_written: dict[str, int] = {}
         while True:
-            f = rng.choice(("read", "write", "cas"))
+            f = rng.choice(("read", "read", "write", "cas"))
             key = f"r{seq // self.ops_per_key}"
             value: object = None
+            unique = process * 1_000_000 + seq
             if f == "write":
-                value = rng.randrange(self.values)
+                value = unique
+                last_written[key] = unique
             elif f == "cas":
-                value = [rng.randrange(self.values), rng.randrange(self.values)]
+                # Expect what this process itself last wrote to the key (or the initial
+                # empty register): deterministic, and it succeeds when nobody wrote since.
+                value = [last_written.get(key), unique]
+                last_written[key] = unique
             yield Op(process, seq, f, key, value, self.nodes[process % len(self.nodes)])
             seq += 1

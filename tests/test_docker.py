@@ -1,0 +1,220 @@
+"""Docker: images, the cluster backend, and whole campaigns (these run in CI)."""
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, labelled
+from harness.backends import BackendError
+from harness.backends.docker_backend import DockerCluster
+from harness.images import build_images
+from harness.runner import describe_all, wait_for_service
+from workloads.register_client import RegisterClient
+
+pytestmark = pytest.mark.docker
+
+
+def chaoskraft(*args, timeout=900, cwd=None):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd or ROOT)
+
+
+def run_labels(output: str) -> list[str]:
+    """The chaoskraft.run labels of the clusters a run's output says it created."""
+    ids = re.findall(r"network chaoskraft-([0-9a-f]+) created", output)
+    assert ids, output[-3000:]
+    return [f"chaoskraft.run={i}" for i in ids]
+
+
+def nothing_left(client, output: str) -> bool:
+    return all(labelled(client, label) == (0, 0, 0) for label in run_labels(output))
+
+
+def test_images_are_cached(docker_client, node_image):
+    logs = []
+    again = build_images(docker_client, log=logs.append)
+    assert again == node_image
+    assert any("base image" in l and "up to date" in l for l in logs), logs
+    assert any("node image" in l and "up to date" in l for l in logs), logs
+    img = docker_client.images.get(node_image)
+    assert img.labels.get("chaoskraft") == "1"
+
+
+def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_image):
+    run_id = "t" + uuid.uuid4().hex[:7]
+    c = DockerCluster(run_id, node_image, nodes=5, controllers=3, log=lambda m: None)
+    try:
+        c.up()
+        assert labelled(docker_client, f"chaoskraft.run={run_id}") == (5, 1, 5)
+        assert [n.is_controller for n in c.nodes] == [True, True, True, False, False]
+
+        async def scenario():
+            leader = await wait_for_service(c.nodes, 60, print)
+            addr = c.node(leader).address
+            client = RegisterClient(addr, 9093, 5)
+            assert (await client.write("k", 42)).outcome == "ok"
+            await client.close()
+            # a broker forwards to the active controller once it knows which node that is
+            deadline = time.monotonic() + 30
+            while (await describe_all([c.node(5)])).get(5, None) is None or \
+                    (await describe_all([c.node(5)]))[5].leader_id < 0:
+                assert time.monotonic() < deadline, "broker n5 never learned the leader"
+                await asyncio.sleep(0.1)
+            broker = RegisterClient(c.node(5).address, 9093, 5)
+            r = await broker.read("k")
+            await broker.close()
+            assert (r.outcome, r.value) == ("ok", 42)
+            return leader
+        leader = asyncio.run(scenario())
+        before = asyncio.run(describe_all(c.nodes))[2].log_end_offset
+
+        status = json.loads(chaoskraft("cluster", "status", run_id, "--json", timeout=60).stdout)
+        assert {r["node_id"] for r in status} == {1, 2, 3, 4, 5}
+        assert all(r["up"] and r["address"] and r["container"] for r in status)
+        assert [r["roles"] for r in status][:4] == [["controller"]] * 3 + [["broker"]]
+
+        c.docker_kill(2)
+        assert not c.is_running(2)
+        c.docker_start(2)
+
+        async def back():
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                d = (await describe_all([c.node(2)])).get(2)
+                if d is not None and d.committed_offset >= before:
+                    return d
+                await asyncio.sleep(0.2)
+            raise AssertionError("node 2 did not come back")
+        d = asyncio.run(back())
+        assert d.log_end_offset >= before
+        supervisor_log = c.get_file(2, "/var/log/chaoskraft/supervisor.log").decode()
+        assert supervisor_log.count("format: rc=0") == 1, "a restarted container must not re-format"
+        assert supervisor_log.count("node started") == 2
+
+        c.kill_node(3)
+        assert c.node_status(3)["running"] is False
+        c.start_node(3)
+        assert c.node_status(3)["running"] is True
+        c.pause_node(3)
+        assert c.node_status(3)["paused"] is True
+        c.resume_node(3)
+    finally:
+        c.down()
+    assert labelled(docker_client, f"chaoskraft.run={run_id}") == (0, 0, 0)
+
+
+def test_ssh_backend_refuses_unknown_host_keys(docker_client, node_image, tmp_path):
+    import paramiko
+
+    from harness.backends.ssh_backend import SshCluster
+    key = paramiko.ECDSAKey.generate(bits=256)
+    run_id = "t" + uuid.uuid4().hex[:7]
+    c = DockerCluster(run_id, node_image, nodes=1, controllers=1, log=lambda m: None,
+                      authorized_key=f"{key.get_name()} {key.get_base64()}\n")
+    try:
+        c.up()
+        (tmp_path / "known_hosts").write_text("")
+        ssh = SshCluster(c.nodes, key, tmp_path / "known_hosts")
+        with pytest.raises(BackendError, match="not found in known_hosts|Server"):
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    ssh.connect()
+                    break
+                except BackendError as exc:
+                    if "known_hosts" in str(exc) or "Server" in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.3)
+        from harness.backends.ssh_backend import host_keys_from_docker
+        (tmp_path / "known_hosts").write_text(host_keys_from_docker(c))
+        ssh = SshCluster(c.nodes, key, tmp_path / "known_hosts")
+        ssh.connect()
+        assert ssh.exec(1, ["ck-ctl", "status"])[1].startswith("{")
+        ssh.close()
+    finally:
+        c.down()
+
+
+def test_default_campaign_is_valid_and_leaves_nothing(docker_client, node_image, tmp_path):
+    p = chaoskraft("run", "--seed", "11", "--results-dir", str(tmp_path))
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-4000:]
+    assert "verdict: valid" in out
+    run = Path(re.search(r"run directory: (\S+)", out).group(1))
+    for name in ("config.yaml", "history.jsonl", "history.parquet", "results.json", "harness.log"):
+        assert (run / name).exists(), name
+    assert (run / "nodes" / "n1" / "node.log").stat().st_size > 0
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True and results["stats"]["ok"] > 100
+    assert any(f["f"] in ("start-partition", "kill") for f in results["stats"]["faults"])
+    assert (tmp_path / "latest").resolve() == run.resolve()
+    assert nothing_left(docker_client, out)
+    # re-analysis of the stored run gives the same verdict
+    again = chaoskraft("analyze", str(run), "--engine", "local", timeout=300)
+    assert again.returncode == 0 and "verdict: valid" in again.stdout
+
+
+def test_planted_register_bug_is_invalid_in_4_of_5_seeds(docker_client, node_image, tmp_path):
+    caught = []
+    outputs = ""
+    for seed in range(1, 6):
+        p = chaoskraft("run", "--seed", str(seed), "--bug", "reply-before-commit",
+                       "--results-dir", str(tmp_path))
+        out = p.stdout + p.stderr
+        outputs += out
+        assert p.returncode in (0, 1), out[-3000:]
+        run = Path(re.search(r"run directory: (\S+)", out).group(1))
+        results = json.loads((run / "results.json").read_text())
+        lin = results["checkers"]["linearizability"]
+        if results["valid"] is False:
+            assert p.returncode == 1
+            assert lin["counterexamples"] and all(
+                any(c["role"] == "cannot linearize" for c in ce) for ce in lin["counterexamples"].values())
+            caught.append(seed)
+        print(f"seed {seed}: {results['verdict']}")
+    assert nothing_left(docker_client, outputs)
+    assert len(caught) >= 4, f"reply-before-commit caught only in seeds {caught}"
+
+
+def test_ctrl_c_tears_down_and_keeps_the_history(docker_client, node_image, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--seed", "5",
+                             "--results-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if re.search(r"\d+/60 s: \d+ ok", line):
+                break
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(lines) + rest
+    assert proc.returncode == 130, out[-3000:]
+    assert "interrupted" in out and "chaoskraft analyze" in out
+    history = next(tmp_path.glob("register/*/history.jsonl"))
+    rows = [json.loads(l) for l in history.read_text().splitlines()]
+    assert sum(1 for r in rows if r["type"] == "ok") > 0
+    assert nothing_left(docker_client, out)
+
+
+def test_ssh_backend_runs_the_smoke_campaign(docker_client, node_image, tmp_path):
+    p = chaoskraft("run", "--backend", "ssh", "--time-limit", "20", "--seed", "3",
+                   "--results-dir", str(tmp_path))
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-4000:]
+    assert "strict host key checking" in out and "verdict: valid" in out
+    assert re.search(r"nemesis: (partition|kill)", out)
+    assert nothing_left(docker_client, out)
+    assert not list(Path("/tmp").glob("chaoskraft-ssh-" + run_labels(out)[0].split("=")[1] + "-*")), \
+        "the run's private key must be removed"
