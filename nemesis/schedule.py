@@ -34,7 +34,7 @@ class FaultStep:
 
 
 def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float = 10.0,
-         duration_s: tuple[float, float] = (4.0, 10.0)) -> list[FaultStep]:
+         duration_s: tuple[float, float] = (3.0, 6.0)) -> list[FaultStep]:
     for p in packages:
         if p not in PACKAGES:
             raise ValueError(f"unknown nemesis package {p!r}; known: {', '.join(PACKAGES)}")
@@ -48,6 +48,10 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
         kind = rng.choices(packages, weights=[PACKAGE_WEIGHTS[p] for p in packages])[0]
         choices = PARTITION_WEIGHTS if kind == "partition" else KILL_WEIGHTS
         spec = rng.choices(list(choices), weights=list(choices.values()))[0]
+        if not any(st.kind == kind for st in steps):
+            # The first fault of each package aims at the active controller: the most
+            # telling fault comes in every campaign, however short.
+            spec = "isolate-controller" if kind == "partition" else "active-controller"
         length = rng.uniform(*duration_s)
         if t + length > time_limit_s:
             break

@@ -44,7 +44,7 @@ class RegisterGenerator:
         seq = 0
         last_written: dict[str, int] = {}
         while True:
-            f = rng.choice(("read", "read", "write", "cas"))
+            f = rng.choice(("read", "read", "read", "write", "cas"))
             key = f"r{seq // self.ops_per_key}"
             value: object = None
             unique = process * 1_000_000 + seq
