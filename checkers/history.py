@@ -81,8 +81,6 @@ def _edn_row(d: dict, index: int, where: str) -> dict:
     row = {k: _edn_value(v) for k, v in _edn_value(d).items()}
     row["index"] = row.get("index", index)
     row.setdefault("time", index)
-    if row.get("type") in ("fail", "info") and isinstance(row.get("error"), str):
-        pass
     for fld in REQUIRED:
         if fld not in row:
             raise HistoryError(f"{where}: operation {index} has no :{fld}")

@@ -11,8 +11,6 @@ cluster down and keeps the history; the run can then be analysed with
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import random
 import signal
 import sys

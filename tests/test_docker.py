@@ -1,7 +1,6 @@
 """Docker: images, the cluster backend, and whole campaigns (these run in CI)."""
 import asyncio
 import json
-import os
 import re
 import signal
 import subprocess
@@ -73,7 +72,7 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
             await broker.close()
             assert (r.outcome, r.value) == ("ok", 42)
             return leader
-        leader = asyncio.run(scenario())
+        asyncio.run(scenario())
         before = asyncio.run(describe_all(c.nodes))[2].log_end_offset
 
         status = json.loads(chaoskraft("cluster", "status", run_id, "--json", timeout=60).stdout)

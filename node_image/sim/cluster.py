@@ -382,10 +382,9 @@ class Simulation:
         else:  # bridge: two halves joined by one node that sees both
             shuffled = ids[:]
             r.shuffle(shuffled)
-            bridge, rest = shuffled[0], shuffled[1:]
+            rest = shuffled[1:]  # shuffled[0] is the bridge: it keeps every link
             a = set(rest[:len(rest) // 2])
             blocked = {(x, y) for x in rest for y in rest if (x in a) != (y in a)}
-            del bridge
         self.blocked = blocked
         self.stats["partitions"] += 1
         self._trace(self.now, "partition", shape, sorted(blocked))
