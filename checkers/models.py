@@ -49,8 +49,7 @@ def _describe(op: Operation) -> str:
     if f in ("read", "get"):
         return f"{f}{key} -> {out!r}"
     if f == "cas":
-        tail = {UNKNOWN: " (indeterminate)", "fail": " failed"}.get(op.output, "") \
-            if op.output is UNKNOWN or op.output == "fail" else ""
+        tail = " (indeterminate)" if op.output is UNKNOWN else (" failed" if op.output == "fail" else "")
         return f"cas {value[0]!r}->{value[1]!r}{tail}"
     return f"{f}{key} {value!r}" + (" (indeterminate)" if op.output is UNKNOWN else "")
 

@@ -57,8 +57,7 @@ def cmd_run(args) -> int:
     overrides = {
         "seed": args.seed, "time_limit_s": args.time_limit, "nodes": args.nodes,
         "controllers": args.controllers, "concurrency": args.concurrency, "rate": args.rate,
-        "nemesis": args.nemesis.split(",") if args.nemesis is not None and args.nemesis else
-        ([] if args.nemesis == "" else None),
+        "nemesis": None if args.nemesis is None else [p for p in args.nemesis.split(",") if p],
         "bugs": args.bug or None, "backend": args.backend, "engine": args.engine,
         "spark_master": args.spark_master, "test": args.test, "results_dir": args.results_dir,
     }

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from node_image.messages import ERROR_NAMES
 from nemesis.faults import apply_grudge, grudge, heal_partitions, kill_targets
 from nemesis.schedule import FaultStep, plan
 from workloads.register import RegisterGenerator
@@ -140,7 +141,6 @@ class Campaign:
         except Indeterminate as exc:
             h.record(process, "info", f, key, value, node, f"indeterminate: {exc}")
             return "info"
-        from node_image.messages import ERROR_NAMES
         err = ERROR_NAMES.get(r.error, str(r.error)) if r.error else None
         if r.outcome == "ok":
             h.record(process, "ok", f, key, r.value if f == "read" else value, node)

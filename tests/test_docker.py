@@ -63,8 +63,10 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
             await client.close()
             # a broker forwards to the active controller once it knows which node that is
             deadline = time.monotonic() + 30
-            while (await describe_all([c.node(5)])).get(5, None) is None or \
-                    (await describe_all([c.node(5)]))[5].leader_id < 0:
+            while True:
+                d = (await describe_all([c.node(5)])).get(5)
+                if d is not None and d.leader_id >= 0:
+                    break
                 assert time.monotonic() < deadline, "broker n5 never learned the leader"
                 await asyncio.sleep(0.1)
             broker = RegisterClient(c.node(5).address, 9093, 5)
