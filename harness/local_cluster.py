@@ -27,10 +27,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class LocalCluster:
     def __init__(self, root: Path, nodes: int = 3, port: int | None = None,
-                 extra_config: dict[str, str] | None = None, cluster_id: str = "local") -> None:
+                 extra_config: dict[str, str] | None = None, cluster_id: str = "local",
+                 brokers: bool = False) -> None:
+        """``brokers``: every node is also a broker with a Kafka listener on
+        127.0.0.<id>:``kafka_port``."""
         self.root = Path(root)
         self.ids = list(range(1, nodes + 1))
         self.port = port or free_port()
+        self.kafka_port = free_port() if brokers else None
         self.procs: dict[int, subprocess.Popen] = {}
         voters = ",".join(f"{i}@{self.host(i)}:{self.port}" for i in self.ids)
         for i in self.ids:
@@ -39,8 +43,12 @@ class LocalCluster:
                 "controller.quorum.voters": voters,
                 "listeners": f"CONTROLLER://{self.host(i)}:{self.port}",
                 "log.dirs": str(self.root / f"data{i}"),
-                **(extra_config or {}),
             }
+            if brokers:
+                lines["process.roles"] = "controller,broker"
+                lines["listeners"] += f",PLAINTEXT://{self.host(i)}:{self.kafka_port}"
+                lines["advertised.listeners"] = f"PLAINTEXT://{self.host(i)}:{self.kafka_port}"
+            lines.update(extra_config or {})
             self.config_path(i).write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
             self._run(["format", "--config", str(self.config_path(i)), "--cluster-id", cluster_id])
 
@@ -74,6 +82,15 @@ class LocalCluster:
         proc = self.procs.pop(i)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.host(i)}:{self.kafka_port}" for i in self.ids)
+
+    def stop(self, i: int, timeout_s: float = 15.0) -> None:
+        """SIGTERM: a controlled shutdown."""
+        proc = self.procs.pop(i)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout_s)
 
     def close(self) -> None:
         for i in list(self.procs):

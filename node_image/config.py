@@ -9,7 +9,8 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | node.id | required | this node's id |
 | process.roles | controller | ``controller``, ``broker`` or both |
 | controller.quorum.voters | required | ``id@host:port,...``: the static voter set |
-| listeners | CONTROLLER://0.0.0.0:9093 | where the internal listener binds |
+| listeners | CONTROLLER://0.0.0.0:9093 | where the listeners bind: ``CONTROLLER://`` (Raft, broker-to-controller and replication RPCs) and, with the broker role, ``PLAINTEXT://`` (the Kafka protocol, e.g. ``PLAINTEXT://0.0.0.0:9092``) |
+| advertised.listeners | PLAINTEXT://:9092 | the Kafka address given to clients; an empty host means this host's address (``hostname`` resolved) |
 | log.dirs | required | the data directory (one) |
 | controller.quorum.election.timeout.ms | 1000 | randomised in [t, 2t) |
 | controller.quorum.election.backoff.max.ms | 1000 | cap of the exponential back-off |
@@ -21,6 +22,21 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | metadata.log.segment.bytes | 1073741824 | segment roll size |
 | metadata.log.max.record.bytes.between.snapshots | 20971520 | committed bytes between snapshots |
 | metadata.max.idle.interval.ms | 500 | the active controller appends a NoOpRecord this often when idle; 0 = never |
+| broker.heartbeat.interval.ms | 2000 | a broker heartbeats the controller this often |
+| broker.session.timeout.ms | 9000 | the controller fences a broker without a heartbeat for this long |
+| replica.lag.time.max.ms | 30000 | a follower not caught up for this long leaves the ISR |
+| replica.fetch.wait.max.ms | 500 | how long a leader parks a follower's empty fetch |
+| replica.fetch.max.bytes | 1048576 | bytes per partition in a follower fetch answer |
+| replica.high.watermark.checkpoint.interval.ms | 5000 | how often high watermarks are checkpointed |
+| min.insync.replicas | 1 | acks=all needs an ISR this large; topics may override |
+| log.flush.interval.messages | 9223372036854775807 | fsync a data partition after this many messages; the default (Kafka's) never fsyncs explicitly and relies on replication; topics override with ``flush.messages`` |
+| log.segment.bytes | 1073741824 | data partition segment size |
+| message.max.bytes | 1048588 | largest record batch a producer may send |
+| num.partitions | 1 | partitions of a topic created without a count |
+| default.replication.factor | 1 | replication factor of a topic created without one |
+| auto.leader.rebalance.enable | true | move leadership back to preferred replicas |
+| leader.imbalance.check.interval.seconds | 300 | how often |
+| request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
 """
 from __future__ import annotations
@@ -51,12 +67,39 @@ class RaftConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    advertised: tuple[str, int] = ("", 9092)
+    internal_port: int = 9093
+    heartbeat_interval_ms: int = 2000
+    session_timeout_ms: int = 9000
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1024 * 1024
+    hw_checkpoint_interval_ms: int = 5000
+    min_insync_replicas: int = 1
+    flush_interval_messages: int = (1 << 63) - 1
+    segment_bytes: int = 1024 * 1024 * 1024
+    message_max_bytes: int = 1048588
+    default_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_leader_rebalance: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    request_timeout_ms: int = 30000
+    retry_backoff_ms: int = 100
+    # (chaoskraft) an internal request (heartbeat, follower fetch, AlterPartition) without an
+    # answer for this long is sent again: the transport does not report lost connections.
+    rpc_timeout_ms: int = 2000
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     node_id: int
     voters: dict[int, tuple[str, int]]  # id -> (host, port)
     log_dir: str
     roles: tuple[str, ...] = ("controller",)
     listener: tuple[str, int] = ("0.0.0.0", 9093)
+    kafka_listener: tuple[str, int] | None = None  # PLAINTEXT://, brokers only
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
     raft: RaftConfig = field(default_factory=RaftConfig)
     segment_bytes: int = 1024 * 1024 * 1024
     snapshot_max_bytes: int = 20 * 1024 * 1024
@@ -79,9 +122,41 @@ _INT_KEYS = {
     "metadata.log.segment.bytes": (None, "segment_bytes"),
     "metadata.log.max.record.bytes.between.snapshots": (None, "snapshot_max_bytes"),
     "metadata.max.idle.interval.ms": (None, "idle_interval_ms"),
+    "broker.heartbeat.interval.ms": ("broker", "heartbeat_interval_ms"),
+    "broker.session.timeout.ms": ("broker", "session_timeout_ms"),
+    "replica.lag.time.max.ms": ("broker", "replica_lag_time_max_ms"),
+    "replica.fetch.wait.max.ms": ("broker", "replica_fetch_wait_max_ms"),
+    "replica.fetch.max.bytes": ("broker", "replica_fetch_max_bytes"),
+    "replica.high.watermark.checkpoint.interval.ms": ("broker", "hw_checkpoint_interval_ms"),
+    "min.insync.replicas": ("broker", "min_insync_replicas"),
+    "log.flush.interval.messages": ("broker", "flush_interval_messages"),
+    "log.segment.bytes": ("broker", "segment_bytes"),
+    "message.max.bytes": ("broker", "message_max_bytes"),
+    "num.partitions": ("broker", "default_partitions"),
+    "default.replication.factor": ("broker", "default_replication_factor"),
+    "leader.imbalance.check.interval.seconds": ("broker", "leader_imbalance_check_interval_ms"),
+    "request.timeout.ms": ("broker", "request_timeout_ms"),
 }
-_KNOWN = set(_INT_KEYS) | {"node.id", "process.roles", "controller.quorum.voters", "listeners",
-                           "log.dirs", "chaoskraft.bugs"}
+_BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance"}
+_KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
+    "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
+    "log.dirs", "chaoskraft.bugs"}
+
+
+def _parse_listeners(key: str, text: str) -> dict[str, tuple[str, int]]:
+    out: dict[str, tuple[str, int]] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        try:
+            name, spec = item.split("://", 1)
+            host, port = spec.rsplit(":", 1)
+            out[name] = (host.strip("[]"), int(port))
+        except ValueError:
+            raise ConfigError(f"{key}: {item!r} is not NAME://host:port") from None
+        if name not in ("CONTROLLER", "PLAINTEXT"):
+            raise ConfigError(f"{key}: unknown listener name {name!r} (CONTROLLER or PLAINTEXT)")
+    return out
 
 
 def parse_voters(text: str, key: str = "controller.quorum.voters") -> dict[int, tuple[str, int]]:
@@ -132,19 +207,25 @@ def load_config(props: dict[str, str]) -> NodeConfig:
     if "controller" in roles and node_id not in voters:
         raise ConfigError(
             f"controller.quorum.voters: node.id {node_id} has the controller role but is not a voter")
-    listener = ("0.0.0.0", 9093)
-    if "listeners" in props:
-        spec = props["listeners"].split("://", 1)[-1]
-        try:
-            host, port = spec.rsplit(":", 1)
-            listener = (host or "0.0.0.0", int(port))
-        except ValueError:
-            raise ConfigError(f"listeners: {props['listeners']!r} is not NAME://host:port") from None
+    listeners = _parse_listeners("listeners", props.get("listeners", "CONTROLLER://0.0.0.0:9093"))
+    if "CONTROLLER" not in listeners:
+        raise ConfigError("listeners: a CONTROLLER:// listener is required")
+    listener = (listeners["CONTROLLER"][0] or "0.0.0.0", listeners["CONTROLLER"][1])
+    kafka_listener = None
+    if "broker" in roles:
+        plain = listeners.get("PLAINTEXT", ("0.0.0.0", 9092))
+        kafka_listener = (plain[0] or "0.0.0.0", plain[1])
+    elif "PLAINTEXT" in listeners:
+        raise ConfigError("listeners: PLAINTEXT:// needs the broker role in process.roles")
+    advertised = _parse_listeners("advertised.listeners",
+                                  props.get("advertised.listeners", "PLAINTEXT://:9092"))
+    if "PLAINTEXT" not in advertised:
+        raise ConfigError("advertised.listeners: a PLAINTEXT:// listener is required")
     bugs = frozenset(b.strip() for b in props.get("chaoskraft.bugs", "").split(",") if b.strip())
     for b in bugs:
         if b not in BUGS:
             raise ConfigError(f"chaoskraft.bugs: unknown bug {b!r} (known: {', '.join(sorted(BUGS))})")
-    raft_kw, node_kw = {}, {}
+    kw: dict[str | None, dict] = {"raft": {}, None: {}, "broker": {}}
     for key, (group, name) in _INT_KEYS.items():
         if key in props:
             try:
@@ -153,7 +234,17 @@ def load_config(props: dict[str, str]) -> NodeConfig:
                 raise ConfigError(f"{key}: {props[key]!r} is not an integer") from None
             if value < 0 or (value == 0 and key != "metadata.max.idle.interval.ms"):
                 raise ConfigError(f"{key}: must be positive, got {value}")
-            (raft_kw if group == "raft" else node_kw)[name] = value
+            if key == "leader.imbalance.check.interval.seconds":
+                value *= 1000
+            kw[group][name] = value
+    for key, name in _BOOL_KEYS.items():
+        if key in props:
+            if props[key] not in ("true", "false"):
+                raise ConfigError(f"{key}: {props[key]!r} is not true or false")
+            kw["broker"][name] = props[key] == "true"
+    kw["broker"]["advertised"] = advertised["PLAINTEXT"]
+    kw["broker"]["internal_port"] = listener[1]
     return NodeConfig(node_id=node_id, voters=voters, log_dir=props["log.dirs"], roles=roles,
-                      listener=listener, raft=dataclasses.replace(RaftConfig(), **raft_kw),
-                      bugs=bugs, **node_kw)
+                      listener=listener, kafka_listener=kafka_listener,
+                      broker=BrokerConfig(**kw["broker"]),
+                      raft=dataclasses.replace(RaftConfig(), **kw["raft"]), bugs=bugs, **kw[None])

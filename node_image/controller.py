@@ -27,6 +27,21 @@ and idle it appends a NoOpRecord every ``metadata.max.idle.interval.ms``.
 Every ``metadata.log.max.record.bytes.between.snapshots`` committed bytes it
 writes a snapshot of ``committed``.
 
+Managers
+--------
+- Cluster control (here): broker registrations (RegisterBrokerRecord; the
+  broker epoch is the record's offset), heartbeats as soft state kept only
+  by the active controller (every broker gets a fresh session when a
+  controller becomes active), unfencing once a broker's metadata has caught
+  up to its registration, fencing after ``broker.session.timeout.ms``
+  without a heartbeat, controlled shutdown (leadership moved away first).
+- Replication control (``replication_control.py``): topics, partitions,
+  elections and AlterPartition.
+- Producer ids: blocks of 1000 handed to brokers (ProducerIdsRecord).
+Each request computes records from ``current``, writes them and parks its
+reply until they commit; a request that writes nothing is parked at the
+last written offset, like a failed cas below.
+
 Register service and its read barrier
 -------------------------------------
 ``write(key, value)`` and ``cas(key, expected, new)`` are ordinary controller
@@ -39,66 +54,52 @@ the same event share one marker.
 """
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
+from . import replication_control as rc
 from .log import OffsetAndEpoch
+from .metadata_image import MetadataDelta, MetadataImage
 from .raft.client import CommittedBatch, KafkaRaftClient, LeaderAndEpoch
 
+PRODUCER_ID_BLOCK = 1000
 
-@dataclass(slots=True)
-class ControllerState:
-    features: dict[str, int] = field(default_factory=dict)
-    registers: dict[str, int] = field(default_factory=dict)
 
-    def copy(self) -> "ControllerState":
-        return ControllerState(dict(self.features), dict(self.registers))
-
-    def replay(self, record) -> None:
-        if isinstance(record, mr.RegisterValueRecord):
-            self.registers[record.key] = record.value
-        elif isinstance(record, mr.FeatureLevelRecord):
-            self.features[record.name] = record.feature_level
-        elif isinstance(record, mr.NoOpRecord):
-            pass
-        else:
-            raise AssertionError(f"controller cannot replay {record!r}")
-
-    def records(self) -> list:
-        out: list = [mr.FeatureLevelRecord(k, v) for k, v in sorted(self.features.items())]
-        out += [mr.RegisterValueRecord(k, v) for k, v in sorted(self.registers.items())]
-        return out
-
-    def digest(self) -> int:
-        return zlib.crc32(repr((sorted(self.features.items()),
-                                sorted(self.registers.items()))).encode())
+@dataclass(frozen=True, slots=True)
+class ControllerOptions:
+    idle_interval_ms: int = 500
+    snapshot_max_bytes: int = 20 * 1024 * 1024
+    session_timeout_ms: int = 9000
+    leader_imbalance_check_interval_ms: int = 300_000
+    auto_leader_rebalance: bool = True
+    default_partitions: int = 1
+    default_replication_factor: int = 1
 
 
 @dataclass(slots=True)
 class Deferred:
     offset: int
     src: object
-    request: m.RegisterRequest
-    on_resign: str  # outcome reported if leadership is lost first: "unknown" or "fail"
-    result: Callable[[], m.RegisterResponse]
+    result: Callable[[], object]  # the reply once ``offset`` is committed
+    on_resign: Callable[[int, int], object]  # the reply if leadership is lost first (leader, epoch)
 
 
 class QuorumController:
-    def __init__(self, node_id: int, *, idle_interval_ms: int, snapshot_max_bytes: int,
-                 bugs: frozenset[str], outbox: list, can_lead: bool = True,
+    def __init__(self, node_id: int, *, options: ControllerOptions, bugs: frozenset[str],
+                 outbox: list, can_lead: bool = True,
                  on_event: Callable[[str], None] | None = None) -> None:
         self.node_id = node_id
-        self.idle_interval_ms = idle_interval_ms
-        self.snapshot_max_bytes = snapshot_max_bytes
+        self.options = options
+        self.idle_interval_ms = options.idle_interval_ms
+        self.snapshot_max_bytes = options.snapshot_max_bytes
         self.bugs = bugs
         self.outbox = outbox
         self.can_lead = can_lead
         self._on_event = on_event or (lambda msg: None)
         self.raft: KafkaRaftClient | None = None
-        self.committed = ControllerState()
+        self.committed = MetadataImage()
         self.current = self.committed
         self.active = False
         self.applied_offset = 0  # end (exclusive) of what ``committed`` holds
@@ -107,17 +108,26 @@ class QuorumController:
         self._deferred: list[Deferred] = []
         self._bytes_since_snapshot = 0
         self._read_marker: int | None = None
+        self._last_contact_ms: dict[int, int] = {}  # broker id -> last heartbeat (active only)
+        self._sessions_start = False
+        self._next_rebalance_ms = 0
         self.on_applied: Callable[[int, int], None] | None = None  # (end offset, digest), for the simulator
+        self.on_publish: Callable[[MetadataDelta | None, MetadataImage], None] | None = None
 
     # ------------------------------------------------------- Raft listener
 
     def handle_commit(self, batch: CommittedBatch) -> None:
+        delta = MetadataDelta(self.committed)
         for rec in batch.records:
-            record = mr.decode(rec.value)
-            self.committed.replay(record)
+            delta.replay(mr.decode(rec.value))
         self.applied_offset = batch.last_offset + 1
+        self.committed = delta.apply(self.applied_offset)
+        if not self.active:
+            self.current = self.committed
         if self.on_applied is not None:
             self.on_applied(self.applied_offset, self.committed.digest())
+        if self.on_publish is not None:
+            self.on_publish(delta, self.committed)
         self._complete_deferred(batch.last_offset)
         self._bytes_since_snapshot += batch.size_bytes
         if self._bytes_since_snapshot >= self.snapshot_max_bytes and self.raft is not None:
@@ -127,16 +137,18 @@ class QuorumController:
             self._bytes_since_snapshot = 0
 
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, entries) -> None:
-        state = ControllerState()
+        delta = MetadataDelta(MetadataImage())
         for rec in entries:
-            state.replay(mr.decode(rec.value))
-        self.committed = state
-        self.current = state if not self.active else state.copy()
+            delta.replay(mr.decode(rec.value))
+        self.committed = delta.apply(snapshot_id.offset)
+        self.current = self.committed
         self.applied_offset = snapshot_id.offset
         self._bytes_since_snapshot = 0
         self._on_event(f"controller loaded snapshot {snapshot_id.offset}-{snapshot_id.epoch}")
         if self.on_applied is not None:
             self.on_applied(self.applied_offset, self.committed.digest())
+        if self.on_publish is not None:
+            self.on_publish(None, self.committed)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         if leader.leader_id == self.node_id and self.can_lead:
@@ -148,8 +160,12 @@ class QuorumController:
 
     def _claim(self, epoch: int) -> None:
         self.active = True
-        self.current = self.committed.copy()
+        self.current = self.committed
         self.last_written_offset = self.raft.log.end_offset - 1
+        # Every broker gets a fresh session with a new active controller, as in Kafka; the
+        # sessions start at the next input, which brings the time.
+        self._sessions_start = True
+        self._next_rebalance_ms = 0
         self._on_event(f"active controller in epoch {epoch}")
         if "metadata.version" not in self.current.features:
             self._write([mr.FeatureLevelRecord("metadata.version", mr.METADATA_VERSION_LEVEL)],
@@ -159,21 +175,30 @@ class QuorumController:
         self.active = False
         self.current = self.committed
         self._read_marker = None
+        self._last_contact_ms = {}
         deferred, self._deferred = self._deferred, []
+        leader_id = -1 if leader.leader_id is None else leader.leader_id
         for d in deferred:
-            self.outbox.append((d.src, m.RegisterResponse(
-                d.request.request_id, d.on_resign, m.NOT_CONTROLLER, None,
-                -1 if leader.leader_id is None else leader.leader_id, leader.epoch)))
+            self.outbox.append((d.src, d.on_resign(leader_id, leader.epoch)))
         self._on_event(f"no longer the active controller (leader now {leader.leader_id} "
                        f"in epoch {leader.epoch}); {len(deferred)} parked replies failed")
 
     def _write(self, records: list, now: int) -> int:
+        delta = MetadataDelta(self.current)
         for r in records:
-            self.current.replay(r)
+            delta.replay(r)
         offset = self.raft.append([(None, mr.encode(r)) for r in records], now)
+        self.current = delta.apply(offset + 1)
         self.last_written_offset = offset
         self._last_append_ms = now
         return offset
+
+    def _replayed(self, records: list) -> MetadataImage:
+        """``current`` with ``records`` replayed, without writing them."""
+        delta = MetadataDelta(self.current)
+        for r in records:
+            delta.replay(r)
+        return delta.apply(self.current.offset)
 
     def _complete_deferred(self, committed_last: int) -> None:
         while self._deferred and self._deferred[0].offset <= committed_last:
@@ -185,17 +210,38 @@ class QuorumController:
     def _park(self, d: Deferred) -> None:
         self._deferred.append(d)  # offsets are non-decreasing: appended in log order
 
+    def _park_at_last_write(self, src, result, on_resign) -> None:
+        """Reply once everything written so far is committed (for requests that write nothing)."""
+        self._park(Deferred(max(self.last_written_offset, 0), src, result, on_resign))
+        if self.last_written_offset < 0 or self.last_written_offset < self.applied_offset:
+            self._complete_deferred(self.applied_offset - 1)
+
+    def _ready(self) -> bool:
+        return self.active and self.raft.listener_caught_up_as_leader()
+
     def tick(self, now: int) -> None:
-        if self.active and self.idle_interval_ms and self.raft.listener_caught_up_as_leader() and \
-                now >= self._last_append_ms + self.idle_interval_ms:
+        if not self._ready():
+            return
+        self._fence_expired(now)
+        if self.options.auto_leader_rebalance and now >= self._next_rebalance_ms:
+            if self._next_rebalance_ms:
+                records = rc.elect_preferred(self.current)
+                if records:
+                    self._on_event(f"preferred leader election moves {len(records)} partitions")
+                    self._write(records, now)
+            self._next_rebalance_ms = now + self.options.leader_imbalance_check_interval_ms
+        if self.idle_interval_ms and now >= self._last_append_ms + self.idle_interval_ms:
             self._write([mr.NoOpRecord()], now)
 
     def next_deadline_ms(self) -> int | None:
-        if self.active and self.idle_interval_ms:
-            return self._last_append_ms + self.idle_interval_ms
-        return None
-
-    # ------------------------------------------------------ register service
+        if not self.active:
+            return None
+        times = [self._next_rebalance_ms] if self.options.auto_leader_rebalance else []
+        if self.idle_interval_ms:
+            times.append(self._last_append_ms + self.idle_interval_ms)
+        times += [t + self.options.session_timeout_ms for b, t in self._last_contact_ms.items()
+                  if b in self.current.brokers and not self.current.brokers[b].fenced]
+        return min(times) if times else None
 
     def leader_hint(self) -> tuple[int, int]:
         if self.raft is None:
@@ -203,16 +249,172 @@ class QuorumController:
         leader = self.raft.leader_id()
         return (-1 if leader is None else leader), self.raft.epoch
 
+    # ------------------------------------------------------ cluster control
+
+    def _start_sessions(self, now: int) -> None:
+        if self._sessions_start:
+            self._sessions_start = False
+            self._last_contact_ms = {b: now for b in self.current.brokers}
+
+    def _fence_expired(self, now: int) -> None:
+        self._start_sessions(now)
+        for broker_id, last in sorted(self._last_contact_ms.items()):
+            reg = self.current.brokers.get(broker_id)
+            if reg is None or reg.fenced or now < last + self.options.session_timeout_ms:
+                continue
+            self._on_event(f"fencing broker {broker_id}: no heartbeat for "
+                           f"{now - last} ms (session timeout {self.options.session_timeout_ms} ms)")
+            self._write(self._fence_records(broker_id, reg.broker_epoch), now)
+
+    def _fence_records(self, broker_id: int, broker_epoch: int) -> list:
+        change = mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, mr.FENCE, 0)
+        return [change] + rc.broker_unavailable(self._replayed([change]), broker_id)
+
+    def handle_broker_registration(self, src, req: m.BrokerRegistrationRequest, now: int) -> None:
+        def answer(error: int, epoch: int = -1):
+            return m.BrokerRegistrationResponse(req.correlation_id, error, epoch)
+        if not self._ready():
+            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
+            return
+        self._start_sessions(now)
+        existing = self.current.brokers.get(req.broker_id)
+        if existing is not None and existing.incarnation_id == req.incarnation_id:
+            epoch = existing.broker_epoch
+            self._park_at_last_write(src, lambda: answer(m.NONE, epoch),
+                                     lambda _l, _e: answer(m.NOT_CONTROLLER))
+            return
+        last = self._last_contact_ms.get(req.broker_id)
+        if existing is not None and not existing.fenced and last is not None and \
+                now < last + self.options.session_timeout_ms:
+            self.outbox.append((src, answer(m.DUPLICATE_BROKER_REGISTRATION)))
+            return
+        epoch = self.raft.log.end_offset  # the offset the record will have
+        record = mr.RegisterBrokerRecord(req.broker_id, req.incarnation_id, epoch,
+                                         tuple(req.endpoints), req.rack, True, False)
+        records = [record]
+        if existing is not None and existing.eligible:
+            records += rc.broker_unavailable(self._replayed(records), req.broker_id)
+        self._last_contact_ms[req.broker_id] = now
+        self._on_event(f"broker {req.broker_id} registered with epoch {epoch} "
+                       f"(incarnation {req.incarnation_id})")
+        offset = self._write(records, now)
+        self._park(Deferred(offset, src, lambda: answer(m.NONE, epoch),
+                            lambda _l, _e: answer(m.NOT_CONTROLLER)))
+
+    def handle_broker_heartbeat(self, src, req: m.BrokerHeartbeatRequest, now: int) -> None:
+        def answer(error: int, caught_up=False, fenced=True, shut_down=False):
+            return m.BrokerHeartbeatResponse(req.correlation_id, error, caught_up, fenced, shut_down)
+        if not self._ready():
+            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
+            return
+        reg = self.current.brokers.get(req.broker_id)
+        if reg is None or reg.broker_epoch != req.broker_epoch:
+            self.outbox.append((src, answer(m.STALE_BROKER_EPOCH)))
+            return
+        self._start_sessions(now)
+        self._last_contact_ms[req.broker_id] = now
+        caught_up = req.current_metadata_offset >= reg.broker_epoch
+        records: list = []
+        if req.want_shutdown:
+            if not reg.fenced and not reg.in_controlled_shutdown:
+                change = mr.BrokerRegistrationChangeRecord(req.broker_id, reg.broker_epoch,
+                                                           mr.NO_FENCING_CHANGE, 1)
+                records = [change] + rc.broker_unavailable(self._replayed([change]), req.broker_id)
+                self._on_event(f"broker {req.broker_id} begins controlled shutdown")
+        elif reg.fenced and caught_up and not req.want_fence:
+            change = mr.BrokerRegistrationChangeRecord(req.broker_id, reg.broker_epoch, mr.UNFENCE, 0)
+            records = [change] + rc.elect_leaderless(self._replayed([change]))
+            self._on_event(f"unfencing broker {req.broker_id}")
+        elif req.want_fence and not reg.fenced:
+            records = self._fence_records(req.broker_id, reg.broker_epoch)
+        broker_id = req.broker_id
+
+        def result():
+            r = self.committed.brokers.get(broker_id)
+            if r is None or r.broker_epoch != req.broker_epoch:
+                return answer(m.STALE_BROKER_EPOCH)
+            done = r.fenced or (r.in_controlled_shutdown and not rc.leads_any(self.committed, broker_id))
+            return answer(m.NONE, caught_up, r.fenced, req.want_shutdown and done)
+        on_resign = lambda _l, _e: answer(m.NOT_CONTROLLER)  # noqa: E731
+        if records:
+            self._park(Deferred(self._write(records, now), src, result, on_resign))
+        else:
+            self._park_at_last_write(src, result, on_resign)
+
+    # ------------------------------------------------------ replication control
+
+    def handle_create_topics(self, src, req: m.CreateTopicsRequest, now: int) -> None:
+        def answer(results):
+            return m.CreateTopicsResponse(req.correlation_id, tuple(results))
+        if not self._ready():
+            self.outbox.append((src, answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics)))
+            return
+        records, results = rc.create_topics(
+            self.current, req.topics, self.raft.log.end_offset,
+            self.options.default_partitions, self.options.default_replication_factor)
+        rows = [(r.name, r.error, r.message) for r in results]
+        on_resign = lambda _l, _e: answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics)  # noqa: E731
+        if req.validate_only or not records:
+            self._park_at_last_write(src, lambda: answer(rows), on_resign)
+            return
+        for r in results:
+            if r.error == m.NONE:
+                self._on_event(f"creating topic {r.name}")
+        self._park(Deferred(self._write(records, now), src, lambda: answer(rows), on_resign))
+
+    def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
+        def answer(error: int):
+            reg = self.committed.partition(req.topic, req.partition)
+            if error != m.NONE or reg is None:
+                return m.AlterPartitionResponse(req.correlation_id, error, req.topic, req.partition,
+                                                -1, -1, (), -1)
+            return m.AlterPartitionResponse(req.correlation_id, m.NONE, req.topic, req.partition,
+                                            reg.leader, reg.leader_epoch, reg.isr,
+                                            reg.partition_epoch)
+        if not self._ready():
+            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
+            return
+        error, records = rc.alter_partition(self.current, req)
+        on_resign = lambda _l, _e: answer(m.NOT_CONTROLLER)  # noqa: E731
+        if error != m.NONE:
+            self.outbox.append((src, answer(error)))
+        elif records:
+            self._park(Deferred(self._write(records, now), src, lambda: answer(m.NONE), on_resign))
+        else:
+            self._park_at_last_write(src, lambda: answer(m.NONE), on_resign)
+
+    def handle_allocate_producer_ids(self, src, req: m.AllocateProducerIdsRequest, now: int) -> None:
+        def answer(error: int, start: int = -1, length: int = 0):
+            return m.AllocateProducerIdsResponse(req.correlation_id, error, start, length)
+        if not self._ready():
+            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
+            return
+        reg = self.current.brokers.get(req.broker_id)
+        if reg is None or reg.broker_epoch != req.broker_epoch:
+            self.outbox.append((src, answer(m.STALE_BROKER_EPOCH)))
+            return
+        start = self.current.next_producer_id
+        offset = self._write([mr.ProducerIdsRecord(req.broker_id, req.broker_epoch,
+                                                   start + PRODUCER_ID_BLOCK)], now)
+        self._park(Deferred(offset, src, lambda: answer(m.NONE, start, PRODUCER_ID_BLOCK),
+                            lambda _l, _e: answer(m.NOT_CONTROLLER)))
+
+    # ------------------------------------------------------ register service
+
     def handle_register(self, src, req: m.RegisterRequest, now: int) -> None:
         leader, epoch = self.leader_hint()
 
         def reply(outcome: str, error: int = m.NONE, value=None) -> m.RegisterResponse:
             return m.RegisterResponse(req.request_id, outcome, error, value, leader, epoch)
+
+        def resign(outcome: str):
+            return lambda leader_id, leader_epoch: m.RegisterResponse(
+                req.request_id, outcome, m.NOT_CONTROLLER, None, leader_id, leader_epoch)
         bad = self._validate(req)
         if bad:
             self.outbox.append((src, reply("fail", m.INVALID_REQUEST)))
             return
-        if not (self.active and self.raft.listener_caught_up_as_leader()):
+        if not self._ready():
             self.outbox.append((src, reply("fail", m.NOT_CONTROLLER)))
             return
         key = req.key
@@ -222,20 +424,19 @@ class QuorumController:
                 return
             if self._read_marker is None or self._read_marker != self.last_written_offset:
                 self._read_marker = self._write([mr.NoOpRecord()], now)
-            self._park(Deferred(self._read_marker, src, req, "fail",
-                                lambda: reply("ok", value=self.committed.registers.get(key))))
+            self._park(Deferred(self._read_marker, src,
+                                lambda: reply("ok", value=self.committed.registers.get(key)),
+                                resign("fail")))
             return
         if req.op == "cas" and self.current.registers.get(key) != req.expected:
-            self._park(Deferred(max(self.last_written_offset, 0), src, req, "fail",
-                                lambda: reply("fail")))
-            if self.last_written_offset < 0 or self.last_written_offset < self.applied_offset:
-                self._complete_deferred(self.applied_offset - 1)
+            self._park_at_last_write(src, lambda: reply("fail"), resign("fail"))
             return
         offset = self._write([mr.RegisterValueRecord(key, req.value)], now)
         if "reply-before-commit" in self.bugs:
             self.outbox.append((src, reply("ok")))
             return
-        self._park(Deferred(offset, src, req, "unknown", lambda: reply("ok")))
+        # A write whose record was appended may still commit under the next leader.
+        self._park(Deferred(offset, src, lambda: reply("ok"), resign("unknown")))
 
     @staticmethod
     def _validate(req: m.RegisterRequest) -> str | None:

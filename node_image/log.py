@@ -375,6 +375,31 @@ class UnifiedLog:
             i += 1
         return bytes(out)
 
+    def read_range(self, offset: int, max_bytes: int, upper: int) -> bytes:
+        """Whole batches from the one holding ``offset``, each ending at or below ``upper``
+        (a data partition's high watermark), up to about ``max_bytes`` (at least one batch)."""
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        out = bytearray()
+        while i < len(self._batches):
+            entry = self._batches[i]
+            if entry.next_offset > upper or (out and len(out) + entry.size > max_bytes):
+                break
+            if entry.next_offset > offset:
+                out += self.read_entry(entry)
+            i += 1
+        return bytes(out)
+
+    def batch_headers(self, start: int = 0):
+        """Headers of the batches starting at or after ``start``, read from disk."""
+        for entry in self.batch_entries(start, self.end_offset):
+            yield records.parse_header(self.fs.read_at(self._path(segment_name(entry.segment)),
+                                                       entry.position, records.HEADER_SIZE))
+
+    @property
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """The leader-epoch cache: (epoch, start offset), ascending."""
+        return list(self._epochs)
+
     def is_batch_start(self, offset: int) -> bool:
         if offset == self.end_offset:
             return True

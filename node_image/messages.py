@@ -27,16 +27,41 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+COORDINATOR_NOT_AVAILABLE = 15
+INVALID_TOPIC_EXCEPTION = 17
+RECORD_LIST_TOO_LARGE = 18
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+INVALID_REQUIRED_ACKS = 21
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
 NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
+UNKNOWN_PRODUCER_ID = 59
+KAFKA_STORAGE_ERROR = 56
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+UNSUPPORTED_COMPRESSION_TYPE = 76
+STALE_BROKER_EPOCH = 77
 INCONSISTENT_VOTER_SET = 94
-INCONSISTENT_CLUSTER_ID = 104
+INVALID_UPDATE_VERSION = 95
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
+DUPLICATE_BROKER_REGISTRATION = 101
+INCONSISTENT_CLUSTER_ID = 104
+INELIGIBLE_REPLICA = 107
 INVALID_VOTER_KEY = 115
 
 ERROR_NAMES = {v: k for k, v in dict(globals()).items() if isinstance(v, int) and k.isupper()
@@ -218,16 +243,139 @@ class DescribeQuorumResponse:
     committed_offset: int
 
 
+# ---------------------------------------------------------------- broker <-> controller
+# Kafka's BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds and the
+# CreateTopics a broker forwards to the controller, flattened to one partition per
+# AlterPartition. Nested fields are tuples of rows; _ROWS gives each row's field types.
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    correlation_id: int
+    broker_id: int
+    incarnation_id: str
+    endpoints: tuple  # rows (listener name, host, port)
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    correlation_id: int
+    error: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    correlation_id: int
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shutdown: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    correlation_id: int
+    error: int
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    correlation_id: int
+    topics: tuple  # rows (name, num partitions, replication factor, configs as ((k, v), ...))
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    correlation_id: int
+    results: tuple  # rows (name, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    correlation_id: int
+    broker_id: int
+    broker_epoch: int
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: tuple
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    correlation_id: int
+    error: int
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsRequest:
+    correlation_id: int
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsResponse:
+    correlation_id: int
+    error: int
+    producer_id_start: int
+    producer_id_len: int
+
+
+# ---------------------------------------------------------------- broker <-> broker
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchRequest:
+    """A follower's Fetch (Kafka's Fetch with replica_id set), for every partition it
+    follows on the destination leader."""
+    correlation_id: int
+    replica_id: int
+    broker_epoch: int
+    max_wait_ms: int
+    partitions: tuple  # rows (topic, partition, current leader epoch, fetch offset, last fetched epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchResponse:
+    correlation_id: int
+    error: int
+    # rows (topic, partition, error, high watermark, log start offset,
+    #       diverging epoch (-1 none), diverging end offset, records)
+    partitions: tuple
+
+
 TYPES: tuple[type, ...] = (
     VoteRequest, VoteResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
     EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse,
     FetchSnapshotRequest, FetchSnapshotResponse, RegisterRequest, RegisterResponse,
     DescribeQuorumRequest, DescribeQuorumResponse, ForwardRegisterRequest,
-    ForwardRegisterResponse,
+    ForwardRegisterResponse, BrokerRegistrationRequest, BrokerRegistrationResponse,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, CreateTopicsRequest, CreateTopicsResponse,
+    AlterPartitionRequest, AlterPartitionResponse, AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse, ReplicaFetchRequest, ReplicaFetchResponse,
 )
+_ROWS: dict[tuple[type, str], tuple] = {
+    (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
+    (CreateTopicsRequest, "topics"): ("str", "int", "int", "tuple"),
+    (CreateTopicsResponse, "results"): ("str", "int", "str | None"),
+    (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int"),
+    (ReplicaFetchResponse, "partitions"): ("str", "int", "int", "int", "int", "int", "int", "bytes"),
+}
 _TAG = {t: i for i, t in enumerate(TYPES)}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in TYPES}
-_TUPLE_FIELDS = {EndQuorumEpochRequest: ("preferred_successors",)}
 
 
 def encode(msg) -> bytes:
@@ -253,17 +401,24 @@ def decode(body: bytes):
     if len(values) != len(names):
         raise MessageError(f"{t.__name__} needs {len(names)} fields, got {len(values)}")
     kwargs = dict(zip(names, values))
-    for name in _TUPLE_FIELDS.get(t, ()):
-        if not isinstance(kwargs[name], list):
-            raise MessageError(f"{t.__name__}.{name} must be a list")
-        kwargs[name] = tuple(kwargs[name])
     for f in dataclasses.fields(t):
-        _check_type(t, f, kwargs[f.name])
+        kwargs[f.name] = _check_type(t, f.name, str(f.type), kwargs[f.name])
+        rows = _ROWS.get((t, f.name))
+        if rows is not None:
+            for row in kwargs[f.name]:
+                if not isinstance(row, tuple) or len(row) != len(rows):
+                    raise MessageError(f"{t.__name__}.{f.name}: row {row!r} needs {len(rows)} fields")
+                for i, (ann, v) in enumerate(zip(rows, row)):
+                    _check_type(t, f"{f.name}[{i}]", ann, v)
     return t(**kwargs)
 
 
-def _check_type(t, f, value) -> None:
-    ann = str(f.type)
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _check_type(t, name: str, ann: str, value):
+    """``value`` if it has the annotated type (lists become tuples); MessageError if not."""
     ok = True
     if ann == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -277,7 +432,13 @@ def _check_type(t, f, value) -> None:
         ok = value is None or isinstance(value, str)
     elif ann in ("int | None",):
         ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+    elif ann == "tuple":
+        ok = isinstance(value, (list, tuple))
+        value = _tuples(value) if ok else value
     elif ann.startswith("tuple"):
-        ok = all(isinstance(x, int) for x in value)
+        ok = isinstance(value, (list, tuple)) and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in value)
+        value = tuple(value) if ok else value
     if not ok:
-        raise MessageError(f"{t.__name__}.{f.name} has the wrong type: {value!r}")
+        raise MessageError(f"{t.__name__}.{name} has the wrong type: {value!r}")
+    return value

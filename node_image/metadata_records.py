@@ -1,9 +1,11 @@
 """Records of the metadata log, framed as Kafka's MetadataRecordSerde frames them.
 
 A record value is ``uvarint frame version (1) | uvarint api key | uvarint
-record version | body``. Api keys and names are Kafka's (FeatureLevelRecord
-is 12, NoOpRecord 20, ...); chaoskraft's own register service uses key 10000,
-outside Kafka's range. Bodies are msgpack maps of the record's fields instead
+record version | body``. Api keys, names and fields are Kafka's
+(RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
+PartitionChangeRecord 5, FeatureLevelRecord 12, ProducerIdsRecord 15,
+BrokerRegistrationChangeRecord 17, NoOpRecord 20); chaoskraft's own register
+service uses key 10000, outside Kafka's range. Bodies are msgpack maps of the record's fields instead
 of Kafka's generated schema bytes: the metadata log is only read by
 chaoskraft nodes, and the frame still tells a reader which record and
 version it holds.
@@ -33,13 +35,87 @@ class NoOpRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    """A broker registered; ``broker_epoch`` is the offset of this record."""
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoints: tuple  # ((listener name, host, port), ...)
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+
+
+# BrokerRegistrationChangeRecord.fenced values, as Kafka's BrokerRegistrationFencingChange.
+FENCE, UNFENCE, NO_FENCING_CHANGE = 1, -1, 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    broker_id: int
+    broker_epoch: int
+    fenced: int  # FENCE, UNFENCE or NO_FENCING_CHANGE
+    in_controlled_shutdown: int  # 1: the broker asked to shut down; 0: no change
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    partition_id: int
+    topic_id: str
+    replicas: tuple
+    isr: tuple
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """A change to a partition; ``None``/NO_LEADER_CHANGE mean unchanged. Bumps the partition epoch,
+    and the leader epoch when the leader changes."""
+    partition_id: int
+    topic_id: str
+    isr: tuple | None
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    resource_type: int  # 2 topic, 4 broker (Kafka's ConfigResource.Type)
+    resource_name: str
+    name: str
+    value: str | None  # None deletes
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """The block of producer ids below ``next_producer_id`` is taken (by ``broker_id``)."""
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterValueRecord:
     """chaoskraft: the register ``key`` now holds ``value``."""
     key: str
     value: int
 
 
-API_KEYS: dict[type, int] = {FeatureLevelRecord: 12, NoOpRecord: 20, RegisterValueRecord: 10000}
+API_KEYS: dict[type, int] = {
+    RegisterBrokerRecord: 0, TopicRecord: 2, PartitionRecord: 3, ConfigRecord: 4,
+    PartitionChangeRecord: 5, FeatureLevelRecord: 12, ProducerIdsRecord: 15,
+    BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, RegisterValueRecord: 10000}
 _BY_KEY = {v: k for k, v in API_KEYS.items()}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in API_KEYS}
 
@@ -64,5 +140,8 @@ def decode(value: bytes):
     t = _BY_KEY.get(api_key)
     if t is None:
         raise CorruptBatchError(f"unknown metadata record api key {api_key}")
-    fields = msgpack.unpackb(value[pos:], raw=False)
-    return t(*fields)
+    try:
+        fields = msgpack.unpackb(value[pos:], raw=False, use_list=False)
+        return t(*fields)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CorruptBatchError(f"{t.__name__} does not decode: {exc}") from None

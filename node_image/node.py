@@ -11,6 +11,12 @@ forwarded to the leader it knows (as Kafka brokers forward admin requests to
 the controller); when no answer comes within the request timeout the client
 gets outcome "unknown" for a write ("fail" for a read).
 
+With the broker role the node also runs a :class:`~node_image.broker.broker.Broker`
+(registration, heartbeats, partitions, replication, the Kafka APIs); Kafka
+requests arrive through :meth:`Node.handle_kafka`. Broker-to-controller
+requests reaching a node that is not the active controller are answered
+NOT_CONTROLLER and the broker retries at the leader.
+
 Start-up checks that the directory was formatted for this node
 (``meta.properties``) and that the voter ids formatted into quorum-state are
 the ones configured.
@@ -23,9 +29,11 @@ from typing import Callable
 
 from . import messages as m
 from .config import NodeConfig
-from .controller import QuorumController
+from .controller import ControllerOptions, QuorumController
 from .fs import FileSystem
 from .log import UnifiedLog
+from .broker.broker import Broker
+from .kafka_codec import KafkaRequest
 from .raft.client import KafkaRaftClient
 from .storage import METADATA_DIR, QuorumStateStore, StorageError, read_meta_properties
 
@@ -56,9 +64,15 @@ class Node:
                 f"was formatted with voters {formatted}")
         self.log = UnifiedLog(fs, metadata_dir, config.segment_bytes, self._on_event)
         self.outbox: list = []
+        b = config.broker
+        options = ControllerOptions(
+            idle_interval_ms=config.idle_interval_ms, snapshot_max_bytes=config.snapshot_max_bytes,
+            session_timeout_ms=b.session_timeout_ms,
+            leader_imbalance_check_interval_ms=b.leader_imbalance_check_interval_ms,
+            auto_leader_rebalance=b.auto_leader_rebalance, default_partitions=b.default_partitions,
+            default_replication_factor=b.default_replication_factor)
         self.controller = QuorumController(
-            config.node_id, idle_interval_ms=config.idle_interval_ms,
-            snapshot_max_bytes=config.snapshot_max_bytes, bugs=config.bugs, outbox=self.outbox,
+            config.node_id, options=options, bugs=config.bugs, outbox=self.outbox,
             can_lead="controller" in config.roles, on_event=self._on_event)
         self.raft = KafkaRaftClient(
             node_id=config.node_id, directory_id=self.meta.directory_id,
@@ -67,12 +81,25 @@ class Node:
             now_ms=now_ms, bugs=config.bugs, on_event=self._on_event)
         self.raft.outbox = self.outbox
         self.controller.raft = self.raft
+        self.broker: Broker | None = None
+        if "broker" in config.roles:
+            self.broker = Broker(config.node_id, config.broker, fs, config.log_dir,
+                                 self.meta.cluster_id, rng, self.outbox, self.raft,
+                                 self.controller, self._on_event)
         self._forwards: dict[int, tuple] = {}
         self._forward_seq = rng.randrange(1 << 30)
         self.raft.poll(now_ms)
 
     def handle(self, src, msg, now_ms: int) -> None:
-        if isinstance(msg, m.RegisterRequest):
+        handler = self._controller_handlers.get(type(msg))
+        if handler is not None:
+            handler(self.controller, src, msg, now_ms)
+            self.raft.poll(now_ms)
+        elif self.broker is not None and self.broker.handle(src, msg, now_ms):
+            self.raft.poll(now_ms)
+        elif isinstance(msg, (m.ReplicaFetchRequest, m.ReplicaFetchResponse)):
+            pass  # not a broker: a misdirected replica fetch is dropped (the sender retries)
+        elif isinstance(msg, m.RegisterRequest):
             self._register(src, msg, now_ms)
         elif isinstance(msg, m.ForwardRegisterRequest):
             req = m.RegisterRequest(msg.correlation_id, msg.op, msg.key, msg.value, msg.expected)
@@ -87,6 +114,27 @@ class Node:
         else:
             self.raft.handle(src, msg, now_ms)
         self._rewrite_forwarded()
+
+    _controller_handlers = {
+        m.BrokerRegistrationRequest: QuorumController.handle_broker_registration,
+        m.BrokerHeartbeatRequest: QuorumController.handle_broker_heartbeat,
+        m.CreateTopicsRequest: QuorumController.handle_create_topics,
+        m.AlterPartitionRequest: QuorumController.handle_alter_partition,
+        m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
+    }
+
+    def handle_kafka(self, src, req: KafkaRequest, now_ms: int) -> None:
+        if self.broker is None:
+            raise TypeError("a Kafka request reached a node without the broker role")
+        self.broker.handle_kafka(src, req, now_ms)
+        self.raft.poll(now_ms)
+
+    def peer_address(self, node_id: int) -> tuple[str, int] | None:
+        """The internal address of a node: a voter's from the config, a broker's from metadata."""
+        if node_id in self.config.voters:
+            return self.config.voters[node_id]
+        reg = self.controller.committed.brokers.get(node_id)
+        return None if reg is None else reg.endpoint("INTERNAL")
 
     # ------------------------------------------------------------ forwarding
 
@@ -133,6 +181,9 @@ class Node:
         self.raft.poll(now_ms)
         self.controller.tick(now_ms)
         self.raft.poll(now_ms)
+        if self.broker is not None:
+            self.broker.poll(now_ms)
+            self.raft.poll(now_ms)
         self._expire_forwards(now_ms)
         self._rewrite_forwarded()
 
@@ -142,9 +193,22 @@ class Node:
         if c is not None:
             times.append(c)
         times += [d for _, _, d in self._forwards.values()]
+        if self.broker is not None:
+            times.append(self.broker.next_deadline_ms())
         return min(times)
 
+    def begin_shutdown(self, now_ms: int) -> None:
+        """SIGTERM: a broker first asks the controller to move its leadership away."""
+        if self.broker is not None:
+            self.broker.begin_controlled_shutdown(now_ms)
+
+    @property
+    def shutdown_ready(self) -> bool:
+        return self.broker is None or self.broker.shutdown_ready
+
     def shutdown(self, now_ms: int) -> None:
+        if self.broker is not None:
+            self.broker.shutdown()
         self.raft.resign(now_ms)
 
     def describe(self, request_id: int = 0) -> m.DescribeQuorumResponse:

@@ -3,8 +3,14 @@
 One event loop thread owns the core. Inputs reach it from:
 - inbound connections (peers' requests, register clients): each frame is
   decoded and handed to ``Node.handle`` with the connection as ``src``;
-- outbound connections to the voters (our requests; their responses are
-  handed in with the peer's node id as ``src``);
+- Kafka client connections on the PLAINTEXT listener (brokers only; opened
+  once the broker's metadata has caught up): each frame is decoded by
+  ``kafka_codec`` and handed to ``Node.handle_kafka``. As in Kafka, a
+  connection has one request in flight: the next frame is read only after
+  the previous request was answered, so answers come in request order;
+- outbound connections to other nodes, voters from the configuration and
+  brokers from the metadata (our requests; their responses are handed in
+  with the peer's node id as ``src``);
 - one timer, re-armed after every input at ``Node.next_deadline_ms()``.
 After every input the outbox is drained: replies go to their connection,
 requests to the peer's outbound connection (opened on demand; if it cannot
@@ -14,30 +20,38 @@ Time is ``time.monotonic()`` in ms. Nothing here calls ``time.sleep``
 (libfaketime in its don't-fake-monotonic mode makes it fail); waits use the
 loop. Bad input from the network (oversized, truncated or undecodable
 frames, a response where a request belongs) closes that connection and is
-logged; it never stops the node. SIGTERM resigns leadership (EndQuorumEpoch)
-before exiting.
+logged; it never stops the node. SIGTERM first runs a broker's controlled
+shutdown (up to ``CONTROLLED_SHUTDOWN_MS``), then flushes the partitions,
+resigns Raft leadership (EndQuorumEpoch) and exits.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import signal
 import time
 
+import socket
+
+from . import kafka_codec as kc
 from . import messages as m
 from .config import NodeConfig
 from .fs import RealFileSystem
 from .node import Node
 
 logger = logging.getLogger("chaoskraft.node")
+KAFKA_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+CONTROLLED_SHUTDOWN_MS = 8000
 
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
+async def read_frame(reader: asyncio.StreamReader,
+                     limit: int = m.MAX_FRAME_BYTES) -> bytes | None:
     """One frame body, or None at a clean end of stream. Raises MessageError on bad framing."""
     try:
         head = await reader.readexactly(4)
@@ -46,8 +60,8 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
             raise m.MessageError("connection closed inside a frame length") from None
         return None
     size = int.from_bytes(head, "big")
-    if size > m.MAX_FRAME_BYTES:
-        raise m.MessageError(f"frame of {size} bytes exceeds the {m.MAX_FRAME_BYTES} byte limit")
+    if size > limit:
+        raise m.MessageError(f"frame of {size} bytes exceeds the {limit} byte limit")
     try:
         return await reader.readexactly(size)
     except asyncio.IncompleteReadError:
@@ -67,6 +81,29 @@ class _Inbound:
 
     def __repr__(self) -> str:
         return f"<inbound {self.peer}>"
+
+
+class _KafkaConnection:
+    """A Kafka client connection: the ``src`` token for KafkaResponses."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.peer = writer.get_extra_info("peername")
+        self.answered = asyncio.Event()
+
+    def send(self, resp: kc.KafkaResponse) -> None:
+        if resp.body is not None and not self.writer.is_closing():
+            try:
+                self.writer.write(kc.encode_response(resp.request, resp.body))
+            except Exception:
+                # Our bug: say so loudly, and do not leave the client waiting.
+                logger.exception("cannot encode the answer to %s from %s", resp.request.name,
+                                 self.peer)
+                self.writer.close()
+        self.answered.set()
+
+    def __repr__(self) -> str:
+        return f"<kafka client {self.peer}>"
 
 
 class _Outbound:
@@ -114,16 +151,31 @@ class _Outbound:
             writer.close()
 
 
+def resolve_advertised(config: NodeConfig) -> NodeConfig:
+    """An empty advertised host becomes this host's address (a container's own IP)."""
+    host, port = config.broker.advertised
+    if host:
+        return config
+    try:
+        host = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        host = "127.0.0.1"
+    return dataclasses.replace(config, broker=dataclasses.replace(config.broker,
+                                                                  advertised=(host, port)))
+
+
 class NodeRuntime:
     def __init__(self, config: NodeConfig, seed: int | None = None) -> None:
+        config = resolve_advertised(config)
         self.config = config
         self.rng = random.Random(seed)
         self.node: Node | None = None
-        self._peers = {vid: _Outbound(self, vid, addr) for vid, addr in config.voters.items()
-                       if vid != config.node_id}
+        self._peers: dict[int, _Outbound] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._stop = asyncio.Event()
         self._fs = RealFileSystem()
+        self._kafka_server: asyncio.base_events.Server | None = None
+        self._kafka_opening = False
 
     def _on_event(self, msg: str) -> None:
         logger.info("%s", msg)
@@ -145,10 +197,20 @@ class NodeRuntime:
             await self._stop.wait()
         finally:
             logger.info("shutting down")
+            self.node.begin_shutdown(now_ms())
+            self._after_input()
+            deadline = loop.time() + CONTROLLED_SHUTDOWN_MS / 1000
+            while not self.node.shutdown_ready and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            if not self.node.shutdown_ready:
+                logger.warning("controlled shutdown did not finish in %d ms; stopping anyway",
+                               CONTROLLED_SHUTDOWN_MS)
             self.node.shutdown(now_ms())
             self._flush()
             await asyncio.sleep(0.2)  # let EndQuorumEpoch reach the voters
             server.close()
+            if self._kafka_server is not None:
+                self._kafka_server.close()
             self._fs.close()
 
     def stop(self) -> None:
@@ -158,15 +220,63 @@ class NodeRuntime:
         self.node.handle(src, msg, now_ms())
         self._after_input()
 
+    def _peer(self, node_id: int) -> _Outbound | None:
+        address = self.node.peer_address(node_id)
+        if address is None:
+            return None
+        peer = self._peers.get(node_id)
+        if peer is None or peer.address != address:
+            peer = self._peers[node_id] = _Outbound(self, node_id, address)
+        return peer
+
     def _flush(self) -> None:
         out, self.node.outbox[:] = list(self.node.outbox), []
         for dest, msg in out:
             if isinstance(dest, int):
-                peer = self._peers.get(dest)
+                peer = self._peer(dest)
                 if peer is not None:
                     peer.send(msg)
             else:
                 dest.send(msg)
+        broker = self.node.broker
+        if broker is not None and broker.ready and self._kafka_server is None \
+                and not self._kafka_opening:
+            self._kafka_opening = True
+            asyncio.get_running_loop().create_task(self._open_kafka_listener())
+
+    async def _open_kafka_listener(self) -> None:
+        host, port = self.config.kafka_listener
+        self._kafka_server = await asyncio.start_server(self._on_kafka_connection, host, port)
+        logger.info("Kafka listener open on %s:%s (advertised %s:%s)", host, port,
+                    *self.node.broker.advertised)
+
+    async def _on_kafka_connection(self, reader: asyncio.StreamReader,
+                                   writer: asyncio.StreamWriter) -> None:
+        conn = _KafkaConnection(writer)
+        try:
+            while not self._stop.is_set():
+                body = await read_frame(reader, KAFKA_MAX_REQUEST_BYTES)
+                if body is None:
+                    break
+                try:
+                    req = kc.decode_request(body)
+                except kc.RequestError as exc:
+                    if exc.response is not None:  # answered; the client goes on
+                        logger.info("Kafka client %s: %s", conn.peer, exc)
+                        writer.write(exc.response)
+                        await writer.drain()
+                        continue
+                    logger.warning("Kafka client %s: %s; closing the connection", conn.peer, exc)
+                    break
+                conn.answered.clear()
+                self.node.handle_kafka(conn, req, now_ms())
+                self._after_input()
+                await conn.answered.wait()
+                await writer.drain()
+        except (m.MessageError, ConnectionError) as exc:
+            logger.warning("closing Kafka connection from %s: %s", conn.peer, exc)
+        finally:
+            writer.close()
 
     def _after_input(self) -> None:
         self._flush()

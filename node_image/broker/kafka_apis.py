@@ -1,0 +1,497 @@
+"""KafkaApis: the broker's answers to Kafka clients, from decoded requests.
+
+Theory of operation
+-------------------
+The runtime decodes a frame (``kafka_codec``) and hands the request here
+with an opaque connection token; every request gets exactly one
+:class:`~node_image.kafka_codec.KafkaResponse` in the outbox (its body is
+None for Produce with acks=0, which Kafka never answers), so the runtime can
+keep Kafka's rule of one request in flight per connection, answered in
+order.
+
+- Produce: only the partition leader appends; acks=all is refused with
+  NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``,
+  and is otherwise parked until the HW passes the last appended offset
+  (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrinks below the minimum
+  first, NOT_LEADER_OR_FOLLOWER if leadership moves, REQUEST_TIMED_OUT at the
+  request's timeout). Idempotent batches are checked against the
+  partition's producer state; a duplicate is answered with the offsets it
+  got the first time and not appended again.
+- Fetch: consumers read whole batches from the leader, below the HW only;
+  an empty answer is parked up to ``max_wait_ms`` until ``min_bytes`` are
+  available. Sessions (KIP-227) are not kept: every fetch is a full fetch
+  (session id 0), which the protocol allows.
+- Metadata lists unfenced brokers and every partition's leader, leader
+  epoch, replicas, ISR and offline replicas. Topics are not created
+  automatically; CreateTopics is forwarded to the active controller.
+- InitProducerId hands out ids from blocks the controller allocates
+  (AllocateProducerIds); transactions are not supported.
+- FindCoordinator names the broker asked; OffsetCommit/OffsetFetch keep
+  group offsets in that broker's memory. That is enough for consumers that
+  use assign(); offsets are lost when the broker restarts (documented).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from .. import kafka_codec as kc
+from .. import messages as m
+from .. import records
+from ..kafka_codec import KafkaRequest, KafkaResponse
+from .replica_manager import ReplicaManager
+
+NOT_AUTHORIZED_OPERATIONS = None  # encodes as INT32_MIN: operations not requested
+ATTR_TRANSACTIONAL = 0x10
+
+
+@dataclass(slots=True)
+class _DelayedProduce:
+    src: object
+    request: KafkaRequest
+    deadline_ms: int
+    # (topic, partition) -> [error, base offset, required offset (last + 1), leader epoch]
+    results: dict
+    pending: set = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _DelayedFetch:
+    src: object
+    request: KafkaRequest
+    deadline_ms: int
+    keys: set
+
+
+class KafkaApis:
+    def __init__(self, broker, replica_manager: ReplicaManager, cluster_id: str, options,
+                 outbox: list, on_event) -> None:
+        self.broker = broker  # node_image.broker.broker.Broker
+        self.rm = replica_manager
+        self.cluster_id = cluster_id
+        self.options = options
+        self.outbox = outbox
+        self._on_event = on_event
+        self._delayed_produce: list[_DelayedProduce] = []
+        self._delayed_fetch: list[_DelayedFetch] = []
+        self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
+        self._pending_creates: dict[int, tuple[object, KafkaRequest, int]] = {}
+        self.group_offsets: dict[tuple[str, str, int], tuple[int, int, str | None]] = {}
+
+    # ------------------------------------------------------------ dispatch
+
+    def handle(self, src, req: KafkaRequest, now: int) -> None:
+        handler = {
+            kc.API_VERSIONS: self._api_versions, kc.METADATA: self._metadata,
+            kc.PRODUCE: self._produce, kc.FETCH: self._fetch, kc.LIST_OFFSETS: self._list_offsets,
+            kc.CREATE_TOPICS: self._create_topics, kc.INIT_PRODUCER_ID: self._init_producer_id,
+            kc.FIND_COORDINATOR: self._find_coordinator, kc.OFFSET_COMMIT: self._offset_commit,
+            kc.OFFSET_FETCH: self._offset_fetch,
+        }[req.api_key]
+        handler(src, req, now)
+
+    def _reply(self, src, req: KafkaRequest, body) -> None:
+        self.outbox.append((src, KafkaResponse(req, body)))
+
+    def _cls(self, req: KafkaRequest):
+        return kc.response_class(req.api_key, req.api_version)
+
+    # ------------------------------------------------------------ ApiVersions, Metadata
+
+    def _api_versions(self, src, req: KafkaRequest, now: int) -> None:
+        self._reply(src, req, kc.api_versions_body(req.api_version))
+
+    def _metadata(self, src, req: KafkaRequest, now: int) -> None:
+        image = self.rm.image
+        R = self._cls(req)
+        brokers = []
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            ep = b.endpoint("PLAINTEXT")
+            if ep is not None and not b.fenced:
+                brokers.append(R.MetadataResponseBroker(node_id=b.broker_id, host=ep[0], port=ep[1],
+                                                        rack=b.rack))
+        wanted = req.body.topics
+        if wanted is None or (req.api_version == 0 and not wanted):
+            names = sorted(image.topics)
+        else:
+            names = [t.name for t in wanted]
+        topics = []
+        for name in names:
+            t = image.topics.get(name)
+            if t is None:
+                topics.append(R.MetadataResponseTopic(
+                    error_code=m.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
+                    partitions=[], authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                continue
+            parts = []
+            for pid in sorted(t.partitions):
+                reg = t.partitions[pid]
+                offline = [r for r in reg.replicas if r not in image.brokers or image.brokers[r].fenced]
+                parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
+                    error_code=m.LEADER_NOT_AVAILABLE if reg.leader < 0 else m.NONE,
+                    partition_index=pid, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
+                    replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
+                    offline_replicas=offline))
+            topics.append(R.MetadataResponseTopic(error_code=m.NONE, name=name, is_internal=False,
+                                                  partitions=parts,
+                                                  authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+        controller = self.broker.controller_hint()
+        self._reply(src, req, R(throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
+                                controller_id=controller, topics=topics,
+                                authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+
+    # ------------------------------------------------------------ Produce
+
+    def _produce(self, src, req: KafkaRequest, now: int) -> None:
+        body = req.body
+        acks = body.acks
+        results: dict = {}
+        for td in body.topic_data:
+            for pd in td.partition_data:
+                key = (td.name, pd.index)
+                if acks not in (0, 1, -1):
+                    results[key] = [m.INVALID_REQUIRED_ACKS, -1, 0, -1]
+                elif body.transactional_id is not None:
+                    results[key] = [m.INVALID_REQUEST, -1, 0, -1]
+                else:
+                    results[key] = self._append(td.name, pd.index, pd.records, acks)
+        if acks == 0:
+            self._reply(src, req, None)
+            return
+        d = _DelayedProduce(src, req, now + max(body.timeout_ms, 0), results)
+        if acks == -1:
+            d.pending = {k for k, r in results.items() if r[0] == m.NONE}
+        if d.pending:
+            self._delayed_produce.append(d)
+            self._check_produce(d, now)
+        if not d.pending:
+            self._produce_reply(d)
+
+    def _append(self, topic: str, partition: int, data, acks: int) -> list:
+        part = self.rm.leader_partition(topic, partition)
+        if part is None:
+            known = self.rm.image.partition(topic, partition) is not None
+            return [m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION, -1, 0, -1]
+        if acks == -1 and len(part.isr) < self.rm.min_isr(topic):
+            return [m.NOT_ENOUGH_REPLICAS, -1, 0, part.leader_epoch]
+        if not data:
+            return [m.CORRUPT_MESSAGE, -1, 0, part.leader_epoch]
+        data = bytes(data)
+        batches = []
+        pos = 0
+        try:
+            while pos < len(data):
+                if len(data) - pos >= records.HEADER_SIZE:
+                    attributes = struct.unpack_from(">h", data, pos + 21)[0]
+                    if attributes & records.COMPRESSION_MASK:
+                        return [m.UNSUPPORTED_COMPRESSION_TYPE, -1, 0, part.leader_epoch]
+                    if attributes & ATTR_TRANSACTIONAL:
+                        return [m.INVALID_REQUEST, -1, 0, part.leader_epoch]
+                header = records.check_batch(data, pos)
+                if header.is_control:
+                    return [m.INVALID_REQUEST, -1, 0, part.leader_epoch]
+                if header.size > self.options.message_max_bytes:
+                    return [m.MESSAGE_TOO_LARGE, -1, 0, part.leader_epoch]
+                batches.append((header, data[pos:pos + header.size]))
+                pos += header.size
+        except records.CorruptBatchError as exc:
+            self._on_event(f"produce to {topic}-{partition}: corrupt records: {exc}")
+            return [m.CORRUPT_MESSAGE, -1, 0, part.leader_epoch]
+        base = None
+        required = 0
+        for header, batch in batches:
+            error, dup = part.producers.check(header)
+            if error != m.NONE:
+                return [error, -1, 0, part.leader_epoch]
+            if dup is not None:
+                first, last = dup.first_offset, dup.last_offset
+            else:
+                appended = self.rm.append(part, batch)
+                first, last = appended.base_offset, appended.last_offset
+            base = first if base is None else base
+            required = max(required, last + 1)
+        return [m.NONE, base, required, part.leader_epoch]
+
+    def _check_produce(self, d: _DelayedProduce, now: int) -> None:
+        for key in list(d.pending):
+            result = d.results[key]
+            part = self.rm.leader_partition(*key)
+            if part is None or part.leader_epoch != result[3]:
+                result[0] = m.NOT_LEADER_OR_FOLLOWER
+            elif part.high_watermark >= result[2]:
+                pass  # committed
+            elif len(part.isr) < self.rm.min_isr(key[0]):
+                result[0] = m.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            elif now >= d.deadline_ms:
+                result[0] = m.REQUEST_TIMED_OUT
+            else:
+                continue
+            d.pending.discard(key)
+
+    def _produce_reply(self, d: _DelayedProduce) -> None:
+        R = self._cls(d.request)
+        T = R.TopicProduceResponse
+        P = T.PartitionProduceResponse
+        by_topic: dict[str, list] = {}
+        for (topic, partition), (error, base, _req, _epoch) in d.results.items():
+            part = self.rm.partitions.get((topic, partition))
+            by_topic.setdefault(topic, []).append(P(
+                index=partition, error_code=error, base_offset=base if error == m.NONE else -1,
+                log_append_time_ms=-1,
+                log_start_offset=part.log.start_offset if part is not None else -1,
+                record_errors=[], error_message=None))
+        self._reply(d.src, d.request, R(
+            responses=[T(name=t, partition_responses=ps) for t, ps in by_topic.items()],
+            throttle_time_ms=0))
+
+    # ------------------------------------------------------------ Fetch
+
+    def _fetch(self, src, req: KafkaRequest, now: int) -> None:
+        body = req.body
+        keys = {(t.topic, p.partition) for t in body.topics for p in t.partitions}
+        response, size, errors = self._fetch_response(req)
+        if size >= max(body.min_bytes, 1) or errors or body.max_wait_ms <= 0 or not keys:
+            self._reply(src, req, response)
+            return
+        self._delayed_fetch.append(_DelayedFetch(src, req, now + body.max_wait_ms, keys))
+
+    def _fetch_response(self, req: KafkaRequest):
+        body = req.body
+        R = self._cls(req)
+        T = R.FetchableTopicResponse
+        P = T.PartitionData
+        budget = body.max_bytes if req.api_version >= 3 else 1 << 30
+        total = 0
+        errors = False
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                error, hw, start, data = self._read(t.topic, p, req.api_version,
+                                                    min(p.partition_max_bytes, max(budget - total, 0)),
+                                                    first=total == 0)
+                errors = errors or error != m.NONE
+                total += len(data)
+                parts.append(P(partition_index=p.partition, error_code=error, high_watermark=hw,
+                               last_stable_offset=hw, log_start_offset=start,
+                               aborted_transactions=None if error else [],
+                               preferred_read_replica=-1, records=data))
+            topics.append(T(topic=t.topic, partitions=parts))
+        return (R(throttle_time_ms=0, error_code=m.NONE, session_id=0, responses=topics),
+                total, errors)
+
+    def _read(self, topic: str, p, version: int, max_bytes: int, first: bool):
+        part = self.rm.leader_partition(topic, p.partition)
+        if part is None:
+            known = self.rm.image.partition(topic, p.partition) is not None
+            return (m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, b""
+        epoch = p.current_leader_epoch if version >= 9 else -1
+        if epoch >= 0 and epoch != part.leader_epoch:
+            error = m.FENCED_LEADER_EPOCH if epoch < part.leader_epoch else m.UNKNOWN_LEADER_EPOCH
+            return error, -1, -1, b""
+        hw, start = part.high_watermark, part.log.start_offset
+        if p.fetch_offset < start or p.fetch_offset > part.log.end_offset:
+            return m.OFFSET_OUT_OF_RANGE, hw, start, b""
+        if p.fetch_offset >= hw or (max_bytes <= 0 and not first):
+            return m.NONE, hw, start, b""
+        return m.NONE, hw, start, part.log.read_range(p.fetch_offset, max(max_bytes, 1), hw)
+
+    # ------------------------------------------------------------ ListOffsets
+
+    def _list_offsets(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        T = R.ListOffsetsTopicResponse
+        P = T.ListOffsetsPartitionResponse
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                error, ts, offset, epoch = self._offset_for(t.name, p, req.api_version)
+                parts.append(P(partition_index=p.partition_index, error_code=error, timestamp=ts,
+                               offset=offset, leader_epoch=epoch))
+            topics.append(T(name=t.name, partitions=parts))
+        self._reply(src, req, R(throttle_time_ms=0, topics=topics))
+
+    def _offset_for(self, topic: str, p, version: int):
+        part = self.rm.leader_partition(topic, p.partition_index)
+        if part is None:
+            known = self.rm.image.partition(topic, p.partition_index) is not None
+            return (m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1
+        epoch = p.current_leader_epoch if version >= 4 else -1
+        if epoch >= 0 and epoch != part.leader_epoch:
+            return (m.FENCED_LEADER_EPOCH if epoch < part.leader_epoch
+                    else m.UNKNOWN_LEADER_EPOCH), -1, -1, -1
+        if p.timestamp == -2:  # earliest
+            return m.NONE, -1, part.log.start_offset, part.leader_epoch
+        if p.timestamp == -1:  # latest: the HW for read_uncommitted and read_committed alike
+            return m.NONE, -1, part.high_watermark, part.leader_epoch
+        for header in part.log.batch_headers(part.log.start_offset):
+            if header.base_offset >= part.high_watermark:
+                break
+            if header.max_timestamp >= p.timestamp:
+                return m.NONE, header.max_timestamp, header.base_offset, header.partition_leader_epoch
+        return m.NONE, -1, -1, part.leader_epoch
+
+    # ------------------------------------------------------------ CreateTopics
+
+    def _create_topics(self, src, req: KafkaRequest, now: int) -> None:
+        body = req.body
+        rows = []
+        early = {}
+        for t in body.topics:
+            if t.assignments:
+                early[t.name] = (m.INVALID_REQUEST, "manual replica assignments are not supported")
+                continue
+            configs = tuple((c.name, c.value) for c in (t.configs or ()))
+            rows.append((t.name, t.num_partitions, t.replication_factor, configs))
+        if not rows:
+            self._create_topics_reply(src, req, early, {})
+            return
+        corr = self.broker.send_to_controller(
+            lambda c: m.CreateTopicsRequest(c, tuple(rows), bool(body.validate_only)))
+        if corr is None:
+            self._create_topics_reply(src, req, early, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
+            return
+        self._pending_creates[corr] = (src, req, now + max(body.timeout_ms, 1000), early)
+
+    def handle_create_topics_response(self, resp: m.CreateTopicsResponse) -> None:
+        entry = self._pending_creates.pop(resp.correlation_id, None)
+        if entry is None:
+            return
+        src, req, _, early = entry
+        self._create_topics_reply(src, req, early, {n: (e, msg) for n, e, msg in resp.results})
+
+    def _create_topics_reply(self, src, req, early: dict, results: dict) -> None:
+        R = self._cls(req)
+        out = []
+        for t in req.body.topics:
+            error, message = early.get(t.name) or results.get(t.name, (m.REQUEST_TIMED_OUT, None))
+            out.append(R.CreatableTopicResult(name=t.name, error_code=error, error_message=message))
+        self._reply(src, req, R(throttle_time_ms=0, topics=out))
+
+    # ------------------------------------------------------------ InitProducerId
+
+    def _init_producer_id(self, src, req: KafkaRequest, now: int) -> None:
+        if req.body.transactional_id is not None:
+            self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=m.INVALID_REQUEST,
+                                                 producer_id=-1, producer_epoch=-1))
+            return
+        self._pending_pids.append((src, req, now + self.options.request_timeout_ms))
+        self._serve_pids(now)
+
+    def _serve_pids(self, now: int) -> None:
+        keep = []
+        for src, req, deadline in self._pending_pids:
+            pid = self.broker.next_producer_id()
+            if pid is not None:
+                self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=m.NONE,
+                                                     producer_id=pid, producer_epoch=0))
+            elif now >= deadline:
+                self._reply(src, req, self._cls(req)(throttle_time_ms=0,
+                                                     error_code=m.COORDINATOR_NOT_AVAILABLE,
+                                                     producer_id=-1, producer_epoch=-1))
+            else:
+                keep.append((src, req, deadline))
+        self._pending_pids = keep
+
+    # ------------------------------------------------------------ groups (assign() only)
+
+    def _find_coordinator(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        host, port = self.broker.advertised
+        if req.api_version >= 1 and req.body.key_type != 0:
+            self._reply(src, req, R(throttle_time_ms=0, error_code=m.COORDINATOR_NOT_AVAILABLE,
+                                    error_message="transactions are not supported",
+                                    node_id=-1, host="", port=-1))
+            return
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
+                                node_id=self.broker.node_id, host=host, port=port))
+
+    def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        T = R.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        group = req.body.group_id
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                if self.rm.image.partition(t.name, p.partition_index) is None:
+                    error = m.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    error = m.NONE
+                    epoch = p.committed_leader_epoch if req.api_version >= 6 else -1
+                    self.group_offsets[(group, t.name, p.partition_index)] = (
+                        p.committed_offset, epoch, p.committed_metadata)
+                parts.append(P(partition_index=p.partition_index, error_code=error))
+            topics.append(T(name=t.name, partitions=parts))
+        self._reply(src, req, R(throttle_time_ms=0, topics=topics))
+
+    def _offset_fetch(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        T = R.OffsetFetchResponseTopic
+        P = T.OffsetFetchResponsePartition
+        group = req.body.group_id
+        wanted = req.body.topics
+        if wanted is None:
+            names: dict[str, list] = {}
+            for (g, t, p) in sorted(self.group_offsets):
+                if g == group:
+                    names.setdefault(t, []).append(p)
+            wanted_pairs = list(names.items())
+        else:
+            wanted_pairs = [(t.name, list(t.partition_indexes)) for t in wanted]
+        topics = []
+        for name, indexes in wanted_pairs:
+            parts = []
+            for idx in indexes:
+                offset, epoch, meta = self.group_offsets.get((group, name, idx), (-1, -1, ""))
+                parts.append(P(partition_index=idx, committed_offset=offset,
+                               committed_leader_epoch=epoch, metadata=meta, error_code=m.NONE))
+            topics.append(T(name=name, partitions=parts))
+        self._reply(src, req, R(throttle_time_ms=0, topics=topics, error_code=m.NONE))
+
+    # ------------------------------------------------------------ timers
+
+    def complete_delayed(self, now: int) -> None:
+        """Answer parked requests that can be answered (after every input)."""
+        if self._delayed_produce:
+            keep = []
+            for d in self._delayed_produce:
+                self._check_produce(d, now)
+                if d.pending:
+                    keep.append(d)
+                else:
+                    self._produce_reply(d)
+            self._delayed_produce = keep
+        if self._delayed_fetch:
+            keep = []
+            touched = self.rm.hw_changed | ({None} if self.rm.role_changed else set())
+            for d in self._delayed_fetch:
+                if now < d.deadline_ms and not (touched and (None in touched or d.keys & touched)):
+                    keep.append(d)
+                    continue
+                response, size, errors = self._fetch_response(d.request)
+                if size >= max(d.request.body.min_bytes, 1) or errors or now >= d.deadline_ms:
+                    self._reply(d.src, d.request, response)
+                else:
+                    keep.append(d)
+            self._delayed_fetch = keep
+        if self._pending_pids:
+            self._serve_pids(now)
+        for corr, (src, req, deadline, early) in list(self._pending_creates.items()):
+            if now >= deadline:
+                del self._pending_creates[corr]
+                self._create_topics_reply(src, req, early, {})
+
+    def next_deadline_ms(self) -> int | None:
+        times = [d.deadline_ms for d in self._delayed_produce]
+        times += [d.deadline_ms for d in self._delayed_fetch]
+        times += [d for _, _, d in self._pending_pids]
+        times += [e[2] for e in self._pending_creates.values()]
+        return min(times) if times else None
+
+    def fail_all(self) -> None:
+        """On shutdown: answer everything parked so no client waits on a closed socket."""
+        now = 1 << 62
+        self.complete_delayed(now)

@@ -1,0 +1,209 @@
+"""Partition: one data partition's replica on this broker, as leader or follower.
+
+Theory of operation
+-------------------
+The log is a :class:`~node_image.log.UnifiedLog` in ``<log.dirs>/<topic>-<n>``
+(record batch v2, CRC-checked recovery, leader-epoch cache from the batches'
+partition leader epochs). The metadata image says who leads with which
+leader epoch, which replicas exist, and the committed ISR with its partition
+epoch; :meth:`apply_registration` moves this replica to the role the image
+gives it.
+
+As leader it tracks every follower's log end offset (LEO) from its fetches
+and when it was last caught up (Kafka's rule: a fetch at or past the
+leader's LEO of the previous fetch proves the follower was caught up at the
+time of that previous fetch).
+
+Rules
+-----
+- The high watermark (HW) is the minimum LEO over the *maximal* ISR (the
+  committed ISR plus members of an AlterPartition in flight), and it only
+  advances while the committed ISR has at least ``min.insync.replicas``
+  members (KIP-966's rule: data below the HW is on every ISR member, and
+  there are enough of them). On the leader the HW never decreases.
+- ISR changes go to the controller as AlterPartition, one at a time; the
+  committed ISR only changes when the controller's answer (or the metadata
+  image) says so. A follower joins when its LEO has reached both the HW and
+  the start of the leader's epoch; it leaves after
+  ``replica.lag.time.max.ms`` without being caught up.
+- A follower truncates where its log diverges from the leader's (the leader
+  answers its fetch with the diverging epoch and end offset), appends what
+  the leader sends, and takes HW = min(leader's HW, own LEO).
+- Flush policy: ``flush.messages`` (topic) or ``log.flush.interval.messages``
+  (broker): fsync after that many messages; Kafka's default never fsyncs
+  explicitly and relies on replication, and so does chaoskraft's.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .. import records
+from ..fs import FileSystem, write_durably
+from ..log import OffsetAndEpoch, UnifiedLog
+from ..metadata_image import PartitionRegistration
+from .producer_state import ProducerStateManager
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+@dataclass(slots=True)
+class RemoteReplica:
+    broker_id: int
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+    def update_fetch_state(self, fetch_offset: int, leader_leo: int, now: int) -> None:
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now)
+        elif fetch_offset >= self.last_fetch_leader_leo:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_ms = now
+
+
+class Partition:
+    def __init__(self, node_id: int, topic: str, partition: int, fs: FileSystem, log_dir: str,
+                 segment_bytes: int, high_watermark: int, on_event) -> None:
+        self.node_id = node_id
+        self.topic = topic
+        self.partition = partition
+        self.fs = fs
+        self.dir = os.path.join(log_dir, f"{topic}-{partition}")
+        self._on_event = on_event
+        self.log = UnifiedLog(fs, self.dir, segment_bytes,
+                              lambda msg: on_event(f"{topic}-{partition}: {msg}"))
+        self.producers = ProducerStateManager()
+        self._rebuild_producer_state()
+        self.high_watermark = min(high_watermark, self.log.end_offset)
+        self.replicas: tuple = ()
+        self.isr: tuple = ()
+        self.leader = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.is_leader = False
+        self.leader_epoch_start_offset = 0
+        self.remote: dict[int, RemoteReplica] = {}
+        self.pending_isr: tuple | None = None  # AlterPartition in flight
+        self.pending_deadline_ms = 0
+        self.unflushed_messages = 0
+        self._checkpointed_epochs = self.log.epoch_entries
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    @property
+    def maximal_isr(self) -> tuple:
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(b for b in self.pending_isr if b not in self.isr)
+
+    def _rebuild_producer_state(self) -> None:
+        self.producers.clear()
+        for header in self.log.batch_headers(self.log.start_offset):
+            self.producers.update(header)
+
+    # ------------------------------------------------------------ roles
+
+    def apply_registration(self, reg: PartitionRegistration, now: int) -> str | None:
+        """Follow the image; returns "leader"/"follower" when the role or epoch changed."""
+        self.replicas = reg.replicas
+        if reg.leader_epoch < self.leader_epoch or (reg.leader_epoch == self.leader_epoch and
+                                                    reg.partition_epoch <= self.partition_epoch):
+            return None
+        new_epoch = reg.leader_epoch != self.leader_epoch or reg.leader != self.leader
+        self.isr = reg.isr
+        self.partition_epoch = reg.partition_epoch
+        if self.pending_isr is not None:
+            self.pending_isr = None  # the controller decided; the image is the truth
+        if not new_epoch:
+            return None
+        self.leader = reg.leader
+        self.leader_epoch = reg.leader_epoch
+        if reg.leader == self.node_id:
+            self.is_leader = True
+            self.leader_epoch_start_offset = self.log.end_offset
+            self.remote = {b: RemoteReplica(b, last_caught_up_ms=now if b in reg.isr else 0)
+                           for b in reg.replicas if b != self.node_id}
+            self._on_event(f"{self.topic}-{self.partition}: leader in epoch {reg.leader_epoch} "
+                           f"at offset {self.log.end_offset}, ISR {list(reg.isr)}, "
+                           f"HW {self.high_watermark}")
+            return "leader"
+        self.is_leader = False
+        self.remote = {}
+        return "follower"
+
+    # ------------------------------------------------------------ leader
+
+    def append_as_leader(self, batch: bytes, flush_messages: int) -> records.BatchHeader:
+        header = self.log.append(records.restamp(batch, self.log.end_offset, self.leader_epoch))
+        self.producers.update(header)
+        self._after_append(header.records_count, flush_messages)
+        return header
+
+    def _after_append(self, count: int, flush_messages: int) -> None:
+        self.unflushed_messages += count
+        if self.unflushed_messages >= flush_messages:
+            self.log.flush()
+            self.unflushed_messages = 0
+        self._checkpoint_epochs()
+
+    def _checkpoint_epochs(self) -> None:
+        epochs = self.log.epoch_entries
+        if epochs != self._checkpointed_epochs:
+            text = f"0\n{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs)
+            write_durably(self.fs, os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT), text.encode())
+            self._checkpointed_epochs = epochs
+
+    def maybe_increment_hw(self, min_isr: int) -> bool:
+        """Advance the HW as far as the maximal ISR allows. True if it moved."""
+        if not self.is_leader or len(self.isr) < min_isr:
+            return False
+        leos = [self.log.end_offset]
+        for b in self.maximal_isr:
+            if b != self.node_id:
+                r = self.remote.get(b)
+                leos.append(r.log_end_offset if r is not None else -1)
+        new_hw = min(leos)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    def out_of_sync_replicas(self, now: int, lag_max_ms: int) -> list[int]:
+        return [b for b in self.isr if b != self.node_id and b in self.remote
+                and now - self.remote[b].last_caught_up_ms > lag_max_ms]
+
+    def caught_up_outside_isr(self) -> list[int]:
+        return [b for b, r in self.remote.items() if b not in self.maximal_isr
+                and r.log_end_offset >= self.high_watermark
+                and r.log_end_offset >= self.leader_epoch_start_offset]
+
+    # ------------------------------------------------------------ follower
+
+    def truncate_to_diverging(self, diverging: OffsetAndEpoch) -> int:
+        before = self.log.end_offset
+        end = self.log.truncate_to_end_offset(diverging)
+        if end < before:
+            self._on_event(f"{self.topic}-{self.partition}: truncated from {before} to {end} "
+                           f"(diverging epoch {diverging.epoch} ends at {diverging.offset})")
+            self._rebuild_producer_state()
+            self._checkpoint_epochs()
+        self.high_watermark = min(self.high_watermark, end)
+        return end
+
+    def append_as_follower(self, data: bytes, leader_hw: int, flush_messages: int) -> None:
+        count = 0
+        for header, batch in records.iter_batches(data):
+            if header.base_offset != self.log.end_offset:
+                break
+            self.log.append(batch)
+            self.producers.update(header)
+            count += header.records_count
+        if count:
+            self._after_append(count, flush_messages)
+        self.high_watermark = min(leader_hw, self.log.end_offset)

@@ -1,0 +1,338 @@
+"""ReplicaManager: this broker's partitions, replication between brokers, ISR changes.
+
+Theory of operation
+-------------------
+The broker hands every published metadata image (and what changed) to
+:meth:`apply_image`; partitions whose replica set names this broker are
+opened (``Partition``) and moved to the role the image gives them.
+
+Followers fetch from each leader broker with one ``ReplicaFetchRequest``
+covering every partition they follow there, one in flight per leader. The
+leader answers each partition with records (up to its LEO), its HW, or the
+epoch and end offset where the follower's log diverges; with nothing to send
+it parks the request up to ``replica.fetch.wait.max.ms`` and answers early
+when one of the partitions gets an append.
+
+The leader sends AlterPartition to the active controller to shrink the ISR
+(followers not caught up for ``replica.lag.time.max.ms``) or expand it
+(followers caught up to the HW and to the start of the leader's epoch).
+
+``hw_changed`` collects partitions whose HW moved since the caller last
+looked; ``KafkaApis`` completes parked produce and fetch requests from it.
+
+The HW of every partition is checkpointed to ``replication-offset-checkpoint``
+(Kafka's file and format) every ``replica.high.watermark.checkpoint.interval.ms``
+and on shutdown; a restarted replica starts from min(checkpoint, LEO).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from .. import messages as m
+from ..fs import FileSystem, write_durably
+from ..log import OffsetAndEpoch
+from ..metadata_image import MetadataImage
+from ..records import CorruptBatchError
+from .partition import Partition
+
+HW_CHECKPOINT = "replication-offset-checkpoint"
+ALTER_PARTITION_TIMEOUT_MS = 5000
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, log_dir: str, fs: FileSystem, options, outbox: list,
+                 next_correlation: Callable[[], int], on_event: Callable[[str], None]) -> None:
+        self.node_id = node_id
+        self.log_dir = log_dir
+        self.fs = fs
+        self.options = options  # node_image.config.BrokerConfig
+        self.outbox = outbox
+        self._next_correlation = next_correlation
+        self._on_event = on_event
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.image = MetadataImage()
+        self.broker_epoch = -1
+        self.controller_id: int | None = None
+        self.hw_changed: set[tuple[str, int]] = set()
+        self.appended: set[tuple[str, int]] = set()
+        self.role_changed = False
+        self._checkpoint = self._read_hw_checkpoint()
+        self._next_checkpoint_ms = 0
+        self._fetch_in_flight: dict[int, tuple[int, int]] = {}  # leader -> (correlation id, deadline)
+        self._fetch_backoff: dict[int, int] = {}  # leader -> do not fetch before
+        self._parked_fetches: list[tuple[object, m.ReplicaFetchRequest, int]] = []
+        self._alter_in_flight: dict[int, tuple[tuple[str, int], int]] = {}  # corr -> (partition, deadline)
+        self._next_isr_check_ms = 0
+
+    # ------------------------------------------------------------ HW checkpoint
+
+    def _checkpoint_path(self) -> str:
+        return os.path.join(self.log_dir, HW_CHECKPOINT)
+
+    def _read_hw_checkpoint(self) -> dict[tuple[str, int], int]:
+        path = self._checkpoint_path()
+        if not self.fs.exists(path):
+            return {}
+        try:
+            lines = self.fs.read(path).decode().splitlines()
+            if lines[0] != "0" or int(lines[1]) != len(lines) - 2:
+                raise ValueError("bad version or count")
+            out = {}
+            for line in lines[2:]:
+                topic, part, hw = line.rsplit(" ", 2)
+                out[(topic, int(part))] = int(hw)
+            return out
+        except (ValueError, IndexError, UnicodeDecodeError) as exc:
+            # HWs are a lower bound only; starting from 0 is safe, it only delays reads.
+            self._on_event(f"ignoring unreadable {path} ({exc}); high watermarks restart at 0")
+            return {}
+
+    def checkpoint_hws(self) -> None:
+        hws = {p.key: p.high_watermark for p in self.partitions.values()}
+        if hws == self._checkpoint:
+            return
+        text = f"0\n{len(hws)}\n" + "".join(f"{t} {p} {hw}\n" for (t, p), hw in sorted(hws.items()))
+        write_durably(self.fs, self._checkpoint_path(), text.encode())
+        self._checkpoint = hws
+
+    # ------------------------------------------------------------ metadata
+
+    def min_isr(self, topic: str) -> int:
+        value = self.image.topic_config(topic).get("min.insync.replicas")
+        return int(value) if value is not None else self.options.min_insync_replicas
+
+    def flush_messages(self, topic: str) -> int:
+        value = self.image.topic_config(topic).get("flush.messages")
+        return int(value) if value is not None else self.options.flush_interval_messages
+
+    def apply_image(self, image: MetadataImage, changed: set | None, now: int) -> None:
+        """Follow the image. ``changed``: the partitions that changed (None: all)."""
+        self.image = image
+        keys = changed if changed is not None else {
+            (t, p) for t, ti in image.topics.items() for p in ti.partitions}
+        for key in sorted(keys):
+            reg = image.partition(*key)
+            if reg is None or self.node_id not in reg.replicas:
+                continue
+            part = self.partitions.get(key)
+            if part is None:
+                part = self.partitions[key] = Partition(
+                    self.node_id, key[0], key[1], self.fs, self.log_dir,
+                    self.options.segment_bytes, self._checkpoint.get(key, 0), self._on_event)
+            if part.apply_registration(reg, now) is not None:
+                self.role_changed = True
+                self.hw_changed.add(key)
+            if part.is_leader and part.maybe_increment_hw(self.min_isr(key[0])):
+                self.hw_changed.add(key)
+
+    def leader_partition(self, topic: str, partition: int) -> Partition | None:
+        p = self.partitions.get((topic, partition))
+        return p if p is not None and p.is_leader else None
+
+    # ------------------------------------------------------------ leader side
+
+    def append(self, part: Partition, batch: bytes) -> object:
+        header = part.append_as_leader(batch, self.flush_messages(part.topic))
+        self.appended.add(part.key)
+        if part.maybe_increment_hw(self.min_isr(part.topic)):
+            self.hw_changed.add(part.key)
+        return header
+
+    def handle_replica_fetch(self, src, req: m.ReplicaFetchRequest, now: int) -> None:
+        rows, has_data, all_valid = self._serve_fetch(req, now)
+        if has_data or not all_valid or req.max_wait_ms <= 0:
+            self.outbox.append((src, m.ReplicaFetchResponse(req.correlation_id, m.NONE, tuple(rows))))
+        else:
+            wait = min(req.max_wait_ms, self.options.replica_fetch_wait_max_ms)
+            self._parked_fetches.append((src, req, now + wait))
+
+    def _serve_fetch(self, req: m.ReplicaFetchRequest, now: int):
+        rows = []
+        has_data = False
+        all_valid = True
+        for topic, partition, leader_epoch, fetch_offset, last_fetched_epoch in req.partitions:
+            part = self.partitions.get((topic, partition))
+            error = m.NONE
+            if part is None or not part.is_leader:
+                error = m.NOT_LEADER_OR_FOLLOWER
+            elif leader_epoch < part.leader_epoch:
+                error = m.FENCED_LEADER_EPOCH
+            elif leader_epoch > part.leader_epoch:
+                error = m.UNKNOWN_LEADER_EPOCH
+            elif req.replica_id not in part.remote:
+                error = m.NOT_LEADER_OR_FOLLOWER
+            elif fetch_offset < part.log.start_offset:
+                error = m.OFFSET_OUT_OF_RANGE
+            if error != m.NONE:
+                all_valid = False
+                rows.append((topic, partition, error, -1, -1, -1, -1, b""))
+                continue
+            status, oe = part.log.validate_offset_and_epoch(fetch_offset, last_fetched_epoch)
+            if status == "diverging":
+                all_valid = False
+                rows.append((topic, partition, m.NONE, part.high_watermark, part.log.start_offset,
+                             oe.epoch, oe.offset, b""))
+                continue
+            part.remote[req.replica_id].update_fetch_state(fetch_offset, part.log.end_offset, now)
+            if part.maybe_increment_hw(self.min_isr(topic)):
+                self.hw_changed.add(part.key)
+            data = b""
+            if fetch_offset < part.log.end_offset:
+                data = part.log.read_range(fetch_offset, self.options.replica_fetch_max_bytes,
+                                           part.log.end_offset)
+                has_data = has_data or bool(data)
+            rows.append((topic, partition, m.NONE, part.high_watermark, part.log.start_offset,
+                         -1, -1, data))
+        return rows, has_data, all_valid
+
+    def _complete_parked_fetches(self, now: int) -> None:
+        if not self._parked_fetches:
+            return
+        keep = []
+        for src, req, deadline in self._parked_fetches:
+            touched = any((t, p) in self.appended or (t, p) in self.hw_changed
+                          for t, p, *_ in req.partitions)
+            if touched or now >= deadline or self.role_changed:
+                rows, _, _ = self._serve_fetch(req, now)
+                self.outbox.append((src, m.ReplicaFetchResponse(req.correlation_id, m.NONE,
+                                                                tuple(rows))))
+            else:
+                keep.append((src, req, deadline))
+        self._parked_fetches = keep
+
+    def _maybe_alter_isr(self, now: int) -> None:
+        if self.controller_id is None or self.broker_epoch < 0:
+            return
+        for part in self.partitions.values():
+            if not part.is_leader:
+                continue
+            if part.pending_isr is not None:
+                if now < part.pending_deadline_ms:
+                    continue
+                part.pending_isr = None  # no answer: the image will tell; try again
+            new_isr = None
+            out = part.out_of_sync_replicas(now, self.options.replica_lag_time_max_ms)
+            if out:
+                new_isr = tuple(b for b in part.isr if b not in out)
+                self._on_event(f"{part.topic}-{part.partition}: shrinking ISR {list(part.isr)} "
+                               f"-> {list(new_isr)} (no catch-up for "
+                               f"{self.options.replica_lag_time_max_ms} ms)")
+            else:
+                joining = [b for b in part.caught_up_outside_isr()
+                           if (reg := self.image.brokers.get(b)) is not None and reg.eligible]
+                if joining:
+                    new_isr = part.isr + tuple(sorted(joining))
+                    self._on_event(f"{part.topic}-{part.partition}: expanding ISR "
+                                   f"{list(part.isr)} -> {list(new_isr)}")
+            if new_isr is None:
+                continue
+            corr = self._next_correlation()
+            part.pending_isr = new_isr
+            part.pending_deadline_ms = now + ALTER_PARTITION_TIMEOUT_MS
+            self._alter_in_flight[corr] = (part.key, part.pending_deadline_ms)
+            self.outbox.append((self.controller_id, m.AlterPartitionRequest(
+                corr, self.node_id, self.broker_epoch, part.topic, part.partition,
+                part.leader_epoch, new_isr, part.partition_epoch)))
+
+    def handle_alter_partition_response(self, resp: m.AlterPartitionResponse, now: int) -> None:
+        entry = self._alter_in_flight.pop(resp.correlation_id, None)
+        if entry is None:
+            return
+        part = self.partitions.get(entry[0])
+        if part is None or part.pending_isr is None:
+            return
+        if resp.error != m.NONE:
+            self._on_event(f"{part.topic}-{part.partition}: AlterPartition failed: "
+                           f"{m.ERROR_NAMES.get(resp.error, resp.error)}")
+            part.pending_isr = None
+            return
+        if resp.leader_epoch == part.leader_epoch and resp.partition_epoch > part.partition_epoch:
+            part.isr = tuple(resp.isr)
+            part.partition_epoch = resp.partition_epoch
+        part.pending_isr = None
+        if part.maybe_increment_hw(self.min_isr(part.topic)):
+            self.hw_changed.add(part.key)
+
+    # ------------------------------------------------------------ follower side
+
+    def _send_fetches(self, now: int) -> None:
+        for leader, (_, deadline) in list(self._fetch_in_flight.items()):
+            if now >= deadline:
+                del self._fetch_in_flight[leader]  # no answer: fetch again
+        for leader, until in list(self._fetch_backoff.items()):
+            if now >= until:
+                del self._fetch_backoff[leader]
+        by_leader: dict[int, list] = {}
+        for part in self.partitions.values():
+            if not part.is_leader and part.leader >= 0 and part.leader != self.node_id:
+                by_leader.setdefault(part.leader, []).append(part)
+        for leader, parts in by_leader.items():
+            if leader in self._fetch_in_flight or leader in self._fetch_backoff:
+                continue
+            corr = self._next_correlation()
+            rows = tuple((p.topic, p.partition, p.leader_epoch, p.log.end_offset,
+                          p.log.last_fetched_epoch) for p in parts)
+            wait = self.options.replica_fetch_wait_max_ms
+            self._fetch_in_flight[leader] = (corr, now + wait + self.options.rpc_timeout_ms)
+            self.outbox.append((leader, m.ReplicaFetchRequest(corr, self.node_id, self.broker_epoch,
+                                                              wait, rows)))
+
+    def handle_replica_fetch_response(self, src: int, resp: m.ReplicaFetchResponse, now: int) -> None:
+        flight = self._fetch_in_flight.get(src)
+        if flight is None or flight[0] != resp.correlation_id:
+            return
+        del self._fetch_in_flight[src]
+        backoff = False
+        for topic, partition, error, hw, _start, div_epoch, div_offset, data in resp.partitions:
+            part = self.partitions.get((topic, partition))
+            if part is None or part.is_leader or part.leader != src:
+                continue
+            if error != m.NONE:
+                backoff = True  # metadata will move us on
+                continue
+            if div_epoch >= 0:
+                part.truncate_to_diverging(OffsetAndEpoch(div_offset, div_epoch))
+                continue
+            try:
+                part.append_as_follower(data, hw, self.flush_messages(topic))
+            except CorruptBatchError as exc:
+                self._on_event(f"{topic}-{partition}: leader {src} sent a corrupt batch: {exc}")
+                backoff = True
+        if backoff:
+            self._fetch_backoff[src] = now + self.options.retry_backoff_ms * 5
+
+    # ------------------------------------------------------------ timers
+
+    def poll(self, now: int) -> None:
+        for corr, (_key, deadline) in list(self._alter_in_flight.items()):
+            if now >= deadline:
+                del self._alter_in_flight[corr]
+        if now >= self._next_isr_check_ms:
+            self._maybe_alter_isr(now)
+            self._next_isr_check_ms = now + max(self.options.replica_lag_time_max_ms // 2, 10)
+        else:
+            # Expansion is checked on every input: a follower that caught up joins at once.
+            self._maybe_expand_only(now)
+        self._send_fetches(now)
+        self._complete_parked_fetches(now)
+        if now >= self._next_checkpoint_ms:
+            self.checkpoint_hws()
+            self._next_checkpoint_ms = now + self.options.hw_checkpoint_interval_ms
+
+    def _maybe_expand_only(self, now: int) -> None:
+        if any(p.is_leader and p.pending_isr is None and p.caught_up_outside_isr()
+               for p in self.partitions.values()):
+            self._maybe_alter_isr(now)
+
+    def next_deadline_ms(self) -> int:
+        times = [self._next_isr_check_ms, self._next_checkpoint_ms]
+        times += [d for _, _, d in self._parked_fetches]
+        times += [d for _, d in self._fetch_in_flight.values()]
+        times += list(self._fetch_backoff.values())
+        return min(times)
+
+    def shutdown(self) -> None:
+        for part in self.partitions.values():
+            part.log.flush()
+        self.checkpoint_hws()

@@ -1,0 +1,146 @@
+"""The Kafka wire protocol on the client listener: request decoding and response encoding.
+
+The message classes are kafka-python's (a generated, two-way layer built
+from Kafka's own JSON schemas, pinned in pyproject.toml and copied into the
+node image); this module is the only place that imports them, so the rest of
+the node sees one small interface:
+
+- :func:`decode_request` turns a frame body (without its 4-byte length) into
+  a :class:`KafkaRequest` (api key, version, correlation id, client id, and
+  the decoded body), or raises :class:`RequestError` saying what was wrong
+  and whether the client gets an error response or a closed connection.
+- :func:`encode_response` frames a response body for a request.
+
+Supported versions are the ones in :data:`SUPPORTED`. They are the
+non-flexible versions of each API (plus flexible ApiVersions v3, which
+librdkafka asks for first). As Kafka brokers do, an ApiVersions request of a
+version we do not know is answered with a v0 body carrying
+UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
+version closes the connection.
+"""
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest,
+                                     ListOffsetsResponse, OffsetCommitRequest,
+                                     OffsetCommitResponse, OffsetFetchRequest,
+                                     OffsetFetchResponse)
+from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
+                                     FindCoordinatorRequest, FindCoordinatorResponse,
+                                     MetadataRequest, MetadataResponse)
+from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse,
+                                     ProduceRequest, ProduceResponse)
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
+
+# api key -> (min version, max version, request class, response class)
+SUPPORTED: dict[int, tuple[int, int, type, type]] = {
+    PRODUCE: (3, 8, ProduceRequest, ProduceResponse),
+    FETCH: (4, 11, FetchRequest, FetchResponse),
+    LIST_OFFSETS: (1, 5, ListOffsetsRequest, ListOffsetsResponse),
+    METADATA: (0, 8, MetadataRequest, MetadataResponse),
+    OFFSET_COMMIT: (2, 7, OffsetCommitRequest, OffsetCommitResponse),
+    OFFSET_FETCH: (1, 5, OffsetFetchRequest, OffsetFetchResponse),
+    FIND_COORDINATOR: (0, 2, FindCoordinatorRequest, FindCoordinatorResponse),
+    API_VERSIONS: (0, 3, ApiVersionsRequest, ApiVersionsResponse),
+    CREATE_TOPICS: (2, 4, CreateTopicsRequest, CreateTopicsResponse),
+    INIT_PRODUCER_ID: (0, 1, InitProducerIdRequest, InitProducerIdResponse),
+}
+API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
+             METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
+             FIND_COORDINATOR: "FindCoordinator", API_VERSIONS: "ApiVersions",
+             CREATE_TOPICS: "CreateTopics", INIT_PRODUCER_ID: "InitProducerId"}
+UNSUPPORTED_VERSION = 35
+
+
+class RequestError(ValueError):
+    """A request we cannot serve: the client's fault. ``response`` is what to answer, if anything
+    (None: close the connection)."""
+
+    def __init__(self, message: str, response: bytes | None = None) -> None:
+        super().__init__(message)
+        self.response = response
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: object  # a kafka-python request instance
+
+    @property
+    def name(self) -> str:
+        return f"{API_NAMES.get(self.api_key, self.api_key)} v{self.api_version}"
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaResponse:
+    request: KafkaRequest
+    body: object  # a kafka-python response instance, or None: no response (Produce acks=0)
+
+
+def response_class(api_key: int, version: int):
+    return SUPPORTED[api_key][3][version]
+
+
+def api_versions_body(version: int, error: int = 0):
+    keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi, _, _) in sorted(SUPPORTED.items())]
+    return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0)
+
+
+def decode_request(frame: bytes) -> KafkaRequest:
+    if len(frame) < 8:
+        raise RequestError(f"a request header needs 8 bytes, the frame has {len(frame)}")
+    api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+    entry = SUPPORTED.get(api_key)
+    if entry is None:
+        raise RequestError(f"unknown api key {api_key} (correlation id {correlation_id})")
+    lo, hi, req_cls, _ = entry
+    if not lo <= version <= hi:
+        if api_key == API_VERSIONS and version > hi:
+            body = api_versions_body(0, UNSUPPORTED_VERSION)
+            body.with_header(correlation_id=correlation_id)
+            raise RequestError(f"ApiVersions v{version} is newer than v{hi}; answered with v0",
+                               bytes(body.encode(header=True, framed=True)))
+        raise RequestError(f"{API_NAMES[api_key]} v{version} is not supported (v{lo}-v{hi})")
+    try:
+        decoded = req_cls.decode(memoryview(frame), version=version, header=True)
+    except Exception as exc:  # the parser raises many types on malformed input
+        raise RequestError(f"malformed {API_NAMES[api_key]} v{version} request "
+                           f"(correlation id {correlation_id}): {type(exc).__name__}: {exc}") from None
+    header = decoded.header
+    return KafkaRequest(api_key, version, correlation_id, header.client_id, decoded)
+
+
+def encode_response(request: KafkaRequest, body) -> bytes:
+    body.API_VERSION = request.api_version
+    body.with_header(correlation_id=request.correlation_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def encode_request(api_key: int, version: int, body, correlation_id: int = 1,
+                   client_id: str = "chaoskraft") -> bytes:
+    """A framed request (for tests and tools)."""
+    body.API_VERSION = version
+    body.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def decode_response(api_key: int, version: int, frame: bytes):
+    """A response body from a frame without its length (for tests and tools)."""
+    return SUPPORTED[api_key][3].decode(io.BytesIO(frame) if api_key == API_VERSIONS else frame,
+                                        version=version, header=True)
+
+
+__all__ = ["KafkaRequest", "KafkaResponse", "RequestError", "RequestHeader", "SUPPORTED",
+           "decode_request", "encode_response", "encode_request", "decode_response"]

@@ -1,0 +1,225 @@
+"""MetadataImage and MetadataDelta: the committed cluster metadata, folded from the metadata log.
+
+Theory of operation
+-------------------
+A :class:`MetadataImage` is a value: once published nobody changes it. A
+:class:`MetadataDelta` starts from an image, replays records (copying only
+the maps a record touches, so unchanged parts are shared) and ``apply()``
+returns the next image. It also remembers what changed (brokers, topics,
+partitions), which is what a broker's replica manager and the controller's
+managers act on, as Kafka's ``MetadataDelta``/``TopicsDelta`` are.
+
+The controller keeps two images (committed and current, see
+``controller.py``); brokers keep the committed one only.
+
+Rules
+-----
+- A record about an unknown topic id or broker is a bug (the controller
+  wrote it): replay raises AssertionError naming the record.
+- Partition epochs only grow; a leader change bumps the leader epoch.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field, replace
+
+from . import metadata_records as mr
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoints: tuple  # ((listener name, host, port), ...)
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
+
+    @property
+    def eligible(self) -> bool:
+        """May lead or join an ISR: unfenced and not shutting down."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    replicas: tuple
+    isr: tuple
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: str
+    partitions: dict  # partition id -> PartitionRegistration
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    offset: int = 0  # end (exclusive) of the log folded into this image
+    features: dict = field(default_factory=dict)
+    registers: dict = field(default_factory=dict)
+    brokers: dict = field(default_factory=dict)  # id -> BrokerRegistration
+    topics: dict = field(default_factory=dict)  # name -> TopicImage
+    topic_names: dict = field(default_factory=dict)  # topic id -> name
+    configs: dict = field(default_factory=dict)  # (resource type, name) -> {key: value}
+    next_producer_id: int = 0
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def topic_config(self, topic: str) -> dict:
+        return self.configs.get((TOPIC_RESOURCE, topic), {})
+
+    def records(self) -> list:
+        """Records that rebuild this image from nothing (a snapshot's contents)."""
+        out: list = [mr.FeatureLevelRecord(k, v) for k, v in sorted(self.features.items())]
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            out.append(mr.RegisterBrokerRecord(b.broker_id, b.incarnation_id, b.broker_epoch,
+                                               b.endpoints, b.rack, b.fenced,
+                                               b.in_controlled_shutdown))
+        for name in sorted(self.topics):
+            t = self.topics[name]
+            out.append(mr.TopicRecord(name, t.topic_id))
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                out.append(mr.PartitionRecord(pid, t.topic_id, p.replicas, p.isr, p.leader,
+                                              p.leader_epoch, p.partition_epoch))
+        for (rtype, rname), entries in sorted(self.configs.items()):
+            out += [mr.ConfigRecord(rtype, rname, k, v) for k, v in sorted(entries.items())]
+        if self.next_producer_id:
+            out.append(mr.ProducerIdsRecord(-1, -1, self.next_producer_id))
+        out += [mr.RegisterValueRecord(k, v) for k, v in sorted(self.registers.items())]
+        return out
+
+    def digest(self) -> int:
+        return zlib.crc32(repr(self.records()).encode())
+
+
+class MetadataDelta:
+    """Records folded on top of ``image``; ``apply()`` gives the next image."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self._maps: dict[str, dict] = {}
+        self._topic_parts: dict[str, dict] = {}  # topic name -> copied partitions map
+        self.next_producer_id = image.next_producer_id
+        self.changed_brokers: set[int] = set()
+        self.changed_partitions: set[tuple[str, int]] = set()
+        self.created_topics: set[str] = set()
+        self.changed_configs: set[tuple[int, str]] = set()
+
+    def _map(self, name: str) -> dict:
+        m = self._maps.get(name)
+        if m is None:
+            m = self._maps[name] = dict(getattr(self.image, name))
+        return m
+
+    def _get(self, name: str) -> dict:
+        return self._maps.get(name) or getattr(self.image, name)
+
+    @property
+    def brokers(self) -> dict:
+        return self._get("brokers")
+
+    @property
+    def topics(self) -> dict:
+        return self._get("topics")
+
+    def _parts(self, topic_id: str, record) -> tuple[str, dict]:
+        name = self._get("topic_names").get(topic_id)
+        if name is None:
+            raise AssertionError(f"{record!r} names unknown topic id {topic_id}")
+        parts = self._topic_parts.get(name)
+        if parts is None:
+            topics = self._map("topics")
+            t = topics[name]
+            parts = self._topic_parts[name] = dict(t.partitions)
+            topics[name] = replace(t, partitions=parts)
+        return name, parts
+
+    def replay(self, record) -> None:
+        t = type(record)
+        if t is mr.NoOpRecord:
+            return
+        if t is mr.RegisterValueRecord:
+            self._map("registers")[record.key] = record.value
+        elif t is mr.FeatureLevelRecord:
+            self._map("features")[record.name] = record.feature_level
+        elif t is mr.RegisterBrokerRecord:
+            self._map("brokers")[record.broker_id] = BrokerRegistration(
+                record.broker_id, record.incarnation_id, record.broker_epoch,
+                tuple(tuple(e) for e in record.endpoints), record.rack, record.fenced,
+                record.in_controlled_shutdown)
+            self.changed_brokers.add(record.broker_id)
+        elif t is mr.BrokerRegistrationChangeRecord:
+            brokers = self._map("brokers")
+            b = brokers.get(record.broker_id)
+            if b is None or b.broker_epoch != record.broker_epoch:
+                raise AssertionError(f"{record!r} does not match registration {b!r}")
+            fenced = {mr.FENCE: True, mr.UNFENCE: False}.get(record.fenced, b.fenced)
+            shutdown = b.in_controlled_shutdown or record.in_controlled_shutdown == 1
+            if record.fenced == mr.UNFENCE:
+                shutdown = False
+            brokers[record.broker_id] = replace(b, fenced=fenced, in_controlled_shutdown=shutdown)
+            self.changed_brokers.add(record.broker_id)
+        elif t is mr.TopicRecord:
+            if record.name in self._get("topics"):
+                raise AssertionError(f"{record!r}: topic exists")
+            self._map("topics")[record.name] = TopicImage(record.name, record.topic_id, {})
+            self._map("topic_names")[record.topic_id] = record.name
+            self._topic_parts[record.name] = self._map("topics")[record.name].partitions
+            self.created_topics.add(record.name)
+        elif t is mr.PartitionRecord:
+            name, parts = self._parts(record.topic_id, record)
+            parts[record.partition_id] = PartitionRegistration(
+                tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
+                record.partition_epoch)
+            self.changed_partitions.add((name, record.partition_id))
+        elif t is mr.PartitionChangeRecord:
+            name, parts = self._parts(record.topic_id, record)
+            p = parts.get(record.partition_id)
+            if p is None:
+                raise AssertionError(f"{record!r} names an unknown partition")
+            leader, leader_epoch = p.leader, p.leader_epoch
+            if record.leader != mr.NO_LEADER_CHANGE and record.leader != p.leader:
+                leader, leader_epoch = record.leader, p.leader_epoch + 1
+            isr = p.isr if record.isr is None else tuple(record.isr)
+            parts[record.partition_id] = PartitionRegistration(
+                p.replicas, isr, leader, leader_epoch, p.partition_epoch + 1)
+            self.changed_partitions.add((name, record.partition_id))
+        elif t is mr.ConfigRecord:
+            configs = self._map("configs")
+            key = (record.resource_type, record.resource_name)
+            entries = dict(configs.get(key, {}))
+            if record.value is None:
+                entries.pop(record.name, None)
+            else:
+                entries[record.name] = record.value
+            configs[key] = entries
+            self.changed_configs.add(key)
+        elif t is mr.ProducerIdsRecord:
+            if record.next_producer_id <= self.next_producer_id:
+                raise AssertionError(f"{record!r} does not advance next producer id "
+                                     f"{self.next_producer_id}")
+            self.next_producer_id = record.next_producer_id
+        else:
+            raise AssertionError(f"cannot replay {record!r}")
+
+    def apply(self, offset: int) -> MetadataImage:
+        kw = dict(self._maps)
+        return replace(self.image, offset=offset, next_producer_id=self.next_producer_id, **kw)

@@ -1,0 +1,255 @@
+"""ReplicationControlManager and PartitionChangeBuilder: topics, partitions, ISR and elections.
+
+Theory of operation
+-------------------
+Everything here is a pure function of the controller's current
+:class:`~node_image.metadata_image.MetadataImage`: it returns the records a
+change needs (TopicRecord, PartitionRecord, PartitionChangeRecord,
+ConfigRecord), which the controller replays and appends. Nothing here
+writes or remembers anything.
+
+Rules (Kafka's ReplicationControlManager and PartitionChangeBuilder)
+-------------------------------------------------------------------
+- New topics: replicas placed by striping over the unfenced brokers sorted
+  by id, starting at a position derived from the topic name and shifting by
+  one per partition; the first replica leads; the ISR is all replicas.
+- A leader must be an eligible broker (registered, unfenced, not in
+  controlled shutdown). ONLINE election keeps an eligible leader that is in
+  the target ISR, else picks the first eligible replica (in replica order)
+  of the target ISR. PREFERRED election moves leadership to the first
+  replica when it is eligible and in the ISR. UNCLEAN election, only when
+  the topic sets ``unclean.leader.election.enable=true``, may pick an
+  eligible replica outside the ISR; the ISR is then just that leader.
+- When no leader can be elected the leader is NO_LEADER (-1) and the ISR
+  keeps its last member (never empty), so that the broker that holds
+  every committed record is the one that can come back as leader.
+- A change of leader bumps the leader epoch; every change bumps the
+  partition epoch (done by replay in ``metadata_image``).
+- AlterPartition is accepted only from the current leader with the current
+  leader epoch and partition epoch and a valid broker epoch; the new ISR
+  must be within the replicas, contain the leader, and every member added
+  must be eligible.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+import zlib
+from dataclasses import dataclass
+
+from . import messages as m
+from . import metadata_records as mr
+from .metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration
+
+LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+# Topic configs we understand, with the check their value must pass.
+TOPIC_CONFIGS = {
+    "min.insync.replicas": lambda v: v.isdigit() and int(v) >= 1,
+    "unclean.leader.election.enable": lambda v: v in ("true", "false"),
+    "flush.messages": lambda v: v.isdigit() and int(v) >= 1,
+    "cleanup.policy": lambda v: v == "delete",
+    "retention.ms": lambda v: v.lstrip("-").isdigit(),
+    "max.message.bytes": lambda v: v.isdigit() and int(v) > 0,
+}
+
+ONLINE, PREFERRED, UNCLEAN = "ONLINE", "PREFERRED", "UNCLEAN"
+
+
+def topic_id_for(name: str, salt: int) -> str:
+    """A topic id (Kafka's are random UUIDs); derived so that the controller stays deterministic."""
+    digest = hashlib.sha256(f"{name}/{salt}".encode()).digest()[:16]
+    return str(uuid.UUID(bytes=digest))
+
+
+def eligible(image: MetadataImage, broker_id: int) -> bool:
+    b = image.brokers.get(broker_id)
+    return b is not None and b.eligible
+
+
+def unclean_allowed(image: MetadataImage, topic: str) -> bool:
+    return image.topic_config(topic).get("unclean.leader.election.enable") == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error: int
+    message: str | None
+
+
+def create_topics(image: MetadataImage, topics, salt: int,
+                  default_partitions: int = 1,
+                  default_replication_factor: int = 1) -> tuple[list, list[TopicResult]]:
+    """Records for the valid topics in ``topics`` (rows of name, partitions, replication factor,
+    configs) and a result per topic. ``salt`` (the offset the records will have) makes ids unique."""
+    records: list = []
+    results: list[TopicResult] = []
+    usable = sorted(b for b, reg in image.brokers.items() if reg.eligible)
+    seen: set[str] = set()
+    for name, num_partitions, replication_factor, configs in topics:
+        def fail(code: int, message: str) -> None:
+            results.append(TopicResult(name, code, message))
+        if not LEGAL_TOPIC.match(name) or name in (".", ".."):
+            fail(m.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not legal "
+                 "(1-249 of a-z A-Z 0-9 . _ -)")
+            continue
+        if name in image.topics or name in seen:
+            fail(m.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            continue
+        partitions = default_partitions if num_partitions == -1 else num_partitions
+        rf = default_replication_factor if replication_factor == -1 else replication_factor
+        if partitions <= 0:
+            fail(m.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}")
+            continue
+        if rf <= 0:
+            fail(m.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}")
+            continue
+        if rf > len(usable):
+            fail(m.INVALID_REPLICATION_FACTOR,
+                 f"replication factor {rf} is larger than the {len(usable)} available brokers")
+            continue
+        bad = None
+        for item in configs:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                    and isinstance(item[1], str)):
+                bad = f"config entry {item!r} is not (name, value)"
+                break
+            key, value = item
+            check = TOPIC_CONFIGS.get(key)
+            if check is None:
+                bad = f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
+                break
+            if not check(value):
+                bad = f"config {key}: invalid value {value!r}"
+                break
+            if key == "min.insync.replicas" and int(value) > rf:
+                bad = f"min.insync.replicas {value} is larger than the replication factor {rf}"
+                break
+        if bad:
+            fail(m.INVALID_CONFIG, bad)
+            continue
+        seen.add(name)
+        results.append(TopicResult(name, m.NONE, None))
+        topic_id = topic_id_for(name, salt)
+        records.append(mr.TopicRecord(name, topic_id))
+        start = zlib.crc32(name.encode()) % len(usable)
+        for p in range(partitions):
+            replicas = tuple(usable[(start + p + i) % len(usable)] for i in range(rf))
+            records.append(mr.PartitionRecord(p, topic_id, replicas, replicas, replicas[0], 0, 0))
+        for key, value in configs:
+            records.append(mr.ConfigRecord(TOPIC_RESOURCE, name, key, value))
+    return records, results
+
+
+class PartitionChangeBuilder:
+    """What one partition becomes given a target ISR and an election type."""
+
+    def __init__(self, image: MetadataImage, topic: str, partition: int,
+                 reg: PartitionRegistration) -> None:
+        self.image = image
+        self.topic = topic
+        self.partition = partition
+        self.reg = reg
+        self.target_isr = reg.isr
+        self.election = ONLINE
+
+    def build(self) -> mr.PartitionChangeRecord | None:
+        reg, image = self.reg, self.image
+        isr = tuple(b for b in self.target_isr if b in reg.replicas)
+        leader = reg.leader
+        preferred = reg.replicas[0]
+        if self.election == PREFERRED and preferred in isr and eligible(image, preferred):
+            leader = preferred
+        elif not (leader in isr and eligible(image, leader)):
+            leader = next((b for b in reg.replicas if b in isr and eligible(image, b)), mr.NO_LEADER)
+            if leader == mr.NO_LEADER and (self.election == UNCLEAN
+                                           or unclean_allowed(image, self.topic)):
+                leader = next((b for b in reg.replicas if eligible(image, b)), mr.NO_LEADER)
+                if leader != mr.NO_LEADER:
+                    isr = (leader,)
+        if not isr:
+            # Never empty the ISR: the last member holds every committed record.
+            isr = tuple(b for b in reg.isr if b in reg.replicas)[:1] or reg.replicas[:1]
+        if leader == reg.leader and isr == reg.isr:
+            return None
+        topic_id = image.topics[self.topic].topic_id
+        return mr.PartitionChangeRecord(
+            self.partition, topic_id, None if isr == reg.isr else isr,
+            mr.NO_LEADER_CHANGE if leader == reg.leader else leader)
+
+
+def iter_partitions(image: MetadataImage):
+    for name, t in image.topics.items():
+        for pid, reg in t.partitions.items():
+            yield name, pid, reg
+
+
+def broker_unavailable(image: MetadataImage, broker_id: int) -> list:
+    """Records moving leadership away from ``broker_id`` and taking it out of ISRs (it was
+    fenced or is shutting down). ``image`` already has the broker's new state."""
+    out = []
+    for name, pid, reg in iter_partitions(image):
+        if broker_id not in reg.isr and reg.leader != broker_id:
+            continue
+        b = PartitionChangeBuilder(image, name, pid, reg)
+        b.target_isr = tuple(x for x in reg.isr if x != broker_id)
+        rec = b.build()
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def elect_leaderless(image: MetadataImage) -> list:
+    """Records electing a leader for every partition that has none and now can."""
+    out = []
+    for name, pid, reg in iter_partitions(image):
+        if reg.leader == mr.NO_LEADER:
+            rec = PartitionChangeBuilder(image, name, pid, reg).build()
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def elect_preferred(image: MetadataImage) -> list:
+    """Kafka's auto leader rebalance: move leadership back to preferred replicas."""
+    out = []
+    for name, pid, reg in iter_partitions(image):
+        if reg.leader != reg.replicas[0]:
+            b = PartitionChangeBuilder(image, name, pid, reg)
+            b.election = PREFERRED
+            rec = b.build()
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def alter_partition(image: MetadataImage, req: m.AlterPartitionRequest) -> tuple[int, list]:
+    """(error, records) for a leader's AlterPartition."""
+    broker = image.brokers.get(req.broker_id)
+    if broker is None or broker.broker_epoch != req.broker_epoch:
+        return m.STALE_BROKER_EPOCH, []
+    reg = image.partition(req.topic, req.partition)
+    if reg is None:
+        return m.UNKNOWN_TOPIC_OR_PARTITION, []
+    if req.leader_epoch < reg.leader_epoch:
+        return m.FENCED_LEADER_EPOCH, []
+    if req.leader_epoch > reg.leader_epoch or reg.leader != req.broker_id:
+        return m.NOT_LEADER_OR_FOLLOWER, []
+    if req.partition_epoch != reg.partition_epoch:
+        return m.INVALID_UPDATE_VERSION, []
+    new_isr = tuple(req.new_isr)
+    if len(set(new_isr)) != len(new_isr) or req.broker_id not in new_isr or \
+            any(b not in reg.replicas for b in new_isr):
+        return m.INVALID_REQUEST, []
+    if any(b not in reg.isr and not eligible(image, b) for b in new_isr):
+        return m.INELIGIBLE_REPLICA, []
+    if new_isr == reg.isr:
+        return m.NONE, []
+    topic_id = image.topics[req.topic].topic_id
+    return m.NONE, [mr.PartitionChangeRecord(req.partition, topic_id, new_isr, mr.NO_LEADER_CHANGE)]
+
+
+def leads_any(image: MetadataImage, broker_id: int) -> bool:
+    return any(reg.leader == broker_id for _, _, reg in iter_partitions(image))
