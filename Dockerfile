@@ -4,12 +4,13 @@ ARG BASE=chaoskraft-base:latest
 FROM ${BASE}
 LABEL chaoskraft=1
 COPY node_image /opt/chaoskraft/node_image
+COPY vendor /opt/chaoskraft/vendor
 RUN mkdir -p /run/sshd /etc/chaoskraft /var/log/chaoskraft /var/lib/chaoskraft /root/.ssh \
     && chmod 700 /root/.ssh \
     && rm -f /etc/ssh/ssh_host_* \
-    && printf '#!/bin/sh\nPYTHONPATH=/opt/chaoskraft exec python3 -m node_image.supervisor ctl "$@"\n' > /usr/local/bin/ck-ctl \
+    && printf '#!/bin/sh\nPYTHONPATH=/opt/chaoskraft:/opt/chaoskraft/vendor exec python3 -m node_image.supervisor ctl "$@"\n' > /usr/local/bin/ck-ctl \
     && chmod +x /usr/local/bin/ck-ctl \
     && printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\n' > /etc/ssh/sshd_config.d/chaoskraft.conf
-ENV PYTHONPATH=/opt/chaoskraft PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-EXPOSE 9093 22
+ENV PYTHONPATH=/opt/chaoskraft:/opt/chaoskraft/vendor PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+EXPOSE 9092 9093 22
 CMD ["python3", "-m", "node_image.supervisor", "run"]

@@ -9,7 +9,9 @@
    python3-crc32c, python3-msgpack, openssh-server, iptables, iproute2,
    procps and faketime; ``docker import`` turns the tarball into an image.
 2. The node image (``chaoskraft-node:<hash>``): the top-level Dockerfile,
-   FROM the base, adds ``node_image/`` and the supervisor.
+   FROM the base, adds ``node_image/``, the supervisor, and the pure-Python
+   ``kafka`` package of the pinned kafka-python (the node's Kafka protocol
+   layer), copied from this project's environment into ``vendor/``.
 
 Each tag is a hash of its inputs (package list, suite and mirror; the
 Dockerfile and every file of node_image/ plus the base tag), so an image
@@ -75,16 +77,36 @@ def base_tag(mirror: str) -> str:
     return "chaoskraft-base:" + _hash(SUITE.encode(), " ".join(PACKAGES).encode(), mirror.encode())
 
 
-def node_context_files() -> list[Path]:
-    files = [ROOT / "Dockerfile"]
-    files += sorted(p for p in (ROOT / "node_image").rglob("*.py"))
+KAFKA_PYTHON = "kafka-python"
+
+
+def vendored_kafka() -> Path:
+    """The installed ``kafka`` package, checked to be the version pyproject.toml pins."""
+    import importlib.metadata
+    import importlib.util
+    pinned = re.search(r'"kafka-python==([^"]+)"', (ROOT / "pyproject.toml").read_text())
+    installed = importlib.metadata.version(KAFKA_PYTHON)
+    if pinned is None or installed != pinned.group(1):
+        raise ImageError(f"{KAFKA_PYTHON} {installed} is installed but pyproject.toml pins "
+                         f"{pinned.group(1) if pinned else 'nothing'}; run make setup")
+    spec = importlib.util.find_spec("kafka")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def node_context_files() -> list[tuple[Path, str]]:
+    """(file, path in the build context) of everything the node image is built from."""
+    files = [(ROOT / "Dockerfile", "Dockerfile")]
+    files += [(p, str(p.relative_to(ROOT))) for p in sorted((ROOT / "node_image").rglob("*.py"))]
+    kafka = vendored_kafka()
+    files += [(p, "vendor/kafka/" + str(p.relative_to(kafka))) for p in sorted(kafka.rglob("*"))
+              if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".json")]
     return files
 
 
 def node_tag(base: str) -> str:
     parts = [base.encode()]
-    for f in node_context_files():
-        parts += [str(f.relative_to(ROOT)).encode(), f.read_bytes()]
+    for f, name in node_context_files():
+        parts += [name.encode(), f.read_bytes()]
     return "chaoskraft-node:" + _hash(*parts)
 
 
@@ -131,8 +153,8 @@ def build_node(client, base: str, log=print) -> str:
     log(f"building node image {tag}")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
-        for f in node_context_files():
-            tf.add(str(f), arcname=str(f.relative_to(ROOT)))
+        for f, name in node_context_files():
+            tf.add(str(f), arcname=name)
     buf.seek(0)
     try:
         client.images.build(fileobj=buf, custom_context=True, tag=tag, buildargs={"BASE": base},

@@ -118,8 +118,35 @@ def decode_request(frame: bytes) -> KafkaRequest:
     except Exception as exc:  # the parser raises many types on malformed input
         raise RequestError(f"malformed {API_NAMES[api_key]} v{version} request "
                            f"(correlation id {correlation_id}): {type(exc).__name__}: {exc}") from None
+    problem = _null_field(decoded, version, API_NAMES[api_key])
+    if problem:
+        raise RequestError(f"malformed {API_NAMES[api_key]} v{version} request "
+                           f"(correlation id {correlation_id}): {problem} is null")
     header = decoded.header
     return KafkaRequest(api_key, version, correlation_id, header.client_id, decoded)
+
+
+def _null_field(obj, version: int, path: str) -> str | None:
+    """The first field that is null where Kafka's schema does not allow it (kafka-python's
+    parser accepts a -1 length anywhere; Kafka's rejects it)."""
+    for f in obj._struct._fields:
+        if not f.for_version_q(version) or f.tag is not None:
+            continue
+        value = getattr(obj, f.name)
+        where = f"{path}.{f.name}"
+        if value is None:
+            if not f.nullable_for_version_q(version):
+                return where
+        elif f.is_struct():
+            problem = _null_field(value, version, where)
+            if problem:
+                return problem
+        elif f.is_struct_array():
+            for item in value:
+                problem = _null_field(item, version, where)
+                if problem:
+                    return problem
+    return None
 
 
 def encode_response(request: KafkaRequest, body) -> bytes:

@@ -7,10 +7,12 @@ run the node image's supervisor as PID 1. A node's data directory is its
 volume, so ``docker kill`` then ``docker start`` brings the node back on the
 same data.
 
-Node ids 1..controllers have the controller role (the Raft voters); the
-others are brokers (observers). Voters address each other by container
-name on the cluster network (Docker's DNS); the harness reaches every node
-at its container IP.
+Node ids 1..controllers have the controller and broker roles (combined
+mode: Raft voters that also host partitions); the others are brokers only
+(Raft observers). Voters address each other by container name on the
+cluster network (Docker's DNS); the harness reaches every node at its
+container IP: the internal listener on port 9093, the Kafka listener on
+port 9092 (advertised to clients as the container IP).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from . import BackendError, NodeControl, NodeInfo
 
 LABEL = "chaoskraft"
 PORT = 9093
+KAFKA_PORT = 9092
 DATA_DIR = "/var/lib/chaoskraft/data"
 
 
@@ -53,6 +56,9 @@ def node_properties(node_id: int, voters: dict[int, str], roles: tuple[str, ...]
         "listeners": f"CONTROLLER://0.0.0.0:{PORT}",
         "log.dirs": DATA_DIR,
     }
+    if "broker" in roles:
+        props["listeners"] += f",PLAINTEXT://0.0.0.0:{KAFKA_PORT}"
+        props["advertised.listeners"] = f"PLAINTEXT://:{KAFKA_PORT}"  # the container's own IP
     props.update({k: str(v) for k, v in overrides.items()})
     if bugs:
         props["chaoskraft.bugs"] = ",".join(bugs)
@@ -95,7 +101,7 @@ class DockerCluster(NodeControl):
                                               labels=self.labels, check_duplicate=True)
         self.log(f"network {network.name} created")
         for i in range(1, self.n + 1):
-            roles = ("controller",) if i in voters else ("broker",)
+            roles = ("controller", "broker") if i in voters else ("broker",)
             volume = self.client.volumes.create(name=f"{self.name(i)}-data", labels=self.labels)
             c = self.client.containers.create(
                 self.image, name=self.name(i), hostname=f"n{i}", detach=True,

@@ -1,0 +1,323 @@
+"""Real Kafka clients (librdkafka via confluent-kafka, and kafka-python) against the 5-node
+Docker cluster: acknowledged writes read back, a partition leader SIGKILLed mid-way, and
+NOT_ENOUGH_REPLICAS with two of three replicas stopped.
+
+One cluster serves the module (3 controller+broker nodes, 2 brokers); each test creates
+its own topic (6 partitions, replication factor 3, min.insync.replicas=2) and starts by
+waiting until every broker is unfenced again.
+"""
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+from kafka.errors import NotEnoughReplicasError
+
+from conftest import labelled
+from harness.backends.docker_backend import DockerCluster
+
+pytestmark = pytest.mark.docker
+
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_client, node_image):
+    run_id = "k" + uuid.uuid4().hex[:7]
+    c = DockerCluster(run_id, node_image, nodes=5, controllers=3, log=lambda m: None)
+    try:
+        c.up()
+        c.bootstrap = ",".join(f"{n.address}:9092" for n in c.nodes)
+        yield c
+    finally:
+        c.down()
+        assert labelled(docker_client, f"chaoskraft.run={run_id}") == (0, 0, 0)
+
+
+def quiet(_err):
+    pass  # librdkafka logs connection errors to stderr on its own; nothing to add
+
+
+def admin(cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap, "error_cb": quiet})
+
+
+def wait_until(what, predicate, timeout_s=90, interval_s=0.2):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval_s)
+
+
+def partitions(cluster, topic):
+    """{partition: (leader, replicas, isr)} from a fresh Metadata request (to any broker:
+    one that has not yet applied the topic's records answers UNKNOWN_TOPIC, so ask again)."""
+    def ask():
+        t = admin(cluster).list_topics(topic, timeout=10).topics[topic]
+        if t.error is not None or len(t.partitions) != PARTITIONS:
+            return {}
+        return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()}
+    return wait_until(f"metadata of {topic}", ask, timeout_s=30)
+
+
+def healthy(cluster, topic=None):
+    def check():
+        try:
+            md = admin(cluster).list_topics(timeout=5)
+        except Exception:  # noqa: BLE001 - a node may still be starting
+            return False
+        if len(md.brokers) != 5:
+            return False
+        if topic is None:
+            return True
+        parts = partitions(cluster, topic)
+        return len(parts) == PARTITIONS and all(
+            leader >= 0 and sorted(isr) == sorted(replicas) for leader, replicas, isr in parts.values())
+    wait_until(f"all 5 brokers unfenced{' and full ISRs of ' + topic if topic else ''}", check)
+
+
+def create_topic(cluster, name):
+    healthy(cluster)
+    client = admin(cluster)  # must outlive the future
+    futures = client.create_topics(
+        [NewTopic(name, PARTITIONS, 3, config={"min.insync.replicas": "2"})], operation_timeout=30)
+    futures[name].result(60)
+    healthy(cluster, name)
+
+
+def ck_produce(cluster, topic, prefix, n, idempotent, extra=None):
+    """Send n values with confluent-kafka; returns {value: (partition, offset)} of the acked."""
+    acked, failed = {}, []
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[msg.value().decode()] = (msg.partition(), msg.offset())
+        else:
+            failed.append(err)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                  "enable.idempotence": idempotent, "linger.ms": 5, "error_cb": quiet,
+                  **(extra or {})})
+    for i in range(n):
+        value = f"{prefix}-{i}"
+        while True:
+            try:
+                p.produce(topic, value=value.encode(), partition=i % PARTITIONS,
+                          on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(120) == 0, "messages left undelivered"
+    return acked, failed
+
+
+def kp_produce(cluster, topic, prefix, n, idempotent):
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all",
+                      enable_idempotence=idempotent, linger_ms=5)
+    futures = [(f"{prefix}-{i}", p.send(topic, value=f"{prefix}-{i}".encode(),
+                                        partition=i % PARTITIONS)) for i in range(n)]
+    p.flush(120)
+    acked = {}
+    for value, f in futures:
+        md = f.get(60)
+        acked[value] = (md.partition, md.offset)
+    p.close()
+    return acked
+
+
+def end_offsets(cluster, topic):
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe", "error_cb": quiet})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+def ck_read_all(cluster, topic):
+    """Every message of every partition with confluent-kafka, assign() and a group id."""
+    ends = end_offsets(cluster, topic)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{topic}",
+                  "enable.auto.commit": True, "error_cb": quiet})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    out = defaultdict(list)
+    deadline = time.monotonic() + 120
+    try:
+        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in range(PARTITIONS)):
+            assert time.monotonic() < deadline, f"consumer stuck: {ends} vs " + str(
+                {p: len(v) for p, v in out.items()})
+            for msg in c.consume(2000, 1.0):
+                if msg.error():
+                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                    continue
+                out[msg.partition()].append((msg.offset(), msg.value().decode()))
+    finally:
+        c.close()
+    return out
+
+
+def kp_read_all(cluster, topic):
+    ends = end_offsets(cluster, topic)
+    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+    c.assign([KpTopicPartition(topic, p) for p in range(PARTITIONS)])
+    c.seek_to_beginning()
+    out = defaultdict(list)
+    deadline = time.monotonic() + 120
+    try:
+        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in range(PARTITIONS)):
+            assert time.monotonic() < deadline, "kafka-python consumer stuck"
+            for tp, msgs in c.poll(1000).items():
+                out[tp.partition] += [(m.offset, m.value.decode()) for m in msgs]
+    finally:
+        c.close()
+    return out
+
+
+def check_read_back(read, acked, no_duplicates_prefixes):
+    """Every acked value at its acked offset; offsets increasing; no duplicate where asked."""
+    where = {}
+    for p, msgs in read.items():
+        offsets = [o for o, _ in msgs]
+        assert offsets == sorted(set(offsets)), f"partition {p}: offsets not increasing"
+        for o, v in msgs:
+            where.setdefault(v, []).append((p, o))
+    lost = [v for v, po in acked.items() if po not in where.get(v, [])]
+    assert not lost, f"{len(lost)} acknowledged messages missing, e.g. {lost[:5]}"
+    dups = [v for v, locs in where.items() if len(locs) > 1
+            and v.split("-")[0] in no_duplicates_prefixes]
+    assert not dups, f"duplicates from idempotent producers: {dups[:5]}"
+    return where
+
+
+def test_clients_write_100k_messages_and_read_every_acked_one_back(cluster):
+    topic = "readback"
+    create_topic(cluster, topic)
+    acked = {}
+    results = {}
+
+    def run(name, fn):
+        results[name] = fn()
+    jobs = [
+        ("ckidem", lambda: ck_produce(cluster, topic, "ckidem", 25_000, True)[0]),
+        ("ckplain", lambda: ck_produce(cluster, topic, "ckplain", 25_000, False)[0]),
+        ("kpidem", lambda: kp_produce(cluster, topic, "kpidem", 25_000, True)),
+        ("kpplain", lambda: kp_produce(cluster, topic, "kpplain", 25_000, False)),
+    ]
+    threads = [threading.Thread(target=run, args=job) for job in jobs]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name, _ in jobs:
+        assert len(results[name]) == 25_000, f"{name}: {len(results[name])} of 25000 acknowledged"
+        acked.update(results[name])
+    print(f"100000 messages acknowledged in {time.monotonic() - started:.1f} s")
+
+    ck = ck_read_all(cluster, topic)
+    kp = kp_read_all(cluster, topic)
+    check_read_back(ck, acked, {"ckidem", "kpidem"})
+    check_read_back(kp, acked, {"ckidem", "kpidem"})
+    assert dict(ck) == dict(kp), "the two clients read different logs"
+    assert sum(len(v) for v in ck.values()) >= 100_000
+
+
+def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
+    topic = "leaderkill"
+    create_topic(cluster, topic)
+    victim = partitions(cluster, topic)[0][0]
+    acked, failed = {}, []
+    stop = threading.Event()
+    acked_times = defaultdict(list)  # partition -> ack times (monotonic)
+
+    def produce():
+        def on_delivery(err, msg):
+            if err is None:
+                acked[msg.value().decode()] = (msg.partition(), msg.offset())
+                acked_times[msg.partition()].append(time.monotonic())
+            else:
+                failed.append(err)
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                      "enable.idempotence": True, "linger.ms": 5, "error_cb": quiet,
+                      "message.timeout.ms": 120_000})
+        i = 0
+        while not stop.is_set():
+            p.produce(topic, value=f"kill-{i}".encode(), partition=i % PARTITIONS,
+                      on_delivery=on_delivery)
+            i += 1
+            p.poll(0.002)
+        assert p.flush(180) == 0
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        wait_until("1000 acknowledged writes", lambda: len(acked) >= 1000)
+        cluster.kill_node(victim)  # SIGKILL of the node process
+        killed_at = time.monotonic()
+        print(f"SIGKILLed node {victim}, the leader of {topic}-0, after {len(acked)} acks")
+        next_ack = wait_until("an acknowledged write to partition 0 after the kill", lambda: next(
+            (x for x in acked_times[0] if x > killed_at), None), timeout_s=120)
+        new_leader = partitions(cluster, topic)[0][0]
+        print(f"{topic}-0 writable again after {next_ack - killed_at:.2f} s "
+              f"(new leader {new_leader})")
+        assert new_leader != victim
+        time.sleep(2)
+        cluster.start_node(victim)
+        healthy(cluster, topic)  # the restarted node caught up and rejoined every ISR
+    finally:
+        stop.set()
+        t.join()
+    assert not failed, f"producer errors: {failed[:5]}"
+    read = ck_read_all(cluster, topic)
+    check_read_back(read, acked, {"kill"})
+    print(f"{len(acked)} acknowledged messages, all read back")
+
+
+def test_not_enough_replicas_when_two_of_three_are_stopped(cluster):
+    topic = "minisr"
+    create_topic(cluster, topic)
+    parts = partitions(cluster, topic)
+    # Stop two followers while keeping a majority of the 3 controllers (nodes 1-3) alive,
+    # so the controller can take them out of the ISR.
+    pid, (leader, replicas, _) = min(
+        parts.items(), key=lambda kv: sum(1 for r in kv[1][1] if r != kv[1][0] and r <= 3))
+    followers = [r for r in replicas if r != leader]
+    assert sum(1 for r in followers if r <= 3) <= 1
+    for f in followers:
+        cluster.stop_node(f)  # SIGTERM: controlled shutdown
+    try:
+        wait_until(f"ISR of {topic}-{pid} to shrink to [{leader}]",
+                   lambda: partitions(cluster, topic).get(pid, (0, 0, []))[2] == [leader])
+        before = end_offsets(cluster, topic)[pid]
+
+        p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=0)
+        errors = []
+        for i in range(20):
+            try:
+                p.send(topic, value=f"nope-{i}".encode(), partition=pid).get(30)
+                errors.append(None)
+            except NotEnoughReplicasError as exc:
+                errors.append(exc)
+        p.close()
+        assert all(isinstance(e, NotEnoughReplicasError) for e in errors), errors
+
+        acked, failed = ck_produce(cluster, topic, "cknope", 60, True,
+                                   {"message.timeout.ms": 5000})
+        acked = {v: po for v, po in acked.items() if po[0] == pid}
+        assert not acked, f"acknowledged with two of three replicas down: {acked}"
+        assert end_offsets(cluster, topic)[pid] == before, "the high watermark moved"
+        print(f"{topic}-{pid}: 20 kafka-python sends got NOT_ENOUGH_REPLICAS; "
+              f"confluent-kafka errors: {sorted({str(e.name()) for e in failed})}")
+    finally:
+        for f in followers:
+            cluster.start_node(f)
+    healthy(cluster, topic)
+    acked, failed = ck_produce(cluster, topic, "again", 12, True)
+    assert len(acked) == 12 and not failed, failed

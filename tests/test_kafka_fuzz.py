@@ -1,0 +1,215 @@
+"""Fuzz the Kafka listener of a live node: at least 100,000 random and mutated frames.
+
+Three real node processes (controller + broker) on 127.0.0.1-3. Each frame
+is sent alone and the fuzzer waits for its answer or for the connection to
+close before sending the next, so every frame counted was processed by the
+node. Afterwards the node must still serve a real client, and no node log
+may hold a traceback (a traceback is a bug of ours, even if the node lived).
+"""
+import random
+import socket
+import struct
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from harness.local_cluster import LocalCluster
+from node_image import kafka_codec as kc
+from node_image import records
+
+FRAMES = 100_000
+SEED = 20261121
+PING_ID = 0x7EEE_EEEE
+# ApiVersions v0 with correlation id PING_ID: sent after every fuzzed frame, so that the
+# fuzzer knows the node is done with the frame even when it has no answer (acks=0).
+PING = kc.encode_request(kc.API_VERSIONS, 0, ApiVersionsRequest[0](), correlation_id=PING_ID)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = LocalCluster(tmp_path, nodes=3, brokers=True)
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def wait_for_brokers(cluster, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=5000)
+            if len(admin.describe_cluster()["brokers"]) == 3:
+                return admin
+            admin.close()
+        except Exception:  # noqa: BLE001 - not up yet
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def valid_frames(rng: random.Random) -> list[bytes]:
+    """Well-formed requests of every supported API, some for unknown topics."""
+    batch = records.build_batch(0, 0, [(b"k", b"v" * rng.randrange(50))], 1000)
+    TD = ProduceRequest.TopicProduceData
+    topic = rng.choice(["fuzz", "nope", "", "x" * 300])
+    part = rng.randrange(-2, 4)
+    out = [
+        kc.encode_request(kc.API_VERSIONS, 0, ApiVersionsRequest[0]()),
+        kc.encode_request(kc.API_VERSIONS, 3, ApiVersionsRequest[3](
+            client_software_name="fuzz", client_software_version="1")),
+        kc.encode_request(kc.METADATA, 8, MetadataRequest[8](
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False)),
+        kc.encode_request(kc.PRODUCE, 8, ProduceRequest[8](
+            transactional_id=None, acks=rng.choice([-1, 0, 1, 2]), timeout_ms=rng.randrange(-5, 200),
+            topic_data=[TD(name=topic, partition_data=[
+                TD.PartitionProduceData(index=part, records=batch)])])),
+        kc.encode_request(kc.FETCH, 11, FetchRequest[11](
+            replica_id=-1, max_wait_ms=rng.randrange(-1, 20), min_bytes=rng.randrange(-1, 3),
+            max_bytes=rng.randrange(-1, 1 << 20), isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+                FetchRequest.FetchTopic.FetchPartition(
+                    partition=part, current_leader_epoch=rng.randrange(-1, 3),
+                    fetch_offset=rng.randrange(-3, 100), log_start_offset=-1,
+                    partition_max_bytes=rng.randrange(-1, 1 << 20))])],
+            forgotten_topics_data=[], rack_id="")),
+        kc.encode_request(kc.LIST_OFFSETS, 5, ListOffsetsRequest[5](
+            replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=part, current_leader_epoch=-1,
+                    timestamp=rng.choice([-2, -1, 0, 1 << 40]))])])),
+    ]
+    return [f[4:] for f in out]  # bodies; the fuzzer frames them itself
+
+
+def mutate(rng: random.Random, body: bytes) -> bytes:
+    b = bytearray(body)
+    kind = rng.randrange(6)
+    if kind == 0 and b:  # flip bytes
+        for _ in range(rng.randrange(1, 6)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    elif kind == 1:  # truncate
+        del b[rng.randrange(len(b) + 1):]
+    elif kind == 2:  # extend with garbage
+        b += rng.randbytes(rng.randrange(1, 64))
+    elif kind == 3:  # random api key / version
+        if len(b) >= 4:
+            struct.pack_into(">hh", b, 0, rng.randrange(-5, 80), rng.randrange(-3, 20))
+    elif kind == 4:  # huge array or string length somewhere after the header
+        if len(b) > 12:
+            pos = rng.randrange(8, len(b) - 4)
+            struct.pack_into(">i", b, pos, rng.choice([-2, 0x7FFFFFFF, 1 << 24, -1]))
+    else:  # pure garbage
+        b = bytearray(rng.randbytes(rng.randrange(0, 200)))
+    return bytes(b)
+
+
+class Fuzzer:
+    def __init__(self, host: str, port: int) -> None:
+        self.addr = (host, port)
+        self.sock: socket.socket | None = None
+        self.answered = self.closed = 0
+
+    def _connect(self) -> socket.socket:
+        if self.sock is None:
+            self.sock = socket.create_connection(self.addr, timeout=5)
+            self.sock.settimeout(2.0)
+        return self.sock
+
+    def send(self, frame: bytes, ping: bool = True) -> None:
+        """Send one frame, then a ping; read answers until the ping's, or until the close."""
+        s = self._connect()
+        try:
+            s.sendall(frame + (PING if ping else b""))
+            while True:
+                head = self._recv(s, 4)
+                if head is None:
+                    raise ConnectionError
+                body = self._recv(s, struct.unpack(">i", head)[0])
+                if body is None:
+                    raise ConnectionError
+                if struct.unpack_from(">i", body)[0] == PING_ID:
+                    break
+                self.answered += 1
+        except (ConnectionError, OSError):
+            # A closed connection is the answer to garbage.
+            self.closed += 1
+            s.close()
+            self.sock = None
+
+    @staticmethod
+    def _recv(s: socket.socket, n: int) -> bytes | None:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = s.recv(n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return bytes(buf)
+
+
+def test_fuzzed_frames_never_stop_the_node(cluster):
+    admin = wait_for_brokers(cluster)
+    admin.create_topics([NewTopic("fuzz", 2, 3)])
+    admin.close()
+    rng = random.Random(SEED)
+    fuzzers = [Fuzzer(cluster.host(i), cluster.kafka_port) for i in cluster.ids]
+    sent = 0
+    started = time.monotonic()
+    pool = [b for _ in range(100) for b in valid_frames(rng)]
+    while sent < FRAMES:
+        fz = fuzzers[sent % len(fuzzers)]
+        body = rng.choice(pool)
+        roll = rng.random()
+        if roll < 0.25:
+            frame = len(body).to_bytes(4, "big") + body  # well-formed (odd values)
+        elif roll < 0.9:
+            m = mutate(rng, body)
+            frame = len(m).to_bytes(4, "big") + m
+        elif roll < 0.95:  # a length prefix that lies
+            frame = rng.choice([0x7FFFFFFF, 200_000_000, -1 & 0xFFFFFFFF]).to_bytes(4, "big") + body
+        else:  # acks=0 style: valid header, then the connection ends mid-frame
+            frame = (len(body) + 100).to_bytes(4, "big") + body
+        if roll >= 0.9:
+            # The node waits for the rest of the frame (or refuses the length): hang up.
+            cut = frame[:rng.randrange(4, len(frame) + 1)] if roll >= 0.95 else frame
+            s = fz._connect()
+            s.sendall(cut)
+            s.close()
+            fz.sock = None
+            fz.closed += 1
+        else:
+            fz.send(frame)
+        sent += 1
+        if sent % 20_000 == 0:
+            print(f"{sent} frames in {time.monotonic() - started:.0f} s")
+    answered = sum(f.answered for f in fuzzers)
+    closed = sum(f.closed for f in fuzzers)
+    print(f"{sent} frames: {answered} answered, {closed} connections closed, "
+          f"{time.monotonic() - started:.0f} s")
+    assert sent >= FRAMES
+    assert answered > FRAMES // 10 and closed > FRAMES // 10, "the mix should exercise both paths"
+
+    # Every node still serves real clients.
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all")
+    metas = [producer.send("fuzz", value=f"after-{i}".encode(), partition=i % 2).get(30)
+             for i in range(20)]
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap(), consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition("fuzz", 0), TopicPartition("fuzz", 1)])
+    consumer.seek_to_beginning()
+    values = {m.value for m in consumer}
+    consumer.close()
+    assert {f"after-{i}".encode() for i in range(20)} <= values, metas
+    for i in cluster.ids:
+        assert cluster.procs[i].poll() is None, f"node {i} exited"
+        log = cluster.log_path(i).read_text()
+        assert "Traceback" not in log, f"node {i} logged a traceback:\n{log[-5000:]}"
