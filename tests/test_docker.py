@@ -10,10 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import ROOT, labelled
 from harness.backends import BackendError
-from harness.backends.docker_backend import DockerCluster
+from harness.backends.docker_backend import DATA_DIR, DockerCluster
 from harness.images import build_images
 from harness.runner import describe_all, wait_for_service
 from workloads.register_client import RegisterClient
@@ -75,12 +77,32 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
             assert (r.outcome, r.value) == ("ok", 42)
             return leader
         asyncio.run(scenario())
-        before = asyncio.run(describe_all(c.nodes))[2].log_end_offset
+
+        async def described(node_id):
+            deadline = time.monotonic() + 30
+            while True:  # one DescribeQuorum may time out on a busy machine
+                d = (await describe_all([c.node(node_id)])).get(node_id)
+                if d is not None or time.monotonic() > deadline:
+                    return d
+                await asyncio.sleep(0.2)
+        before = asyncio.run(described(2)).log_end_offset
 
         status = json.loads(chaoskraft("cluster", "status", run_id, "--json", timeout=60).stdout)
         assert {r["node_id"] for r in status} == {1, 2, 3, 4, 5}
         assert all(r["up"] and r["address"] and r["container"] for r in status)
-        assert [r["roles"] for r in status][:4] == [["controller"]] * 3 + [["broker"]]
+        assert [r["roles"] for r in status] == [["controller", "broker"]] * 3 + [["broker"]] * 2
+
+        # Kafka data on every broker (replication factor 5), then docker kill + docker start.
+        boot = f"{c.node(2).address}:9092"
+        admin = AdminClient({"bootstrap.servers": boot})
+        admin.create_topics([NewTopic("same", 1, 5)])["same"].result(60)
+        producer = Producer({"bootstrap.servers": boot, "acks": "all"})
+        for i in range(10):
+            producer.produce("same", value=f"v{i}".encode())
+        assert producer.flush(60) == 0
+        segment = f"{DATA_DIR}/same-0/{0:020d}.log"
+        size_before = int(c.exec(2, ["stat", "-c", "%s", segment])[1])
+        assert size_before > 0
 
         c.docker_kill(2)
         assert not c.is_running(2)
@@ -96,6 +118,14 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
             raise AssertionError("node 2 did not come back")
         d = asyncio.run(back())
         assert d.log_end_offset >= before
+        assert int(c.exec(2, ["stat", "-c", "%s", segment])[1]) >= size_before
+        consumer = Consumer({"bootstrap.servers": boot, "group.id": "same"})  # via node 2 only
+        consumer.assign([TopicPartition("same", 0, OFFSET_BEGINNING)])
+        values, deadline = [], time.monotonic() + 60
+        while len(values) < 10 and time.monotonic() < deadline:
+            values += [m.value() for m in consumer.consume(10, 1.0) if not m.error()]
+        consumer.close()
+        assert values == [f"v{i}".encode() for i in range(10)]
         supervisor_log = c.get_file(2, "/var/log/chaoskraft/supervisor.log").decode()
         assert supervisor_log.count("format: rc=0") == 1, "a restarted container must not re-format"
         assert supervisor_log.count("node started") == 2

@@ -1,0 +1,160 @@
+"""Produce throughput and latency on the 5-node Docker cluster, and leader fail-over time.
+
+    python bench/kafka_produce.py [--seconds 20] [--size 1024] [--kills 3]
+
+confluent-kafka (librdkafka) producer, acks=all, idempotence on, a topic of 6
+partitions with replication factor 3 and min.insync.replicas=2. Prints:
+- messages/s and MB/s acknowledged, p50/p99 latency from produce() to the
+  delivery report;
+- for each of ``--kills`` rounds: the time from SIGKILL of partition 0's
+  leader to the next acknowledged write to partition 0 (then the node is
+  restarted and the cluster is let to heal).
+The cluster carries the label chaoskraft=1 and is removed at the end.
+"""
+import argparse
+import statistics
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from harness.backends.docker_backend import DockerCluster  # noqa: E402
+from harness.images import build_images  # noqa: E402
+
+TOPIC = "bench"
+PARTITIONS = 6
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else float("nan")
+
+
+def metadata(bootstrap):
+    md = AdminClient({"bootstrap.servers": bootstrap, "error_cb": lambda e: None}).list_topics(
+        TOPIC, timeout=10)
+    t = md.topics[TOPIC]
+    return len(md.brokers), {p.id: (p.leader, list(p.replicas), list(p.isrs))
+                             for p in t.partitions.values()} if t.error is None else {}
+
+
+def wait_healthy(bootstrap, timeout_s=120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            n, parts = metadata(bootstrap)
+            if n == 5 and len(parts) == PARTITIONS and all(
+                    sorted(i) == sorted(r) for _, r, i in parts.values()):
+                return parts
+        except Exception:  # noqa: BLE001 - still starting
+            pass
+        time.sleep(0.3)
+    raise TimeoutError("cluster did not become healthy")
+
+
+class Load:
+    """A producer sending continuously; records send and ack times."""
+
+    def __init__(self, bootstrap, size):
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                           "linger.ms": 5, "error_cb": lambda e: None})
+        self.payload = b"x" * size
+        self.latencies = []
+        self.acks = []  # (time, partition)
+        self.errors = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self):
+        i = 0
+        while not self.stop.is_set():
+            sent = time.perf_counter()
+
+            def cb(err, msg, sent=sent):
+                now = time.perf_counter()
+                if err is None:
+                    self.latencies.append(now - sent)
+                    self.acks.append((time.monotonic(), msg.partition()))
+                else:
+                    self.errors += 1
+            try:
+                self.p.produce(TOPIC, value=self.payload, partition=i % PARTITIONS, on_delivery=cb)
+                i += 1
+            except BufferError:
+                self.p.poll(0.01)
+            self.p.poll(0)
+        self.p.flush(120)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--kills", type=int, default=3)
+    args = ap.parse_args()
+    image = build_images(log=lambda m: None)
+    cluster = DockerCluster("b" + uuid.uuid4().hex[:7], image, nodes=5, controllers=3,
+                            log=lambda m: None)
+    try:
+        cluster.up()
+        bootstrap = ",".join(f"{n.address}:9092" for n in cluster.nodes)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                admin = AdminClient({"bootstrap.servers": bootstrap, "error_cb": lambda e: None})
+                admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={
+                    "min.insync.replicas": "2"})])[TOPIC].result(30)
+                break
+            except Exception:  # noqa: BLE001 - brokers still registering
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        wait_healthy(bootstrap)
+        with Load(bootstrap, args.size) as load:
+            time.sleep(2)  # warm-up
+            n0, t0 = len(load.latencies), time.monotonic()
+            time.sleep(args.seconds)
+            n1, t1 = len(load.latencies), time.monotonic()
+            window = load.latencies[n0:n1]
+        rate = (n1 - n0) / (t1 - t0)
+        print(f"produce, acks=all, RF=3, min ISR 2, {args.size} B messages, idempotent, "
+              f"{args.seconds:.0f} s: {rate:,.0f} msg/s, {rate * args.size / 1e6:.2f} MB/s, "
+              f"p50 {pct(window, 0.5):.1f} ms, p99 {pct(window, 0.99):.1f} ms, "
+              f"errors {load.errors}")
+        for k in range(args.kills):
+            parts = wait_healthy(bootstrap)
+            victim = parts[0][0]
+            with Load(bootstrap, args.size) as load:
+                time.sleep(2)
+                killed = time.monotonic()
+                cluster.kill_node(victim)
+                deadline = killed + 120
+                while time.monotonic() < deadline and not any(
+                        t > killed and p == 0 for t, p in load.acks[-5000:]):
+                    time.sleep(0.05)
+                after = next((t for t, p in load.acks if t > killed and p == 0), None)
+                cluster.start_node(victim)
+            took = f"{after - killed:.2f} s" if after else "no ack within 120 s"
+            print(f"kill {k + 1}: SIGKILL of node {victim} (leader of {TOPIC}-0) -> next acked "
+                  f"write to {TOPIC}-0 after {took}")
+        return 0
+    finally:
+        cluster.down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

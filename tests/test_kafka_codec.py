@@ -1,0 +1,111 @@
+"""The Kafka codec against bytes written out by hand from Kafka's protocol guide."""
+import struct
+
+import pytest
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.metadata import MetadataResponse
+
+from node_image import kafka_codec as kc
+from node_image import records
+
+
+def string(s: str | None) -> bytes:
+    if s is None:
+        return b"\xff\xff"
+    return struct.pack(">h", len(s)) + s.encode()
+
+
+def header(api_key: int, version: int, correlation_id: int, client_id: str) -> bytes:
+    return struct.pack(">hhi", api_key, version, correlation_id) + string(client_id)
+
+
+def test_api_versions_v0_request_decodes():
+    frame = header(18, 0, 7, "golden")
+    req = kc.decode_request(frame)
+    assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == (18, 0, 7, "golden")
+
+
+def test_api_versions_v0_response_bytes():
+    req = kc.decode_request(header(18, 0, 7, "golden"))
+    out = kc.encode_response(req, kc.api_versions_body(0))
+    keys = sorted(kc.SUPPORTED.items())
+    body = struct.pack(">ihi", 7, 0, len(keys))  # correlation id, error, array length
+    body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi, _, _) in keys)
+    assert out == struct.pack(">i", len(body)) + body
+    assert (0, 3, 8) in [(k, lo, hi) for k, (lo, hi, _, _) in keys]  # Produce v3-8
+
+
+def test_produce_v3_request_decodes_with_records_as_sent():
+    batch = records.build_batch(0, 0, [(b"k", b"v")], 1234)
+    frame = header(0, 3, 9, "p")
+    frame += string(None) + struct.pack(">hi", -1, 1000)  # transactional id, acks, timeout
+    frame += struct.pack(">i", 1) + string("t")  # one topic
+    frame += struct.pack(">i", 1) + struct.pack(">i", 2)  # one partition: index 2
+    frame += struct.pack(">i", len(batch)) + batch
+    req = kc.decode_request(frame)
+    body = req.body
+    assert (body.acks, body.timeout_ms, body.transactional_id) == (-1, 1000, None)
+    [td] = body.topic_data
+    [pd] = td.partition_data
+    assert (td.name, pd.index, bytes(pd.records)) == ("t", 2, batch)
+
+
+def test_metadata_v1_response_bytes():
+    req = kc.decode_request(header(3, 1, 5, "m") + struct.pack(">i", -1))  # topics null: all
+    assert req.body.topics is None
+    R = MetadataResponse[1]
+    T = R.MetadataResponseTopic
+    resp = R(brokers=[R.MetadataResponseBroker(node_id=1, host="h", port=9092, rack=None)],
+             controller_id=1, topics=[T(error_code=0, name="t", is_internal=False, partitions=[
+                 T.MetadataResponsePartition(error_code=0, partition_index=0, leader_id=1,
+                                             replica_nodes=[1, 2], isr_nodes=[1])])])
+    out = kc.encode_response(req, resp)
+    body = struct.pack(">i", 5)
+    body += struct.pack(">i", 1) + struct.pack(">i", 1) + string("h") + struct.pack(">i", 9092) + string(None)
+    body += struct.pack(">i", 1)  # controller id
+    body += struct.pack(">i", 1) + struct.pack(">h", 0) + string("t") + b"\x00"  # topic, not internal
+    body += struct.pack(">i", 1) + struct.pack(">hii", 0, 0, 1)  # partition: error, index, leader
+    body += struct.pack(">iii", 2, 1, 2) + struct.pack(">ii", 1, 1)  # replicas [1,2], isr [1]
+    assert out == struct.pack(">i", len(body)) + body
+
+
+def test_fetch_v4_response_bytes_carry_stored_batches_unchanged():
+    batch = records.build_batch(10, 3, [(None, b"x")], 99)
+    req = kc.decode_request(header(1, 4, 11, "f") + struct.pack(">iiiib", -1, 500, 1, 1 << 20, 0)
+                            + struct.pack(">i", 0))  # no topics
+    R = FetchResponse[4]
+    T = R.FetchableTopicResponse
+    resp = R(throttle_time_ms=0, responses=[T(topic="t", partitions=[T.PartitionData(
+        partition_index=0, error_code=0, high_watermark=11, last_stable_offset=11,
+        aborted_transactions=[], records=batch)])])
+    out = kc.encode_response(req, resp)
+    body = struct.pack(">ii", 11, 0)  # correlation id, throttle
+    body += struct.pack(">i", 1) + string("t") + struct.pack(">i", 1)
+    body += struct.pack(">ihqq", 0, 0, 11, 11) + struct.pack(">i", 0)  # no aborted txns
+    body += struct.pack(">i", len(batch)) + batch
+    assert out == struct.pack(">i", len(body)) + body
+
+
+def test_newer_api_versions_gets_a_v0_answer_with_unsupported_version():
+    frame = header(18, 9, 3, "new")
+    with pytest.raises(kc.RequestError) as e:
+        kc.decode_request(frame)
+    resp = e.value.response
+    assert resp is not None
+    corr, error = struct.unpack_from(">ih", resp, 4)
+    assert (corr, error) == (3, kc.UNSUPPORTED_VERSION)
+
+
+@pytest.mark.parametrize("frame, words", [
+    (header(57, 0, 1, "x"), "unknown api key 57"),
+    (header(0, 2, 1, "x"), "Produce v2 is not supported"),
+    (header(1, 11, 1, "x")[:6], "needs 8 bytes"),
+    (header(3, 1, 1, "x") + b"\x00", "malformed Metadata v1"),
+    # a Produce whose topic array length is -1 (null), which Kafka's schema forbids
+    (header(0, 3, 1, "x") + string(None) + struct.pack(">hii", 1, 10, -1), "topic_data is null"),
+])
+def test_bad_requests_name_what_is_wrong_and_get_no_answer(frame, words):
+    with pytest.raises(kc.RequestError) as e:
+        kc.decode_request(frame)
+    assert words in str(e.value)
+    assert e.value.response is None

@@ -1,0 +1,229 @@
+"""The data plane's pure parts: metadata image and deltas, replication control (placement,
+elections, AlterPartition), partitions (HW, ISR rules, truncation) and producer state."""
+import dataclasses
+
+import pytest
+
+from node_image import messages as m
+from node_image import metadata_records as mr
+from node_image import records
+from node_image import replication_control as rc
+from node_image.broker.partition import Partition
+from node_image.broker.producer_state import ProducerStateManager
+from node_image.log import OffsetAndEpoch
+from node_image.metadata_image import MetadataDelta, MetadataImage
+from node_image.sim.disk import SimDisk
+
+
+def image_with(records_, base=None) -> MetadataImage:
+    delta = MetadataDelta(base or MetadataImage())
+    for r in records_:
+        delta.replay(r)
+    return delta.apply(len(records_))
+
+
+def brokers(*ids, fenced=()):
+    return [mr.RegisterBrokerRecord(b, f"inc{b}", 10 + b, (("PLAINTEXT", f"h{b}", 9092),), None,
+                                    b in fenced, False) for b in ids]
+
+
+def cluster_image(n=5, fenced=()):
+    return image_with(brokers(*range(1, n + 1), fenced=fenced))
+
+
+def with_topic(image, name="t", partitions=6, rf=3, configs=()):
+    recs, results = rc.create_topics(image, [(name, partitions, rf, tuple(configs))], salt=1)
+    assert [r.error for r in results] == [m.NONE], results
+    return image_with(recs, image)
+
+
+def test_delta_leaves_the_old_image_untouched_and_snapshots_rebuild_the_image():
+    base = with_topic(cluster_image())
+    reg = base.partition("t", 0)
+    change = mr.PartitionChangeRecord(0, base.topics["t"].topic_id, reg.isr[:2], reg.isr[1])
+    after = image_with([change], base)
+    assert base.partition("t", 0) == reg, "the published image changed"
+    p = after.partition("t", 0)
+    assert (p.leader, p.leader_epoch, p.partition_epoch, p.isr) == (
+        reg.isr[1], reg.leader_epoch + 1, reg.partition_epoch + 1, reg.isr[:2])
+    rebuilt = image_with(after.records())
+    assert rebuilt.records() == after.records()
+    for r in after.records():
+        assert mr.decode(mr.encode(r)) == r
+
+
+def test_placement_is_striped_over_unfenced_brokers():
+    image = with_topic(cluster_image(fenced=(5,)), partitions=8, rf=3)
+    regs = [image.partition("t", p) for p in range(8)]
+    assert all(5 not in r.replicas for r in regs)
+    assert all(r.leader == r.replicas[0] and r.isr == r.replicas for r in regs)
+    leaders = [r.leader for r in regs]
+    assert sorted(set(leaders)) == [1, 2, 3, 4], "leadership spread over every usable broker"
+    assert all(len(set(r.replicas)) == 3 for r in regs)
+
+
+@pytest.mark.parametrize("row, code, words", [
+    (("bad name!", 1, 1, ()), m.INVALID_TOPIC_EXCEPTION, "not legal"),
+    (("t", 0, 1, ()), m.INVALID_PARTITIONS, "must be positive"),
+    (("t", 1, 6, ()), m.INVALID_REPLICATION_FACTOR, "larger than the 5 available"),
+    (("t", 1, 3, (("min.insync.replicas", "4"),)), m.INVALID_CONFIG, "larger than the replication"),
+    (("t", 1, 3, (("retention.bytez", "1"),)), m.INVALID_CONFIG, "unknown topic config"),
+    (("t", 1, 3, (("unclean.leader.election.enable", "yes"),)), m.INVALID_CONFIG, "invalid value"),
+])
+def test_create_topics_refuses_bad_requests_with_a_reason(row, code, words):
+    recs, [result] = rc.create_topics(cluster_image(), [row], salt=1)
+    assert recs == [] and result.error == code and words in result.message
+
+
+def test_create_topic_twice_is_topic_already_exists():
+    image = with_topic(cluster_image())
+    _, [result] = rc.create_topics(image, [("t", 1, 1, ())], salt=2)
+    assert result.error == m.TOPIC_ALREADY_EXISTS
+
+
+def fence(image, broker):
+    b = image.brokers[broker]
+    change = mr.BrokerRegistrationChangeRecord(broker, b.broker_epoch, mr.FENCE, 0)
+    fenced = image_with([change], image)
+    return image_with(rc.broker_unavailable(fenced, broker), fenced)
+
+
+def test_fencing_the_leader_elects_from_the_isr_and_shrinks_it():
+    image = with_topic(cluster_image(), partitions=1)
+    reg = image.partition("t", 0)
+    after = fence(image, reg.leader)
+    p = after.partition("t", 0)
+    assert p.leader == reg.replicas[1] and p.isr == reg.replicas[1:]
+    assert p.leader_epoch == reg.leader_epoch + 1
+
+
+def test_fencing_the_last_isr_member_leaves_no_leader_but_keeps_it_in_the_isr():
+    image = with_topic(cluster_image(), partitions=1)
+    order = image.partition("t", 0).replicas
+    for b in order:
+        image = fence(image, b)
+    p = image.partition("t", 0)
+    assert p.leader == mr.NO_LEADER and p.isr == (order[-1],)
+    # Unfencing a replica that is not in the ISR elects nobody (clean elections only)...
+    first = order[0]
+    b = image.brokers[first]
+    image = image_with([mr.BrokerRegistrationChangeRecord(first, b.broker_epoch, mr.UNFENCE, 0)], image)
+    assert rc.elect_leaderless(image) == []
+    # ...unless the topic allows unclean elections.
+    cfg = mr.ConfigRecord(2, "t", "unclean.leader.election.enable", "true")
+    unclean = image_with([cfg], image)
+    [change] = rc.elect_leaderless(unclean)
+    assert (change.leader, change.isr) == (first, (first,))
+
+
+def test_preferred_election_moves_leadership_back():
+    image = with_topic(cluster_image(), partitions=1)
+    reg = image.partition("t", 0)
+    topic_id = image.topics["t"].topic_id
+    moved = image_with([mr.PartitionChangeRecord(0, topic_id, None, reg.replicas[1])], image)
+    [change] = rc.elect_preferred(moved)
+    assert change.leader == reg.replicas[0]
+
+
+def alter(image, **kw):
+    reg = image.partition("t", 0)
+    b = image.brokers[reg.leader]
+    req = m.AlterPartitionRequest(1, reg.leader, b.broker_epoch, "t", 0, reg.leader_epoch,
+                                  reg.isr, reg.partition_epoch)
+    return rc.alter_partition(image, dataclasses.replace(req, **kw))
+
+
+def test_alter_partition_validation():
+    image = with_topic(cluster_image(), partitions=1)
+    reg = image.partition("t", 0)
+    leader, f1, f2 = reg.replicas
+    assert alter(image, new_isr=(leader, f1))[0] == m.NONE
+    assert alter(image, broker_epoch=1)[0] == m.STALE_BROKER_EPOCH
+    assert alter(image, partition_epoch=reg.partition_epoch + 1)[0] == m.INVALID_UPDATE_VERSION
+    assert alter(image, leader_epoch=reg.leader_epoch + 1)[0] == m.NOT_LEADER_OR_FOLLOWER
+    assert alter(image, new_isr=(f1, f2))[0] == m.INVALID_REQUEST, "ISR without the leader"
+    outsider = next(b for b in image.brokers if b not in reg.replicas)
+    assert alter(image, new_isr=(leader, outsider))[0] == m.INVALID_REQUEST
+    shrunk = image_with(alter(image, new_isr=(leader,))[1], image)
+    fenced = image_with([mr.BrokerRegistrationChangeRecord(
+        f1, image.brokers[f1].broker_epoch, mr.FENCE, 0)], shrunk)
+    assert alter(fenced, new_isr=(leader, f1),
+                 partition_epoch=shrunk.partition("t", 0).partition_epoch)[0] == m.INELIGIBLE_REPLICA
+
+
+# ------------------------------------------------------------------ partitions
+
+def make_partition(disk, node=1, hw=0):
+    return Partition(node, "t", 0, disk, "/data", 1 << 20, hw, lambda msg: None)
+
+
+def lead(part, replicas=(1, 2, 3), isr=(1, 2, 3), epoch=0, pepoch=0, now=0):
+    from node_image.metadata_image import PartitionRegistration
+    return part.apply_registration(PartitionRegistration(replicas, isr, replicas[0], epoch, pepoch), now)
+
+
+def batch(n=1):
+    return records.build_batch(0, 0, [(None, b"v")] * n, 1)
+
+
+def test_hw_is_the_minimum_leo_of_the_isr_and_waits_for_min_isr():
+    part = make_partition(SimDisk())
+    assert lead(part) == "leader"
+    for _ in range(3):
+        part.append_as_leader(batch(), 1 << 62)
+    assert part.log.end_offset == 3
+    assert not part.maybe_increment_hw(2), "followers have fetched nothing"
+    part.remote[2].update_fetch_state(3, 3, 10)
+    part.remote[3].update_fetch_state(1, 3, 10)
+    assert part.maybe_increment_hw(2) and part.high_watermark == 1
+    part.isr = (1,)  # the controller shrank the ISR below min.insync.replicas
+    part.remote[3].update_fetch_state(3, 3, 11)
+    assert not part.maybe_increment_hw(2) and part.high_watermark == 1
+    part.isr = (1, 3)
+    assert part.maybe_increment_hw(2) and part.high_watermark == 3
+
+
+def test_isr_shrink_and_expand_rules():
+    part = make_partition(SimDisk())
+    lead(part, now=0)
+    part.append_as_leader(batch(), 1 << 62)
+    part.remote[2].update_fetch_state(1, 1, 100)  # caught up at 100
+    assert part.out_of_sync_replicas(30_050, 30_000) == [3]
+    part.isr = (1, 2)
+    part.remote[3].update_fetch_state(1, 1, 200)
+    assert part.caught_up_outside_isr() == [3]
+
+
+def test_follower_truncates_where_the_logs_diverge():
+    part = make_partition(SimDisk(), node=2)
+    assert lead(part, replicas=(1, 2, 3)) == "follower"
+    b0 = records.build_batch(0, 0, [(None, b"a")] * 2, 1)
+    b1 = records.build_batch(2, 1, [(None, b"b")] * 2, 1)
+    part.append_as_follower(b0 + b1, 2, 1 << 62)
+    assert (part.log.end_offset, part.high_watermark) == (4, 2)
+    # The new leader's epoch 1 ended at offset 3: cut our offset 3 away.
+    assert part.truncate_to_diverging(OffsetAndEpoch(3, 1)) == 2  # whole batches only
+    assert part.log.end_offset == 2 and part.high_watermark == 2
+
+
+def test_producer_state_dedups_the_last_five_batches_and_refuses_gaps():
+    ps = ProducerStateManager()
+
+    def hdr(seq, n=1, epoch=0, pid=7, base=0):
+        return records.parse_header(records.build_batch(
+            base, 0, [(None, b"x")] * n, 1, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
+    offset = 0
+    for seq in range(0, 12, 2):
+        h = hdr(seq, n=2, base=offset)
+        assert ps.check(h) == (m.NONE, None)
+        ps.update(h)
+        offset += 2
+    error, dup = ps.check(hdr(8, n=2))
+    assert error == m.NONE and (dup.first_offset, dup.last_offset) == (8, 9)
+    assert ps.check(hdr(0, n=2)) == (m.OUT_OF_ORDER_SEQUENCE_NUMBER, None), "older than five batches"
+    assert ps.check(hdr(13)) == (m.OUT_OF_ORDER_SEQUENCE_NUMBER, None), "a gap"
+    assert ps.check(hdr(12)) == (m.NONE, None)
+    assert ps.check(hdr(12, epoch=1)) == (m.OUT_OF_ORDER_SEQUENCE_NUMBER, None)
+    assert ps.check(hdr(0, epoch=1)) == (m.NONE, None), "a new epoch starts at 0"
+    ps.update(hdr(0, epoch=1, base=offset))
+    assert ps.check(hdr(1, epoch=0)) == (m.INVALID_PRODUCER_EPOCH, None)
