@@ -4,11 +4,13 @@
 
 confluent-kafka (librdkafka) producer, acks=all, idempotence on, a topic of 6
 partitions with replication factor 3 and min.insync.replicas=2. Prints:
-- messages/s and MB/s acknowledged, p50/p99 latency from produce() to the
-  delivery report;
+- throughput: messages/s and MB/s acknowledged with the producer sending as
+  fast as it can (latency then is mostly time queued in the client);
+- latency: p50/p99 from produce() to the delivery report at a fixed rate of
+  ``--rate`` messages/s;
 - for each of ``--kills`` rounds: the time from SIGKILL of partition 0's
-  leader to the next acknowledged write to partition 0 (then the node is
-  restarted and the cluster is let to heal).
+  leader to the acknowledgement of the first write to partition 0 *sent
+  after* the kill (then the node is restarted and the cluster heals).
 The cluster carries the label chaoskraft=1 and is removed at the end.
 """
 import argparse
@@ -61,26 +63,32 @@ def wait_healthy(bootstrap, timeout_s=120):
 class Load:
     """A producer sending continuously; records send and ack times."""
 
-    def __init__(self, bootstrap, size):
+    def __init__(self, bootstrap, size, rate=None):
+        self.rate = rate
         self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                            "linger.ms": 5, "error_cb": lambda e: None})
         self.payload = b"x" * size
         self.latencies = []
-        self.acks = []  # (time, partition)
+        self.acks = []  # (ack time, send time, partition)
         self.errors = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run)
 
     def _run(self):
         i = 0
+        start = time.monotonic()
         while not self.stop.is_set():
+            if self.rate and i > (time.monotonic() - start) * self.rate:
+                self.p.poll(0.001)
+                continue
             sent = time.perf_counter()
+            sent_mono = time.monotonic()
 
-            def cb(err, msg, sent=sent):
+            def cb(err, msg, sent=sent, sent_mono=sent_mono):
                 now = time.perf_counter()
                 if err is None:
                     self.latencies.append(now - sent)
-                    self.acks.append((time.monotonic(), msg.partition()))
+                    self.acks.append((time.monotonic(), sent_mono, msg.partition()))
                 else:
                     self.errors += 1
             try:
@@ -105,6 +113,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--kills", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=2000, help="messages/s for the latency pass")
     args = ap.parse_args()
     image = build_images(log=lambda m: None)
     cluster = DockerCluster("b" + uuid.uuid4().hex[:7], image, nodes=5, controllers=3,
@@ -131,22 +140,31 @@ def main() -> int:
             n1, t1 = len(load.latencies), time.monotonic()
             window = load.latencies[n0:n1]
         rate = (n1 - n0) / (t1 - t0)
-        print(f"produce, acks=all, RF=3, min ISR 2, {args.size} B messages, idempotent, "
-              f"{args.seconds:.0f} s: {rate:,.0f} msg/s, {rate * args.size / 1e6:.2f} MB/s, "
-              f"p50 {pct(window, 0.5):.1f} ms, p99 {pct(window, 0.99):.1f} ms, "
-              f"errors {load.errors}")
+        print(f"throughput: acks=all, RF=3, min ISR 2, {args.size} B messages, idempotent, "
+              f"{args.seconds:.0f} s flat out: {rate:,.0f} msg/s, {rate * args.size / 1e6:.2f} MB/s "
+              f"(p50 {pct(window, 0.5):.1f} ms, p99 {pct(window, 0.99):.1f} ms incl. client "
+              f"queueing), errors {load.errors}")
+        with Load(bootstrap, args.size, args.rate) as load:
+            time.sleep(2)
+            n0 = len(load.latencies)
+            time.sleep(args.seconds)
+            window = load.latencies[n0:]
+        print(f"latency at {args.rate:,.0f} msg/s: p50 {pct(window, 0.5):.1f} ms, "
+              f"p99 {pct(window, 0.99):.1f} ms ({len(window)} messages), errors {load.errors}")
         for k in range(args.kills):
             parts = wait_healthy(bootstrap)
             victim = parts[0][0]
-            with Load(bootstrap, args.size) as load:
+            with Load(bootstrap, args.size, args.rate) as load:
                 time.sleep(2)
+                cluster.kill_node(victim)  # returns once the process is dead
                 killed = time.monotonic()
-                cluster.kill_node(victim)
+
+                def first_after():
+                    return next((t for t, sent, p in load.acks if sent > killed and p == 0), None)
                 deadline = killed + 120
-                while time.monotonic() < deadline and not any(
-                        t > killed and p == 0 for t, p in load.acks[-5000:]):
+                while time.monotonic() < deadline and first_after() is None:
                     time.sleep(0.05)
-                after = next((t for t, p in load.acks if t > killed and p == 0), None)
+                after = first_after()
                 cluster.start_node(victim)
             took = f"{after - killed:.2f} s" if after else "no ack within 120 s"
             print(f"kill {k + 1}: SIGKILL of node {victim} (leader of {TOPIC}-0) -> next acked "

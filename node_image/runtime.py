@@ -262,7 +262,7 @@ class NodeRuntime:
                     req = kc.decode_request(body)
                 except kc.RequestError as exc:
                     if exc.response is not None:  # answered; the client goes on
-                        logger.info("Kafka client %s: %s", conn.peer, exc)
+                        logger.debug("Kafka client %s: %s", conn.peer, exc)
                         writer.write(exc.response)
                         await writer.drain()
                         continue
@@ -273,6 +273,8 @@ class NodeRuntime:
                 self._after_input()
                 await conn.answered.wait()
                 await writer.drain()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass  # the client went away, or the node is stopping
         except (m.MessageError, ConnectionError) as exc:
             logger.warning("closing Kafka connection from %s: %s", conn.peer, exc)
         finally:
@@ -301,6 +303,8 @@ class NodeRuntime:
                 if not type(msg).__name__.endswith("Request"):
                     raise m.MessageError(f"{type(msg).__name__} is not a request")
                 self.deliver(conn, msg)
+        except asyncio.CancelledError:
+            pass  # the node is stopping
         except (m.MessageError, ConnectionError) as exc:
             logger.warning("closing connection from %s: %s", conn.peer, exc)
         finally:

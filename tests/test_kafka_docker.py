@@ -236,13 +236,13 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
     victim = partitions(cluster, topic)[0][0]
     acked, failed = {}, []
     stop = threading.Event()
-    acked_times = defaultdict(list)  # partition -> ack times (monotonic)
+    acked_times = defaultdict(list)  # partition -> (ack time, send time), monotonic
 
     def produce():
-        def on_delivery(err, msg):
+        def on_delivery(err, msg, sent):
             if err is None:
                 acked[msg.value().decode()] = (msg.partition(), msg.offset())
-                acked_times[msg.partition()].append(time.monotonic())
+                acked_times[msg.partition()].append((time.monotonic(), sent))
             else:
                 failed.append(err)
         p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
@@ -250,8 +250,9 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
                       "message.timeout.ms": 120_000})
         i = 0
         while not stop.is_set():
+            sent = time.monotonic()
             p.produce(topic, value=f"kill-{i}".encode(), partition=i % PARTITIONS,
-                      on_delivery=on_delivery)
+                      on_delivery=lambda err, msg, sent=sent: on_delivery(err, msg, sent))
             i += 1
             p.poll(0.002)
         assert p.flush(180) == 0
@@ -262,8 +263,9 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
         cluster.kill_node(victim)  # SIGKILL of the node process
         killed_at = time.monotonic()
         print(f"SIGKILLed node {victim}, the leader of {topic}-0, after {len(acked)} acks")
-        next_ack = wait_until("an acknowledged write to partition 0 after the kill", lambda: next(
-            (x for x in acked_times[0] if x > killed_at), None), timeout_s=120)
+        next_ack = wait_until("an acknowledged write to partition 0 sent after the kill",
+                              lambda: next((t for t, sent in acked_times[0] if sent > killed_at),
+                                           None), timeout_s=120)
         new_leader = partitions(cluster, topic)[0][0]
         print(f"{topic}-0 writable again after {next_ack - killed_at:.2f} s "
               f"(new leader {new_leader})")
