@@ -60,6 +60,7 @@ def cmd_run(args) -> int:
         "nemesis": None if args.nemesis is None else [p for p in args.nemesis.split(",") if p],
         "bugs": args.bug or None, "backend": args.backend, "engine": args.engine,
         "spark_master": args.spark_master, "test": args.test, "results_dir": args.results_dir,
+        "workload": args.workload,
     }
     cfg = resolve(campaign, overrides)
     return run(cfg)
@@ -140,12 +141,12 @@ def cmd_cluster(args) -> int:
 
 def cmd_bugs(args) -> int:
     rows = [{"name": b.name, "layer": b.layer, "rule": b.rule, "description": b.description,
-             "detected_by": list(b.expected)} for b in BUGS.values()]
+             "detected_by": list(b.expected), "workload": b.workload} for b in BUGS.values()]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         for r in rows:
-            print(f"{r['name']:<24} {r['layer']:<11} breaks: {r['rule']}")
+            print(f"{r['name']:<24} {r['layer']:<11} {r['workload']:<9} breaks: {r['rule']}")
     return 0
 
 
@@ -197,7 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--controllers", type=int, help="of which controllers (default 3)")
     r.add_argument("--concurrency", type=int, help="client processes (default 5)")
     r.add_argument("--rate", type=float, help="operations per second per client (default 10)")
-    r.add_argument("--nemesis", help="comma-separated packages: partition,kill (default both; '' none)")
+    r.add_argument("--workload", choices=["register", "queue"],
+                   help="register (default) or queue (real Kafka clients)")
+    r.add_argument("--nemesis", help="comma-separated packages: partition,kill,power-loss "
+                                     "(default partition,kill; '' none)")
     r.add_argument("--bug", type=_bug, action="append", help="enable a planted bug on every node")
     r.add_argument("--backend", choices=["docker", "ssh"])
     r.add_argument("--engine", choices=["spark", "local"])

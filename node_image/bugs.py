@@ -1,9 +1,10 @@
 """Planted bugs: node options, off by default, each breaking one safety rule.
 
 They exist to prove that chaoskraft's checkers catch what they claim to
-catch: the simulator must report every one of them, and later the Docker
-harness too. ``expected`` lists the invariants (or checker) that report the
-bug; the first is the one the rule directly protects.
+catch: the simulator must report the Raft and controller ones, the Docker
+queue campaigns the broker ones. ``expected`` lists the invariants or
+anomaly classes that report the bug; the first is the one the rule directly
+protects.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class Bug:
     rule: str
     description: str
     expected: tuple[str, ...]
+    workload: str = "register"  # what proves it: the simulator's register runs, or queue campaigns
 
 
 BUGS: dict[str, Bug] = {b.name: b for b in (
@@ -59,6 +61,33 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "The active controller acknowledges a register write as soon as it is appended to "
         "its own log.",
         ("Linearizability",)),
+    Bug("ack-before-replication", "broker",
+        "acks=all is answered only once the high watermark passes the batch",
+        "The partition leader answers an acks=all produce as soon as the batch is in its "
+        "own log, so a leader that dies before its followers fetched it loses an "
+        "acknowledged write.",
+        ("lost-write", "unseen", "inconsistent-offsets", "durability"), workload="queue"),
+    Bug("hw-ignores-isr", "broker",
+        "the high watermark is the smallest log end offset in the ISR",
+        "The leader sets the high watermark to its own log end offset, so consumers read, "
+        "and acks=all acknowledges, records no follower has.",
+        ("lost-write", "inconsistent-offsets", "unseen", "durability"), workload="queue"),
+    Bug("skip-epoch-truncation", "broker",
+        "a follower truncates where its log diverges from the leader's (leader epochs)",
+        "The leader serves a follower from its fetch offset without comparing leader "
+        "epochs, so a follower keeps records a deposed leader never committed and the "
+        "replicas' logs diverge at the same offsets.",
+        ("inconsistent-offsets", "lost-write", "duplicate"), workload="queue"),
+    Bug("unclean-election", "controller",
+        "only an ISR member becomes leader unless the topic allows unclean elections",
+        "When a partition needs a new leader the controller takes the first live replica, "
+        "in the ISR or not, although unclean.leader.election.enable is false.",
+        ("lost-write", "inconsistent-offsets", "durability"), workload="queue"),
+    Bug("fetch-above-hw", "broker",
+        "consumers only read records below the high watermark",
+        "Consumer fetches are served up to the leader's log end offset, so a consumer can "
+        "read a record that is later truncated away.",
+        ("inconsistent-offsets", "G1a", "lost-write"), workload="queue"),
 )}
 
 

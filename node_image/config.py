@@ -37,6 +37,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | auto.leader.rebalance.enable | true | move leadership back to preferred replicas |
 | leader.imbalance.check.interval.seconds | 300 | how often |
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
+| chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
 """
 from __future__ import annotations
@@ -105,6 +106,7 @@ class NodeConfig:
     snapshot_max_bytes: int = 20 * 1024 * 1024
     idle_interval_ms: int = 500
     bugs: frozenset[str] = frozenset()
+    power_loss: bool = False
 
     @property
     def is_voter(self) -> bool:
@@ -137,7 +139,8 @@ _INT_KEYS = {
     "leader.imbalance.check.interval.seconds": ("broker", "leader_imbalance_check_interval_ms"),
     "request.timeout.ms": ("broker", "request_timeout_ms"),
 }
-_BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance"}
+_BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
+              "chaoskraft.power.loss.enable": "power_loss"}
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
     "log.dirs", "chaoskraft.bugs"}
@@ -241,7 +244,7 @@ def load_config(props: dict[str, str]) -> NodeConfig:
         if key in props:
             if props[key] not in ("true", "false"):
                 raise ConfigError(f"{key}: {props[key]!r} is not true or false")
-            kw["broker"][name] = props[key] == "true"
+            kw[None if name == "power_loss" else "broker"][name] = props[key] == "true"
     kw["broker"]["advertised"] = advertised["PLAINTEXT"]
     kw["broker"]["internal_port"] = listener[1]
     return NodeConfig(node_id=node_id, voters=voters, log_dir=props["log.dirs"], roles=roles,

@@ -95,6 +95,7 @@ class QuorumController:
         self.idle_interval_ms = options.idle_interval_ms
         self.snapshot_max_bytes = options.snapshot_max_bytes
         self.bugs = bugs
+        self._unclean = "unclean-election" in bugs
         self.outbox = outbox
         self.can_lead = can_lead
         self._on_event = on_event or (lambda msg: None)
@@ -268,7 +269,7 @@ class QuorumController:
 
     def _fence_records(self, broker_id: int, broker_epoch: int) -> list:
         change = mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, mr.FENCE, 0)
-        return [change] + rc.broker_unavailable(self._replayed([change]), broker_id)
+        return [change] + rc.broker_unavailable(self._replayed([change]), broker_id, self._unclean)
 
     def handle_broker_registration(self, src, req: m.BrokerRegistrationRequest, now: int) -> None:
         def answer(error: int, epoch: int = -1):
@@ -293,7 +294,7 @@ class QuorumController:
                                          tuple(req.endpoints), req.rack, True, False)
         records = [record]
         if existing is not None and existing.eligible:
-            records += rc.broker_unavailable(self._replayed(records), req.broker_id)
+            records += rc.broker_unavailable(self._replayed(records), req.broker_id, self._unclean)
         self._last_contact_ms[req.broker_id] = now
         self._on_event(f"broker {req.broker_id} registered with epoch {epoch} "
                        f"(incarnation {req.incarnation_id})")
@@ -316,14 +317,22 @@ class QuorumController:
         caught_up = req.current_metadata_offset >= reg.broker_epoch
         records: list = []
         if req.want_shutdown:
-            if not reg.fenced and not reg.in_controlled_shutdown:
-                change = mr.BrokerRegistrationChangeRecord(req.broker_id, reg.broker_epoch,
-                                                           mr.NO_FENCING_CHANGE, 1)
-                records = [change] + rc.broker_unavailable(self._replayed([change]), req.broker_id)
-                self._on_event(f"broker {req.broker_id} begins controlled shutdown")
+            if not reg.fenced:
+                if not reg.in_controlled_shutdown:
+                    change = mr.BrokerRegistrationChangeRecord(req.broker_id, reg.broker_epoch,
+                                                               mr.NO_FENCING_CHANGE, 1)
+                    records = [change] + rc.broker_unavailable(self._replayed([change]),
+                                                               req.broker_id, self._unclean)
+                    self._on_event(f"broker {req.broker_id} begins controlled shutdown")
+                if not rc.leads_any(self._replayed(records), req.broker_id):
+                    # Done: fence it and end its session, so its next incarnation registers at once.
+                    records.append(mr.BrokerRegistrationChangeRecord(
+                        req.broker_id, reg.broker_epoch, mr.FENCE, 0))
+                    self._last_contact_ms.pop(req.broker_id, None)
+                    self._on_event(f"broker {req.broker_id} finished controlled shutdown: fenced")
         elif reg.fenced and caught_up and not req.want_fence:
             change = mr.BrokerRegistrationChangeRecord(req.broker_id, reg.broker_epoch, mr.UNFENCE, 0)
-            records = [change] + rc.elect_leaderless(self._replayed([change]))
+            records = [change] + rc.elect_leaderless(self._replayed([change]), self._unclean)
             self._on_event(f"unfencing broker {req.broker_id}")
         elif req.want_fence and not reg.fenced:
             records = self._fence_records(req.broker_id, reg.broker_epoch)

@@ -4,6 +4,9 @@ Storage code (log segments, snapshots, quorum-state, meta.properties) does
 all of its I/O through a :class:`FileSystem`. Two implementations exist:
 
 - :class:`RealFileSystem` (here): plain POSIX calls, ``fsync`` for real.
+- :class:`PowerLossFileSystem` (here): real files, but data not yet
+  fsynced stays in the process's memory, so killing the process loses it
+  as a power loss would (the power-loss nemesis).
 - ``node_image.sim.disk.SimDisk``: in memory, keeps for every file what has
   been fsynced apart from what has only been written, and on a simulated
   power loss throws the un-fsynced part away (optionally keeping a torn
@@ -128,3 +131,95 @@ class RealFileSystem:
     def remove(self, path: str) -> None:
         self._drop(path)
         os.remove(path)
+
+
+class _Pending:
+    """A file's logical content: the first ``keep`` bytes on disk, then ``extra`` in memory."""
+    __slots__ = ("keep", "extra")
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.extra = bytearray()
+
+
+class PowerLossFileSystem(RealFileSystem):
+    """Real files whose un-fsynced data lives only in this process's memory.
+
+    With it, killing the node process loses exactly what a power loss would
+    lose: every write, append or truncation since the file's last ``fsync``
+    (the kernel's page cache would otherwise keep it). Names (create, rename,
+    remove) reach the disk at once; data reaches it at ``fsync``. Reads see
+    the logical content, pending data included. Enabled by the node property
+    ``chaoskraft.power.loss.enable=true`` (the power-loss nemesis needs it).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[str, _Pending] = {}
+
+    def _entry(self, path: str) -> _Pending:
+        p = self._pending.get(path)
+        if p is None:
+            if not os.path.exists(path):
+                super().write(path, b"")  # the name exists at once, the data does not
+            p = self._pending[path] = _Pending(os.path.getsize(path))
+        return p
+
+    def size(self, path: str) -> int:
+        p = self._pending.get(path)
+        return super().size(path) if p is None else p.keep + len(p.extra)
+
+    def read_at(self, path: str, pos: int, size: int) -> bytes:
+        p = self._pending.get(path)
+        if p is None:
+            return super().read_at(path, pos, size)
+        end = pos + size
+        out = bytearray()
+        if pos < p.keep:
+            out += super().read_at(path, pos, min(end, p.keep) - pos)
+        if end > p.keep:
+            start = max(pos, p.keep) - p.keep
+            out += p.extra[start:end - p.keep]
+        return bytes(out)
+
+    def read(self, path: str) -> bytes:
+        if path not in self._pending:
+            return super().read(path)
+        return self.read_at(path, 0, self.size(path))
+
+    def append(self, path: str, data: bytes) -> None:
+        self._entry(path).extra += data
+
+    def write(self, path: str, data: bytes) -> None:
+        p = self._entry(path)
+        p.keep = 0
+        p.extra = bytearray(data)
+
+    def truncate(self, path: str, size: int) -> None:
+        p = self._entry(path)
+        if size <= p.keep:
+            p.keep = size
+            p.extra = bytearray()
+        else:
+            del p.extra[size - p.keep:]
+
+    def fsync(self, path: str) -> None:
+        p = self._pending.pop(path, None)
+        if p is not None:
+            if os.path.getsize(path) != p.keep:
+                self._drop(path)
+                os.truncate(path, p.keep)
+            if p.extra:
+                super().append(path, bytes(p.extra))
+        super().fsync(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        super().rename(src, dst)
+        p = self._pending.pop(src, None)
+        self._pending.pop(dst, None)
+        if p is not None:
+            self._pending[dst] = p
+
+    def remove(self, path: str) -> None:
+        self._pending.pop(path, None)
+        super().remove(path)

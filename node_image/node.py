@@ -85,7 +85,7 @@ class Node:
         if "broker" in config.roles:
             self.broker = Broker(config.node_id, config.broker, fs, config.log_dir,
                                  self.meta.cluster_id, rng, self.outbox, self.raft,
-                                 self.controller, self._on_event)
+                                 self.controller, self._on_event, config.bugs)
         self._forwards: dict[int, tuple] = {}
         self._forward_seq = rng.randrange(1 << 30)
         self.raft.poll(now_ms)

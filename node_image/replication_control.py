@@ -147,7 +147,8 @@ class PartitionChangeBuilder:
     """What one partition becomes given a target ISR and an election type."""
 
     def __init__(self, image: MetadataImage, topic: str, partition: int,
-                 reg: PartitionRegistration) -> None:
+                 reg: PartitionRegistration, unclean_bug: bool = False) -> None:
+        self.unclean_bug = unclean_bug  # planted bug: any live replica may lead
         self.image = image
         self.topic = topic
         self.partition = partition
@@ -162,6 +163,10 @@ class PartitionChangeBuilder:
         preferred = reg.replicas[0]
         if self.election == PREFERRED and preferred in isr and eligible(image, preferred):
             leader = preferred
+        elif self.unclean_bug and not (leader in isr and eligible(image, leader)):
+            leader = next((b for b in reg.replicas if eligible(image, b)), mr.NO_LEADER)
+            if leader != mr.NO_LEADER and leader not in isr:
+                isr = (leader,)
         elif not (leader in isr and eligible(image, leader)):
             leader = next((b for b in reg.replicas if b in isr and eligible(image, b)), mr.NO_LEADER)
             if leader == mr.NO_LEADER and (self.election == UNCLEAN
@@ -186,14 +191,14 @@ def iter_partitions(image: MetadataImage):
             yield name, pid, reg
 
 
-def broker_unavailable(image: MetadataImage, broker_id: int) -> list:
+def broker_unavailable(image: MetadataImage, broker_id: int, unclean_bug: bool = False) -> list:
     """Records moving leadership away from ``broker_id`` and taking it out of ISRs (it was
     fenced or is shutting down). ``image`` already has the broker's new state."""
     out = []
     for name, pid, reg in iter_partitions(image):
         if broker_id not in reg.isr and reg.leader != broker_id:
             continue
-        b = PartitionChangeBuilder(image, name, pid, reg)
+        b = PartitionChangeBuilder(image, name, pid, reg, unclean_bug)
         b.target_isr = tuple(x for x in reg.isr if x != broker_id)
         rec = b.build()
         if rec is not None:
@@ -201,12 +206,12 @@ def broker_unavailable(image: MetadataImage, broker_id: int) -> list:
     return out
 
 
-def elect_leaderless(image: MetadataImage) -> list:
+def elect_leaderless(image: MetadataImage, unclean_bug: bool = False) -> list:
     """Records electing a leader for every partition that has none and now can."""
     out = []
     for name, pid, reg in iter_partitions(image):
         if reg.leader == mr.NO_LEADER:
-            rec = PartitionChangeBuilder(image, name, pid, reg).build()
+            rec = PartitionChangeBuilder(image, name, pid, reg, unclean_bug).build()
             if rec is not None:
                 out.append(rec)
     return out

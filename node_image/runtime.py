@@ -31,14 +31,13 @@ import dataclasses
 import logging
 import random
 import signal
-import time
-
 import socket
+import time
 
 from . import kafka_codec as kc
 from . import messages as m
 from .config import NodeConfig
-from .fs import RealFileSystem
+from .fs import PowerLossFileSystem, RealFileSystem
 from .node import Node
 
 logger = logging.getLogger("chaoskraft.node")
@@ -173,7 +172,7 @@ class NodeRuntime:
         self._peers: dict[int, _Outbound] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._stop = asyncio.Event()
-        self._fs = RealFileSystem()
+        self._fs = PowerLossFileSystem() if config.power_loss else RealFileSystem()
         self._kafka_server: asyncio.base_events.Server | None = None
         self._kafka_opening = False
 

@@ -116,6 +116,21 @@ def test_fencing_the_last_isr_member_leaves_no_leader_but_keeps_it_in_the_isr():
     assert (change.leader, change.isr) == (first, (first,))
 
 
+def test_planted_unclean_election_takes_a_replica_outside_the_isr():
+    image = with_topic(cluster_image(), partitions=1)
+    leader, f1, f2 = image.partition("t", 0).replicas
+    topic_id = image.topics["t"].topic_id
+    image = image_with([mr.PartitionChangeRecord(0, topic_id, (leader, f2), mr.NO_LEADER_CHANGE)],
+                       image)  # f1 fell out of the ISR
+    b = image.brokers[leader]
+    fenced = image_with([mr.BrokerRegistrationChangeRecord(leader, b.broker_epoch, mr.FENCE, 0)],
+                        image)
+    [clean] = rc.broker_unavailable(fenced, leader)
+    [buggy] = rc.broker_unavailable(fenced, leader, unclean_bug=True)
+    assert clean.leader == f2, "a correct controller elects the ISR member"
+    assert buggy.leader == f1 and buggy.isr == (f1,), "the bug elects the lagging replica"
+
+
 def test_preferred_election_moves_leadership_back():
     image = with_topic(cluster_image(), partitions=1)
     reg = image.partition("t", 0)

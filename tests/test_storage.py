@@ -65,3 +65,32 @@ def test_garbage_quorum_state_is_a_clear_error():
     disk.write("/data/__cluster_metadata-0/quorum-state", b"{not json")
     with pytest.raises(StorageError, match="not a valid quorum-state"):
         QuorumStateStore(disk, "/data/__cluster_metadata-0").read()
+
+
+def test_power_loss_file_system_keeps_only_fsynced_data(tmp_path):
+    from node_image.fs import PowerLossFileSystem
+    from node_image.log import UnifiedLog
+    path = str(tmp_path / "f")
+    fs = PowerLossFileSystem()
+    fs.append(path, b"abc")
+    fs.fsync(path)
+    fs.append(path, b"def")
+    assert fs.read(path) == b"abcdef" and fs.size(path) == 6 and fs.read_at(path, 2, 3) == b"cde"
+    fs.truncate(path, 1)
+    fs.append(path, b"XY")
+    assert fs.read(path) == b"aXY"
+    # A killed process takes its memory with it: a new instance sees the disk.
+    assert PowerLossFileSystem().read(path) == b"abc"
+    fs.fsync(path)
+    assert PowerLossFileSystem().read(path) == b"aXY"
+
+    # A log written without a flush comes back empty after the "power loss".
+    log_dir = str(tmp_path / "log")
+    log = UnifiedLog(fs, log_dir, 1 << 20)
+    from node_image import records
+    log.append(records.build_batch(0, 0, [(None, b"v")], 1))
+    log.append(records.build_batch(1, 0, [(None, b"w")], 1))
+    log.flush()
+    log.append(records.build_batch(2, 0, [(None, b"lost")], 1))
+    assert log.end_offset == 3
+    assert UnifiedLog(PowerLossFileSystem(), log_dir, 1 << 20).end_offset == 2

@@ -6,11 +6,14 @@ Theory of operation
 The broker is a Raft observer of the metadata log (or a voter, in combined
 mode): the node's QuorumController replays committed records into images
 and calls :meth:`publish` with each new image and what changed. The broker
-publishes nothing until its image has caught up with the metadata high
-watermark it first learns (Kafka's MetadataLoader does the same), so it
-never acts on a stale view after a restart; from then on every committed
-batch is published. Until then :attr:`ready` is False and the runtime keeps
-the Kafka listener closed.
+publishes nothing to its partitions until its image has caught up with the
+metadata high watermark it first learns (Kafka's MetadataLoader) *and* with
+its own registration record: a restarted broker must never act on a
+leadership its previous incarnation held (it may have lost data since, in a
+power loss); the controller moves that leadership away when the new
+incarnation registers, so an image past the registration no longer holds
+it. From then on every committed batch is published. Until then
+:attr:`ready` is False and the runtime keeps the Kafka listener closed.
 
 Requests to the controller (registration, heartbeats, AlterPartition,
 AllocateProducerIds, forwarded CreateTopics) go to the current Raft leader;
@@ -35,7 +38,7 @@ CONTROLLER_REQUEST_TIMEOUT_MS = 5000
 class Broker:
     def __init__(self, node_id: int, options, fs: FileSystem, log_dir: str, cluster_id: str,
                  rng: random.Random, outbox: list, raft, controller,
-                 on_event: Callable[[str], None]) -> None:
+                 on_event: Callable[[str], None], bugs: frozenset[str] = frozenset()) -> None:
         self.node_id = node_id
         self.options = options  # node_image.config.BrokerConfig
         self.raft = raft
@@ -52,8 +55,8 @@ class Broker:
             request_timeout_ms=options.rpc_timeout_ms, rng=rng, outbox=outbox,
             next_correlation=self._next_correlation, on_event=on_event)
         self.rm = ReplicaManager(node_id, log_dir, fs, options, outbox, self._next_correlation,
-                                 on_event)
-        self.apis = KafkaApis(self, self.rm, cluster_id, options, outbox, on_event)
+                                 on_event, bugs)
+        self.apis = KafkaApis(self, self.rm, cluster_id, options, outbox, on_event, bugs)
         self.published = False
         self._unpublished: MetadataImage | None = None
         self._pid_next = 0
@@ -89,6 +92,7 @@ class Broker:
     def publish(self, delta: MetadataDelta | None, image: MetadataImage) -> None:
         if not self.published:
             self._unpublished = image
+            self.lifecycle.metadata_advanced(self.now, image.offset)
             self._maybe_first_publish()
             return
         changed = None if delta is None else set(delta.changed_partitions)
@@ -100,7 +104,8 @@ class Broker:
     def _maybe_first_publish(self) -> None:
         image = self._unpublished
         hwm = self.raft.high_watermark
-        if image is None or hwm is None or image.offset < hwm:
+        epoch = self.lifecycle.broker_epoch
+        if image is None or hwm is None or image.offset < hwm or epoch < 0 or image.offset <= epoch:
             return
         self.published = True
         self._unpublished = None
@@ -168,8 +173,7 @@ class Broker:
         self.now = now
         if not self.published:
             self._maybe_first_publish()
-        self.lifecycle.poll(now, self.controller_id(),
-                            self.controller.applied_offset if self.published else 0)
+        self.lifecycle.poll(now, self.controller_id(), self.controller.applied_offset)
         self._after_input(now)
 
     def _after_input(self, now: int) -> None:

@@ -65,7 +65,8 @@ class _DelayedFetch:
 
 class KafkaApis:
     def __init__(self, broker, replica_manager: ReplicaManager, cluster_id: str, options,
-                 outbox: list, on_event) -> None:
+                 outbox: list, on_event, bugs: frozenset[str] = frozenset()) -> None:
+        self.bugs = bugs
         self.broker = broker  # node_image.broker.broker.Broker
         self.rm = replica_manager
         self.cluster_id = cluster_id
@@ -159,7 +160,7 @@ class KafkaApis:
             self._reply(src, req, None)
             return
         d = _DelayedProduce(src, req, now + max(body.timeout_ms, 0), results)
-        if acks == -1:
+        if acks == -1 and "ack-before-replication" not in self.bugs:
             d.pending = {k for k, r in results.items() if r[0] == m.NONE}
         if d.pending:
             self._delayed_produce.append(d)
@@ -292,9 +293,10 @@ class KafkaApis:
         hw, start = part.high_watermark, part.log.start_offset
         if p.fetch_offset < start or p.fetch_offset > part.log.end_offset:
             return m.OFFSET_OUT_OF_RANGE, hw, start, b""
-        if p.fetch_offset >= hw or (max_bytes <= 0 and not first):
+        upper = part.log.end_offset if "fetch-above-hw" in self.bugs else hw
+        if p.fetch_offset >= upper or (max_bytes <= 0 and not first):
             return m.NONE, hw, start, b""
-        return m.NONE, hw, start, part.log.read_range(p.fetch_offset, max(max_bytes, 1), hw)
+        return m.NONE, hw, start, part.log.read_range(p.fetch_offset, max(max_bytes, 1), upper)
 
     # ------------------------------------------------------------ ListOffsets
 

@@ -67,8 +67,10 @@ class RemoteReplica:
 
 class Partition:
     def __init__(self, node_id: int, topic: str, partition: int, fs: FileSystem, log_dir: str,
-                 segment_bytes: int, high_watermark: int, on_event) -> None:
+                 segment_bytes: int, high_watermark: int, on_event,
+                 hw_ignores_isr: bool = False) -> None:
         self.node_id = node_id
+        self.hw_ignores_isr = hw_ignores_isr  # planted bug
         self.topic = topic
         self.partition = partition
         self.fs = fs
@@ -161,6 +163,10 @@ class Partition:
 
     def maybe_increment_hw(self, min_isr: int) -> bool:
         """Advance the HW as far as the maximal ISR allows. True if it moved."""
+        if self.is_leader and self.hw_ignores_isr:
+            moved = self.log.end_offset > self.high_watermark
+            self.high_watermark = max(self.high_watermark, self.log.end_offset)
+            return moved
         if not self.is_leader or len(self.isr) < min_isr:
             return False
         leos = [self.log.end_offset]

@@ -42,8 +42,10 @@ ALTER_PARTITION_TIMEOUT_MS = 5000
 
 class ReplicaManager:
     def __init__(self, node_id: int, log_dir: str, fs: FileSystem, options, outbox: list,
-                 next_correlation: Callable[[], int], on_event: Callable[[str], None]) -> None:
+                 next_correlation: Callable[[], int], on_event: Callable[[str], None],
+                 bugs: frozenset[str] = frozenset()) -> None:
         self.node_id = node_id
+        self.bugs = bugs
         self.log_dir = log_dir
         self.fs = fs
         self.options = options  # node_image.config.BrokerConfig
@@ -89,7 +91,8 @@ class ReplicaManager:
             return {}
 
     def checkpoint_hws(self) -> None:
-        hws = {p.key: p.high_watermark for p in self.partitions.values()}
+        # Partitions not opened yet (before the first published image) keep their entries.
+        hws = {**self._checkpoint, **{p.key: p.high_watermark for p in self.partitions.values()}}
         if hws == self._checkpoint:
             return
         text = f"0\n{len(hws)}\n" + "".join(f"{t} {p} {hw}\n" for (t, p), hw in sorted(hws.items()))
@@ -119,7 +122,8 @@ class ReplicaManager:
             if part is None:
                 part = self.partitions[key] = Partition(
                     self.node_id, key[0], key[1], self.fs, self.log_dir,
-                    self.options.segment_bytes, self._checkpoint.get(key, 0), self._on_event)
+                    self.options.segment_bytes, self._checkpoint.get(key, 0), self._on_event,
+                    hw_ignores_isr="hw-ignores-isr" in self.bugs)
             if part.apply_registration(reg, now) is not None:
                 self.role_changed = True
                 self.hw_changed.add(key)
@@ -169,7 +173,7 @@ class ReplicaManager:
                 rows.append((topic, partition, error, -1, -1, -1, -1, b""))
                 continue
             status, oe = part.log.validate_offset_and_epoch(fetch_offset, last_fetched_epoch)
-            if status == "diverging":
+            if status == "diverging" and "skip-epoch-truncation" not in self.bugs:
                 all_valid = False
                 rows.append((topic, partition, m.NONE, part.high_watermark, part.log.start_offset,
                              oe.epoch, oe.offset, b""))
