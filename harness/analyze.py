@@ -20,6 +20,34 @@ def history_stats(rows: list[dict]) -> dict:
                                                      for r in faults]}
 
 
+def _run_config(run_dir: Path) -> dict:
+    import yaml
+    path = run_dir / "config.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def analyze_queue(run_dir: Path, rows: list[dict], cfg: dict, *, spark_master: str | None,
+                  log=print) -> dict:
+    from checkers.queue import check_queue, default_allowed
+    from checkers.spark import spark_session
+    allowed = cfg.get("allowed_anomalies")
+    if allowed is None:
+        allowed = default_allowed(cfg.get("idempotent", True))
+    log(f"analysis: queue checkers in Spark ({spark_master or 'local[2]'}); allowed: "
+        f"{', '.join(allowed) or 'none'}")
+    result = check_queue(spark_session(spark_master), str(run_dir / "history.parquet"),
+                         allowed=tuple(allowed))
+    for name, a in result["anomalies"].items():
+        mark = "" if name in result["bad_anomalies"] else " (allowed)"
+        log(f"analysis: {name}{mark}: {a['count']}; e.g. {a['examples'][0]}")
+    if not result["stats"]["final_polls"]:
+        log("analysis: no final poll succeeded, so durability is unknown")
+    results = {"valid": result["valid"], "verdict": WORD[result["valid"]],
+               "checkers": {"queue": result}, "stats": history_stats(rows)}
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    return results
+
+
 def analyze(run_dir: Path, *, engine: str = "spark", spark_master: str | None = None,
             budget_s: float = 300.0, log=print) -> dict:
     run_dir = Path(run_dir)
@@ -27,6 +55,9 @@ def analyze(run_dir: Path, *, engine: str = "spark", spark_master: str | None = 
     rows = read_history(path)
     log(f"analysis: {len(rows)} history rows; writing history.parquet")
     write_parquet(rows, run_dir / "history.parquet")
+    cfg = _run_config(run_dir)
+    if cfg.get("workload") == "queue":
+        return analyze_queue(run_dir, rows, cfg, spark_master=spark_master, log=log)
     log(f"analysis: linearizability (cas-register per key) with {engine}"
         + (f" on {spark_master}" if spark_master else (" (local[2])" if engine == "spark" else "")))
     result = run_check(rows, "cas-register", engine=engine, master=spark_master, budget_s=budget_s)

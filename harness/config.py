@@ -17,6 +17,9 @@ from node_image.bugs import BUGS
 from nemesis.schedule import PACKAGES
 
 
+QUEUE_NEMESIS = ("partition", "kill", "power-loss")  # the queue workload's default packages
+
+
 class CampaignError(ValueError):
     """A campaign file or option is wrong; the message says where and which field."""
 
@@ -33,6 +36,15 @@ class RunConfig:
     rate: float = 5.0  # operations per second per client
     op_timeout_s: float = 1.0
     ops_per_key: int = 60
+    # queue workload
+    partitions: int = 4
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    client: str = "confluent-kafka"
+    idempotent: bool = True
+    flush_messages: int | None = None  # the topic's flush.messages; None: the broker's (never fsync)
+    allowed_anomalies: list[str] | None = None  # None: the workload's defaults (Jepsen's)
+    power_loss_targets: list[str] = field(default_factory=lambda: ["one", "minority"])
     nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
     nemesis_interval_s: float = 5.0
     recovery_s: float = 10.0
@@ -49,15 +61,20 @@ class RunConfig:
 
 
 _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_timeout_s",
-             "ops_per_key", "nemesis_interval_s", "check_budget_s"}
+             "ops_per_key", "nemesis_interval_s", "check_budget_s", "partitions",
+             "replication_factor", "min_insync_replicas", "flush_messages"}
 _NON_NEGATIVE = {"seed", "recovery_s"}
-_CHOICES = {"workload": ("register",), "backend": ("docker", "ssh"), "engine": ("spark", "local")}
+_CHOICES = {"workload": ("register", "queue"), "backend": ("docker", "ssh"),
+            "engine": ("spark", "local"), "client": ("confluent-kafka", "kafka-python")}
+_LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
 
 
 def _type_ok(name: str, value) -> bool:
     t = {f.name: f.type for f in dataclasses.fields(RunConfig)}[name]
     if value is None:
         return "None" in t
+    if t.startswith("bool"):
+        return isinstance(value, bool)
     if t.startswith("int"):
         return isinstance(value, int) and not isinstance(value, bool)
     if t.startswith("float"):
@@ -87,6 +104,17 @@ def validate(values: dict, where=lambda key: "") -> None:
             raise CampaignError(f"{loc}field {key!r}: must not be negative, got {value}")
         if key in _CHOICES and value not in _CHOICES[key]:
             raise CampaignError(f"{loc}field {key!r}: {value!r} is not one of {', '.join(_CHOICES[key])}")
+        if key in _LIST_CHOICES:
+            for v in value:
+                if v not in _LIST_CHOICES[key]:
+                    raise CampaignError(f"{loc}field {key!r}: {v!r} is not one of "
+                                        f"{', '.join(_LIST_CHOICES[key])}")
+        if key == "allowed_anomalies" and value is not None:
+            from checkers.queue import ANOMALIES
+            for v in value:
+                if v not in ANOMALIES:
+                    raise CampaignError(f"{loc}field 'allowed_anomalies': unknown anomaly {v!r} "
+                                        f"(known: {', '.join(ANOMALIES)})")
         if key == "nemesis":
             for p in value:
                 if p not in PACKAGES:
@@ -97,6 +125,15 @@ def validate(values: dict, where=lambda key: "") -> None:
                 if b not in BUGS:
                     raise CampaignError(f"{loc}field 'bugs': unknown bug {b!r} "
                                         f"(known: {', '.join(sorted(BUGS))})")
+    rf = values.get("replication_factor", RunConfig.replication_factor)
+    misr = values.get("min_insync_replicas", RunConfig.min_insync_replicas)
+    if isinstance(rf, int) and isinstance(misr, int) and misr > rf:
+        raise CampaignError(f"{where('min_insync_replicas')}field 'min_insync_replicas': {misr} is "
+                            f"more than the replication factor {rf}")
+    if isinstance(rf, int) and isinstance(values.get("nodes", RunConfig.nodes), int) and \
+            rf > values.get("nodes", RunConfig.nodes):
+        raise CampaignError(f"{where('replication_factor')}field 'replication_factor': {rf} is "
+                            f"more than the {values.get('nodes', RunConfig.nodes)} nodes")
     nodes = values.get("nodes", RunConfig.nodes)
     controllers = values.get("controllers", RunConfig.controllers)
     if isinstance(nodes, int) and isinstance(controllers, int) and controllers > nodes:
@@ -130,4 +167,8 @@ def load_campaign(path: str | Path) -> dict:
 def resolve(campaign: dict, overrides: dict) -> RunConfig:
     values = {**campaign, **{k: v for k, v in overrides.items() if v is not None}}
     validate(values, lambda key: "")
+    if "test" not in values and "workload" in values:
+        values["test"] = values["workload"]
+    if values.get("workload") == "queue" and "nemesis" not in values:
+        values["nemesis"] = list(QUEUE_NEMESIS)
     return RunConfig(**values)

@@ -162,13 +162,19 @@ class Campaign:
         finally:
             await asyncio.shield(self.stop_faults())
 
+    async def partition_leader(self, rng: random.Random) -> int | None:
+        """The leader of a random partition of the workload's topic (queue workload only)."""
+        return None
+
     async def start_fault(self, step: FaultStep) -> None:
         rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
-        controller = None
+        controller = leader = None
         if step.spec in ("isolate-controller", "active-controller"):
             controller = await active_controller(self.backend.nodes)
+        if step.spec in ("isolate-partition-leader", "partition-leader"):
+            leader = await self.partition_leader(rng)
         if step.kind == "partition":
-            g = grudge(step.spec, self.ids, rng, controller)
+            g = grudge(step.spec, self.ids, rng, controller, leader)
             value = {"shape": step.spec, "grudge": {str(k): sorted(v) for k, v in g.items()}}
             self.history.record("nemesis", "invoke", "start-partition", value=value)
             await asyncio.to_thread(apply_grudge, self.backend, g)
@@ -176,14 +182,14 @@ class Campaign:
             self.history.record("nemesis", "info", "start-partition", value=value)
             self.active_faults = [f"partition {step.spec}"]
         else:
-            targets = kill_targets(step.spec, self.ids, rng, controller)
+            targets = kill_targets(step.spec, self.ids, rng, controller, leader)
             value = {"target": step.spec, "nodes": targets}
-            self.history.record("nemesis", "invoke", "kill", value=value)
-            for t in targets:
-                await asyncio.to_thread(self.backend.kill_node, t)
-                self.killed.add(t)
-            self.history.record("nemesis", "info", "kill", value=value)
-            self.active_faults = [f"kill {step.spec} {targets}"]
+            f = "power-loss" if step.kind == "power-loss" else "kill"
+            self.history.record("nemesis", "invoke", f, value=value)
+            await asyncio.gather(*(asyncio.to_thread(self.backend.kill_node, t) for t in targets))
+            self.killed.update(targets)
+            self.history.record("nemesis", "info", f, value=value)
+            self.active_faults = [f"{f} {step.spec} {targets}"]
         self.log(f"nemesis: {self.active_faults[0]}")
 
     async def stop_faults(self) -> None:
@@ -196,8 +202,7 @@ class Campaign:
         if self.killed:
             nodes = sorted(self.killed)
             self.history.record("nemesis", "invoke", "start", value={"nodes": nodes})
-            for t in nodes:
-                await asyncio.to_thread(self.backend.start_node, t)
+            await asyncio.gather(*(asyncio.to_thread(self.backend.start_node, t) for t in nodes))
             self.killed.clear()
             self.history.record("nemesis", "info", "start", value={"nodes": nodes})
             self.log(f"nemesis: restarted {nodes}")
@@ -226,20 +231,33 @@ class Campaign:
         finally:
             await client.close()
 
+    async def setup(self) -> None:
+        """Workload set-up once the cluster serves (the queue creates its topic)."""
+
+    async def workers(self, stop_at: float) -> None:
+        await asyncio.gather(*(self.worker(p, stop_at) for p in range(self.cfg.concurrency)))
+
+    async def final_phase(self) -> None:
+        leader = await wait_for_service(self.backend.nodes, 60, self.log)
+        self.log(f"final reads of {len(self.keys)} keys on n{leader}")
+        await self.final_reads(leader)
+
     async def run(self) -> None:
         cfg = self.cfg
         self.log("waiting for the cluster to elect a controller")
         leader = await wait_for_service(self.backend.nodes, 60, self.log)
         self.log(f"active controller: n{leader}")
-        steps = plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s)
-        self.log(f"workload register: {cfg.concurrency} clients at {cfg.rate:g} ops/s each for "
-                 f"{cfg.time_limit_s:g} s; {len(steps)} faults planned")
+        await self.setup()
+        steps = plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s,
+                     workload=cfg.workload, power_loss_targets=tuple(cfg.power_loss_targets))
+        self.log(f"workload {cfg.workload}: {cfg.concurrency} clients at {cfg.rate:g} ops/s each "
+                 f"for {cfg.time_limit_s:g} s; {len(steps)} faults planned")
         t0 = time.monotonic()
         stop_at = t0 + cfg.time_limit_s
         progress = asyncio.create_task(self.progress(t0, cfg.time_limit_s))
         nemesis = asyncio.create_task(self.nemesis(steps, t0))
         try:
-            await asyncio.gather(*(self.worker(p, stop_at) for p in range(cfg.concurrency)))
+            await self.workers(stop_at)
         finally:
             nemesis.cancel()
             progress.cancel()
@@ -252,9 +270,7 @@ class Campaign:
         self.history.record("nemesis", "info", "heal")
         self.log(f"recovery: waiting {cfg.recovery_s:g} s")
         await asyncio.sleep(cfg.recovery_s)
-        leader = await wait_for_service(self.backend.nodes, 60, self.log)
-        self.log(f"final reads of {len(self.keys)} keys on n{leader}")
-        await self.final_reads(leader)
+        await self.final_phase()
 
 
 def _install_sigterm() -> None:
@@ -266,10 +282,18 @@ def _install_sigterm() -> None:
         pass  # not the main thread
 
 
+def node_config(cfg: RunConfig) -> dict[str, str]:
+    """Node properties for the run: the campaign's, plus what its nemesis needs."""
+    props = dict(cfg.node_config)
+    if "power-loss" in cfg.nemesis:
+        props.setdefault("chaoskraft.power.loss.enable", "true")
+    return props
+
+
 def make_backend(cfg: RunConfig, run_id: str, image: str, log):
     from .backends.docker_backend import DockerCluster
     if cfg.backend == "docker":
-        return DockerCluster(run_id, image, cfg.nodes, cfg.controllers, cfg.node_config, cfg.bugs,
+        return DockerCluster(run_id, image, cfg.nodes, cfg.controllers, node_config(cfg), cfg.bugs,
                              seed=cfg.seed, log=log), None
     from .backends.ssh_backend import ssh_over_docker
     return ssh_over_docker(cfg, run_id, image, log)
@@ -299,7 +323,11 @@ def run(cfg: RunConfig, root: Path | None = None) -> int:
         (owner or backend).up()
         if owner is not None:
             backend.connect()
-        asyncio.run(Campaign(cfg, backend, history, log).run())
+        campaign_cls = Campaign
+        if cfg.workload == "queue":
+            from .queue_campaign import QueueCampaign
+            campaign_cls = QueueCampaign
+        asyncio.run(campaign_cls(cfg, backend, history, log).run())
     except KeyboardInterrupt:
         interrupted = True
         log("interrupted: healing and tearing down; the history is kept")

@@ -11,22 +11,27 @@ Shapes (symbolic; nodes are chosen when the fault fires):
 - majorities-ring: every node sees only its two neighbours in a random ring,
   so each has a majority view and no two agree;
 - bridge: two halves and one node that sees both;
-- isolate-controller: the active controller cut from all others.
+- isolate-controller: the active controller cut from all others;
+- isolate-partition-leader: the leader of a partition of the workload's
+  topic cut from all others.
 
 Kills SIGKILL the node process through the container's supervisor
 (``ck-ctl kill``) and keep it down until ``ck-ctl start``. Targets: one,
-minority, active-controller.
+minority, all, active-controller, partition-leader. A power loss is a kill of
+a node whose un-fsynced writes live only in its memory (the nodes run with
+``chaoskraft.power.loss.enable=true`` when the power-loss package is on).
 """
 from __future__ import annotations
 
 import random
 
-PARTITION_SHAPES = ("isolate-one", "halves", "majorities-ring", "bridge", "isolate-controller")
-KILL_TARGETS = ("one", "minority", "active-controller")
+PARTITION_SHAPES = ("isolate-one", "halves", "majorities-ring", "bridge", "isolate-controller",
+                    "isolate-partition-leader")
+KILL_TARGETS = ("one", "minority", "all", "active-controller", "partition-leader")
 
 
 def grudge(shape: str, ids: list[int], rng: random.Random,
-           controller: int | None = None) -> dict[int, set[int]]:
+           controller: int | None = None, leader: int | None = None) -> dict[int, set[int]]:
     """For each node, the nodes it will not hear from."""
     ids = sorted(ids)
     g: dict[int, set[int]] = {i: set() for i in ids}
@@ -36,9 +41,9 @@ def grudge(shape: str, ids: list[int], rng: random.Random,
             for y in b:
                 g[x].add(y)
                 g[y].add(x)
-    if shape in ("isolate-one", "isolate-controller"):
-        victim = controller if shape == "isolate-controller" and controller is not None \
-            else ids[rng.randrange(len(ids))]
+    if shape in ("isolate-one", "isolate-controller", "isolate-partition-leader"):
+        aimed = {"isolate-controller": controller, "isolate-partition-leader": leader}.get(shape)
+        victim = aimed if aimed is not None else ids[rng.randrange(len(ids))]
         cut({victim}, set(ids) - {victim})
     elif shape == "halves":
         shuffled = ids[:]
@@ -77,13 +82,16 @@ def heal_partitions(backend, node_ids: list[int] | None = None) -> None:
 
 
 def kill_targets(target: str, ids: list[int], rng: random.Random,
-                 controller: int | None = None) -> list[int]:
+                 controller: int | None = None, leader: int | None = None) -> list[int]:
     ids = sorted(ids)
     if target == "one":
         return [ids[rng.randrange(len(ids))]]
     if target == "minority":
         k = max(1, (len(ids) - 1) // 2)
         return sorted(rng.sample(ids, k))
-    if target == "active-controller":
-        return [controller] if controller is not None else [ids[rng.randrange(len(ids))]]
+    if target == "all":
+        return ids
+    if target in ("active-controller", "partition-leader"):
+        aimed = controller if target == "active-controller" else leader
+        return [aimed] if aimed is not None else [ids[rng.randrange(len(ids))]]
     raise ValueError(f"unknown kill target {target!r}; known: {', '.join(KILL_TARGETS)}")

@@ -14,44 +14,62 @@ from dataclasses import dataclass
 
 from .faults import KILL_TARGETS, PARTITION_SHAPES
 
-PACKAGES = ("partition", "kill")
-# Faults aimed at the active controller find the most bugs (a deposed leader still
-# answering, acknowledged writes on a leader that loses them), so they come more often.
-PACKAGE_WEIGHTS = {"partition": 2, "kill": 1}
-PARTITION_WEIGHTS = {"isolate-controller": 6, "isolate-one": 1, "halves": 1, "majorities-ring": 1,
-                     "bridge": 1}
-KILL_WEIGHTS = {"active-controller": 2, "one": 1, "minority": 1}
-assert set(PARTITION_WEIGHTS) == set(PARTITION_SHAPES) and set(KILL_WEIGHTS) == set(KILL_TARGETS)
+PACKAGES = ("partition", "kill", "power-loss")
+PACKAGE_WEIGHTS = {"partition": 2, "kill": 1, "power-loss": 1}
+# Faults aimed at the leader the workload depends on find the most bugs: the active
+# controller for the register (a deposed leader still answering, acknowledged writes it
+# loses), a partition leader for the queue. They come more often, and first.
+WEIGHTS = {
+    "register": {
+        "partition": {"isolate-controller": 6, "isolate-one": 1, "halves": 1,
+                      "majorities-ring": 1, "bridge": 1},
+        "kill": {"active-controller": 2, "one": 1, "minority": 1},
+    },
+    "queue": {
+        "partition": {"isolate-partition-leader": 4, "isolate-controller": 1, "isolate-one": 1,
+                      "halves": 1, "majorities-ring": 1, "bridge": 1},
+        "kill": {"partition-leader": 3, "active-controller": 1, "one": 1, "minority": 1},
+    },
+}
+FIRST = {"register": {"partition": "isolate-controller", "kill": "active-controller"},
+         "queue": {"partition": "isolate-partition-leader", "kill": "partition-leader"}}
+for _w in WEIGHTS.values():
+    assert set(_w["partition"]) <= set(PARTITION_SHAPES) and set(_w["kill"]) <= set(KILL_TARGETS)
 
 
 @dataclass(frozen=True)
 class FaultStep:
     index: int
     at_s: float
-    kind: str  # "partition" | "kill"
+    kind: str  # "partition" | "kill" | "power-loss"
     spec: str  # a partition shape or a kill target
     duration_s: float
 
 
 def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float = 10.0,
-         duration_s: tuple[float, float] = (3.0, 6.0)) -> list[FaultStep]:
+         duration_s: tuple[float, float] = (3.0, 6.0), workload: str = "register",
+         power_loss_targets: tuple[str, ...] = ("one", "minority")) -> list[FaultStep]:
     for p in packages:
         if p not in PACKAGES:
             raise ValueError(f"unknown nemesis package {p!r}; known: {', '.join(PACKAGES)}")
     if not packages:
         return []
+    weights = dict(WEIGHTS[workload])
+    weights["power-loss"] = {t: 1 for t in power_loss_targets}
+    first = dict(FIRST[workload])
+    first["power-loss"] = power_loss_targets[0]
     rng = random.Random(f"{seed}-nemesis-plan")
     steps = []
     t = interval_s / 2
     while True:
         t += rng.uniform(0, interval_s / 2)
         kind = rng.choices(packages, weights=[PACKAGE_WEIGHTS[p] for p in packages])[0]
-        choices = PARTITION_WEIGHTS if kind == "partition" else KILL_WEIGHTS
+        choices = weights[kind]
         spec = rng.choices(list(choices), weights=list(choices.values()))[0]
         if not any(st.kind == kind for st in steps):
-            # The first fault of each package aims at the active controller: the most
-            # telling fault comes in every campaign, however short.
-            spec = "isolate-controller" if kind == "partition" else "active-controller"
+            # The first fault of each package is the most telling one: it comes in every
+            # campaign, however short.
+            spec = first[kind]
         length = rng.uniform(*duration_s)
         if t + length > time_limit_s:
             break

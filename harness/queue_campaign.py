@@ -1,0 +1,162 @@
+"""The queue campaign: real Kafka clients against the cluster's brokers, under faults.
+
+On top of the register campaign's phases (``runner.Campaign``):
+
+- set-up: the topic (``partitions`` partitions, ``replication_factor``,
+  ``min.insync.replicas``, optional ``flush.messages``) is created and every
+  partition must have a leader before the workload starts;
+- workers: one thread per logical process, each with its own producer and
+  consumer (``workloads.queue_client``), driven by the seeded
+  ``QueueGenerator``; every send, poll and assign is recorded;
+- faults may aim at the leader of a random partition of the topic, looked
+  up when the fault fires;
+- final phase: every node is restarted (a clean stop, then start: the
+  durability check asks that acknowledged sends survive it), then the final
+  polls read every partition from offset 0 to its high watermark.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from workloads.queue import QueueGenerator, key_name
+from workloads.queue_client import make_client, read_to_end
+
+from .runner import FINAL_PROCESS_BASE, Campaign
+
+TOPIC = "queue"
+KAFKA_PORT = 9092
+QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker session (9 s) or less
+
+
+class QueueCampaign(Campaign):
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self.backend.nodes)
+        self.timeout_s = max(self.cfg.op_timeout_s, QUEUE_TIMEOUT_S)
+
+    def _admin(self):
+        from confluent_kafka.admin import AdminClient
+        return AdminClient({"bootstrap.servers": self.bootstrap, "error_cb": lambda e: None})
+
+    def _leaders(self) -> dict[int, int]:
+        md = self._admin().list_topics(TOPIC, timeout=5)
+        t = md.topics.get(TOPIC)
+        if t is None or t.error is not None:
+            return {}
+        return {p.id: p.leader for p in t.partitions.values()}
+
+    async def partition_leader(self, rng: random.Random) -> int | None:
+        partition = rng.randrange(self.cfg.partitions)
+        try:
+            leaders = await asyncio.to_thread(self._leaders)
+        except Exception:  # noqa: BLE001 - no metadata now: the fault picks a node at random
+            return None
+        leader = leaders.get(partition, -1)
+        return leader if leader >= 0 else None
+
+    async def setup(self) -> None:
+        from confluent_kafka.admin import NewTopic
+        cfg = self.cfg
+        config = {"min.insync.replicas": str(cfg.min_insync_replicas)}
+        if cfg.flush_messages is not None:
+            config["flush.messages"] = str(cfg.flush_messages)
+        self.log(f"topic {TOPIC}: {cfg.partitions} partitions, replication factor "
+                 f"{cfg.replication_factor}, {config}")
+
+        def create():
+            deadline = time.monotonic() + 90
+            while True:
+                admin = self._admin()
+                try:
+                    admin.create_topics([NewTopic(TOPIC, cfg.partitions, cfg.replication_factor,
+                                                  config=config)])[TOPIC].result(30)
+                    return
+                except Exception as exc:  # noqa: BLE001 - brokers may still be registering
+                    if "TOPIC_ALREADY_EXISTS" in str(exc):
+                        return
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"cannot create topic {TOPIC}: {exc}") from None
+                    time.sleep(1)
+        await asyncio.to_thread(create)
+        await self._wait_for_leaders(90)
+
+    async def _wait_for_leaders(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                leaders = await asyncio.to_thread(self._leaders)
+            except Exception:  # noqa: BLE001 - brokers restarting
+                leaders = {}
+            if len(leaders) == self.cfg.partitions and all(v >= 0 for v in leaders.values()):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"partitions of {TOPIC} without a leader after {timeout_s:.0f} s: "
+                                   f"{leaders}")
+            await asyncio.sleep(0.5)
+
+    # ------------------------------------------------------------ workload
+
+    def queue_worker(self, process: int, stop_at: float) -> None:
+        cfg, h = self.cfg, self.history
+        gen = QueueGenerator(cfg.seed, cfg.partitions).ops(process)
+        client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
+                             cfg.idempotent, process)
+        interval = 1.0 / cfg.rate
+        try:
+            h.record(process, "invoke", "assign")
+            r = client.assign()
+            h.record(process, r.type, "assign", value=r.value, error=r.error)
+            for op in gen:
+                if time.monotonic() >= stop_at:
+                    break
+                if op.f == "send":
+                    self.keys.add(op.key)
+                    h.record(process, "invoke", "send", op.key, {"value": op.value})
+                    r = client.send(op.key, op.value)
+                    done = {"value": op.value}
+                    if r.type == "ok":
+                        done["offset"] = r.value
+                    h.record(process, r.type, "send", op.key, done, error=r.error)
+                else:
+                    h.record(process, "invoke", "poll")
+                    r = client.poll()
+                    h.record(process, r.type, "poll", value=r.value, error=r.error)
+                time.sleep(interval)
+        finally:
+            client.close()
+
+    async def workers(self, stop_at: float) -> None:
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=self.cfg.concurrency,
+                                thread_name_prefix="queue-worker") as pool:
+            await asyncio.gather(*(loop.run_in_executor(pool, self.queue_worker, p, stop_at)
+                                   for p in range(self.cfg.concurrency)))
+
+    # ------------------------------------------------------------ final phase
+
+    async def final_phase(self) -> None:
+        self.log("durability: restarting every node (clean stop, then start)")
+        self.history.record("nemesis", "invoke", "restart-all", value={"nodes": self.ids})
+        await asyncio.gather(*(asyncio.to_thread(self.backend.stop_node, n) for n in self.ids))
+        await asyncio.gather(*(asyncio.to_thread(self.backend.start_node, n) for n in self.ids))
+        self.history.record("nemesis", "info", "restart-all", value={"nodes": self.ids})
+        await self._wait_for_leaders(120)
+        process = FINAL_PROCESS_BASE
+        for attempt in range(3):
+            self.history.record(process, "invoke", "final-poll")
+            try:
+                msgs = await asyncio.to_thread(read_to_end, self.bootstrap, TOPIC,
+                                               self.cfg.partitions, 60.0)
+            except Exception as exc:  # noqa: BLE001 - recorded; the verdict becomes unknown
+                self.history.record(process, "fail", "final-poll",
+                                    error=f"{type(exc).__name__}: {exc}")
+                self.log(f"final poll {attempt + 1} failed: {exc}")
+                continue
+            self.history.record(process, "ok", "final-poll", value=msgs)
+            total = sum(len(v) for v in msgs.values())
+            self.log(f"final polls: {total} messages in {len(msgs)} partitions "
+                     f"({', '.join(f'{k}={len(msgs[k])}' for k in map(key_name, range(self.cfg.partitions)))})")
+            return

@@ -1,0 +1,140 @@
+"""The queue checkers in Spark, on small histories that each hold one known anomaly."""
+import pytest
+
+from checkers.parquet import write_parquet
+from checkers.queue import ANOMALIES, check_queue
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from checkers import spark as sp
+    session = sp.spark_session()
+    yield session
+    sp.stop_session()
+
+
+class H:
+    """A tiny history builder: each call appends an invoke and its completion."""
+
+    def __init__(self):
+        self.rows = []
+
+    def _op(self, process, type_, f, key, invoke_value, value):
+        i = len(self.rows)
+        self.rows.append({"index": i, "time": i, "process": process, "type": "invoke", "f": f,
+                          "key": key, "value": invoke_value})
+        self.rows.append({"index": i + 1, "time": i + 1, "process": process, "type": type_,
+                          "f": f, "key": key, "value": value})
+        return self
+
+    def send(self, p, key, value, offset=None, type_="ok"):
+        done = {"value": value, "offset": offset} if type_ == "ok" else {"value": value}
+        return self._op(p, type_, "send", key, {"value": value}, done)
+
+    def poll(self, p, msgs, f="poll"):
+        return self._op(p, "ok", f, None, None, msgs)
+
+    def assign(self, p):
+        return self._op(p, "ok", "assign", None, None, ["k0", "k1"])
+
+    def final(self, msgs):
+        return self.poll(1000, msgs, f="final-poll")
+
+
+def healthy():
+    h = H().assign(0).assign(1)
+    h.send(0, "k0", 1, 0).send(0, "k0", 2, 1).send(1, "k1", 3, 0)
+    h.poll(1, {"k0": [[0, 1]], "k1": [[0, 3]]}).poll(1, {"k0": [[1, 2]]})
+    return h
+
+
+def run(spark, tmp_path, h, **kw):
+    path = tmp_path / "h.parquet"
+    write_parquet(h.rows, path)
+    return check_queue(spark, str(path), **kw)
+
+
+def test_a_healthy_history_is_valid(spark, tmp_path):
+    h = healthy().final({"k0": [[0, 1], [1, 2]], "k1": [[0, 3]]})
+    r = run(spark, tmp_path, h)
+    assert r["valid"] is True and r["anomalies"] == {}, r
+    assert r["stats"]["sends"] == {"ok": 3, "fail": 0, "info": 0}
+
+
+def test_without_final_polls_the_verdict_is_unknown(spark, tmp_path):
+    r = run(spark, tmp_path, healthy())
+    assert r["valid"] == "unknown" and r["anomalies"] == {}
+
+
+FINAL = {"k0": [[0, 1], [1, 2]], "k1": [[0, 3]]}
+
+# One scenario per anomaly, each on its own key (k), so one history holds them all.
+SCENARIOS = {
+    "inconsistent-offsets": lambda h, k: h.send(5, k, 1, 0).poll(6, {k: [[0, 9]]}),
+    "duplicate": lambda h, k: h.send(5, k, 1, 0).poll(6, {k: [[0, 1], [1, 1]]}),
+    "G1a": lambda h, k: h.send(5, k, 7, type_="fail").poll(6, {k: [[0, 7]]}),
+    "lost-write": lambda h, k: h.send(5, k, 5, 0).send(5, k, 6, 1).poll(6, {k: [[1, 6]]}),
+    "unseen": lambda h, k: h.send(5, k, 8, 0),
+    "nonmonotonic-send": lambda h, k: h.send(5, k, 1, 1).send(5, k, 2, 0),
+    "int-poll-skip": lambda h, k: h.send(5, k, 1, 0).send(5, k, 2, 1).send(5, k, 3, 2)
+        .poll(6, {k: [[0, 1], [2, 3]]}),
+    "int-nonmonotonic-poll": lambda h, k: h.send(5, k, 1, 0).send(5, k, 2, 1)
+        .poll(6, {k: [[1, 2], [0, 1]]}),
+    "poll-skip": lambda h, k: h.send(5, k, 1, 0).send(5, k, 2, 1).send(5, k, 3, 2)
+        .poll(6, {k: [[0, 1]]}).poll(6, {k: [[2, 3]]}),
+    "nonmonotonic-poll": lambda h, k: h.send(5, k, 1, 0).send(5, k, 2, 1)
+        .poll(6, {k: [[0, 1], [1, 2]]}).poll(6, {k: [[1, 2]]}),
+    "durability": lambda h, k: h.send(5, k, 1, 0).poll(6, {k: [[0, 1]]}),
+}
+NOT_IN_FINAL = {"lost-write", "unseen", "durability", "G1a"}
+
+
+def test_each_anomaly_is_found_with_an_example(spark, tmp_path):
+    """Every anomaly class planted on its own key; each found on exactly its key."""
+    assert set(SCENARIOS) == set(ANOMALIES)
+    h = healthy()
+    final = {k: list(v) for k, v in FINAL.items()}
+    for n, (anomaly, build) in enumerate(sorted(SCENARIOS.items())):
+        key = f"a{n}"
+        start = len(h.rows)
+        build(h, key)
+        final[key] = []
+        if anomaly not in NOT_IN_FINAL:
+            for r in h.rows[start:]:
+                if r["f"] == "send" and r["type"] == "ok":
+                    final[key].append([r["value"]["offset"], r["value"]["value"]])
+    h.final(final)
+    r = run(spark, tmp_path, h)
+    keys = {anomaly: f"a{n}" for n, anomaly in enumerate(sorted(SCENARIOS))}
+    assert r["valid"] is False
+    for anomaly in ANOMALIES:
+        found = r["anomalies"].get(anomaly)
+        assert found is not None, f"{anomaly} not found: {r['anomalies'].keys()}"
+        example_keys = {e["key"] for e in found["examples"]}
+        assert keys[anomaly] in example_keys, (anomaly, found)
+        assert anomaly in r["bad_anomalies"]
+    # No anomaly leaks onto the healthy keys.
+    for found in r["anomalies"].values():
+        assert not {e["key"] for e in found["examples"]} & {"k0", "k1"}, found
+
+
+def test_a_re_assign_restarts_the_poll_order(spark, tmp_path):
+    h = healthy().poll(0, {"k0": [[0, 1], [1, 2]]}).assign(0).poll(0, {"k0": [[0, 1]]})
+    h.final(FINAL)
+    r = run(spark, tmp_path, h)
+    assert "nonmonotonic-poll" not in r["anomalies"], r
+
+
+def test_missing_from_the_final_read_is_a_durability_loss(spark, tmp_path):
+    h = healthy().final({"k0": [[0, 1]], "k1": [[0, 3]]})
+    r = run(spark, tmp_path, h)
+    assert r["anomalies"]["durability"]["examples"][0]["value"] == 2
+
+
+def test_allowed_anomalies_do_not_fail_the_run(spark, tmp_path):
+    h = healthy().poll(0, {"k0": [[0, 1], [1, 2], [2, 1]]}).final(FINAL)
+    r = run(spark, tmp_path, h, allowed=("duplicate",))
+    assert "duplicate" in r["anomalies"] and r["valid"] is True
+    assert set(ANOMALIES) >= set(r["anomalies"])

@@ -1,0 +1,56 @@
+"""The queue workload's operation generator, after Jepsen's ``jepsen.tests.kafka``: pure and seeded.
+
+Keys are partitions of one topic (key ``k3`` is partition 3). Each logical
+process alternates, by its own seeded random choice, between
+
+- ``send``: one unique value to one key (value = process x 1,000,000 +
+  sequence number, so a value read names the send that wrote it), and
+- ``poll``: one poll of its consumer, which is assigned every key and reads
+  each partition in offset order from the beginning.
+
+The generator only decides what to do; the client records what happened
+(offsets of acknowledged sends, the messages each poll returned). After the
+faults are healed the runner adds final polls that read every partition to
+its end.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterator
+
+VALUE_STRIDE = 1_000_000
+
+
+def key_name(partition: int) -> str:
+    return f"k{partition}"
+
+
+def key_partition(key: str) -> int:
+    return int(key[1:])
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOp:
+    f: str  # "send" | "poll"
+    key: str | None  # sends only
+    value: int | None  # sends only
+
+
+class QueueGenerator:
+    def __init__(self, seed: int, partitions: int, send_ratio: float = 0.5) -> None:
+        if partitions < 1:
+            raise ValueError(f"the queue workload needs at least one partition, got {partitions}")
+        self.seed = seed
+        self.keys = [key_name(p) for p in range(partitions)]
+        self.send_ratio = send_ratio
+
+    def ops(self, process: int) -> Iterator[QueueOp]:
+        rng = random.Random(f"{self.seed}-queue-{process}")
+        seq = 0
+        while True:
+            if rng.random() < self.send_ratio:
+                seq += 1
+                yield QueueOp("send", rng.choice(self.keys), process * VALUE_STRIDE + seq)
+            else:
+                yield QueueOp("poll", None, None)
