@@ -66,6 +66,35 @@ def cmd_run(args) -> int:
     return run(cfg)
 
 
+def _seed_range(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def cmd_matrix(args) -> int:
+    from .matrix import run_matrix
+    names = [b.strip() for b in args.bugs.split(",") if b.strip()]
+    if names == ["all"]:
+        bugs = list(BUGS)
+    elif names == ["queue"]:
+        bugs = [n for n, b in BUGS.items() if b.workload == "queue"]
+    else:
+        unknown = [n for n in names if n != "none" and n not in BUGS]
+        if unknown:
+            print(f"chaoskraft matrix: unknown bug {unknown[0]!r}; known: none, all, queue, "
+                  f"{', '.join(sorted(BUGS))}", file=sys.stderr)
+            return EXIT_USAGE
+        bugs = [None if n == "none" else n for n in names]
+    cells = run_matrix(bugs, _seed_range(args.seeds), args.time_limit, args.sim_duration_s,
+                       args.results_dir)
+    # Exit 0 only if every bug was caught in every seed and the correct node never flagged.
+    ok = all(c.detected == (c.bug != "none") for c in cells)
+    return 0 if ok else 1
+
+
 def cmd_analyze(args) -> int:
     from .analyze import analyze
     results = analyze(args.run_dir, engine=args.engine, spark_master=args.spark_master,
@@ -209,6 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--test", help="test name (the results/<test>/ folder)")
     r.add_argument("--results-dir")
     r.set_defaults(func=cmd_run)
+    mx = sub.add_parser("matrix", help="run planted bugs (or the correct node) over seeds; print "
+                                       "what caught each")
+    mx.add_argument("--bugs", default="all",
+                    help="comma-separated bug names, 'all', 'queue' (the broker bugs) or 'none' "
+                         "(the correct node)")
+    mx.add_argument("--seeds", default="1-5", help="e.g. 1-5 or 1,3,7")
+    mx.add_argument("--time-limit", type=float, default=60.0, help="seconds per queue campaign")
+    mx.add_argument("--sim-duration-s", type=float, default=600.0,
+                    help="simulated seconds per simulator seed")
+    mx.add_argument("--results-dir", default="results")
+    mx.set_defaults(func=cmd_matrix)
     a = sub.add_parser("analyze", help="re-check a stored run")
     a.add_argument("run_dir")
     a.add_argument("--engine", choices=["spark", "local"], default="spark")

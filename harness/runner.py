@@ -33,6 +33,10 @@ from .store import new_run_dir
 PORT = 9093
 FINAL_PROCESS_BASE = 1000
 EXIT = {True: 0, False: 1, "unknown": 2}
+# How long a fault lasts (uniform in the range). Queue faults outlast the broker session
+# (9 s) often enough for the controller to fence the victim and elect new leaders, which
+# is where acknowledged-but-unreplicated data is lost.
+FAULT_DURATION_S = {"register": (3.0, 6.0), "queue": (5.0, 15.0)}
 
 
 class Logger:
@@ -249,7 +253,8 @@ class Campaign:
         self.log(f"active controller: n{leader}")
         await self.setup()
         steps = plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s,
-                     workload=cfg.workload, power_loss_targets=tuple(cfg.power_loss_targets))
+                     duration_s=FAULT_DURATION_S[cfg.workload], workload=cfg.workload,
+                     power_loss_targets=tuple(cfg.power_loss_targets))
         self.log(f"workload {cfg.workload}: {cfg.concurrency} clients at {cfg.rate:g} ops/s each "
                  f"for {cfg.time_limit_s:g} s; {len(steps)} faults planned")
         t0 = time.monotonic()
@@ -299,15 +304,17 @@ def make_backend(cfg: RunConfig, run_id: str, image: str, log):
     return ssh_over_docker(cfg, run_id, image, log)
 
 
-def run(cfg: RunConfig, root: Path | None = None) -> int:
-    """Run one campaign; returns Jepsen's exit code (0 valid, 1 invalid, 2 unknown)."""
+def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | None = None) -> int:
+    """Run one campaign; returns Jepsen's exit code (0 valid, 1 invalid, 2 unknown).
+    Progress goes to ``stream`` (stdout by default) and to the run's harness.log. ``run_dir``:
+    a directory made by ``store.new_run_dir`` (the caller then knows where the run is)."""
     from .analyze import analyze
     from .images import build_images
     if cfg.seed is None:
         cfg.seed = random.SystemRandom().randrange(1 << 31)
-    run_dir = new_run_dir(Path(root or cfg.results_dir), cfg.test, cfg.seed)
+    run_dir = run_dir or new_run_dir(Path(root or cfg.results_dir), cfg.test, cfg.seed)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    log = Logger(run_dir / "harness.log")
+    log = Logger(run_dir / "harness.log", stream or sys.stdout)
     log(f"run {run_dir} seed {cfg.seed} (reproduce with: chaoskraft run --seed {cfg.seed} ...; "
         f"the resolved config is in config.yaml)")
     history = HistoryWriter(run_dir / "history.jsonl")

@@ -31,9 +31,16 @@ class Outcome:
     counterexample: list | None = None
 
 
-def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str]) -> Outcome:
+def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
+             overrides: dict | None = None) -> Outcome:
+    """One seed; ``overrides`` replace some of the fault options the seed draws."""
     started = time.monotonic()
-    result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs).run()
+    options = None
+    if overrides:
+        import dataclasses
+        from node_image.sim.cluster import SimOptions
+        options = dataclasses.replace(SimOptions.draw(seed), **overrides)
+    result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options).run()
     outcome = Outcome(seed, result.ok, result.invariant, result.detail, result.event_index,
                       result.trace_hash, result, 0.0)
     if result.ok:

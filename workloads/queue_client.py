@@ -56,8 +56,19 @@ class ConfluentQueueClient:
                 "socket.connection.setup.timeout.ms": max(1000, timeout_ms)}
         if not idempotent:
             conf["retries"] = 0
+        self._producer_conf = conf
         self.producer = Producer(conf)
         self.consumer = None
+
+    def _new_producer(self) -> None:
+        """After a fatal error (e.g. an idempotent producer out of sequence) only a new
+        producer can go on, as librdkafka documents."""
+        from confluent_kafka import Producer
+        try:
+            self.producer.flush(0)
+        except Exception:  # noqa: BLE001 - the old producer is being dropped
+            pass
+        self.producer = Producer(self._producer_conf)
 
     def assign(self) -> Result:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -73,6 +84,7 @@ class ConfluentQueueClient:
         return Result("ok", [key_name(p) for p in range(self.partitions)])
 
     def send(self, key: str, value: int) -> Result:
+        from confluent_kafka import KafkaException
         box: list = []
         try:
             self.producer.produce(self.topic, value=str(value).encode(),
@@ -80,9 +92,17 @@ class ConfluentQueueClient:
                                   on_delivery=lambda err, msg: box.append((err, msg)))
         except BufferError as exc:
             return Result("fail", None, f"client queue full: {exc}")
+        except KafkaException as exc:
+            self._new_producer()  # nothing was queued, but the producer cannot go on
+            return Result("fail", None, exc.args[0].name() if exc.args else str(exc))
         deadline = time.monotonic() + self.timeout_s + 1.0
-        while not box and time.monotonic() < deadline:
-            self.producer.poll(0.05)
+        try:
+            while not box and time.monotonic() < deadline:
+                self.producer.poll(0.05)
+        except KafkaException as exc:
+            # A fatal producer error while this send was in flight: it may have been written.
+            self._new_producer()
+            return Result("info", None, exc.args[0].name() if exc.args else str(exc))
         if not box:
             return Result("info", None, "no delivery report")
         err, msg = box[0]

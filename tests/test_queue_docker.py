@@ -1,0 +1,58 @@
+"""Queue campaigns on Docker: a correct node is valid, a planted data-plane bug is caught, and
+the flush policy decides whether a power loss on every node loses acknowledged writes."""
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.config import resolve
+from harness.runner import run
+from harness.store import new_run_dir
+
+pytestmark = pytest.mark.docker
+
+
+def campaign(tmp_path, **fields):
+    cfg = resolve({"workload": "queue", **fields}, {"results_dir": str(tmp_path)})
+    run_dir = new_run_dir(Path(tmp_path), cfg.test, cfg.seed)
+    with open(run_dir / "progress.log", "w") as progress:
+        code = run(cfg, stream=progress, run_dir=run_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    return code, results, run_dir
+
+
+def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_image, tmp_path):
+    code, results, run_dir = campaign(tmp_path, seed=11, time_limit_s=40)
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    assert q["stats"]["sends"]["ok"] > 100 and q["stats"]["final_polls"]
+    faults = {f["f"] for f in results["stats"]["faults"]}
+    assert {"restart-all"} <= faults and faults & {"kill", "power-loss", "start-partition"}
+
+
+def test_ack_before_replication_loses_acknowledged_writes(docker_client, node_image, tmp_path):
+    code, results, run_dir = campaign(tmp_path, seed=2, time_limit_s=40,
+                                      bugs=["ack-before-replication"])
+    q = results["checkers"]["queue"]
+    assert code == 1 and results["valid"] is False, run_dir
+    assert set(q["bad_anomalies"]) & {"lost-write", "unseen", "durability"}, q["bad_anomalies"]
+
+
+@pytest.mark.parametrize("flush_messages, loses", [(None, True), (1, False)])
+def test_power_loss_on_every_node_and_the_flush_policy(docker_client, node_image, tmp_path,
+                                                       flush_messages, loses):
+    """Kafka's default never fsyncs: all replicas losing power at once lose what they
+    acknowledged. With flush.messages=1 every acknowledged batch is on disk."""
+    code, results, run_dir = campaign(
+        tmp_path, seed=5, time_limit_s=30, nemesis=["power-loss"], power_loss_targets=["all"],
+        nemesis_interval_s=12, flush_messages=flush_messages)
+    q = results["checkers"]["queue"]
+    lost = set(q["anomalies"]) & {"lost-write", "durability", "unseen", "inconsistent-offsets"}
+    assert any(f["f"] == "power-loss" for f in results["stats"]["faults"]), run_dir
+    if loses:
+        assert results["valid"] is False and lost, (q["anomalies"].keys(), run_dir)
+        counts = ", ".join(f"{a} {q['anomalies'][a]['count']}" for a in sorted(lost))
+        print(f"never fsync: {counts}")
+    else:
+        assert results["valid"] is True and not lost, (q["anomalies"], run_dir)
+        print(f"fsync every batch: valid, {q['stats']['sends']['ok']} acknowledged sends all read")

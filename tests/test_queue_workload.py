@@ -1,0 +1,69 @@
+"""The queue workload's pure parts: generator, configuration, fault plans, client outcomes."""
+import itertools
+
+import pytest
+
+from harness.config import CampaignError, resolve
+from harness.runner import node_config
+from nemesis.faults import grudge, kill_targets
+from nemesis.schedule import plan
+from workloads.queue import QueueGenerator
+
+
+def test_generator_is_a_function_of_seed_and_process_with_unique_values():
+    a = list(itertools.islice(QueueGenerator(7, 4).ops(3), 200))
+    b = list(itertools.islice(QueueGenerator(7, 4).ops(3), 200))
+    assert a == b
+    assert a != list(itertools.islice(QueueGenerator(8, 4).ops(3), 200))
+    sends = [op for op in a if op.f == "send"]
+    assert len({op.value for op in sends}) == len(sends) and 60 < len(sends) < 140
+    assert {op.key for op in sends} == {"k0", "k1", "k2", "k3"}
+    other = {op.value for op in itertools.islice(QueueGenerator(7, 4).ops(4), 200)
+             if op.f == "send"}
+    assert not other & {op.value for op in sends}, "values are unique across processes"
+
+
+def test_queue_defaults_and_power_loss_node_config():
+    cfg = resolve({"workload": "queue"}, {})
+    assert cfg.test == "queue" and cfg.nemesis == ["partition", "kill", "power-loss"]
+    assert cfg.flush_messages == 1, "queue campaigns fsync every batch unless told otherwise"
+    assert node_config(cfg)["chaoskraft.power.loss.enable"] == "true"
+    never = resolve({"workload": "queue", "flush_messages": None, "nemesis": ["kill"]}, {})
+    assert never.flush_messages is None and "chaoskraft.power.loss.enable" not in node_config(never)
+    assert resolve({}, {}).nemesis == ["partition", "kill"], "the register default is unchanged"
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"min_insync_replicas": 4}, "more than the replication factor"),
+    ({"replication_factor": 6}, "more than the 5 nodes"),
+    ({"allowed_anomalies": ["lost-writes"]}, "unknown anomaly 'lost-writes'"),
+    ({"power_loss_targets": ["most"]}, "'most' is not one of"),
+    ({"client": "sarama"}, "is not one of"),
+    ({"idempotent": "yes"}, "wrong type"),
+    ({"partitions": 0}, "must be positive"),
+])
+def test_bad_queue_fields_name_the_field(fields, words):
+    with pytest.raises(CampaignError) as e:
+        resolve({"workload": "queue", **fields}, {})
+    assert words in str(e.value)
+
+
+def test_queue_plans_aim_at_partition_leaders_and_register_plans_do_not():
+    q = plan(3, ["partition", "kill", "power-loss"], 300, 5, workload="queue",
+             power_loss_targets=("all",))
+    first = {}
+    for s in q:
+        first.setdefault(s.kind, s.spec)
+    assert first == {"partition": "isolate-partition-leader", "kill": "partition-leader",
+                     "power-loss": "all"}
+    r = plan(3, ["partition", "kill"], 300, 5)
+    assert not {s.spec for s in r} & {"isolate-partition-leader", "partition-leader", "all"}
+    assert r == plan(3, ["partition", "kill"], 300, 5), "plans are a function of the seed"
+
+
+def test_leader_targets_resolve_to_the_leader():
+    import random
+    assert kill_targets("partition-leader", [1, 2, 3, 4, 5], random.Random(1), leader=4) == [4]
+    assert kill_targets("all", [3, 1, 2], random.Random(1)) == [1, 2, 3]
+    g = grudge("isolate-partition-leader", [1, 2, 3], random.Random(1), leader=2)
+    assert g[2] == {1, 3} and g[1] == {2}
