@@ -14,7 +14,6 @@ partitions with replication factor 3 and min.insync.replicas=2. Prints:
 The cluster carries the label chaoskraft=1 and is removed at the end.
 """
 import argparse
-import statistics
 import sys
 import threading
 import time
