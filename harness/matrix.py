@@ -4,7 +4,8 @@
 
 - bugs of the broker (``workload == "queue"`` in ``node_image.bugs``): a
   Docker queue campaign (``time_limit_s``, the queue workload's default
-  nemesis) with the bug on every node, checked in Spark;
+  nemesis unless ``TARGETED_QUEUE`` aims other faults at the bug) with the
+  bug on every node, checked in Spark;
 - the Raft, storage and controller bugs (``workload == "register"``): the
   deterministic simulator, ``sim_duration_s`` simulated seconds per seed,
   its invariants and the linearizability of its register history. As a
@@ -53,13 +54,25 @@ def _detect_time_queue(run_dir: Path, anomalies: dict, bad: list[str]) -> float 
     return (min(times) - start) / 1e9 if times else None
 
 
+# Campaign fields aimed at a broker bug: divergent replica logs only show once the old
+# leader leads again (frequent preferred elections); an out-of-ISR replica is only elected
+# while one is alive and lagging (slow follower fetches, frequent kills).
+TARGETED_QUEUE: dict[str, dict] = {
+    "skip-epoch-truncation": {"node_config": {"leader.imbalance.check.interval.seconds": "3"},
+                              "nemesis": ["partition", "kill"]},
+    "unclean-election": {"node_config": {"replica.fetch.max.bytes": "2048"},
+                         "nemesis": ["kill", "power-loss"], "nemesis_interval_s": 3.0},
+}
+
+
 def queue_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: str) -> Cell:
     from .config import resolve
     from .runner import run
     from .store import new_run_dir
-    cfg = resolve({}, {"workload": "queue", "seed": seed, "time_limit_s": time_limit_s,
-                       "bugs": [bug] if bug else None, "test": f"matrix-{bug or 'none'}",
-                       "results_dir": results_dir})
+    cfg = resolve(dict(TARGETED_QUEUE.get(bug, {})),
+                  {"workload": "queue", "seed": seed, "time_limit_s": time_limit_s,
+                   "bugs": [bug] if bug else None, "test": f"matrix-{bug or 'none'}",
+                   "results_dir": results_dir})
     run_dir = new_run_dir(Path(results_dir), cfg.test, seed)
     with open(run_dir / "progress.log", "w") as quiet:
         run(cfg, stream=quiet, run_dir=run_dir)

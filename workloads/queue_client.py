@@ -26,6 +26,7 @@ DEFINITE_SEND_ERRORS = {3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLO
                         10: "MESSAGE_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
                         21: "INVALID_REQUIRED_ACKS", 2: "CORRUPT_MESSAGE"}
 CLIENTS = ("confluent-kafka", "kafka-python")
+MESSAGE_TIMEOUT_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +51,13 @@ class ConfluentQueueClient:
         self.idempotent = idempotent
         self.process = process
         timeout_ms = int(timeout_s * 1000)
+        # librdkafka keeps retrying a message for message.timeout.ms. When one times out while
+        # in flight an idempotent producer must reset its producer id and may then send again
+        # what the broker already has (a duplicate the broker cannot recognise). So messages
+        # live well past any fault (fail-over is bounded by the 9 s broker session); the
+        # operation itself still ends after timeout_s, as info, while the client retries.
         conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
-                "linger.ms": 0, "message.timeout.ms": timeout_ms,
+                "linger.ms": 0, "message.timeout.ms": max(timeout_ms, MESSAGE_TIMEOUT_MS),
                 "request.timeout.ms": min(timeout_ms, 30000), "error_cb": _quiet,
                 "socket.connection.setup.timeout.ms": max(1000, timeout_ms)}
         if not idempotent:
