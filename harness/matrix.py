@@ -133,13 +133,15 @@ def print_table(cells: list[Cell], out=sys.stdout) -> None:
     by_bug: dict[str, list[Cell]] = {}
     for c in cells:
         by_bug.setdefault(c.bug, []).append(c)
-    print(f"\n{'bug':<24} {'checked by':<10} {'detected':<9} {'anomaly / invariant':<48} "
-          f"{'median time to detect':>21}", file=out)
+    print(f"\n{'bug':<24} {'checked by':<10} {'detected':<9} {'median time to detect':>21}  "
+          f"anomalies / invariants (seeds)", file=out)
     for bug, cs in by_bug.items():
         detected = [c for c in cs if c.detected]
         classes = Counter(cls for c in detected for cls in c.classes)
         times = [c.detect_s for c in detected if c.detect_s is not None]
         how = "queue" if bug == "none" or BUGS[bug].workload == "queue" else "simulator"
         med = f"{statistics.median(times):.1f} s" if times else "-"
-        cls = ", ".join(f"{k} ({v})" for k, v in classes.most_common()) or "-"
-        print(f"{bug:<24} {how:<10} {len(detected)}/{len(cs):<7} {cls:<48} {med:>21}", file=out)
+        cls = ", ".join(f"{k} ({v})" for k, v in classes.most_common(3)) or "-"
+        if len(classes) > 3:
+            cls += ", ..."
+        print(f"{bug:<24} {how:<10} {len(detected)}/{len(cs):<7} {med:>21}  {cls}", file=out)
