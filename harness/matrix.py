@@ -75,7 +75,9 @@ def queue_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: str
                    "results_dir": results_dir})
     run_dir = new_run_dir(Path(results_dir), cfg.test, seed)
     with open(run_dir / "progress.log", "w") as quiet:
-        run(cfg, stream=quiet, run_dir=run_dir)
+        code = run(cfg, stream=quiet, run_dir=run_dir)
+    if code == 130:
+        raise KeyboardInterrupt  # the run was interrupted: so is the matrix
     results = json.loads((run_dir / "results.json").read_text())
     q = results["checkers"]["queue"]
     bad = q["bad_anomalies"]
