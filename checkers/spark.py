@@ -54,7 +54,11 @@ def spark_session(master: str | None = None):
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.python.worker.reuse", "true"))
+               .config("spark.python.worker.reuse", "true")
+               # Local mode runs everything in the driver's JVM; 1 GB (Spark's default) is too
+               # little to read the row groups of a history of millions of operations.
+               .config("spark.driver.memory",
+                       os.environ.get("CHAOSKRAFT_SPARK_DRIVER_MEMORY", "4g")))
     _SESSION = builder.getOrCreate()
     _SESSION.sparkContext.setLogLevel("ERROR")
     _SESSION.sparkContext.addPyFile(_package_zip())
