@@ -12,7 +12,8 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
@@ -134,12 +135,18 @@ def kp_produce(cluster, topic, prefix, n, idempotent):
 
 
 def end_offsets(cluster, topic):
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe", "error_cb": quiet})
-    try:
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in range(PARTITIONS)}
-    finally:
-        c.close()
+    """High watermarks; a ListOffsets that times out on a busy machine is asked again."""
+    def ask():
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe",
+                      "error_cb": quiet})
+        try:
+            return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                    for p in range(PARTITIONS)}
+        except KafkaException:
+            return None
+        finally:
+            c.close()
+    return wait_until(f"end offsets of {topic}", ask, timeout_s=60)
 
 
 def ck_read_all(cluster, topic):
