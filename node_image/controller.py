@@ -302,15 +302,23 @@ class QuorumController:
         self._park(Deferred(offset, src, lambda: answer(m.NONE, epoch),
                             lambda _l, _e: answer(m.NOT_CONTROLLER)))
 
-    def handle_broker_heartbeat(self, src, req: m.BrokerHeartbeatRequest, now: int) -> None:
-        def answer(error: int, caught_up=False, fenced=True, shut_down=False):
-            return m.BrokerHeartbeatResponse(req.correlation_id, error, caught_up, fenced, shut_down)
+    def _registered(self, src, req, answer):
+        """The registration a broker request names, or None after answering NOT_CONTROLLER
+        (not the ready active controller) or STALE_BROKER_EPOCH (not its registration)."""
         if not self._ready():
             self.outbox.append((src, answer(m.NOT_CONTROLLER)))
-            return
+            return None
         reg = self.current.brokers.get(req.broker_id)
         if reg is None or reg.broker_epoch != req.broker_epoch:
             self.outbox.append((src, answer(m.STALE_BROKER_EPOCH)))
+            return None
+        return reg
+
+    def handle_broker_heartbeat(self, src, req: m.BrokerHeartbeatRequest, now: int) -> None:
+        def answer(error: int, caught_up=False, fenced=True, shut_down=False):
+            return m.BrokerHeartbeatResponse(req.correlation_id, error, caught_up, fenced, shut_down)
+        reg = self._registered(src, req, answer)
+        if reg is None:
             return
         self._start_sessions(now)
         self._last_contact_ms[req.broker_id] = now
@@ -395,12 +403,8 @@ class QuorumController:
     def handle_allocate_producer_ids(self, src, req: m.AllocateProducerIdsRequest, now: int) -> None:
         def answer(error: int, start: int = -1, length: int = 0):
             return m.AllocateProducerIdsResponse(req.correlation_id, error, start, length)
-        if not self._ready():
-            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
-            return
-        reg = self.current.brokers.get(req.broker_id)
-        if reg is None or reg.broker_epoch != req.broker_epoch:
-            self.outbox.append((src, answer(m.STALE_BROKER_EPOCH)))
+        reg = self._registered(src, req, answer)
+        if reg is None:
             return
         start = self.current.next_producer_id
         offset = self._write([mr.ProducerIdsRecord(req.broker_id, req.broker_epoch,

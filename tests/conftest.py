@@ -37,6 +37,15 @@ def node_image(docker_client):
     return build_images(docker_client, log=lambda msg: None)
 
 
+@pytest.fixture(scope="module")
+def spark():
+    """A Spark session (local[2]) for a test module, stopped after it."""
+    from checkers import spark as sp
+    session = sp.spark_session()
+    yield session
+    sp.stop_session()
+
+
 def labelled(client, label="chaoskraft=1"):
     return (len(client.containers.list(all=True, filters={"label": label})),
             len(client.networks.list(filters={"label": label})),

@@ -7,14 +7,6 @@ from checkers.queue import ANOMALIES, check_queue
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from checkers import spark as sp
-    session = sp.spark_session()
-    yield session
-    sp.stop_session()
-
-
 class H:
     """A tiny history builder: each call appends an invoke and its completion."""
 

@@ -11,14 +11,6 @@ from node_image.sim.cluster import Simulation
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from checkers import spark as sp
-    session = sp.spark_session()
-    yield session
-    sp.stop_session()
-
-
 def _first_seed(bugs, expected):
     """The first simulator seed whose register history has the expected verdict."""
     hm = get_model("cas-register")
