@@ -16,6 +16,8 @@ Poll results map keys to ``[[offset, value], ...]`` in the order read.
 """
 from __future__ import annotations
 
+import logging
+
 import time
 from dataclasses import dataclass
 
@@ -36,8 +38,26 @@ class Result:
     error: str | None = None
 
 
+# librdkafka's own log lines (connection refused while a node is down, and the like) go here,
+# not to the terminal; a campaign writes them to its run directory (kafka-clients.log).
+CLIENT_LOG = logging.getLogger("chaoskraft.kafka_clients")
+CLIENT_LOG.propagate = False
+CLIENT_LOG.addHandler(logging.NullHandler())
+
+
 def _quiet(_err) -> None:
     pass  # librdkafka reports broker connection errors by itself; the history has what matters
+
+
+def _drop_producer(producer) -> None:
+    """End a producer now: what it still holds is dropped (those sends were already
+    recorded as info), and its threads stop, so it sends nothing after the run."""
+    try:
+        producer.purge()
+        producer.flush(0)
+    except Exception:  # noqa: BLE001 - a producer after a fatal error may refuse; it still closes
+        pass
+    producer.close()
 
 
 class ConfluentQueueClient:
@@ -58,7 +78,7 @@ class ConfluentQueueClient:
         # operation itself still ends after timeout_s, as info, while the client retries.
         conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
                 "linger.ms": 0, "message.timeout.ms": max(timeout_ms, MESSAGE_TIMEOUT_MS),
-                "request.timeout.ms": min(timeout_ms, 30000), "error_cb": _quiet,
+                "request.timeout.ms": min(timeout_ms, 30000), "error_cb": _quiet, "logger": CLIENT_LOG,
                 "socket.connection.setup.timeout.ms": max(1000, timeout_ms)}
         if not idempotent:
             conf["retries"] = 0
@@ -70,10 +90,7 @@ class ConfluentQueueClient:
         """After a fatal error (e.g. an idempotent producer out of sequence) only a new
         producer can go on, as librdkafka documents."""
         from confluent_kafka import Producer
-        try:
-            self.producer.flush(0)
-        except Exception:  # noqa: BLE001 - the old producer is being dropped
-            pass
+        _drop_producer(self.producer)
         self.producer = Producer(self._producer_conf)
 
     def assign(self) -> Result:
@@ -83,7 +100,7 @@ class ConfluentQueueClient:
         self.consumer = Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": f"chaoskraft-{self.process}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100, "error_cb": _quiet,
+            "fetch.wait.max.ms": 100, "error_cb": _quiet, "logger": CLIENT_LOG,
             "socket.connection.setup.timeout.ms": max(1000, int(self.timeout_s * 1000))})
         self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING)
                               for p in range(self.partitions)])
@@ -137,7 +154,7 @@ class ConfluentQueueClient:
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
-        self.producer.flush(0)
+        _drop_producer(self.producer)
 
 
 class KafkaPythonQueueClient:
@@ -212,7 +229,8 @@ def read_to_end(bootstrap: str, topic: str, partitions: int, timeout_s: float) -
     Raises TimeoutError naming the partitions not read to the end."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaoskraft-final",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "error_cb": _quiet})
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "error_cb": _quiet,
+                  "logger": CLIENT_LOG})
     try:
         deadline = time.monotonic() + timeout_s
         ends = {}
