@@ -217,12 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--time-limit", type=float, help="seconds of workload and faults (default 60)")
     r.add_argument("--nodes", type=int, help="containers (default 5)")
     r.add_argument("--controllers", type=int, help="of which controllers (default 3)")
-    r.add_argument("--concurrency", type=int, help="client processes (default 5)")
-    r.add_argument("--rate", type=float, help="operations per second per client (default 10)")
+    r.add_argument("--concurrency", type=int, help="client processes (default 15)")
+    r.add_argument("--rate", type=float, help="operations per second per client (default 5)")
     r.add_argument("--workload", choices=["register", "queue"],
                    help="register (default) or queue (real Kafka clients)")
-    r.add_argument("--nemesis", help="comma-separated packages: partition,kill,power-loss "
-                                     "(default partition,kill; '' none)")
+    r.add_argument("--nemesis", help="comma-separated packages: partition, kill, power-loss, "
+                                     "and for the queue strand-replica, depose-leader (default "
+                                     "partition,kill; queue: partition,kill,power-loss; '' none)")
     r.add_argument("--bug", type=_bug, action="append", help="enable a planted bug on every node")
     r.add_argument("--backend", choices=["docker", "ssh"])
     r.add_argument("--engine", choices=["spark", "local"])
