@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from node_image.bugs import BUGS
-from nemesis.schedule import PACKAGES
+from nemesis.schedule import PACKAGES, QUEUE_ONLY
 
 
 QUEUE_NEMESIS = ("partition", "kill", "power-loss")  # the queue workload's default packages
@@ -126,6 +126,11 @@ def validate(values: dict, where=lambda key: "") -> None:
                 if b not in BUGS:
                     raise CampaignError(f"{loc}field 'bugs': unknown bug {b!r} "
                                         f"(known: {', '.join(sorted(BUGS))})")
+    aimed = sorted(set(values.get("nemesis") or ()) & QUEUE_ONLY)
+    if aimed and values.get("workload", RunConfig.workload) != "queue":
+        raise CampaignError(f"{where('nemesis')}field 'nemesis': package {aimed[0]!r} aims at a "
+                            f"partition of the queue workload's topic; the "
+                            f"{values.get('workload', RunConfig.workload)} workload has none")
     rf = values.get("replication_factor", RunConfig.replication_factor)
     misr = values.get("min_insync_replicas", RunConfig.min_insync_replicas)
     if isinstance(rf, int) and isinstance(misr, int) and misr > rf:

@@ -54,14 +54,15 @@ def _detect_time_queue(run_dir: Path, anomalies: dict, bad: list[str]) -> float 
     return (min(times) - start) / 1e9 if times else None
 
 
-# Campaign fields aimed at a broker bug: divergent replica logs only show once the old
-# leader leads again (frequent preferred elections); an out-of-ISR replica is only elected
-# while one is alive and lagging (slow follower fetches, frequent kills).
+# Campaign fields aimed at a broker bug: divergent replica logs only show once the deposed
+# leader leads again (depose-leader), and only where they differ: an idempotent producer
+# re-sends what the deposed leader holds to the new one in the same order, so the logs agree
+# even untruncated; producers without retries leave the deposed leader's records its own.
+# An out-of-ISR replica is only elected while it is the one replica alive (strand-replica).
+# The scenarios are in nemesis.faults.
 TARGETED_QUEUE: dict[str, dict] = {
-    "skip-epoch-truncation": {"node_config": {"leader.imbalance.check.interval.seconds": "3"},
-                              "nemesis": ["partition", "kill"]},
-    "unclean-election": {"node_config": {"replica.fetch.max.bytes": "2048"},
-                         "nemesis": ["kill", "power-loss"], "nemesis_interval_s": 3.0},
+    "skip-epoch-truncation": {"nemesis": ["depose-leader"], "idempotent": False},
+    "unclean-election": {"nemesis": ["strand-replica"]},
 }
 
 

@@ -17,18 +17,22 @@ On top of the register campaign's phases (``runner.Campaign``):
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from nemesis.faults import depose_choice, grudge, strand_choice
 from workloads.queue import QueueGenerator, key_name
-from workloads.queue_client import make_client, read_to_end
+from workloads.queue_client import CLIENT_LOG, make_client, read_to_end
 
-from .runner import FINAL_PROCESS_BASE, Campaign
+from .runner import FINAL_PROCESS_BASE, Campaign, grudge_value
 
 TOPIC = "queue"
 KAFKA_PORT = 9092
 QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker session (9 s) or less
+STRAND_CUT_S = 8.0  # strand-replica: the cut outlasts replica.lag.time.max.ms (3 s) and then
+# some acknowledged writes; the kill that follows outlasts the broker session (9 s)
 
 
 class QueueCampaign(Campaign):
@@ -36,10 +40,27 @@ class QueueCampaign(Campaign):
         super().__init__(*args, **kw)
         self.bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self.backend.nodes)
         self.timeout_s = max(self.cfg.op_timeout_s, QUEUE_TIMEOUT_S)
+        self._admin_client = None
+
+    async def run(self) -> None:
+        handler = logging.FileHandler(self.history.path.parent / "kafka-clients.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        CLIENT_LOG.addHandler(handler)
+        CLIENT_LOG.setLevel(logging.DEBUG)
+        try:
+            await super().run()
+        finally:
+            self._admin_client = None
+            CLIENT_LOG.removeHandler(handler)
+            handler.close()
 
     def _admin(self):
+        """One admin client for the run, dropped when the run ends (its threads with it)."""
         from confluent_kafka.admin import AdminClient
-        return AdminClient({"bootstrap.servers": self.bootstrap, "error_cb": lambda e: None})
+        if self._admin_client is None:
+            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap,
+                                              "error_cb": lambda e: None, "logger": CLIENT_LOG})
+        return self._admin_client
 
     def _leaders(self) -> dict[int, int]:
         md = self._admin().list_topics(TOPIC, timeout=5)
@@ -47,6 +68,54 @@ class QueueCampaign(Campaign):
         if t is None or t.error is not None:
             return {}
         return {p.id: p.leader for p in t.partitions.values()}
+
+    def _partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
+        md = self._admin().list_topics(TOPIC, timeout=5)
+        t = md.topics.get(TOPIC)
+        if t is None or t.error is not None:
+            return []
+        return [(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()]
+
+    async def scenario(self, step, rng: random.Random) -> None:
+        try:
+            infos = await asyncio.to_thread(self._partition_infos)
+        except Exception:  # noqa: BLE001 - no metadata now: the scenario finds no partition
+            infos = []
+        if step.kind == "strand-replica":
+            controllers = {n.node_id for n in self.backend.nodes if n.is_controller}
+            choice = strand_choice(infos, controllers, rng)
+        else:
+            choice = depose_choice(infos, rng)
+        if choice is None:
+            why = f"no partition of {TOPIC} fits now ({infos})"
+            self.history.record("nemesis", "invoke", "skip-scenario", value={"scenario": step.kind})
+            self.history.record("nemesis", "info", "skip-scenario",
+                                value={"scenario": step.kind, "reason": why})
+            self.log(f"nemesis: {step.kind} skipped: {why}")
+            return
+        if step.kind == "strand-replica":
+            partition, stranded, others = choice
+            g: dict[int, set[int]] = {i: set() for i in self.ids}
+            for o in others:
+                g[stranded].add(o)
+                g[o].add(stranded)
+            await self.cut(g, {"shape": step.kind, "partition": partition, "grudge": grudge_value(g)})
+            self.active_faults = [f"strand-replica: n{stranded} cut from {others} "
+                                  f"(partition {partition})"]
+            self.log(f"nemesis: {self.active_faults[0]}")
+            await asyncio.sleep(STRAND_CUT_S)
+            await self.kill("kill", others, {"target": step.kind, "partition": partition,
+                                             "nodes": others})
+            await self.heal_cut()
+            self.active_faults = [f"strand-replica: {others} killed, n{stranded} alone "
+                                  f"(partition {partition})"]
+        else:
+            partition, leader = choice
+            g = grudge("isolate-partition-leader", self.ids, rng, leader=leader)
+            await self.cut(g, {"shape": step.kind, "partition": partition, "grudge": grudge_value(g)})
+            self.active_faults = [f"depose-leader: n{leader} (leader of partition {partition}) "
+                                  f"cut from every node"]
+        self.log(f"nemesis: {self.active_faults[0]}")
 
     async def partition_leader(self, rng: random.Random) -> int | None:
         partition = rng.randrange(self.cfg.partitions)
@@ -69,8 +138,14 @@ class QueueCampaign(Campaign):
         def create():
             deadline = time.monotonic() + 90
             while True:
-                admin = self._admin()
                 try:
+                    admin = self._admin()
+                    # Placement uses the brokers registered when the topic is made: wait for
+                    # all of them, or a 5-node cluster keeps its partitions on the first three.
+                    live = set(admin.list_topics(timeout=5).brokers)
+                    missing = sorted(set(self.ids) - live)
+                    if missing:
+                        raise RuntimeError(f"brokers {missing} not registered yet")
                     admin.create_topics([NewTopic(TOPIC, cfg.partitions, cfg.replication_factor,
                                                   config=config)])[TOPIC].result(30)
                     return
@@ -82,6 +157,9 @@ class QueueCampaign(Campaign):
                     time.sleep(1)
         await asyncio.to_thread(create)
         await self._wait_for_leaders(90)
+        infos = await asyncio.to_thread(self._partition_infos)
+        self.log("replicas: " + ", ".join(f"{p}={r} (leader n{lead})"
+                                          for p, lead, r, _ in sorted(infos)))
 
     async def _wait_for_leaders(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -22,7 +22,7 @@ import yaml
 
 from node_image.messages import ERROR_NAMES
 from nemesis.faults import apply_grudge, grudge, heal_partitions, kill_targets
-from nemesis.schedule import FaultStep, plan
+from nemesis.schedule import SCENARIOS, FaultStep, plan
 from workloads.register import RegisterGenerator
 from workloads.register_client import Indeterminate, RegisterClient
 
@@ -37,6 +37,10 @@ EXIT = {True: 0, False: 1, "unknown": 2}
 # (9 s) often enough for the controller to fence the victim and elect new leaders, which
 # is where acknowledged-but-unreplicated data is lost.
 FAULT_DURATION_S = {"register": (3.0, 6.0), "queue": (5.0, 15.0)}
+
+
+def grudge_value(g: dict[int, set[int]]) -> dict[str, list[int]]:
+    return {str(k): sorted(v) for k, v in g.items()}
 
 
 class Logger:
@@ -160,8 +164,9 @@ class Campaign:
         try:
             for step in steps:
                 await asyncio.sleep(max(0.0, t0 + step.at_s - time.monotonic()))
-                await self.start_fault(step)
-                await asyncio.sleep(step.duration_s)
+                started = time.monotonic()
+                await self.start_fault(step)  # a scenario spends part of its duration here
+                await asyncio.sleep(max(0.0, step.duration_s - (time.monotonic() - started)))
                 await self.stop_faults()
         finally:
             await asyncio.shield(self.stop_faults())
@@ -170,8 +175,33 @@ class Campaign:
         """The leader of a random partition of the workload's topic (queue workload only)."""
         return None
 
+    async def scenario(self, step: FaultStep, rng: random.Random) -> None:
+        raise NotImplementedError(f"the {self.cfg.workload} workload has no {step.kind} scenario")
+
+    async def cut(self, g: dict[int, set[int]], value: dict) -> None:
+        self.history.record("nemesis", "invoke", "start-partition", value=value)
+        await asyncio.to_thread(apply_grudge, self.backend, g)
+        self.partitioned = True
+        self.history.record("nemesis", "info", "start-partition", value=value)
+
+    async def kill(self, f: str, targets: list[int], value: dict) -> None:
+        self.history.record("nemesis", "invoke", f, value=value)
+        await asyncio.gather(*(asyncio.to_thread(self.backend.kill_node, t) for t in targets))
+        self.killed.update(targets)
+        self.history.record("nemesis", "info", f, value=value)
+
+    async def heal_cut(self) -> None:
+        self.history.record("nemesis", "invoke", "stop-partition")
+        await asyncio.to_thread(heal_partitions, self.backend)
+        self.partitioned = False
+        self.history.record("nemesis", "info", "stop-partition")
+        self.log("nemesis: partition healed")
+
     async def start_fault(self, step: FaultStep) -> None:
         rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
+        if step.kind in SCENARIOS:
+            await self.scenario(step, rng)
+            return
         controller = leader = None
         if step.spec in ("isolate-controller", "active-controller"):
             controller = await active_controller(self.backend.nodes)
@@ -179,30 +209,18 @@ class Campaign:
             leader = await self.partition_leader(rng)
         if step.kind == "partition":
             g = grudge(step.spec, self.ids, rng, controller, leader)
-            value = {"shape": step.spec, "grudge": {str(k): sorted(v) for k, v in g.items()}}
-            self.history.record("nemesis", "invoke", "start-partition", value=value)
-            await asyncio.to_thread(apply_grudge, self.backend, g)
-            self.partitioned = True
-            self.history.record("nemesis", "info", "start-partition", value=value)
+            await self.cut(g, {"shape": step.spec, "grudge": grudge_value(g)})
             self.active_faults = [f"partition {step.spec}"]
         else:
             targets = kill_targets(step.spec, self.ids, rng, controller, leader)
-            value = {"target": step.spec, "nodes": targets}
             f = "power-loss" if step.kind == "power-loss" else "kill"
-            self.history.record("nemesis", "invoke", f, value=value)
-            await asyncio.gather(*(asyncio.to_thread(self.backend.kill_node, t) for t in targets))
-            self.killed.update(targets)
-            self.history.record("nemesis", "info", f, value=value)
+            await self.kill(f, targets, {"target": step.spec, "nodes": targets})
             self.active_faults = [f"{f} {step.spec} {targets}"]
         self.log(f"nemesis: {self.active_faults[0]}")
 
     async def stop_faults(self) -> None:
         if self.partitioned:
-            self.history.record("nemesis", "invoke", "stop-partition")
-            await asyncio.to_thread(heal_partitions, self.backend)
-            self.partitioned = False
-            self.history.record("nemesis", "info", "stop-partition")
-            self.log("nemesis: partition healed")
+            await self.heal_cut()
         if self.killed:
             nodes = sorted(self.killed)
             self.history.record("nemesis", "invoke", "start", value={"nodes": nodes})
@@ -292,6 +310,12 @@ def node_config(cfg: RunConfig) -> dict[str, str]:
     props = dict(cfg.node_config)
     if "power-loss" in cfg.nemesis:
         props.setdefault("chaoskraft.power.loss.enable", "true")
+    if "strand-replica" in cfg.nemesis:
+        # the stranded follower must leave the ISR within the scenario's first phase
+        props.setdefault("replica.lag.time.max.ms", "3000")
+    if "depose-leader" in cfg.nemesis:
+        # the deposed leader must lead again before the run ends
+        props.setdefault("leader.imbalance.check.interval.seconds", "3")
     return props
 
 

@@ -20,6 +20,21 @@ Kills SIGKILL the node process through the container's supervisor
 minority, all, active-controller, partition-leader. A power loss is a kill of
 a node whose un-fsynced writes live only in its memory (the nodes run with
 ``chaoskraft.power.loss.enable=true`` when the power-loss package is on).
+
+Scenarios aim a short sequence of these faults at one partition of the
+queue's topic, chosen from the cluster's metadata when the scenario fires:
+
+- strand-replica: one follower is cut from the partition's other replicas
+  until the leader drops it from the ISR (``replica.lag.time.max.ms``) while
+  acknowledged writes go on; then the ISR's members are killed and the cut
+  healed, so the only live replica is the one without those writes. Kafka
+  must leave the partition offline (no unclean election) until an ISR
+  member returns. The killed replicas never hold a majority of controllers.
+- depose-leader: the leader (its preferred replica, where one leads) is cut
+  from every other node while clients still reach it, long enough to be
+  fenced and replaced; the records it appended alone are uncommitted. After
+  healing it must truncate them (leader epochs) before it follows, and the
+  preferred-leader election then makes it the leader again.
 """
 from __future__ import annotations
 
@@ -95,3 +110,38 @@ def kill_targets(target: str, ids: list[int], rng: random.Random,
         aimed = controller if target == "active-controller" else leader
         return [aimed] if aimed is not None else [ids[rng.randrange(len(ids))]]
     raise ValueError(f"unknown kill target {target!r}; known: {', '.join(KILL_TARGETS)}")
+
+
+# (partition, leader, replicas, isr), as the topic's metadata tells it.
+PartitionInfo = tuple[int, int, list[int], list[int]]
+
+
+def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
+                  rng: random.Random) -> tuple[int, int, list[int]] | None:
+    """(partition, the replica to strand, the replicas to kill later) or None when no
+    partition has a full ISR whose other members can die without the controller quorum."""
+    order = sorted(partitions)
+    rng.shuffle(order)
+    for partition, leader, replicas, isr in order:
+        if leader < 0 or len(replicas) < 2 or sorted(isr) != sorted(replicas):
+            continue
+        followers = sorted(r for r in replicas if r != leader)
+        rng.shuffle(followers)
+        for stranded in followers:
+            others = sorted(r for r in replicas if r != stranded)
+            if len(controllers) - len(controllers & set(others)) > len(controllers) // 2:
+                return partition, stranded, others
+    return None
+
+
+def depose_choice(partitions: list[PartitionInfo],
+                  rng: random.Random) -> tuple[int, int] | None:
+    """(partition, its leader): a partition led by its preferred replica where there is one
+    (the preferred-leader election brings it back), or None when no partition has a leader."""
+    led = sorted(p for p in partitions if p[1] >= 0)
+    preferred = [p for p in led if p[2] and p[2][0] == p[1]]
+    pool = preferred or led
+    if not pool:
+        return None
+    partition, leader, _, _ = pool[rng.randrange(len(pool))]
+    return partition, leader

@@ -14,8 +14,13 @@ from dataclasses import dataclass
 
 from .faults import KILL_TARGETS, PARTITION_SHAPES
 
-PACKAGES = ("partition", "kill", "power-loss")
-PACKAGE_WEIGHTS = {"partition": 2, "kill": 1, "power-loss": 1}
+PACKAGES = ("partition", "kill", "power-loss", "strand-replica", "depose-leader")
+# Scenario packages: a short sequence of faults aimed at one partition of the queue's topic
+# (see nemesis.faults). Each lasts a fixed time, long enough for the controller to act.
+SCENARIOS = {"strand-replica": 24.0, "depose-leader": 13.0}
+QUEUE_ONLY = set(SCENARIOS)
+PACKAGE_WEIGHTS = {"partition": 2, "kill": 1, "power-loss": 1, "strand-replica": 1,
+                   "depose-leader": 1}
 # Faults aimed at the leader the workload depends on find the most bugs: the active
 # controller for the register (a deposed leader still answering, acknowledged writes it
 # loses), a partition leader for the queue. They come more often, and first.
@@ -41,8 +46,8 @@ for _w in WEIGHTS.values():
 class FaultStep:
     index: int
     at_s: float
-    kind: str  # "partition" | "kill" | "power-loss"
-    spec: str  # a partition shape or a kill target
+    kind: str  # a package: "partition" | "kill" | "power-loss" | a scenario
+    spec: str  # a partition shape or a kill target (a scenario: "partition")
     duration_s: float
 
 
@@ -52,10 +57,15 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
     for p in packages:
         if p not in PACKAGES:
             raise ValueError(f"unknown nemesis package {p!r}; known: {', '.join(PACKAGES)}")
+        if p in QUEUE_ONLY and workload != "queue":
+            raise ValueError(f"nemesis package {p!r} aims at a partition of the queue workload's "
+                             f"topic; the {workload} workload has none")
     if not packages:
         return []
     weights = dict(WEIGHTS[workload])
     weights["power-loss"] = {t: 1 for t in power_loss_targets}
+    for name in SCENARIOS:
+        weights[name] = {"partition": 1}
     first = dict(FIRST[workload])
     first["power-loss"] = power_loss_targets[0]
     rng = random.Random(f"{seed}-nemesis-plan")
@@ -69,8 +79,8 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
         if not any(st.kind == kind for st in steps):
             # The first fault of each package is the most telling one: it comes in every
             # campaign, however short.
-            spec = first[kind]
-        length = rng.uniform(*duration_s)
+            spec = first.get(kind, spec)
+        length = SCENARIOS[kind] if kind in SCENARIOS else rng.uniform(*duration_s)
         if t + length > time_limit_s:
             break
         steps.append(FaultStep(len(steps), round(t, 3), kind, spec, round(length, 3)))

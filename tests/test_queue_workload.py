@@ -67,3 +67,40 @@ def test_leader_targets_resolve_to_the_leader():
     assert kill_targets("all", [3, 1, 2], random.Random(1)) == [1, 2, 3]
     g = grudge("isolate-partition-leader", [1, 2, 3], random.Random(1), leader=2)
     assert g[2] == {1, 3} and g[1] == {2}
+
+
+def test_scenarios_pick_a_partition_the_scenario_can_act_on():
+    import random
+    from nemesis.faults import depose_choice, strand_choice
+    controllers = {1, 2, 3}
+    # partition 0 lives on three controllers: killing two of them would end the quorum;
+    # partition 1's ISR is not full; partition 2 fits, stranding one of its followers
+    infos = [(0, 1, [1, 2, 3], [1, 2, 3]), (1, 4, [4, 5, 1], [4, 5]), (2, 4, [4, 5, 2], [4, 5, 2])]
+    seen = set()
+    for seed in range(20):
+        partition, stranded, others = strand_choice(infos, controllers, random.Random(seed))
+        assert partition == 2 and others == sorted({4, 5, 2} - {stranded})
+        seen.add(stranded)
+    assert seen == {2, 5}, "the leader is never the stranded replica"
+    assert strand_choice(infos[:2], controllers, random.Random(0)) is None
+    # a partition led by its preferred replica is deposed (it is the one that leads again)
+    infos = [(0, 2, [1, 2, 3], [1, 2, 3]), (1, 4, [4, 5, 1], [4, 5, 1]), (2, -1, [2, 3, 4], [2])]
+    assert {depose_choice(infos, random.Random(s)) for s in range(20)} == {(1, 4)}
+    assert depose_choice([(2, -1, [2, 3, 4], [2])], random.Random(0)) is None
+
+
+def test_scenario_packages_are_for_the_queue_and_set_what_they_need():
+    with pytest.raises(CampaignError) as e:
+        resolve({"nemesis": ["kill", "strand-replica"]}, {})
+    assert "'strand-replica' aims at a partition" in str(e.value)
+    with pytest.raises(ValueError):
+        plan(1, ["depose-leader"], 60, 5, workload="register")
+    cfg = resolve({"workload": "queue", "nemesis": ["strand-replica", "depose-leader"]}, {})
+    props = node_config(cfg)
+    assert props["replica.lag.time.max.ms"] == "3000"
+    assert props["leader.imbalance.check.interval.seconds"] == "3"
+    steps = plan(4, cfg.nemesis, 120, 5, workload="queue")
+    assert {s.kind for s in steps} == {"strand-replica", "depose-leader"}
+    assert {(s.kind, s.duration_s) for s in steps} <= {("strand-replica", 24.0),
+                                                         ("depose-leader", 13.0)}
+    assert steps[-1].at_s + steps[-1].duration_s <= 120
