@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from node_image.bugs import BUGS
-from nemesis.schedule import PACKAGES, QUEUE_ONLY
+from nemesis.schedule import COMBINE, PACKAGES, QUEUE_ONLY, check_options
 
 
 QUEUE_NEMESIS = ("partition", "kill", "power-loss")  # the queue workload's default packages
@@ -48,6 +48,9 @@ class RunConfig:
     power_loss_targets: list[str] = field(default_factory=lambda: ["one", "minority"])
     nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
     nemesis_interval_s: float = 5.0
+    # per package: targets, duration_s, interval_s, weight, modes, ... (nemesis.schedule)
+    nemesis_options: dict[str, dict] = field(default_factory=dict)
+    nemesis_combine: str = "sequential"  # or concurrent: each package on its own timeline
     recovery_s: float = 10.0
     bugs: list[str] = field(default_factory=list)
     node_config: dict[str, str] = field(default_factory=dict)
@@ -66,12 +69,15 @@ _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_
              "replication_factor", "min_insync_replicas", "flush_messages"}
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": ("register", "queue"), "backend": ("docker", "ssh"),
-            "engine": ("spark", "local"), "client": ("confluent-kafka", "kafka-python")}
+            "engine": ("spark", "local"), "client": ("confluent-kafka", "kafka-python"),
+            "nemesis_combine": COMBINE}
 _LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
 
 
 def _type_ok(name: str, value) -> bool:
     t = {f.name: f.type for f in dataclasses.fields(RunConfig)}[name]
+    if name == "nemesis":  # package names, or mappings {package: NAME, option: value, ...}
+        return isinstance(value, list) and all(isinstance(x, (str, dict)) for x in value)
     if value is None:
         return "None" in t
     if t.startswith("bool"):
@@ -89,7 +95,9 @@ def _type_ok(name: str, value) -> bool:
     return True
 
 
-def validate(values: dict, where=lambda key: "") -> None:
+def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
+    """Check each field; with ``cross``, also how fields fit together (a part of a
+    campaign matrix is checked alone without it, and again once merged into a cell)."""
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     for key, value in values.items():
         loc = where(key)
@@ -117,16 +125,26 @@ def validate(values: dict, where=lambda key: "") -> None:
                     raise CampaignError(f"{loc}field 'allowed_anomalies': unknown anomaly {v!r} "
                                         f"(known: {', '.join(ANOMALIES)})")
         if key == "nemesis":
-            for p in value:
+            _validate_nemesis(value, where)
+        if key == "nemesis_options":
+            for p, opts in value.items():
                 if p not in PACKAGES:
-                    raise CampaignError(f"{loc}field 'nemesis': unknown package {p!r} "
+                    raise CampaignError(f"{loc}field 'nemesis_options': unknown package {p!r} "
                                         f"(known: {', '.join(PACKAGES)})")
+                if not isinstance(opts, dict):
+                    raise CampaignError(f"{loc}field 'nemesis_options': {p}: {opts!r} is not a "
+                                        f"mapping of option: value")
+                bad = check_options(p, opts)
+                if bad is not None:
+                    raise CampaignError(f"{loc}field 'nemesis_options.{p}.{bad[0]}': {bad[1]}")
         if key == "bugs":
             for b in value:
                 if b not in BUGS:
                     raise CampaignError(f"{loc}field 'bugs': unknown bug {b!r} "
                                         f"(known: {', '.join(sorted(BUGS))})")
-    aimed = sorted(set(values.get("nemesis") or ()) & QUEUE_ONLY)
+    if not cross:
+        return
+    aimed = sorted(set(_package_names(values.get("nemesis") or ())) & QUEUE_ONLY)
     if aimed and values.get("workload", RunConfig.workload) != "queue":
         raise CampaignError(f"{where('nemesis')}field 'nemesis': package {aimed[0]!r} aims at a "
                             f"partition of the queue workload's topic; the "
@@ -147,9 +165,56 @@ def validate(values: dict, where=lambda key: "") -> None:
                             f"but only {nodes} nodes")
 
 
-def load_campaign(path: str | Path) -> dict:
-    """The validated mapping of a campaign file."""
-    path = Path(path)
+def _package_names(entries) -> list[str]:
+    return [e if isinstance(e, str) else e.get("package") for e in entries]
+
+
+def _validate_nemesis(entries: list, where) -> None:
+    """Each entry: a package name, or a mapping with ``package`` and that package's options."""
+    seen = set()
+    for i, entry in enumerate(entries):
+        here = f"nemesis[{i}]"
+        if isinstance(entry, dict):
+            name = entry.get("package")
+            if name is None:
+                raise CampaignError(f"{where(here)}field {here!r}: an entry needs 'package' "
+                                    f"(one of {', '.join(PACKAGES)})")
+            options = {k: v for k, v in entry.items() if k != "package"}
+        else:
+            name, options = entry, {}
+        if name not in PACKAGES:
+            raise CampaignError(f"{where(here + '.package')}field {here!r}: unknown package "
+                                f"{name!r} (known: {', '.join(PACKAGES)})")
+        if name in seen:
+            raise CampaignError(f"{where(here)}field {here!r}: package {name!r} listed twice")
+        seen.add(name)
+        bad = check_options(name, options)
+        if bad is not None:
+            field_name = f"{here}.{bad[0]}"
+            raise CampaignError(f"{where(field_name)}field {field_name!r} ({name}): {bad[1]}")
+
+
+def _normalise_nemesis(values: dict) -> None:
+    """Mapping entries become a package name plus ``nemesis_options[name]``."""
+    entries = values.get("nemesis")
+    if not entries or all(isinstance(e, str) for e in entries):
+        return
+    options = dict(values.get("nemesis_options") or {})
+    names = []
+    for e in entries:
+        if isinstance(e, dict):
+            opts = {k: v for k, v in e.items() if k != "package"}
+            names.append(e["package"])
+            if opts:
+                options[e["package"]] = {**options.get(e["package"], {}), **opts}
+        else:
+            names.append(e)
+    values["nemesis"] = names
+    values["nemesis_options"] = options
+
+
+def read_campaign_file(path: Path) -> tuple[dict, dict[str, int]]:
+    """A campaign file's mapping and the line of every key in it (see ``_key_lines``)."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -162,17 +227,59 @@ def load_campaign(path: str | Path) -> dict:
         line = f":{mark.line + 1}" if mark else ""
         raise CampaignError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
     if values is None:
-        return {}
+        return {}, {}
     if not isinstance(values, dict) or node is None or not isinstance(node, yaml.MappingNode):
         raise CampaignError(f"{path}:1: a campaign file is a mapping of field: value")
-    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
-    validate(values, lambda key: f"{path}:{lines.get(key, 1)}: ")
+    return values, _key_lines(node)
+
+
+def located(path: Path, lines: dict[str, int], prefix: str = ""):
+    """``where(key)``: "FILE:LINE: " for a (nested) key, or its nearest located parent."""
+    def where(key: str) -> str:
+        key = f"{prefix}{key}"
+        while key not in lines and ("." in key or "[" in key):
+            key = key.rsplit(".", 1)[0] if "." in key else key.rsplit("[", 1)[0]
+        return f"{path}:{lines.get(key, 1)}: "
+    return where
+
+
+def load_campaign(path: str | Path) -> dict:
+    """The validated mapping of a campaign file."""
+    path = Path(path)
+    values, lines = read_campaign_file(path)
+    if not values:
+        return {}
+    matrix = [k for k in ("seeds", "workloads", "nemeses", "cells") if k in values]
+    if matrix:
+        raise CampaignError(f"{path}:{lines[matrix[0]]}: field {matrix[0]!r}: this file is a "
+                            f"campaign matrix; run it with `chaoskraft campaign {path}`")
+
+    where = located(path, lines)
+    validate(values, where)
     return values
+
+
+def _key_lines(node, prefix: str = "") -> dict[str, int]:
+    """Line of every key in a YAML document: ``a``, ``a.b``, ``a[0]``, ``a[0].b``."""
+    lines: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode):
+                name = f"{prefix}.{k.value}" if prefix else str(k.value)
+                lines[name] = k.start_mark.line + 1
+                lines.update(_key_lines(v, name))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            name = f"{prefix}[{i}]"
+            lines[name] = item.start_mark.line + 1
+            lines.update(_key_lines(item, name))
+    return lines
 
 
 def resolve(campaign: dict, overrides: dict) -> RunConfig:
     values = {**campaign, **{k: v for k, v in overrides.items() if v is not None}}
     validate(values, lambda key: "")
+    _normalise_nemesis(values)
     if "test" not in values and "workload" in values:
         values["test"] = values["workload"]
     if values.get("workload") == "queue":

@@ -100,25 +100,23 @@ class QueueCampaign(Campaign):
                 g[stranded].add(o)
                 g[o].add(stranded)
             await self.cut(g, {"shape": step.kind, "partition": partition, "grudge": grudge_value(g)})
-            self.active_faults = [f"strand-replica: n{stranded} cut from {others} "
-                                  f"(partition {partition})"]
-            self.log(f"nemesis: {self.active_faults[0]}")
+            self.active[-1] = f"strand-replica: n{stranded} cut from {others} (partition {partition})"
+            self.log(f"nemesis: {self.active[-1]}")
             await asyncio.sleep(STRAND_CUT_S)
             await self.kill("kill", others, {"target": step.kind, "partition": partition,
                                              "nodes": others})
             await self.heal_cut()
-            self.active_faults = [f"strand-replica: {others} killed, n{stranded} alone "
-                                  f"(partition {partition})"]
+            self.active[-1] = f"strand-replica: {others} killed, n{stranded} alone (partition {partition})"
         else:
             partition, leader = choice
             g = grudge("isolate-partition-leader", self.ids, rng, leader=leader)
             await self.cut(g, {"shape": step.kind, "partition": partition, "grudge": grudge_value(g)})
-            self.active_faults = [f"depose-leader: n{leader} (leader of partition {partition}) "
-                                  f"cut from every node"]
-        self.log(f"nemesis: {self.active_faults[0]}")
+            self.active[-1] = f"depose-leader: n{leader} (leader of partition {partition}) cut from every node"
+        self.log(f"nemesis: {self.active[-1]}")
 
-    async def partition_leader(self, rng: random.Random) -> int | None:
-        partition = rng.randrange(self.cfg.partitions)
+    async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
+        if partition is None:
+            partition = rng.randrange(self.cfg.partitions)
         try:
             leaders = await asyncio.to_thread(self._leaders)
         except Exception:  # noqa: BLE001 - no metadata now: the fault picks a node at random

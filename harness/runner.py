@@ -11,6 +11,9 @@ cluster down and keeps the history; the run can then be analysed with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
+import json
 import random
 import signal
 import sys
@@ -21,11 +24,14 @@ from pathlib import Path
 import yaml
 
 from node_image.messages import ERROR_NAMES
-from nemesis.faults import apply_grudge, grudge, heal_partitions, kill_targets
-from nemesis.schedule import SCENARIOS, FaultStep, plan
+from nemesis.faults import (LOSS_CHAIN, PARTITION_CHAIN, apply_grudge, bump_offsets, clock_script,
+                            corrupt_script, grudge, heal_partitions, loss_script, netem_probe,
+                            node_targets, target_partition)
+from nemesis.schedule import SCENARIOS, FaultStep, package_options, plan
 from workloads.register import RegisterGenerator
 from workloads.register_client import Indeterminate, RegisterClient
 
+from .backends import DATA_DIR
 from .config import RunConfig
 from .history import HistoryWriter
 from .store import new_run_dir
@@ -70,6 +76,22 @@ async def describe_all(nodes, timeout_s: float = 1.0) -> dict:
     return {i: d for i, d in await asyncio.gather(*(one(n) for n in nodes)) if d is not None}
 
 
+async def clock_offsets(nodes, timeout_s: float = 1.0) -> dict[int, float]:
+    """Each answering node's wall clock minus ours, in seconds (from its DescribeQuorum)."""
+    async def one(n):
+        c = RegisterClient(n.address, PORT, timeout_s)
+        try:
+            before = time.time()
+            d = await c.describe()
+            after = time.time()
+            return n.node_id, round(d.wall_clock_ms / 1000 - (before + after) / 2, 3)
+        except (Indeterminate, ConnectionRefusedError, OSError):
+            return n.node_id, None
+        finally:
+            await c.close()
+    return {i: o for i, o in await asyncio.gather(*(one(n) for n in nodes)) if o is not None}
+
+
 async def active_controller(nodes) -> int | None:
     described = await describe_all(nodes)
     leaders = [(d.epoch, i) for i, d in described.items() if d.role == "Leader"]
@@ -107,8 +129,13 @@ class Campaign:
         self.log = log
         self.addr = {n.node_id: n.address for n in backend.nodes}
         self.ids = sorted(self.addr)
-        self.active_faults: list[str] = []
+        self.active: dict[int, str] = {}  # fault id -> what it is, for the progress lines
+        self._fault_ids = itertools.count()
         self.killed: set[int] = set()
+        self.paused: set[int] = set()
+        self.skewed: set[int] = set()  # clocks not at offset 0
+        self.lossy: set[int] = set()  # nodes with packet-loss rules
+        self._strobes: dict[int, asyncio.Task] = {}
         self.partitioned = False
         self.keys: set[str] = set()
 
@@ -161,22 +188,39 @@ class Campaign:
     # ------------------------------------------------------------- nemesis
 
     async def nemesis(self, steps: list[FaultStep], t0: float) -> None:
-        try:
-            for step in steps:
+        """Run the plan: each step starts, lasts its duration and is undone; with
+        ``nemesis_combine: concurrent`` every package runs its own timeline at once."""
+        async def timeline(mine: list[FaultStep]) -> None:
+            for step in mine:
                 await asyncio.sleep(max(0.0, t0 + step.at_s - time.monotonic()))
                 started = time.monotonic()
-                await self.start_fault(step)  # a scenario spends part of its duration here
-                await asyncio.sleep(max(0.0, step.duration_s - (time.monotonic() - started)))
-                await self.stop_faults()
+                stop = await self.start_fault(step)  # a scenario spends part of its duration here
+                try:
+                    await asyncio.sleep(max(0.0, step.duration_s - (time.monotonic() - started)))
+                finally:
+                    await asyncio.shield(stop())
+        try:
+            if self.cfg.nemesis_combine == "concurrent":
+                groups: dict[str, list[FaultStep]] = {}
+                for step in steps:
+                    groups.setdefault(step.kind, []).append(step)
+                await asyncio.gather(*(timeline(g) for g in groups.values()))
+            else:
+                await timeline(steps)
         finally:
             await asyncio.shield(self.stop_faults())
 
-    async def partition_leader(self, rng: random.Random) -> int | None:
-        """The leader of a random partition of the workload's topic (queue workload only)."""
+    async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
+        """The leader of a partition (a random one when None) of the workload's topic (queue
+        workload only)."""
         return None
 
     async def scenario(self, step: FaultStep, rng: random.Random) -> None:
         raise NotImplementedError(f"the {self.cfg.workload} workload has no {step.kind} scenario")
+
+    def _exec_all(self, nodes, cmd_for, check: bool = False):
+        return asyncio.gather(*(asyncio.to_thread(self.backend.exec, n, cmd_for(n), check)
+                                for n in nodes))
 
     async def cut(self, g: dict[int, set[int]], value: dict) -> None:
         self.history.record("nemesis", "invoke", "start-partition", value=value)
@@ -192,43 +236,176 @@ class Campaign:
 
     async def heal_cut(self) -> None:
         self.history.record("nemesis", "invoke", "stop-partition")
-        await asyncio.to_thread(heal_partitions, self.backend)
+        await asyncio.to_thread(heal_partitions, self.backend, None, (PARTITION_CHAIN,))
         self.partitioned = False
         self.history.record("nemesis", "info", "stop-partition")
         self.log("nemesis: partition healed")
 
-    async def start_fault(self, step: FaultStep) -> None:
+    async def restart(self, nodes: list[int]) -> None:
+        nodes = sorted(set(nodes) & self.killed)
+        if not nodes:
+            return
+        self.history.record("nemesis", "invoke", "start", value={"nodes": nodes})
+        await asyncio.gather(*(asyncio.to_thread(self.backend.start_node, t) for t in nodes))
+        self.killed.difference_update(nodes)
+        self.history.record("nemesis", "info", "start", value={"nodes": nodes})
+        self.log(f"nemesis: restarted {nodes}")
+
+    async def resume(self, nodes: list[int]) -> None:
+        nodes = sorted(set(nodes) & self.paused)
+        if not nodes:
+            return
+        self.history.record("nemesis", "invoke", "resume", value={"nodes": nodes})
+        await self._exec_all(nodes, lambda n: ["ck-ctl", "resume"])
+        self.paused.difference_update(nodes)
+        self.history.record("nemesis", "info", "resume", value={"nodes": nodes})
+        self.log(f"nemesis: resumed {nodes}")
+
+    async def reset_clocks(self, nodes: list[int]) -> None:
+        nodes = sorted(set(nodes) & self.skewed)
+        if not nodes:
+            return
+        for n in nodes:
+            task = self._strobes.pop(n, None)
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self.history.record("nemesis", "invoke", "clock-reset", value={"nodes": nodes})
+        await self._exec_all(nodes, lambda n: clock_script(0.0))
+        self.skewed.difference_update(nodes)
+        measured = await clock_offsets([n for n in self.backend.nodes if n.node_id in nodes])
+        self.history.record("nemesis", "info", "clock-reset",
+                            value={"nodes": nodes, "measured": {str(k): v for k, v in measured.items()}})
+        self.log(f"nemesis: clocks reset on {nodes} (measured offsets {measured})")
+
+    async def stop_loss(self, nodes: list[int]) -> None:
+        nodes = sorted(set(nodes) & self.lossy)
+        if not nodes:
+            return
+        self.history.record("nemesis", "invoke", "stop-packet-loss", value={"nodes": nodes})
+        await asyncio.to_thread(heal_partitions, self.backend, nodes, (LOSS_CHAIN,))
+        self.lossy.difference_update(nodes)
+        self.history.record("nemesis", "info", "stop-packet-loss", value={"nodes": nodes})
+        self.log(f"nemesis: packet loss healed on {nodes}")
+
+    async def _strobe(self, node: int, delta_s: float, period_s: float) -> None:
+        on = False
+        while True:
+            on = not on
+            await asyncio.to_thread(self.backend.exec, node, clock_script(delta_s if on else 0.0),
+                                    False)
+            await asyncio.sleep(period_s)
+
+    async def _aim(self, spec: str, rng: random.Random) -> tuple[int | None, int | None]:
+        controller = leader = None
+        if spec in ("isolate-controller", "active-controller"):
+            controller = await active_controller(self.backend.nodes)
+        if spec in ("isolate-partition-leader", "partition-leader") or \
+                spec.startswith("leader-of:"):
+            leader = await self.partition_leader(rng, target_partition(spec))
+        return controller, leader
+
+    async def start_fault(self, step: FaultStep):
+        """Start one step's fault; returns the coroutine function that undoes it."""
         rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
+        fid = next(self._fault_ids)
         if step.kind in SCENARIOS:
             await self.scenario(step, rng)
-            return
-        controller = leader = None
-        if step.spec in ("isolate-controller", "active-controller"):
-            controller = await active_controller(self.backend.nodes)
-        if step.spec in ("isolate-partition-leader", "partition-leader"):
-            leader = await self.partition_leader(rng)
+            return self.stop_faults
+        opts = package_options(step.kind, self.cfg.nemesis_options.get(step.kind),
+                               self.cfg.workload)
+        controller, leader = await self._aim(step.spec, rng)
         if step.kind == "partition":
             g = grudge(step.spec, self.ids, rng, controller, leader)
             await self.cut(g, {"shape": step.spec, "grudge": grudge_value(g)})
-            self.active_faults = [f"partition {step.spec}"]
+            label = f"partition {step.spec}"
+
+            async def undo():
+                if self.partitioned:
+                    await self.heal_cut()
         else:
-            targets = kill_targets(step.spec, self.ids, rng, controller, leader)
-            f = "power-loss" if step.kind == "power-loss" else "kill"
-            await self.kill(f, targets, {"target": step.spec, "nodes": targets})
-            self.active_faults = [f"{f} {step.spec} {targets}"]
-        self.log(f"nemesis: {self.active_faults[0]}")
+            targets = node_targets(step.spec, self.ids, rng, controller, leader)
+            label, undo = await self._start_on_nodes(step, targets, opts, rng)
+        self.active[fid] = label
+        self.log(f"nemesis: {label}")
+
+        async def stop():
+            try:
+                await undo()
+            finally:
+                self.active.pop(fid, None)
+        return stop
+
+    async def _start_on_nodes(self, step: FaultStep, targets: list[int], opts: dict,
+                              rng: random.Random):
+        kind, value = step.kind, {"target": step.spec, "nodes": targets}
+        if kind in ("kill", "power-loss"):
+            await self.kill(kind, targets, value)
+            return f"{kind} {step.spec} {targets}", lambda: self.restart(targets)
+        if kind == "pause":
+            self.history.record("nemesis", "invoke", "pause", value=value)
+            await self._exec_all(targets, lambda n: ["ck-ctl", "pause"])
+            self.paused.update(targets)
+            self.history.record("nemesis", "info", "pause", value=value)
+            return f"pause {step.spec} {targets}", lambda: self.resume(targets)
+        if kind == "clock":
+            self.skewed.update(targets)
+            if step.mode == "strobe":
+                delta, period_ms = opts["strobe_delta_s"], opts["strobe_period_ms"]
+                value.update(delta_s=delta, period_ms=period_ms)
+                self.history.record("nemesis", "invoke", "clock-strobe", value=value)
+                for n in targets:
+                    self._strobes[n] = asyncio.create_task(self._strobe(n, delta, period_ms / 1000))
+                self.history.record("nemesis", "info", "clock-strobe", value=value)
+                label = f"clock strobe {step.spec} {targets} (+{delta:g} s every {period_ms:g} ms)"
+            else:
+                offsets = bump_offsets(targets, opts["max_skew_s"], rng)
+                value["offsets"] = {str(n): o for n, o in offsets.items()}
+                self.history.record("nemesis", "invoke", "clock-bump", value=value)
+                await self._exec_all(targets, lambda n: clock_script(offsets[n]))
+                measured = await clock_offsets([n for n in self.backend.nodes
+                                                if n.node_id in targets])
+                value["measured"] = {str(n): o for n, o in measured.items()}
+                self.history.record("nemesis", "info", "clock-bump", value=value)
+                label = f"clock bump {step.spec} {offsets} (measured {measured})"
+            return label, lambda: self.reset_clocks(targets)
+        if kind == "packet-loss":
+            p = opts["probability"]
+            value["probability"] = p
+            self.history.record("nemesis", "invoke", "start-packet-loss", value=value)
+            others = {n.node_id: n.address for n in self.backend.nodes}
+            await self._exec_all(targets, lambda n: loss_script(
+                [a for i, a in sorted(others.items()) if i != n], p), check=True)
+            self.lossy.update(targets)
+            self.history.record("nemesis", "info", "start-packet-loss", value=value)
+            return (f"packet loss {step.spec} {targets} (p={p:g})",
+                    lambda: self.stop_loss(targets))
+        if kind == "corrupt":
+            await self.kill("kill", targets, {**value, "for": "corrupt"})
+            value.update(mode=step.mode, files=opts["files"][0])
+            self.history.record("nemesis", "invoke", "corrupt", value=value)
+            damage = {}
+            for n in targets:
+                _, out = await asyncio.to_thread(
+                    self.backend.exec, n, corrupt_script(DATA_DIR, step.mode, opts["files"][0],
+                                                         f"{self.cfg.seed}-{step.index}-{n}"))
+                damage[str(n)] = json.loads(out.strip().splitlines()[-1] or "[]")
+            value["damage"] = damage
+            self.history.record("nemesis", "info", "corrupt", value=value)
+            files = sum(len(d) for d in damage.values())
+            return (f"corrupt {step.mode} {step.spec} {targets} ({files} segments)",
+                    lambda: self.restart(targets))
+        raise AssertionError(f"no fault for package {kind!r}")
 
     async def stop_faults(self) -> None:
+        """Undo every fault still in force."""
         if self.partitioned:
             await self.heal_cut()
-        if self.killed:
-            nodes = sorted(self.killed)
-            self.history.record("nemesis", "invoke", "start", value={"nodes": nodes})
-            await asyncio.gather(*(asyncio.to_thread(self.backend.start_node, t) for t in nodes))
-            self.killed.clear()
-            self.history.record("nemesis", "info", "start", value={"nodes": nodes})
-            self.log(f"nemesis: restarted {nodes}")
-        self.active_faults = []
+        await self.stop_loss(sorted(self.lossy))
+        await self.restart(sorted(self.killed))
+        await self.resume(sorted(self.paused))
+        await self.reset_clocks(sorted(self.skewed))
+        self.active.clear()
 
     # --------------------------------------------------------------- phases
 
@@ -236,7 +413,7 @@ class Campaign:
         while True:
             await asyncio.sleep(5)
             c = self.history.counts
-            faults = ", ".join(self.active_faults) or "none"
+            faults = ", ".join(self.active.values()) or "none"
             self.log(f"{time.monotonic() - t0:5.0f}/{limit:.0f} s: {c['ok']} ok, {c['fail']} fail, "
                      f"{c['info']} info; faults: {faults}")
 
@@ -270,9 +447,13 @@ class Campaign:
         leader = await wait_for_service(self.backend.nodes, 60, self.log)
         self.log(f"active controller: n{leader}")
         await self.setup()
-        steps = plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s,
-                     duration_s=FAULT_DURATION_S[cfg.workload], workload=cfg.workload,
-                     power_loss_targets=tuple(cfg.power_loss_targets))
+        if "packet-loss" in cfg.nemesis:
+            rc, out = await asyncio.to_thread(self.backend.exec, self.ids[0], netem_probe(), False)
+            self.log("packet loss: iptables statistic rules; tc netem is "
+                     + ("available in this kernel" if rc == 0 else
+                        f"not available in this kernel ({out.strip()[:100]}): no netem "
+                        f"delay or loss in this campaign"))
+        steps = fault_plan(cfg)
         self.log(f"workload {cfg.workload}: {cfg.concurrency} clients at {cfg.rate:g} ops/s each "
                  f"for {cfg.time_limit_s:g} s; {len(steps)} faults planned")
         t0 = time.monotonic()
@@ -289,7 +470,9 @@ class Campaign:
         self.history.record("nemesis", "invoke", "heal")
         await asyncio.to_thread(heal_partitions, self.backend)
         for n in self.ids:
-            await asyncio.to_thread(self.backend.start_node, n)
+            await asyncio.to_thread(self.backend.start_node, n)  # also resumes a paused node
+        if "clock" in cfg.nemesis:
+            await self._exec_all(self.ids, lambda n: clock_script(0.0))
         self.history.record("nemesis", "info", "heal")
         self.log(f"recovery: waiting {cfg.recovery_s:g} s")
         await asyncio.sleep(cfg.recovery_s)
@@ -319,11 +502,43 @@ def node_config(cfg: RunConfig) -> dict[str, str]:
     return props
 
 
+def fault_plan(cfg: RunConfig) -> list[FaultStep]:
+    """The run's fault schedule: a pure function of the resolved config (seed included)."""
+    return plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s,
+                duration_s=FAULT_DURATION_S[cfg.workload], workload=cfg.workload,
+                power_loss_targets=tuple(cfg.power_loss_targets), options=cfg.nemesis_options,
+                combine=cfg.nemesis_combine)
+
+
+def generated_ops(cfg: RunConfig, per_process: int | None = None):
+    """What the workload generator hands each process, in order: the first ``per_process``
+    operations (default: half again what the rate allows in the time limit)."""
+    from workloads.queue import QueueGenerator
+    n = per_process or int(cfg.rate * cfg.time_limit_s * 1.5) + 10
+    if cfg.workload == "queue":
+        gen = QueueGenerator(cfg.seed, cfg.partitions)
+    else:
+        gen = RegisterGenerator(cfg.seed, list(range(1, cfg.nodes + 1)), cfg.ops_per_key)
+    for p in range(cfg.concurrency):
+        for op in itertools.islice(gen.ops(p), n):
+            yield {"process": p, "f": op.f, "key": op.key, "value": op.value}
+
+
+def write_plan(cfg: RunConfig, run_dir: Path) -> None:
+    """plan.json (the fault schedule) and generated.jsonl (the generator's operations):
+    ``chaoskraft reproduce`` compares them between a run and its re-run."""
+    steps = [dataclasses.asdict(s) for s in fault_plan(cfg)]
+    (run_dir / "plan.json").write_text(json.dumps(steps, indent=1) + "\n")
+    with open(run_dir / "generated.jsonl", "w") as f:
+        for row in generated_ops(cfg):
+            f.write(json.dumps(row) + "\n")
+
+
 def make_backend(cfg: RunConfig, run_id: str, image: str, log):
     from .backends.docker_backend import DockerCluster
     if cfg.backend == "docker":
         return DockerCluster(run_id, image, cfg.nodes, cfg.controllers, node_config(cfg), cfg.bugs,
-                             seed=cfg.seed, log=log), None
+                             seed=cfg.seed, log=log, faketime="clock" in cfg.nemesis), None
     from .backends.ssh_backend import ssh_over_docker
     return ssh_over_docker(cfg, run_id, image, log)
 
@@ -338,6 +553,7 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
         cfg.seed = random.SystemRandom().randrange(1 << 31)
     run_dir = run_dir or new_run_dir(Path(root or cfg.results_dir), cfg.test, cfg.seed)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    write_plan(cfg, run_dir)
     log = Logger(run_dir / "harness.log", stream or sys.stdout)
     log(f"run {run_dir} seed {cfg.seed} (reproduce with: chaoskraft run --seed {cfg.seed} ...; "
         f"the resolved config is in config.yaml)")

@@ -42,7 +42,10 @@ import random
 
 PARTITION_SHAPES = ("isolate-one", "halves", "majorities-ring", "bridge", "isolate-controller",
                     "isolate-partition-leader")
-KILL_TARGETS = ("one", "minority", "all", "active-controller", "partition-leader")
+NODE_TARGETS = ("one", "minority", "majority", "all", "active-controller", "partition-leader")
+KILL_TARGETS = NODE_TARGETS
+PARTITION_CHAIN = "ck-partition"
+LOSS_CHAIN = "ck-loss"
 
 
 def grudge(shape: str, ids: list[int], rng: random.Random,
@@ -86,30 +89,158 @@ def grudge(shape: str, ids: list[int], rng: random.Random,
 def apply_grudge(backend, g: dict[int, set[int]]) -> None:
     addr = {n.node_id: n.address for n in backend.nodes}
     for node, drops in g.items():
-        for other in sorted(drops):
-            backend.exec(node, ["iptables", "-A", "INPUT", "-s", addr[other], "-j", "DROP"])
+        if drops:
+            backend.exec(node, drop_script([addr[o] for o in sorted(drops)]))
 
 
-def heal_partitions(backend, node_ids: list[int] | None = None) -> None:
+def heal_partitions(backend, node_ids: list[int] | None = None,
+                    chains: tuple[str, ...] = (PARTITION_CHAIN, LOSS_CHAIN)) -> None:
     for n in backend.nodes:
         if node_ids is None or n.node_id in node_ids:
-            backend.exec(n.node_id, ["iptables", "-F", "INPUT"], check=False)
+            for chain in chains:
+                backend.exec(n.node_id, flush_script(chain), check=False)
 
 
-def kill_targets(target: str, ids: list[int], rng: random.Random,
+def node_targets(target: str, ids: list[int], rng: random.Random,
                  controller: int | None = None, leader: int | None = None) -> list[int]:
+    """The nodes a symbolic target means now. ``leader``: the leader of the partition the
+    target names (``partition-leader`` or ``leader-of:N``), looked up by the caller."""
     ids = sorted(ids)
     if target == "one":
         return [ids[rng.randrange(len(ids))]]
     if target == "minority":
         k = max(1, (len(ids) - 1) // 2)
         return sorted(rng.sample(ids, k))
+    if target == "majority":
+        return sorted(rng.sample(ids, len(ids) // 2 + 1))
     if target == "all":
         return ids
-    if target in ("active-controller", "partition-leader"):
+    if target in ("active-controller", "partition-leader") or target.startswith("leader-of:"):
         aimed = controller if target == "active-controller" else leader
         return [aimed] if aimed is not None else [ids[rng.randrange(len(ids))]]
-    raise ValueError(f"unknown kill target {target!r}; known: {', '.join(KILL_TARGETS)}")
+    raise ValueError(f"unknown target {target!r}; known: {', '.join(NODE_TARGETS)}, leader-of:N")
+
+
+kill_targets = node_targets
+
+
+def target_partition(target: str) -> int | None:
+    """N of ``leader-of:N``; None for other targets."""
+    if target.startswith("leader-of:"):
+        return int(target.split(":", 1)[1])
+    return None
+
+
+def check_target(target: str) -> str | None:
+    """None when ``target`` is a node target, else what is wrong with it."""
+    if target in NODE_TARGETS:
+        return None
+    if target.startswith("leader-of:"):
+        n = target.split(":", 1)[1]
+        if n.isdigit():
+            return None
+        return f"{target!r}: leader-of takes a partition number (leader-of:0)"
+    return f"unknown target {target!r} (known: {', '.join(NODE_TARGETS)}, leader-of:N)"
+
+
+# ----------------------------------------------------------------- iptables
+# Partitions and packet loss live in their own chains, jumped to from INPUT, so that
+# healing one leaves the other in place.
+
+
+def _chain_script(chain: str, rules: list[str]) -> list[str]:
+    lines = [f"iptables -N {chain} 2>/dev/null || true",
+             f"iptables -C INPUT -j {chain} 2>/dev/null || iptables -A INPUT -j {chain}"]
+    lines += [f"iptables -A {chain} {r}" for r in rules]
+    return ["sh", "-ec", "\n".join(lines)]
+
+
+def drop_script(drops: list[str]) -> list[str]:
+    """The command that drops every packet from the addresses ``drops``."""
+    return _chain_script(PARTITION_CHAIN, [f"-s {a} -j DROP" for a in drops])
+
+
+def loss_script(sources: list[str], probability: float) -> list[str]:
+    """The command that drops packets from ``sources`` at random with ``probability``."""
+    return _chain_script(LOSS_CHAIN, [f"-s {a} -m statistic --mode random "
+                                      f"--probability {probability:.4f} -j DROP"
+                                      for a in sources])
+
+
+def flush_script(chain: str) -> list[str]:
+    return ["sh", "-c", f"iptables -F {chain} 2>/dev/null; true"]
+
+
+def netem_probe() -> list[str]:
+    """Whether the kernel has sch_netem: add and remove a 1 ms delay on the loopback."""
+    return ["sh", "-c", "tc qdisc add dev lo root netem delay 1ms 2>&1 && "
+                        "tc qdisc del dev lo root 2>&1"]
+
+
+# ----------------------------------------------------------------- clock
+FAKETIME_FILE = "/etc/chaoskraft/faketime"  # libfaketime reads the node's offset from here
+
+
+def clock_script(offset_s: float) -> list[str]:
+    """Set the node's wall-clock offset (libfaketime re-reads the file on every call);
+    written to a temporary file and renamed, so the node never reads half of it."""
+    value = f"{offset_s:+.3f}"
+    return ["sh", "-c", f"printf '%s' '{value}' > {FAKETIME_FILE}.tmp && "
+                        f"mv {FAKETIME_FILE}.tmp {FAKETIME_FILE}"]
+
+
+def bump_offsets(nodes: list[int], max_skew_s: float, rng: random.Random) -> dict[int, float]:
+    """A step of up to ``max_skew_s`` forward or back per node, at least a tenth of it."""
+    return {n: round(rng.choice((-1, 1)) * rng.uniform(max_skew_s / 10, max_skew_s), 3)
+            for n in nodes}
+
+
+# ----------------------------------------------------------------- corruption
+CORRUPT_MODES = ("bitflip", "truncate")
+CORRUPT_FILES = ("partitions", "metadata", "all")
+_CORRUPT_PY = r"""
+import json, os, random, sys
+data_dir, mode, which, seed = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+rng = random.Random(seed)
+done = []
+for d in sorted(os.listdir(data_dir)):
+    path = os.path.join(data_dir, d)
+    if not os.path.isdir(path) or "-" not in d:
+        continue
+    meta = d.startswith("__cluster_metadata")
+    if (which == "partitions" and meta) or (which == "metadata" and not meta):
+        continue
+    segs = sorted((f for f in os.listdir(path) if f.endswith(".log")), reverse=True)
+    segs = [f for f in segs if os.path.getsize(os.path.join(path, f)) > 0]
+    if not segs:
+        continue
+    f = os.path.join(path, segs[0])
+    size = os.path.getsize(f)
+    if mode == "truncate":
+        cut = rng.randint(1, min(size, 4096))
+        os.truncate(f, size - cut)
+        done.append({"file": f, "size": size, "truncated_bytes": cut})
+    else:
+        window = min(size, 65536)
+        flips = []
+        with open(f, "r+b") as fh:
+            for _ in range(3):
+                pos = size - window + rng.randrange(window)
+                fh.seek(pos)
+                b = fh.read(1)[0]
+                bit = rng.randrange(8)
+                fh.seek(pos)
+                fh.write(bytes([b ^ (1 << bit)]))
+                flips.append([pos, bit])
+        done.append({"file": f, "size": size, "flipped": flips})
+print(json.dumps(done))
+"""
+
+
+def corrupt_script(data_dir: str, mode: str, which: str, seed: str) -> list[str]:
+    """Corrupt the newest segment of each chosen log directory of a stopped node: three bit
+    flips in its last 64 KiB, or up to 4 KiB cut off its tail. Prints what it did (JSON)."""
+    return ["python3", "-c", _CORRUPT_PY, data_dir, mode, which, seed]
 
 
 # (partition, leader, replicas, isr), as the topic's metadata tells it.

@@ -241,6 +241,8 @@ class DescribeQuorumResponse:
     log_end_offset: int
     log_start_offset: int
     committed_offset: int
+    wall_clock_ms: int = 0  # the node's wall clock when it answered (runtime only; the clock
+    # nemesis skews it, and the harness reads the skew from here)
 
 
 # ---------------------------------------------------------------- broker <-> controller

@@ -231,6 +231,8 @@ class NodeRuntime:
     def _flush(self) -> None:
         out, self.node.outbox[:] = list(self.node.outbox), []
         for dest, msg in out:
+            if isinstance(msg, m.DescribeQuorumResponse):
+                msg = dataclasses.replace(msg, wall_clock_ms=int(time.time() * 1000))
             if isinstance(dest, int):
                 peer = self._peer(dest)
                 if peer is not None:

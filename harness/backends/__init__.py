@@ -38,6 +38,7 @@ class ClusterBackend(Protocol):
     def get_file(self, node_id: int, path: str) -> bytes: ...
 
 
+DATA_DIR = "/var/lib/chaoskraft/data"  # the node's log.dirs in the image
 NODE_LOGS = ("/var/log/chaoskraft/node.log", "/var/log/chaoskraft/supervisor.log")
 
 

@@ -28,12 +28,11 @@ from docker.errors import APIError, NotFound
 
 from node_image.storage import new_directory_id
 
-from . import BackendError, NodeControl, NodeInfo
+from . import DATA_DIR, BackendError, NodeControl, NodeInfo
 
 LABEL = "chaoskraft"
 PORT = 9093
 KAFKA_PORT = 9092
-DATA_DIR = "/var/lib/chaoskraft/data"
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
@@ -69,7 +68,7 @@ class DockerCluster(NodeControl):
     def __init__(self, run_id: str, image: str, nodes: int = 5, controllers: int = 3,
                  overrides: dict[str, str] | None = None, bugs: list[str] | None = None,
                  seed: int = 0, authorized_key: str | None = None, log=print,
-                 client: docker.DockerClient | None = None) -> None:
+                 client: docker.DockerClient | None = None, faketime: bool = False) -> None:
         if not 1 <= controllers <= nodes:
             raise ValueError(f"controllers must be between 1 and nodes ({nodes}), got {controllers}")
         self.client = client or docker.from_env()
@@ -81,6 +80,7 @@ class DockerCluster(NodeControl):
         self.bugs = bugs or []
         self.seed = seed
         self.authorized_key = authorized_key
+        self.faketime = faketime  # the node runs under libfaketime (the clock nemesis)
         self.log = log
         self.labels = {LABEL: "1", f"{LABEL}.run": run_id}
         self.network_name = f"chaoskraft-{run_id}"
@@ -114,6 +114,8 @@ class DockerCluster(NodeControl):
                                            "directory_id": dir_ids[i], "log_dir": DATA_DIR,
                                            "initial_controllers": initial}).encode(),
             }
+            if self.faketime:
+                files["faketime"] = b"+0.000"  # the supervisor preloads libfaketime when present
             c.put_archive("/etc/chaoskraft", _tar(files))
             if self.authorized_key:
                 c.put_archive("/root/.ssh", _tar({"authorized_keys": self.authorized_key.encode()}))

@@ -157,6 +157,7 @@ def ssh_over_docker(cfg, run_id: str, image: str, log, workdir: Path | None = No
     (workdir / "id_ecdsa").chmod(0o600)
     from ..runner import node_config
     owner = DockerCluster(run_id, image, cfg.nodes, cfg.controllers, node_config(cfg), cfg.bugs,
-                          seed=cfg.seed, authorized_key=public, log=log)
+                          seed=cfg.seed, authorized_key=public, log=log,
+                          faketime="clock" in cfg.nemesis)
     log(f"ssh backend: key and known_hosts in {workdir}; strict host key checking")
     return _SshOverDocker(owner, pkey, workdir), owner

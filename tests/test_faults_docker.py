@@ -1,0 +1,215 @@
+"""Every fault kind on a real Docker cluster: applied through the campaign's nemesis, its
+effect observed from outside the node process, and undone by healing.
+
+One 3-node cluster (all controllers, running under libfaketime) serves the module; each test
+starts one fault step as a campaign would, looks, stops it, and looks again.
+"""
+import asyncio
+import json
+import time
+import uuid
+
+import pytest
+
+from harness.backends.docker_backend import DockerCluster
+from harness.config import resolve
+from harness.history import HistoryWriter
+from harness.runner import Campaign, clock_offsets, describe_all, wait_for_service
+from nemesis.faults import corrupt_script
+from nemesis.schedule import FaultStep
+
+pytestmark = pytest.mark.docker
+
+PROBE = r"""
+import socket, sys
+addr, tries, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+ok = 0
+for _ in range(tries):
+    try:
+        socket.create_connection((addr, 9093), timeout=timeout).close()
+        ok += 1
+    except OSError:
+        pass
+print(ok)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_client, node_image):
+    c = DockerCluster("f" + uuid.uuid4().hex[:7], node_image, nodes=3, controllers=3,
+                      log=lambda m: None, faketime=True, seed=3)
+    try:
+        c.up()
+        asyncio.run(wait_for_service(c.nodes, 60, print))
+        yield c
+    finally:
+        c.down()
+
+
+def campaign(cluster, tmp_path, **options):
+    cfg = resolve({"seed": 7, "nemesis_options": options}, {})
+    history = HistoryWriter(tmp_path / "history.jsonl")
+    return Campaign(cfg, cluster, history, lambda m: None), history
+
+
+def rows(history, f):
+    lines = history.path.read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["f"] == f and r["type"] == "info"]
+
+
+def connects(cluster, src: int, dst: int, tries: int, timeout_s: float = 0.3) -> int:
+    """TCP connections from node ``src`` to node ``dst``'s port 9093 that succeed."""
+    addr = cluster.node(dst).address
+    _, out = cluster.exec(src, ["python3", "-c", PROBE, addr, str(tries), str(timeout_s)])
+    return int(out.strip())
+
+
+def status(cluster, node: int) -> dict:
+    return json.loads(cluster.exec(node, ["ck-ctl", "status"])[1])
+
+
+def test_pause_stops_the_process_and_resume_brings_it_back(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path)
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "pause", "one", 5))
+        node = rows(history, "pause")[0]["value"]["nodes"][0]
+        assert status(cluster, node)["paused"] is True
+        assert node not in await describe_all([cluster.node(node)], 1.0), "a paused node answers"
+        await stop()
+        assert status(cluster, node)["paused"] is False
+        assert node in await describe_all([cluster.node(node)], 2.0)
+        assert rows(history, "resume")[0]["value"]["nodes"] == [node]
+    asyncio.run(scenario())
+
+
+def test_clock_bump_is_seen_in_the_node_clock_and_reset_undoes_it(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path, clock={"max_skew_s": 120})
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "clock", "all", 5, "bump"))
+        bump = rows(history, "clock-bump")[0]["value"]
+        planned = {int(n): o for n, o in bump["offsets"].items()}
+        assert sorted(planned) == [1, 2, 3] and all(12 <= abs(o) <= 120 for o in planned.values())
+        seen = await clock_offsets(cluster.nodes)
+        for n, o in planned.items():
+            assert abs(seen[n] - o) < 1.0, (n, o, seen)
+            assert abs(float(bump["measured"][str(n)]) - o) < 1.0, bump
+        print(f"clock bump: planned {planned}, node clocks {seen}")
+        await stop()
+        seen = await clock_offsets(cluster.nodes)
+        assert all(abs(o) < 1.0 for o in seen.values()) and len(seen) == 3, seen
+        print(f"after reset: {seen}")
+        # the skewed nodes kept serving: a controller answers register reads
+        await wait_for_service(cluster.nodes, 30, print)
+    asyncio.run(scenario())
+
+
+def test_clock_strobe_jumps_back_and_forth_until_reset(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path, clock={"strobe_delta_s": 30, "strobe_period_ms": 200})
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "clock", "one", 5, "strobe"))
+        node = rows(history, "clock-strobe")[0]["value"]["nodes"][0]
+        samples = []
+        for _ in range(25):
+            samples.append((await clock_offsets([cluster.node(node)])).get(node))
+            await asyncio.sleep(0.13)
+        assert any(o is not None and abs(o - 30) < 1.5 for o in samples), samples
+        assert any(o is not None and abs(o) < 1.5 for o in samples), samples
+        print(f"clock strobe on n{node}: offsets {samples}")
+        await stop()
+        after = []
+        for _ in range(5):
+            after.append((await clock_offsets([cluster.node(node)]))[node])
+            await asyncio.sleep(0.2)
+        assert all(abs(o) < 1.0 for o in after), after
+    asyncio.run(scenario())
+
+
+def test_packet_loss_drops_some_traffic_and_healing_restores_it(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path, **{"packet-loss": {"probability": 0.5}})
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "packet-loss", "one", 5))
+        node = rows(history, "start-packet-loss")[0]["value"]["nodes"][0]
+        other = next(n for n in (1, 2, 3) if n != node)
+        ok = await asyncio.to_thread(connects, cluster, other, node, 100)
+        assert 10 <= ok <= 90, f"{ok}/100 connections with half the packets dropped"
+        print(f"packet loss p=0.5 on n{node}: {ok}/100 connections from n{other} within 0.3 s")
+        await stop()
+        ok = await asyncio.to_thread(connects, cluster, other, node, 50, 1.0)
+        assert ok == 50, f"{ok}/50 connections after healing"
+    asyncio.run(scenario())
+
+
+def test_partition_cuts_traffic_and_healing_restores_it(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path)
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "partition", "isolate-one", 5))
+        grudge = rows(history, "start-partition")[0]["value"]["grudge"]
+        node = next(int(n) for n, drops in grudge.items() if len(drops) == 2)
+        other = next(n for n in (1, 2, 3) if n != node)
+        assert await asyncio.to_thread(connects, cluster, other, node, 10) == 0
+        await stop()
+        assert await asyncio.to_thread(connects, cluster, other, node, 10, 1.0) == 10
+    asyncio.run(scenario())
+
+
+def test_kill_stops_the_node_until_it_is_started(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path)
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "kill", "one", 5))
+        node = rows(history, "kill")[0]["value"]["nodes"][0]
+        assert status(cluster, node)["running"] is False
+        await stop()
+        assert status(cluster, node)["running"] is True
+    asyncio.run(scenario())
+
+
+def test_corruption_is_detected_by_crc_and_the_node_catches_up(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path, corrupt={"files": ["metadata"]})
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "corrupt", "one", 5, "bitflip"))
+        value = rows(history, "corrupt")[0]["value"]
+        node = value["nodes"][0]
+        damage = value["damage"][str(node)]
+        assert damage and damage[0]["file"].endswith(".log") and len(damage[0]["flipped"]) == 3
+        assert status(cluster, node)["running"] is False, "files are corrupted while it is down"
+        await stop()
+        deadline = time.monotonic() + 60
+        while True:
+            log = cluster.exec(node, ["cat", "/var/log/chaoskraft/node.log"])[1]
+            described = await describe_all(cluster.nodes, 2.0)
+            hwm = max((d.high_watermark for d in described.values()), default=-1)
+            mine = described.get(node)
+            if "recovery:" in log and mine is not None and mine.log_end_offset >= hwm > 0:
+                break
+            assert time.monotonic() < deadline, (log[-2000:], described)
+            await asyncio.sleep(0.5)
+        segment = damage[0]["file"].rsplit("/", 1)[1]
+        assert any("recovery:" in s and segment in s and "truncated at byte" in s
+                   for s in log.splitlines()), log[-2000:]
+    asyncio.run(scenario())
+
+
+def test_corrupt_truncate_cuts_the_newest_segment_tail(tmp_path):
+    """The corruption script itself, on a local directory shaped like a node's."""
+    import subprocess
+    import sys
+    for name in ("queue-0", "__cluster_metadata-0"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "00000000000000000000.log").write_bytes(b"x" * 10_000)
+        (d / "00000000000000000100.log").write_bytes(b"y" * 5_000)
+    cmd = corrupt_script(str(tmp_path), "truncate", "partitions", "s1")
+    out = subprocess.run([sys.executable, *cmd[1:]], capture_output=True, text=True, check=True)
+    done = json.loads(out.stdout)
+    assert len(done) == 1 and done[0]["file"].endswith("queue-0/00000000000000000100.log")
+    cut = done[0]["truncated_bytes"]
+    assert 1 <= cut <= 4096
+    assert (tmp_path / "queue-0" / "00000000000000000100.log").stat().st_size == 5_000 - cut
+    assert (tmp_path / "__cluster_metadata-0" / "00000000000000000100.log").stat().st_size == 5_000
