@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from node_image.bugs import BUGS
 
@@ -64,6 +65,39 @@ def cmd_run(args) -> int:
     }
     cfg = resolve(campaign, overrides)
     return run(cfg)
+
+
+def cmd_campaign(args) -> int:
+    """Validate the matrix, build the images once, then let pytest run the cells."""
+    import pytest
+
+    from .campaign_matrix import load_matrix
+    from .images import build_images
+    matrix = load_matrix(args.file)  # a bad file fails here, before any container
+    results = Path(args.results_dir or matrix.cells[0].config.results_dir) / matrix.name
+    results.mkdir(parents=True, exist_ok=True)
+    junit = Path(args.junit_xml) if args.junit_xml else results / "junit.xml"
+    print(f"campaign {matrix.path}: {len(matrix.cells)} cells "
+          f"({', '.join(c.id for c in matrix.cells)}); runs in {results}", flush=True)
+    build_images(log=print)
+    argv = [str(matrix.path), "-p", "harness.pytest_campaign", "-p", "no:cacheprovider",
+            "-p", "no:warnings", "--chaoskraft-results", str(results),
+            "--chaoskraft-name", matrix.name, f"--junitxml={junit}",
+            "-o", f"junit_suite_name={matrix.name}", "-o", "junit_family=xunit2",
+            "-q", "-rf", "--rootdir", str(Path(__file__).resolve().parent.parent)]
+    if args.n and args.n > 1:
+        argv += ["-n", str(args.n), "--dist", "load"]
+    code = int(pytest.main(argv))
+    print(f"JUnit XML: {junit}")
+    return code
+
+
+def cmd_reproduce(args) -> int:
+    from .reproduce import reproduce
+    if args.attempts < 1:
+        print("chaoskraft reproduce: --attempts must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    return reproduce(Path(args.run_dir), args.attempts, args.results_dir)
 
 
 def cmd_matrix(args) -> int:
@@ -231,6 +265,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--test", help="test name (the results/<test>/ folder)")
     r.add_argument("--results-dir")
     r.set_defaults(func=cmd_run)
+    cp = sub.add_parser("campaign", help="run a campaign file's cells (workload x nemesis x "
+                                         "seed) as pytest tests; JUnit XML and a summary table")
+    cp.add_argument("file", help="a YAML campaign file (see docs/campaigns.md)")
+    cp.add_argument("-n", type=int, default=1, help="cells in parallel (pytest-xdist; each cell "
+                                                    "has its own cluster and network)")
+    cp.add_argument("--junit-xml", help="where the JUnit XML goes (default: "
+                                        "<results>/<campaign>/junit.xml)")
+    cp.add_argument("--results-dir", help="where the runs go (default: the file's results_dir)")
+    cp.set_defaults(func=cmd_campaign)
+    rp = sub.add_parser("reproduce", help="re-run a stored run with its config and seed; say "
+                                          "whether its anomaly came back")
+    rp.add_argument("run_dir")
+    rp.add_argument("--attempts", type=int, default=1, help="re-runs before giving up (default 1)")
+    rp.add_argument("--results-dir", help="where the re-runs go (default: the run's results_dir)")
+    rp.set_defaults(func=cmd_reproduce)
     mx = sub.add_parser("matrix", help="run planted bugs (or the correct node) over seeds; print "
                                        "what caught each")
     mx.add_argument("--bugs", default="all",

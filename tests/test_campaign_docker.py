@@ -1,0 +1,41 @@
+"""The nightly example matrix through `chaoskraft campaign -n 2`: JUnit XML with a test case
+per cell, and a planted bug in one cell turns exactly that cell red."""
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parent.parent
+BUG_CELL = "register-partition-seed1"
+
+
+def test_nightly_matrix_with_a_planted_bug_in_one_cell(docker_client, node_image, tmp_path):
+    text = (ROOT / "campaigns" / "nightly.yaml").read_text()
+    text += ("cells:\n  - match: {workload: register, nemesis: partition, seed: 1}\n"
+             "    bugs: [reply-before-commit]\n")
+    path = tmp_path / "nightly.yaml"
+    path.write_text(text)
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "campaign", str(path), "-n", "2",
+                           "--results-dir", str(tmp_path / "results"), "--junit-xml", str(junit)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=2400)
+    print(proc.stdout[-4000:])
+    assert proc.returncode == 1, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+    cases = ET.parse(junit).getroot().iter("testcase")
+    verdicts = {}
+    for case in cases:
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        red = case.find("failure") is not None or case.find("error") is not None
+        verdicts[case.get("name")] = (red, props.get("verdict"), props.get("run_dir"))
+    assert len(verdicts) == 12, verdicts
+    red = sorted(name for name, (is_red, _, _) in verdicts.items() if is_red)
+    assert red == [BUG_CELL], verdicts
+    assert verdicts[BUG_CELL][1] == "invalid"
+    assert all(v == "valid" for name, (_, v, _) in verdicts.items() if name != BUG_CELL), verdicts
+    summary = (tmp_path / "results" / "nightly" / "nightly-summary.txt").read_text()
+    assert "12 cells, 1 not valid" in summary and BUG_CELL in summary
+    assert all(Path(d).is_dir() for _, _, d in verdicts.values())

@@ -1,0 +1,164 @@
+"""Campaign files and matrices: validation before anything starts, expansion into cells, and
+the fault schedules their nemesis entries describe. No Docker needed."""
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.campaign_matrix import load_matrix
+from harness.config import CampaignError, load_campaign, resolve
+from harness.runner import fault_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path, text: str, name: str = "c.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text).lstrip())
+    return p
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "campaigns").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_campaign_is_valid_and_plans_faults(path):
+    if "seeds" in path.read_text():
+        cells = load_matrix(path).cells
+        assert cells
+        configs = [c.config for c in cells]
+    else:
+        configs = [resolve(load_campaign(path), {"seed": 1})]
+    for cfg in configs:
+        steps = fault_plan(cfg)
+        assert steps, f"{path.name}: no fault in {cfg.time_limit_s} s"
+        assert {s.kind for s in steps} <= set(cfg.nemesis)
+
+
+BAD = [
+    ("typo", """
+        workload: queue
+        nemesis:
+          - package: kill
+            duraton_s: 5
+        """, 4, "nemesis[0].duraton_s", "unknown option 'duraton_s'"),
+    ("negative", """
+        workload: register
+        time_limit_s: 30
+        nemesis:
+          - package: pause
+            targets: [one]
+            duration_s: [-1, 4]
+        """, 6, "nemesis[0].duration_s", "-1 is negative"),
+    ("target", """
+        workload: register
+        nemesis:
+          - package: clock
+            targets: [one, half]
+        """, 4, "nemesis[0].targets", "unknown target 'half'"),
+    ("field", """
+        workload: register
+        time_limt_s: 30
+        """, 2, "time_limt_s", "unknown field 'time_limt_s'"),
+    ("shape", """
+        nemesis:
+          - partition
+          - package: partition
+        """, 3, "nemesis[1]", "listed twice"),
+    ("leader-of", """
+        workload: queue
+        nemesis:
+          - {package: kill, targets: [leader-of:x]}
+        """, 3, "nemesis[0].targets", "leader-of takes a partition number"),
+]
+
+
+@pytest.mark.parametrize("name, text, line, field, words", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_campaign_names_file_line_and_field(tmp_path, name, text, line, field, words):
+    path = write(tmp_path, text)
+    with pytest.raises(CampaignError) as e:
+        load_campaign(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}:{line}: ") and field in msg and words in msg, msg
+
+
+@pytest.mark.parametrize("command", ["run", "campaign"])
+def test_a_bad_campaign_fails_before_any_container(tmp_path, monkeypatch, capsys, command):
+    import harness.backends.docker_backend as db
+    import harness.images as images
+
+    def forbidden(*a, **kw):
+        raise AssertionError("a container or image was touched for a bad campaign")
+    monkeypatch.setattr(db.DockerCluster, "up", forbidden)
+    monkeypatch.setattr(images, "build_images", forbidden)
+    text = BAD[1][1] if command == "run" else BAD[1][1] + "seeds: [1, 2]\n"
+    path = write(tmp_path, text)
+    argv = ["run", "--campaign", str(path)] if command == "run" else ["campaign", str(path)]
+    assert cli.main(argv) == 3
+    err = capsys.readouterr().err
+    assert f"{path}:6: " in err and "duration_s" in err and "negative" in err, err
+
+
+def test_a_matrix_expands_and_its_errors_are_located(tmp_path):
+    path = write(tmp_path, """
+        time_limit_s: 20
+        seeds: 3-4
+        workloads:
+          - workload: register
+          - name: q
+            workload: queue
+            partitions: 2
+        nemeses:
+          - name: kills
+            nemesis: [kill]
+          - name: lossy
+            nemesis: [{package: packet-loss, probability: 0.5}]
+        cells:
+          - match: {workload: q, nemesis: kills, seed: 4}
+            bugs: [ack-before-replication]
+        """)
+    m = load_matrix(path)
+    assert [c.id for c in m.cells] == [
+        "register-kills-seed3", "register-kills-seed4", "register-lossy-seed3",
+        "register-lossy-seed4", "q-kills-seed3", "q-kills-seed4", "q-lossy-seed3", "q-lossy-seed4"]
+    bugged = [c.id for c in m.cells if c.config.bugs]
+    assert bugged == ["q-kills-seed4"], "the override applies to exactly its cell"
+    c = m.cells[-1].config
+    assert (c.workload, c.partitions, c.seed, c.time_limit_s) == ("queue", 2, 4, 20)
+    assert c.nemesis_options == {"packet-loss": {"probability": 0.5}}
+    assert c.test == "c-q-lossy-seed4"
+    # a scenario for the register workload is refused at the nemesis entry's line
+    bad = write(tmp_path, """
+        seeds: [1]
+        workloads:
+          - workload: register
+        nemeses:
+          - name: s
+            nemesis: [strand-replica]
+        """, "bad.yaml")
+    with pytest.raises(CampaignError) as e:
+        load_matrix(bad)
+    assert str(e.value).startswith(f"{bad}:5: cell register-s-seed1: ") and "strand-replica" in str(e.value)
+    with pytest.raises(CampaignError) as e:
+        load_campaign(path)
+    assert "chaoskraft campaign" in str(e.value) and f"{path}:2:" in str(e.value)
+
+
+def test_concurrent_packages_overlap_and_options_shape_the_plan():
+    cfg = resolve({"workload": "queue", "time_limit_s": 120, "nemesis_combine": "concurrent",
+                   "nemesis": [{"package": "packet-loss", "targets": ["all"], "duration_s": 10,
+                                "interval_s": 4},
+                               {"package": "clock", "modes": ["strobe"], "duration_s": [2, 3]}]},
+                  {"seed": 5})
+    steps = fault_plan(cfg)
+    loss = [s for s in steps if s.kind == "packet-loss"]
+    clock = [s for s in steps if s.kind == "clock"]
+    assert loss and clock
+    assert all(s.spec == "all" and s.duration_s == 10 for s in loss)
+    assert all(s.mode == "strobe" and 2 <= s.duration_s <= 3 for s in clock)
+    overlap = any(a.at_s < b.at_s + b.duration_s and b.at_s < a.at_s + a.duration_s
+                  for a in loss for b in clock)
+    assert overlap, "concurrent packages overlap"
+    assert [s.index for s in steps] == list(range(len(steps)))
+    assert steps == fault_plan(cfg), "a plan is a function of the config"
+    seq = resolve({**{k: v for k, v in cfg.to_dict().items()}, "nemesis_combine": "sequential"}, {})
+    s2 = fault_plan(seq)
+    assert all(a.at_s + a.duration_s <= b.at_s for a, b in zip(s2, s2[1:])), "one at a time"
