@@ -310,8 +310,16 @@ class Campaign:
         rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
         fid = next(self._fault_ids)
         if step.kind in SCENARIOS:
+            before = set(self.killed)
             await self.scenario(step, rng)
-            return self.stop_faults
+            mine = sorted(self.killed - before)
+
+            async def undo_scenario():
+                if self.partitioned:
+                    await self.heal_cut()
+                await self.restart(mine)
+                self.active.pop(-1, None)
+            return undo_scenario
         opts = package_options(step.kind, self.cfg.nemesis_options.get(step.kind),
                                self.cfg.workload)
         controller, leader = await self._aim(step.spec, rng)
