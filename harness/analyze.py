@@ -50,7 +50,20 @@ def analyze_queue(run_dir: Path, rows: list[dict], cfg: dict, *, spark_master: s
 
 def analyze(run_dir: Path, *, engine: str = "spark", spark_master: str | None = None,
             budget_s: float = 300.0, log=print) -> dict:
-    run_dir = Path(run_dir)
+    """Check the run, write results.json, then report.html beside it."""
+    results = _analyze(Path(run_dir), engine=engine, spark_master=spark_master,
+                       budget_s=budget_s, log=log)
+    from .report import render
+    try:
+        log(f"report: {render(Path(run_dir))}")
+    except Exception:  # noqa: BLE001 - the verdict stands; the report's failure is shown whole
+        import traceback
+        log("report: could not be made (the verdict above stands):\n" + traceback.format_exc())
+    return results
+
+
+def _analyze(run_dir: Path, *, engine: str, spark_master: str | None, budget_s: float,
+             log) -> dict:
     path = run_dir / "history.jsonl"
     rows = read_history(path)
     log(f"analysis: {len(rows)} history rows; writing history.parquet")

@@ -18,6 +18,9 @@ class HistoryWriter:
         self.path = Path(path)
         self._f = open(self.path, "a", buffering=1)
         self._t0 = time.monotonic_ns()
+        # the wall clock at time 0, so node log lines can be placed on the history's time axis
+        self.path.with_name("history-start.json").write_text(
+            json.dumps({"wall_clock_s": time.time(), "history_time_ns": 0}) + "\n")
         self._lock = threading.Lock()
         self.index = 0
         self.counts = {"invoke": 0, "ok": 0, "fail": 0, "info": 0}

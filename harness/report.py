@@ -1,0 +1,362 @@
+"""The run report: ``report.html`` beside ``results.json``, one self-contained page.
+
+What it shows, from the run directory alone (history, results, node logs):
+
+- the verdict and each checker's result;
+- every anomaly class with its examples; each history index in an example
+  links to that operation in the operation table of the page;
+- plots (matplotlib, PNG embedded as data URIs): latency over time (points
+  coloured ok / fail / info), latency quantiles per window, throughput over
+  time, availability per window, and the clock offsets the nemesis applied;
+  fault intervals are shaded on every time plot, one colour per fault kind;
+- node log lines around each anomaly's operations (the node logs carry wall
+  clock times; ``history-start.json`` ties them to the history's time axis),
+  and every traceback found in a node log.
+
+Large histories are sampled for the scatter plot (at most ``MAX_POINTS``);
+windows, quantiles and rates use every operation.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+MAX_POINTS = 100_000
+FAULT_COLOURS = {"partition": "#4c78a8", "kill": "#e45756", "power-loss": "#9d1c1c",
+                 "pause": "#b279a2", "clock": "#f58518", "packet-loss": "#9d755d",
+                 "corrupt": "#333333", "restart-all": "#bab0ac", "scenario": "#54a24b"}
+TYPE_COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
+# (event, kind, opens) for the nemesis rows that open or close a fault
+OPENS = {"start-partition": "partition", "kill": "kill", "power-loss": "power-loss",
+         "pause": "pause", "clock-bump": "clock", "clock-strobe": "clock",
+         "start-packet-loss": "packet-loss", "corrupt": "corrupt"}
+CLOSES = {"stop-partition": ("partition",), "start": ("kill", "power-loss", "corrupt"),
+          "resume": ("pause",), "clock-reset": ("clock",), "stop-packet-loss": ("packet-loss",)}
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+
+
+def load_history(run_dir: Path) -> pd.DataFrame:
+    parquet = run_dir / "history.parquet"
+    if parquet.exists():
+        df = pd.read_parquet(parquet)
+    else:
+        df = pd.read_json(run_dir / "history.jsonl", lines=True)
+    df["process"] = df["process"].astype(str)
+    return df.sort_values("index").reset_index(drop=True)
+
+
+def _value(v):
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def operations(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per completed client operation: start and latency in seconds, type, f."""
+    c = df[df["process"] != "nemesis"].sort_values(["process", "index"])
+    prev = c.shift(1)
+    done = (c["type"] != "invoke") & (prev["type"] == "invoke") & (prev["process"] == c["process"])
+    ops = pd.DataFrame({"index": prev["index"][done].astype(int),
+                        "start_s": prev["time"][done] / 1e9,
+                        "latency_ms": (c["time"][done] - prev["time"][done]) / 1e6,
+                        "type": c["type"][done], "f": c["f"][done],
+                        "process": c["process"][done]})
+    return ops.sort_values("start_s").reset_index(drop=True)
+
+
+def fault_intervals(df: pd.DataFrame) -> list[tuple[str, float, float, str]]:
+    """(kind, start s, end s, label) for every fault, from the nemesis rows."""
+    nem = df[(df["process"] == "nemesis") & (df["type"] == "info")]
+    end_s = float(df["time"].max()) / 1e9 if len(df) else 0.0
+    open_: dict[tuple, tuple[float, str]] = {}
+    out = []
+    for _, r in nem.iterrows():
+        t = r["time"] / 1e9
+        value = _value(r["value"]) or {}
+        nodes = value.get("nodes") if isinstance(value, dict) else None
+        f = r["f"]
+        if f in OPENS:
+            kind = OPENS[f]
+            label = f"{f} {value.get('target') or value.get('shape') or ''} {nodes or ''}".strip()
+            for n in (nodes or [None]):
+                open_.setdefault((kind, n), (t, label))
+        elif f in CLOSES or f == "heal":
+            kinds = CLOSES.get(f, tuple(FAULT_COLOURS))
+            for key in [k for k in open_ if k[0] in kinds and
+                        (f == "heal" or nodes is None or k[1] is None or k[1] in nodes)]:
+                start, label = open_.pop(key)
+                out.append((key[0], start, t, label))
+        elif f == "restart-all":
+            out.append(("restart-all", t, t + 0.5, "restart-all"))
+    for (kind, _), (start, label) in open_.items():
+        out.append((kind, start, end_s, label))
+    merged: dict[tuple, tuple] = {}
+    for kind, start, end, label in out:  # one band per kind and interval, not per node
+        key = (kind, round(start, 1))
+        merged[key] = (kind, start, max(end, merged.get(key, (0, 0, end))[2]), label)
+    return sorted(merged.values(), key=lambda x: x[1])
+
+
+def _shade(ax, faults) -> None:
+    seen = set()
+    for kind, start, end, _ in faults:
+        ax.axvspan(start, end, color=FAULT_COLOURS.get(kind, "#999999"), alpha=0.18, lw=0,
+                   label=None if kind in seen else kind)
+        seen.add(kind)
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) -> dict[str, str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out = {}
+    sample = ops.sample(MAX_POINTS, random_state=1) if len(ops) > MAX_POINTS else ops
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    for typ, colour in TYPE_COLOURS.items():
+        s = sample[sample["type"] == typ]
+        ax.scatter(s["start_s"], s["latency_ms"].clip(lower=0.01), s=4, c=colour, label=typ,
+                   alpha=0.6, lw=0)
+    _shade(ax, faults)
+    ax.set_yscale("log")
+    ax.set(xlabel="time (s)", ylabel="latency (ms)", title="Latency over time")
+    ax.legend(loc="upper right", fontsize=7, ncol=3)
+    out["latency"] = _png(fig)
+
+    win = (ops["start_s"] // window_s) * window_s
+    fig, ax = plt.subplots(figsize=(11, 3.2))
+    q = ops.groupby(win)["latency_ms"].quantile([0.5, 0.95, 0.99, 1.0]).unstack()
+    for col, name in zip(q.columns, ("p50", "p95", "p99", "max")):
+        ax.plot(q.index, q[col].clip(lower=0.01), label=name, lw=1.2)
+    _shade(ax, faults)
+    ax.set_yscale("log")
+    ax.set(xlabel="time (s)", ylabel="latency (ms)", title=f"Latency quantiles per {window_s:g} s")
+    ax.legend(loc="upper right", fontsize=7, ncol=4)
+    out["quantiles"] = _png(fig)
+
+    fig, ax = plt.subplots(figsize=(11, 3.2))
+    rate = ops.groupby([win, "type"]).size().unstack(fill_value=0) / window_s
+    # every window, also those where nothing completed (a gap is zero, not a straight line)
+    full = [i * window_s for i in range(int(win.min() // window_s), int(win.max() // window_s) + 1)]
+    rate = rate.reindex(full, fill_value=0)
+    for typ, colour in TYPE_COLOURS.items():
+        if typ in rate:
+            ax.plot(rate.index, rate[typ], c=colour, label=typ, lw=1.2)
+    _shade(ax, faults)
+    ax.set(xlabel="time (s)", ylabel="operations / s", title="Throughput")
+    ax.legend(loc="upper right", fontsize=7, ncol=3)
+    out["throughput"] = _png(fig)
+
+    fig, ax = plt.subplots(figsize=(11, 2.8))
+    total = rate.sum(axis=1)
+    avail = (rate["ok"] if "ok" in rate else total * 0) / total.where(total > 0)
+    ax.step(avail.index, avail.fillna(0), where="post", c="#2ca02c")
+    _shade(ax, faults)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set(xlabel="time (s)", ylabel="ok / completed",
+           title=f"Availability per {window_s:g} s")
+    out["availability"] = _png(fig)
+
+    fig, ax = plt.subplots(figsize=(11, 2.8))
+    for node, points in sorted(clock.items()):
+        xs, ys = zip(*points)
+        ax.step(xs, ys, where="post", label=f"n{node}")
+    _shade(ax, faults)
+    ax.set(xlabel="time (s)", ylabel="offset (s)", title="Clock offsets applied (node wall clock)")
+    if clock:
+        ax.legend(loc="upper right", fontsize=7, ncol=6)
+    out["clock"] = _png(fig)
+    return out
+
+
+def clock_offsets(df: pd.DataFrame) -> dict[str, list]:
+    """Per node, (time s, offset s) steps from the clock faults (measured where we have it)."""
+    points: dict[str, list] = {}
+    nem = df[(df["process"] == "nemesis") & (df["type"] == "info") & df["f"].str.startswith("clock")]
+    for _, r in nem.iterrows():
+        v = _value(r["value"]) or {}
+        t = r["time"] / 1e9
+        if r["f"] == "clock-bump":
+            seen = v.get("measured") or v.get("offsets") or {}
+            for n, o in seen.items():
+                points.setdefault(str(n), [(0.0, 0.0)]).append((t, float(o)))
+        elif r["f"] == "clock-strobe":
+            for n in v.get("nodes", []):
+                points.setdefault(str(n), [(0.0, 0.0)]).append((t, float(v.get("delta_s", 0))))
+        else:
+            for n in v.get("nodes", []):
+                points.setdefault(str(n), [(0.0, 0.0)]).append((t, 0.0))
+    end = float(df["time"].max()) / 1e9 if len(df) else 0.0
+    for pts in points.values():
+        pts.append((end, pts[-1][1]))
+    return points
+
+
+def _indexes(example) -> list[int]:
+    if isinstance(example, dict):
+        return [v for k, v in example.items() if k.endswith("index") and isinstance(v, int)]
+    return []
+
+
+def anomalies(results: dict) -> list[tuple[str, int, list]]:
+    """(class, count, examples) of every failing checker."""
+    out = []
+    for name, r in results.get("checkers", {}).items():
+        if name == "queue":
+            for a, info in r.get("anomalies", {}).items():
+                out.append((a, info.get("count", 0), info.get("examples", [])))
+        elif r.get("valid") is False:
+            for key, ce in (r.get("counterexamples") or {}).items():
+                out.append((f"{name} ({key})", len(ce), ce))
+    return out
+
+
+def node_logs(run_dir: Path) -> dict[str, list[str]]:
+    logs = {}
+    for path in sorted((run_dir / "nodes").glob("*/node.log")):
+        logs[path.parent.name] = path.read_text(errors="replace").splitlines()
+    return logs
+
+
+def tracebacks(logs: dict[str, list[str]]) -> list[tuple[list[str], int, str]]:
+    """Every distinct traceback in the node logs: (nodes, how many times, text)."""
+    seen: dict[str, tuple[set, int]] = {}
+    for node, lines in logs.items():
+        i = 0
+        while i < len(lines):
+            if lines[i].startswith("Traceback (most recent call last)"):
+                j = i + 1
+                while j < len(lines) and (lines[j].startswith((" ", "\t")) or not lines[j]):
+                    j += 1
+                text = "\n".join(lines[i:j + 1])
+                nodes, n = seen.get(text, (set(), 0))
+                nodes.add(node)
+                seen[text] = (nodes, n + 1)
+                i = j
+            i += 1
+    return [(sorted(nodes), n, text) for text, (nodes, n) in seen.items()]
+
+
+def lines_around(logs: dict[str, list[str]], wall_s: float, span_s: float = 2.0,
+                 limit: int = 12) -> list[tuple[str, str]]:
+    out = []
+    for node, lines in logs.items():
+        for line in lines:
+            m = LOG_TIME.match(line)
+            if not m:
+                continue
+            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=timezone.utc).timestamp() + int(m.group(2)) / 1000
+            if abs(t - wall_s) <= span_s:
+                out.append((node, line))
+    return out[:limit]
+
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+.valid{color:#2ca02c} .invalid{color:#d62728} .unknown{color:#ff7f0e}
+table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:3px 6px;
+vertical-align:top;text-align:left} pre{background:#f6f6f6;padding:8px;font-size:12px;
+overflow-x:auto} img{max-width:100%} .legend span{display:inline-block;padding:1px 6px;
+margin-right:4px;color:#fff;font-size:12px} tr:target{background:#ffef99}
+"""
+
+
+def render(run_dir: Path, window_s: float = 1.0) -> Path:
+    """Write ``run_dir/report.html``; returns its path."""
+    run_dir = Path(run_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    df = load_history(run_dir)
+    ops = operations(df)
+    faults = fault_intervals(df)
+    clock = clock_offsets(df)
+    images = plots(ops, faults, clock, window_s) if len(ops) else {}
+    logs = node_logs(run_dir)
+    start = run_dir / "history-start.json"
+    start_wall = json.loads(start.read_text())["wall_clock_s"] if start.exists() else None
+    by_index = df.set_index("index")
+    esc = html.escape
+    verdict = results.get("verdict", str(results.get("valid")))
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>chaoskraft report: "
+           f"{esc(run_dir.name)}</title><style>{CSS}</style></head><body>",
+           f"<h1>{esc(str(run_dir))}</h1>",
+           f"<p id='verdict'>Verdict: <b class='{esc(verdict)}'>{esc(verdict)}</b></p>",
+           "<h2>Checkers</h2><table id='checkers'><tr><th>checker</th><th>valid</th>"
+           "<th>details</th></tr>"]
+    for name, r in results.get("checkers", {}).items():
+        detail = {k: v for k, v in r.items() if k not in ("anomalies", "counterexamples", "valid")}
+        out.append(f"<tr><td>{esc(name)}</td><td>{esc(str(r.get('valid')))}</td>"
+                   f"<td><pre>{esc(json.dumps(detail, indent=1)[:3000])}</pre></td></tr>")
+    out.append("</table>")
+    linked: list[int] = []
+    out.append("<h2>Anomalies</h2>")
+    found = anomalies(results)
+    if not found:
+        out.append("<p id='no-anomalies'>None.</p>")
+    for cls, count, examples in found:
+        out.append(f"<h3 class='anomaly'>{esc(cls)}: {count}</h3><table class='examples'>")
+        for ex in examples[:10]:
+            idx = _indexes(ex)
+            linked += idx
+            links = " ".join(f"<a href='#op-{i}'>op {i}</a>" for i in idx)
+            out.append(f"<tr><td><pre>{esc(json.dumps(ex))}</pre></td><td>{links}</td></tr>")
+            if start_wall is not None and idx and logs:
+                t = [by_index.loc[i, "time"] for i in idx if i in by_index.index]
+                if t:
+                    near = lines_around(logs, start_wall + min(t) / 1e9)
+                    if near:
+                        out.append("<tr><td colspan=2 class='node-log'><pre>" + esc(
+                            "\n".join(f"{n}: {line}" for n, line in near)) + "</pre></td></tr>")
+        out.append("</table>")
+    out.append("<h2>Faults</h2><p class='legend'>" + "".join(
+        f"<span style='background:{c}'>{esc(k)}</span>" for k, c in FAULT_COLOURS.items())
+        + "</p><table id='faults'><tr><th>kind</th><th>from (s)</th><th>to (s)</th>"
+        "<th>what</th></tr>")
+    for kind, s, e, label in faults:
+        out.append(f"<tr><td>{esc(kind)}</td><td>{s:.1f}</td><td>{e:.1f}</td>"
+                   f"<td>{esc(label)}</td></tr>")
+    out.append("</table><h2>Plots</h2>")
+    for name, uri in images.items():
+        out.append(f"<p><img class='plot' id='plot-{name}' alt='{name}' src='{uri}'></p>")
+    out.append("<h2>Clock offsets applied</h2><pre id='clock'>"
+               + esc(json.dumps(clock) if clock else "none") + "</pre>")
+    tbs = tracebacks(logs)
+    out.append(f"<h2>Tracebacks in node logs: {sum(n for _, n, _ in tbs)} "
+               f"({len(tbs)} distinct)</h2>")
+    for nodes, n, tb in tbs:
+        out.append(f"<pre class='traceback'>{n} times on {esc(', '.join(nodes))}:\n"
+                   f"{esc(tb)}</pre>")
+    out.append("<h2>Operations named by anomalies</h2><table id='ops'><tr><th>index</th>"
+               "<th>time (s)</th><th>process</th><th>type</th><th>f</th><th>key</th>"
+               "<th>value</th><th>error</th></tr>")
+    wanted = sorted(set(linked))
+    rows = by_index.loc[[i for i in wanted if i in by_index.index]]
+    for i, r in rows.iterrows():
+        err = r.get("error") if "error" in r else None
+        out.append(f"<tr id='op-{i}'><td>{i}</td><td>{r['time'] / 1e9:.3f}</td>"
+                   f"<td>{esc(str(r['process']))}</td><td>{esc(str(r['type']))}</td>"
+                   f"<td>{esc(str(r['f']))}</td><td>{esc(str(r['key']))}</td>"
+                   f"<td>{esc(json.dumps(_value(r['value']), default=str)[:300])}</td>"
+                   f"<td>{esc(str(err) if isinstance(err, str) else '')}</td></tr>")
+    out.append("</table></body></html>")
+    path = run_dir / "report.html"
+    path.write_text("\n".join(out))
+    return path
