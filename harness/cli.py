@@ -123,6 +123,13 @@ def cmd_matrix(args) -> int:
 
 def cmd_analyze(args) -> int:
     from .analyze import analyze
+    if args.across:
+        from .across import across
+        across(args.across, spark_master=args.spark_master)
+        return 0
+    if not args.run_dir:
+        print("chaoskraft analyze: give a RUN_DIR, or --across DIR", file=sys.stderr)
+        return EXIT_USAGE
     results = analyze(args.run_dir, engine=args.engine, spark_master=args.spark_master,
                       budget_s=args.budget_s)
     print(f"verdict: {results['verdict']}")
@@ -291,8 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="simulated seconds per simulator seed")
     mx.add_argument("--results-dir", default="results")
     mx.set_defaults(func=cmd_matrix)
-    a = sub.add_parser("analyze", help="re-check a stored run")
-    a.add_argument("run_dir")
+    a = sub.add_parser("analyze", help="re-check a stored run, or summarise many in Spark")
+    a.add_argument("run_dir", nargs="?")
+    a.add_argument("--across", metavar="DIR", help="every run under DIR into Spark tables; print "
+                                                   "and save a summary per workload and fault")
     a.add_argument("--engine", choices=["spark", "local"], default="spark")
     a.add_argument("--spark-master")
     a.add_argument("--budget-s", type=float, default=300.0)

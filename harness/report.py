@@ -53,7 +53,8 @@ def load_history(run_dir: Path) -> pd.DataFrame:
 
 
 def _value(v):
-    if isinstance(v, str) and v[:1] in "[{":
+    """A row's value: Parquet keeps it as JSON text, JSON lines as the value itself."""
+    if isinstance(v, str):
         try:
             return json.loads(v)
         except ValueError:

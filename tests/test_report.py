@@ -7,6 +7,8 @@ import json
 import re
 from html.parser import HTMLParser
 
+import pytest
+
 from harness.report import FAULT_COLOURS, render
 
 START_WALL = 1_790_000_000.0  # the run's time 0 on the wall clock
@@ -79,8 +81,13 @@ def make_run(tmp_path):
     return lost_index
 
 
-def test_report_has_plots_anomalies_faults_logs_and_tracebacks(tmp_path):
+@pytest.mark.parametrize("parquet", [False, True], ids=["jsonl", "parquet"])
+def test_report_has_plots_anomalies_faults_logs_and_tracebacks(tmp_path, parquet):
     lost_index = make_run(tmp_path)
+    if parquet:  # what an analysed run has: the report reads history.parquet first
+        from checkers.history import read_history
+        from checkers.parquet import write_parquet
+        write_parquet(read_history(tmp_path / "history.jsonl"), tmp_path / "history.parquet")
     path = render(tmp_path)
     text = path.read_text()
     p = Elements()

@@ -1,0 +1,167 @@
+"""Many runs at once, in Spark: ``chaoskraft analyze --across results/``.
+
+Every run directory under the root (one holding ``results.json`` and
+``config.yaml``) becomes rows of four Spark tables:
+
+- ``runs``: run, test, workload, seed, started (from the directory name),
+  verdict, nemesis (the packages), bugs;
+- ``anomalies``: run, class, count, counted (false for an anomaly the run
+  allowed); for the register workload the class is ``linearizability`` and
+  the count its invalid keys;
+- ``faults``: run, kind (one row per fault kind the run injected, from its
+  nemesis rows; ``none`` for a run without faults);
+- ``history``: every history row of every run (``history.parquet``), with
+  its run.
+
+The summary groups runs by workload and fault kind (a run counts once under
+each kind it injected): runs, invalid runs, anomaly counts by class, and
+availability (ok completions of client operations over all completions,
+computed from the history table). It is printed, and saved with the small
+tables as Parquet in ``<root>/_across/`` (``summary.csv`` too).
+
+For ad-hoc queries, in ``.venv/bin/pyspark`` (or any Spark session)::
+
+    from harness.across import load_tables
+    t = load_tables(spark, "results")        # registers temp views too
+    spark.sql("select workload, count(*) from runs group by workload").show()
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+FAULT_KINDS = {"start-partition": "partition", "kill": "kill", "power-loss": "power-loss",
+               "pause": "pause", "clock-bump": "clock", "clock-strobe": "clock",
+               "start-packet-loss": "packet-loss", "corrupt": "corrupt"}
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Run directories under ``root`` (resolved, so ``latest`` links do not count twice)."""
+    found = {p.parent.resolve() for p in Path(root).rglob("results.json")
+             if (p.parent / "config.yaml").exists()}
+    return sorted(found)
+
+
+def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict]]:
+    runs, anomalies, faults = [], [], []
+    for d in run_dirs:
+        results = json.loads((d / "results.json").read_text())
+        cfg = yaml.safe_load((d / "config.yaml").read_text()) or {}
+        run = str(d)
+        runs.append({"run": run, "test": cfg.get("test", ""), "workload": cfg.get("workload", ""),
+                     "seed": int(cfg.get("seed") or 0), "started": d.name.split("-")[0],
+                     "verdict": results.get("verdict", ""),
+                     "nemesis": ",".join(cfg.get("nemesis") or []),
+                     "bugs": ",".join(cfg.get("bugs") or [])})
+        for name, r in results.get("checkers", {}).items():
+            if name == "queue":
+                bad = set(r.get("bad_anomalies", []))
+                for cls, a in r.get("anomalies", {}).items():
+                    anomalies.append({"run": run, "class": cls, "count": int(a.get("count", 0)),
+                                      "counted": cls in bad})
+            elif r.get("valid") is False:
+                anomalies.append({"run": run, "class": name,
+                                  "count": len(r.get("invalid_keys") or [1]), "counted": True})
+        kinds = sorted({FAULT_KINDS[f["f"]] for f in results.get("stats", {}).get("faults", [])
+                        if f.get("f") in FAULT_KINDS})
+        for kind in kinds or ["none"]:
+            faults.append({"run": run, "kind": kind})
+    return runs, anomalies, faults
+
+
+def load_tables(spark, root: str | Path, views: bool = True) -> dict:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    dirs = find_runs(Path(root))
+    if not dirs:
+        raise FileNotFoundError(f"no run directory (results.json and config.yaml) under {root}")
+    runs, anomalies, faults = run_rows(dirs)
+    schemas = {
+        "runs": "run string, test string, workload string, seed long, started string, "
+                "verdict string, nemesis string, bugs string",
+        "anomalies": "run string, class string, count long, counted boolean",
+        "faults": "run string, kind string",
+    }
+    tables = {name: spark.createDataFrame(rows, schemas[name])
+              for name, rows in (("runs", runs), ("anomalies", anomalies), ("faults", faults))}
+    paths = [str(d / "history.parquet") for d in dirs if (d / "history.parquet").exists()]
+    if paths:
+        hist = spark.read.parquet(*paths).withColumn(
+            "run", F.regexp_replace(F.input_file_name(), r"^file:(//)?|/history\.parquet$", ""))
+    else:
+        hist = spark.createDataFrame([], T.StructType([T.StructField("run", T.StringType())]))
+    tables["history"] = hist
+    if views:
+        for name, df in tables.items():
+            df.createOrReplaceTempView(name)
+    return tables
+
+
+def summary(spark, tables: dict) -> list[dict]:
+    from pyspark.sql import functions as F
+    runs, faults, anomalies, hist = (tables[k] for k in ("runs", "faults", "anomalies", "history"))
+    clients = hist.where((F.col("process") != "nemesis") & (F.col("type") != "invoke")
+                         & ~F.col("f").isin("final-poll", "assign"))
+    per_run = clients.groupBy("run").agg(
+        F.sum(F.when(F.col("type") == "ok", 1).otherwise(0)).alias("ok"),
+        F.count(F.lit(1)).alias("completed"))
+    base = runs.join(faults, "run").join(per_run, "run", "left")
+    rows = base.groupBy("workload", "kind").agg(
+        F.countDistinct("run").alias("runs"),
+        F.countDistinct(F.when(F.col("verdict") == "invalid", F.col("run"))).alias("invalid"),
+        F.sum(F.coalesce("ok", F.lit(0))).alias("ok"),
+        F.sum(F.coalesce("completed", F.lit(0))).alias("completed")).collect()
+    counted = anomalies.where("counted").join(faults, "run").join(runs.select("run", "workload"),
+                                                                   "run")
+    per_class = {}
+    for r in counted.groupBy("workload", "kind", "class").agg(F.sum("count").alias("n")).collect():
+        per_class.setdefault((r["workload"], r["kind"]), {})[r["class"]] = int(r["n"])
+    out = []
+    for r in sorted(rows, key=lambda r: (r["workload"], r["kind"])):
+        out.append({"workload": r["workload"], "fault": r["kind"], "runs": int(r["runs"]),
+                    "invalid": int(r["invalid"]),
+                    "anomalies": per_class.get((r["workload"], r["kind"]), {}),
+                    "availability": (round(r["ok"] / r["completed"], 4)
+                                     if r["completed"] else None)})
+    return out
+
+
+def format_summary(rows: list[dict]) -> str:
+    lines = [f"{'workload':<10} {'fault':<12} {'runs':>5} {'invalid':>8} {'availability':>12}  "
+             f"anomalies"]
+    for r in rows:
+        avail = f"{r['availability']:.3f}" if r["availability"] is not None else "-"
+        anom = ", ".join(f"{k} {v}" for k, v in sorted(r["anomalies"].items())) or "-"
+        lines.append(f"{r['workload']:<10} {r['fault']:<12} {r['runs']:>5} {r['invalid']:>8} "
+                     f"{avail:>12}  {anom}")
+    return "\n".join(lines)
+
+
+def across(root: str | Path, spark_master: str | None = None, out=sys.stdout) -> list[dict]:
+    from checkers.spark import spark_session
+    root = Path(root)
+    spark = spark_session(spark_master)
+    tables = load_tables(spark, root)
+    n = tables["runs"].count()
+    print(f"across {root}: {n} runs", file=out, flush=True)
+    rows = summary(spark, tables)
+    text = format_summary(rows)
+    print(text, file=out)
+    dest = root / "_across"
+    dest.mkdir(exist_ok=True)
+    for name in ("runs", "anomalies", "faults"):
+        tables[name].toPandas().to_parquet(dest / f"{name}.parquet")
+    (dest / "summary.txt").write_text(text + "\n")
+    (dest / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
+    with open(dest / "summary.csv", "w") as f:
+        f.write("workload,fault,runs,invalid,availability,anomalies\n")
+        for r in rows:
+            anom = ";".join(f"{k}={v}" for k, v in sorted(r["anomalies"].items()))
+            f.write(f"{r['workload']},{r['fault']},{r['runs']},{r['invalid']},"
+                    f"{'' if r['availability'] is None else r['availability']},{anom}\n")
+    print(f"saved: {dest}/summary.txt, summary.csv, summary.json, runs/anomalies/faults.parquet",
+          file=out)
+    return rows
