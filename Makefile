@@ -1,6 +1,7 @@
 # chaoskraft: `make setup`, `make run`, `make test`.
 # setup installs what the project needs: Debian packages (mmdebstrap to build the
-# base image, a Java runtime for Spark), the virtual environment, and the images.
+# base image, a Java runtime for Spark, headless Chromium for the browser tests), the
+# virtual environment, and the images.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,6 +16,8 @@ system-packages:
 	@missing=""; \
 	command -v mmdebstrap >/dev/null || missing="$$missing mmdebstrap"; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
@@ -47,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py
 	$(BIN)/python bench/real_cluster.py
 	$(BIN)/python bench/checker_corpus.py
+	$(BIN)/python bench/timeline_load.py
 
 cleanup: $(STAMP)
 	$(BIN)/chaoskraft cleanup

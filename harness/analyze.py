@@ -54,8 +54,9 @@ def analyze(run_dir: Path, *, engine: str = "spark", spark_master: str | None = 
     results = _analyze(Path(run_dir), engine=engine, spark_master=spark_master,
                        budget_s=budget_s, log=log)
     from .report import render
+    from .timeline import write_timeline
     try:
-        log(f"report: {render(Path(run_dir))}")
+        log(f"report: {render(Path(run_dir))}; timeline: {write_timeline(Path(run_dir))}")
     except Exception:  # noqa: BLE001 - the verdict stands; the report's failure is shown whole
         import traceback
         log("report: could not be made (the verdict above stands):\n" + traceback.format_exc())

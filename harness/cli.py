@@ -92,6 +92,11 @@ def cmd_campaign(args) -> int:
     return code
 
 
+def cmd_serve(args) -> int:
+    from .serve import serve
+    return serve(args.results_dir, args.host, args.port)
+
+
 def cmd_reproduce(args) -> int:
     from .reproduce import reproduce
     if args.attempts < 1:
@@ -287,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--attempts", type=int, default=1, help="re-runs before giving up (default 1)")
     rp.add_argument("--results-dir", help="where the re-runs go (default: the run's results_dir)")
     rp.set_defaults(func=cmd_reproduce)
+    sv = sub.add_parser("serve", help="a local web page listing the stored runs, with links to "
+                                      "their reports")
+    sv.add_argument("--results-dir", default="results")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=8088)
+    sv.set_defaults(func=cmd_serve)
     mx = sub.add_parser("matrix", help="run planted bugs (or the correct node) over seeds; print "
                                        "what caught each")
     mx.add_argument("--bugs", default="all",

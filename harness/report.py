@@ -210,10 +210,27 @@ def clock_offsets(df: pd.DataFrame) -> dict[str, list]:
     return points
 
 
-def _indexes(example) -> list[int]:
-    if isinstance(example, dict):
-        return [v for k, v in example.items() if k.endswith("index") and isinstance(v, int)]
-    return []
+def _indexes(example, sends: dict | None = None) -> list[int]:
+    """History indexes an example names; for one that names only values (duplicate,
+    inconsistent-offsets), the sends of those values."""
+    if not isinstance(example, dict):
+        return []
+    found = [v for k, v in example.items() if k.endswith("index") and isinstance(v, int)]
+    if not found and sends is not None and "key" in example:
+        values = example.get("values") or ([example["value"]] if "value" in example else [])
+        found = [sends[(example["key"], v)] for v in values if (example["key"], v) in sends]
+    return found
+
+
+def send_index(df: pd.DataFrame) -> dict:
+    """(key, value) -> the history index of the send that invoked it (queue runs)."""
+    s = df[(df["f"] == "send") & (df["type"] == "invoke")]
+    out = {}
+    for i, key, v in zip(s["index"], s["key"], s["value"]):
+        v = _value(v)
+        if isinstance(v, dict) and "value" in v:
+            out[(key, v["value"])] = int(i)
+    return out
 
 
 def anomalies(results: dict) -> list[tuple[str, int, list]]:
@@ -312,10 +329,11 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     found = anomalies(results)
     if not found:
         out.append("<p id='no-anomalies'>None.</p>")
+    sends = send_index(df) if found else {}
     for cls, count, examples in found:
         out.append(f"<h3 class='anomaly'>{esc(cls)}: {count}</h3><table class='examples'>")
         for ex in examples[:10]:
-            idx = _indexes(ex)
+            idx = _indexes(ex, sends)
             linked += idx
             links = " ".join(f"<a href='#op-{i}'>op {i}</a>" for i in idx)
             out.append(f"<tr><td><pre>{esc(json.dumps(ex))}</pre></td><td>{links}</td></tr>")
@@ -345,14 +363,17 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     for nodes, n, tb in tbs:
         out.append(f"<pre class='traceback'>{n} times on {esc(', '.join(nodes))}:\n"
                    f"{esc(tb)}</pre>")
-    out.append("<h2>Operations named by anomalies</h2><table id='ops'><tr><th>index</th>"
+    out.append("<h2>Operations named by anomalies</h2><p><a id='timeline-link' "
+               "href='timeline.html'>the whole timeline</a> (an index opens it at that "
+               "operation)</p><table id='ops'><tr><th>index</th>"
                "<th>time (s)</th><th>process</th><th>type</th><th>f</th><th>key</th>"
                "<th>value</th><th>error</th></tr>")
     wanted = sorted(set(linked))
     rows = by_index.loc[[i for i in wanted if i in by_index.index]]
     for i, r in rows.iterrows():
         err = r.get("error") if "error" in r else None
-        out.append(f"<tr id='op-{i}'><td>{i}</td><td>{r['time'] / 1e9:.3f}</td>"
+        out.append(f"<tr id='op-{i}'><td><a href='timeline.html#t={r['time'] / 1e9:.3f}&op={i}'>"
+                   f"{i}</a></td><td>{r['time'] / 1e9:.3f}</td>"
                    f"<td>{esc(str(r['process']))}</td><td>{esc(str(r['type']))}</td>"
                    f"<td>{esc(str(r['f']))}</td><td>{esc(str(r['key']))}</td>"
                    f"<td>{esc(json.dumps(_value(r['value']), default=str)[:300])}</td>"

@@ -50,3 +50,28 @@ def labelled(client, label="chaoskraft=1"):
     return (len(client.containers.list(all=True, filters={"label": label})),
             len(client.networks.list(filters={"label": label})),
             len(client.volumes.list(filters={"label": label})))
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium through selenium (Debian's chromium and chromium-driver). Without
+    them: a skip on a laptop, a failure under CI=true."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    if missing:
+        if IN_CI:
+            pytest.fail(f"CI=true and no {', '.join(missing)} (make setup installs them)")
+        pytest.skip(f"no {', '.join(missing)}")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000",
+                "--allow-file-access-from-files", "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()

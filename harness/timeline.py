@@ -1,0 +1,166 @@
+"""The operation timeline: ``timeline.html`` beside ``report.html``, usable at a million operations.
+
+One lane per process, one bar per operation from invoke to completion
+(green ok, red fail, orange info, grey never completed), faults shaded as
+in the report. The page never holds the whole history: operations are
+written in chunks of ``chunk_s`` seconds (``timeline/c-N.js``, each a call
+``TL.chunk(N, rows)``), and the page loads, by adding script tags, only the
+chunks of the window on screen (and the one before it, for operations that
+began earlier). Script tags rather than fetch, so the page works from disk
+as well as through ``chaoskraft serve``. ``#t=SECONDS&op=INDEX`` in the URL
+opens the window at that time and marks that operation; clicking a bar
+shows its operation.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from .report import fault_intervals, load_history, FAULT_COLOURS
+
+TARGET_OPS_PER_CHUNK = 4000
+TYPES = {"ok": 0, "fail": 1, "info": 2, "open": 3}
+
+
+def timeline_ops(df: pd.DataFrame) -> pd.DataFrame:
+    """Operations with start, duration, lane, type code and a short label."""
+    c = df[df["process"] != "nemesis"].sort_values(["process", "index"])
+    nxt = c.shift(-1)
+    inv = c["type"] == "invoke"
+    done = inv & (nxt["process"] == c["process"]) & (nxt["type"] != "invoke")
+    end = nxt["time"].where(done, df["time"].max())
+    label = (c["f"].astype(str) + " " + c["key"].fillna("").astype(str) + " "
+             + c["value"].astype(str).str.slice(0, 40))
+    ops = pd.DataFrame({"start_ms": (c["time"] / 1e6).round(3), "dur_ms": ((end - c["time"]) / 1e6).round(3),
+                        "process": c["process"], "type": nxt["type"].where(done, "open"),
+                        "index": c["index"], "label": label})[inv]
+    return ops.sort_values("start_ms").reset_index(drop=True)
+
+
+def write_timeline(run_dir: Path) -> Path:
+    run_dir = Path(run_dir)
+    df = load_history(run_dir)
+    ops = timeline_ops(df)
+    out = run_dir / "timeline"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    end_s = float(df["time"].max()) / 1e9 if len(df) else 0.0
+    n = max(len(ops), 1)
+    chunk_s = max(0.25, round(end_s * TARGET_OPS_PER_CHUNK / n, 2)) if end_s else 1.0
+    procs = sorted(ops["process"].unique(), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
+    lane = {p: i for i, p in enumerate(procs)}
+    ops["lane"] = ops["process"].map(lane)
+    ops["t"] = ops["type"].map(TYPES)
+    ops["chunk"] = (ops["start_ms"] / 1000 // chunk_s).astype(int)
+    chunks = 0
+    for k, group in ops.groupby("chunk"):
+        rows = group[["start_ms", "dur_ms", "lane", "t", "index", "label"]].values.tolist()
+        (out / f"c-{k}.js").write_text(f"TL.chunk({k},{json.dumps(rows, separators=(',', ':'))});\n")
+        chunks += 1
+    meta = {"end_s": end_s, "chunk_s": chunk_s, "lanes": procs, "ops": len(ops),
+            "chunks": [int(k) for k in sorted(ops["chunk"].unique())],
+            "faults": [[k, s, e, lbl] for k, s, e, lbl in fault_intervals(df)],
+            "colours": FAULT_COLOURS}
+    (out / "index.js").write_text(f"TL.index({json.dumps(meta)});\n")
+    page = run_dir / "timeline.html"
+    page.write_text(PAGE)
+    return page
+
+
+PAGE = r"""<!doctype html><html><head><meta charset='utf-8'><title>chaoskraft timeline</title>
+<style>body{font-family:system-ui,sans-serif;margin:16px} #controls{margin-bottom:8px}
+canvas{border:1px solid #ccc} #detail{font:12px monospace;margin-top:6px;white-space:pre}</style>
+</head><body>
+<div id='controls'><button id='prev'>&#9664;</button> <button id='next'>&#9654;</button>
+window <select id='win'><option>1</option><option>5</option><option selected>10</option>
+<option>30</option><option>60</option><option>300</option></select> s from
+<input id='t' size='8' value='0'> s <button id='go'>go</button> <span id='status'>loading</span></div>
+<canvas id='tl' width='1200' height='200'></canvas><div id='detail'></div>
+<script>
+const TL = {meta: null, chunks: {}, t0: 0, w: 10, mark: null, started: performance.now(),
+            drawnOnce: false};
+TL.index = function (meta) { TL.meta = meta; };
+TL.chunk = function (n, rows) { TL.chunks[n] = rows; if (TL.ready()) draw(); };
+TL.needed = function () {
+  const cs = TL.meta.chunk_s, have = new Set(TL.meta.chunks), out = [];
+  for (let k = Math.floor(TL.t0 / cs) - 1; k <= Math.floor((TL.t0 + TL.w) / cs); k++)
+    if (have.has(k)) out.push(k);
+  return out;
+};
+TL.ready = function () { return TL.needed().every(k => k in TL.chunks); };
+function load() {
+  for (const k of TL.needed()) {
+    if (k in TL.chunks || document.getElementById('c' + k)) continue;
+    const s = document.createElement('script');
+    s.id = 'c' + k; s.src = 'timeline/c-' + k + '.js';
+    document.body.appendChild(s);
+  }
+  if (TL.ready()) draw();
+}
+function show(t0, w) {
+  TL.t0 = Math.max(0, t0); TL.w = w;
+  document.getElementById('t').value = TL.t0.toFixed(2);
+  // drop chunks far from the window: memory stays bounded however long the run
+  for (const k of Object.keys(TL.chunks)) {
+    const t = k * TL.meta.chunk_s;
+    if (t < TL.t0 - 10 * w || t > TL.t0 + 11 * w) { delete TL.chunks[k];
+      const s = document.getElementById('c' + k); if (s) s.remove(); }
+  }
+  load();
+}
+const colours = ['#2ca02c', '#d62728', '#ff7f0e', '#999999'];
+let visible = [];
+function draw() {
+  const c = document.getElementById('tl'), lanes = TL.meta.lanes, lh = 14, left = 70;
+  c.height = lanes.length * lh + 20;
+  const g = c.getContext('2d'), W = c.width - left, t0 = TL.t0 * 1000, t1 = (TL.t0 + TL.w) * 1000;
+  const x = t => left + (t - t0) / (t1 - t0) * W;
+  g.clearRect(0, 0, c.width, c.height);
+  for (const [kind, s, e] of TL.meta.faults) {
+    if (e * 1000 < t0 || s * 1000 > t1) continue;
+    g.fillStyle = TL.meta.colours[kind] || '#999'; g.globalAlpha = 0.18;
+    g.fillRect(Math.max(left, x(s * 1000)), 0, Math.min(c.width, x(e * 1000)) - Math.max(left, x(s * 1000)), c.height - 20);
+  }
+  g.globalAlpha = 1; g.font = '10px sans-serif'; g.fillStyle = '#333';
+  lanes.forEach((p, i) => g.fillText('p ' + p, 2, i * lh + 11));
+  visible = [];
+  for (const k of TL.needed()) for (const op of TL.chunks[k]) {
+    const [start, dur, lane, t, index] = op;
+    if (start > t1 || start + dur < t0) continue;
+    const a = Math.max(left, x(start)), b = Math.max(a + 1, Math.min(c.width, x(start + dur)));
+    g.fillStyle = colours[t]; g.fillRect(a, lane * lh + 2, b - a, lh - 4);
+    if (TL.mark === index) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(a - 1, lane * lh + 1, b - a + 2, lh - 2); }
+    visible.push([a, b, lane, op]);
+  }
+  g.fillStyle = '#333';
+  for (let i = 0; i <= 10; i++) g.fillText((TL.t0 + TL.w * i / 10).toFixed(2) + ' s', left + W * i / 10 - 10, c.height - 4);
+  const ms = performance.now() - TL.started;
+  document.getElementById('status').textContent = visible.length + ' of ' + TL.meta.ops +
+    ' operations in view; first drawn ' + (TL.firstMs || (TL.firstMs = ms)).toFixed(0) + ' ms after opening';
+  window.TL_READY = true;
+}
+document.getElementById('tl').addEventListener('click', ev => {
+  const r = ev.target.getBoundingClientRect(), px = ev.clientX - r.left, lane = Math.floor((ev.clientY - r.top) / 14);
+  const hit = visible.find(([a, b, l]) => l === lane && px >= a - 1 && px <= b + 1);
+  if (hit) { const [start, dur, , t, index, label] = hit[3];
+    document.getElementById('detail').textContent = 'op ' + index + ' (' + ['ok', 'fail', 'info', 'open'][t] +
+      ') process ' + TL.meta.lanes[lane] + ' at ' + (start / 1000).toFixed(3) + ' s for ' + dur.toFixed(1) + ' ms: ' + label; }
+});
+document.getElementById('prev').onclick = () => show(TL.t0 - TL.w, TL.w);
+document.getElementById('next').onclick = () => show(TL.t0 + TL.w, TL.w);
+document.getElementById('go').onclick = () => show(parseFloat(document.getElementById('t').value) || 0, TL.w);
+document.getElementById('win').onchange = ev => show(TL.t0, parseFloat(ev.target.value));
+const s = document.createElement('script');
+s.src = 'timeline/index.js';
+s.onload = () => {
+  const h = new URLSearchParams(location.hash.slice(1));
+  if (h.has('op')) TL.mark = parseInt(h.get('op'));
+  show(h.has('t') ? Math.max(0, parseFloat(h.get('t')) - TL.w / 2) : 0, TL.w);
+};
+document.body.appendChild(s);
+</script></body></html>
+"""

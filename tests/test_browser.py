@@ -1,0 +1,109 @@
+"""The pages in headless Chromium: a report's elements, the timeline's windowed loading, and
+`chaoskraft serve` from the run list through to a report."""
+import http.client
+import threading
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from harness.report import render
+from harness.serve import make_server
+from harness.timeline import write_timeline
+from synthetic_runs import make_runs
+from test_report import make_run
+
+pytestmark = pytest.mark.browser
+
+
+def wait_ready(browser, timeout_s=20):
+    WebDriverWait(browser, timeout_s).until(lambda d: d.execute_script("return window.TL_READY === true"))
+
+
+def test_report_renders_with_plots_anomalies_and_links(browser, tmp_path):
+    lost = make_run(tmp_path)
+    render(tmp_path)
+    write_timeline(tmp_path)
+    browser.get((tmp_path / "report.html").as_uri())
+    assert browser.title.startswith("chaoskraft report")
+    plots = browser.find_elements(By.CSS_SELECTOR, "img.plot")
+    assert len(plots) == 5
+    for img in plots:  # decoded and laid out, not broken images
+        assert browser.execute_script("return arguments[0].naturalWidth", img) > 600
+        assert img.size["width"] > 300
+    assert browser.find_element(By.ID, "verdict").text == "Verdict: invalid"
+    assert browser.find_element(By.CSS_SELECTOR, "h3.anomaly").text == "lost-write: 1"
+    browser.find_element(By.CSS_SELECTOR, f"a[href='#op-{lost}']").click()
+    assert browser.execute_script("return location.hash") == f"#op-{lost}"
+    row = browser.find_element(By.ID, f"op-{lost}")
+    assert row.is_displayed() and "send" in row.text
+    browser.save_screenshot(str(tmp_path / "report.png"))
+    # an operation's index opens the timeline at that operation
+    row.find_element(By.TAG_NAME, "a").click()
+    wait_ready(browser)
+    assert f"op={lost}" in browser.current_url
+    assert browser.execute_script("return TL.mark") == lost
+
+
+def test_timeline_loads_only_the_window_it_shows(browser, tmp_path):
+    import json
+
+    from checkers.parquet import write_parquet
+    rows = []
+    for i in range(200_000):  # 100,000 operations over 1,000 s on 20 processes
+        t = i * 5_000_000
+        p = (i // 2) % 20
+        if i % 2 == 0:
+            rows.append({"index": i, "time": t, "process": p, "type": "invoke", "f": "write",
+                         "key": "k", "value": i})
+        else:
+            rows.append({"index": i, "time": t + 1_000_000, "process": p, "type": "ok",
+                         "f": "write", "key": "k", "value": i - 1})
+    write_parquet(rows, tmp_path / "history.parquet")
+    (tmp_path / "results.json").write_text(json.dumps({"valid": True, "checkers": {}}))
+    write_timeline(tmp_path)
+    chunks = len(list((tmp_path / "timeline").glob("c-*.js")))
+    assert chunks > 10
+    browser.get((tmp_path / "timeline.html").as_uri())
+    wait_ready(browser)
+    loaded = browser.execute_script("return Object.keys(TL.chunks).length")
+    assert 1 <= loaded < chunks / 3, (loaded, chunks)
+    status = browser.find_element(By.ID, "status").text
+    assert "of 100000 operations in view" in status, status
+    before = browser.execute_script("return TL.t0")
+    browser.find_element(By.ID, "next").click()
+    WebDriverWait(browser, 10).until(lambda d: d.execute_script("return TL.t0") > before)
+    wait_ready(browser)
+    assert browser.execute_script("return TL.ready()")
+
+
+def test_serve_lists_runs_and_clicks_through_to_a_report(browser, tmp_path):
+    dirs = make_runs(tmp_path, 22)
+    for d in dirs:
+        render(d)
+    server = make_server(tmp_path, "127.0.0.1", 0)
+    assert server.server_address[0] == "127.0.0.1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        browser.get(base)
+        rows = browser.find_elements(By.CSS_SELECTOR, "tr.run")
+        assert len(rows) == 22, "each run once (the latest link does not count twice)"
+        invalid = [r for r in rows if "invalid" in r.text]
+        box = browser.find_element(By.ID, "filter")
+        box.send_keys("invalid")  # the filter runs on each input event
+        shown = [r for r in rows if r.is_displayed()]
+        assert len(shown) == len(invalid) > 0
+        assert browser.find_element(By.ID, "count").text == f"{len(invalid)} runs"
+        shown[0].find_element(By.CSS_SELECTOR, "a.report").click()
+        WebDriverWait(browser, 10).until(lambda d: d.title.startswith("chaoskraft report"))
+        assert "Verdict: invalid" in browser.find_element(By.ID, "verdict").text
+        assert len(browser.find_elements(By.CSS_SELECTOR, "img.plot")) == 5
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=5)
+        conn.request("GET", "/files/%2e%2e/%2e%2e/%2e%2e/etc/passwd")
+        answer = conn.getresponse()
+        assert answer.status == 403 and b"root:" not in answer.read()
+    finally:
+        server.shutdown()
+        server.server_close()
