@@ -19,7 +19,8 @@ availability (ok completions of client operations over all completions,
 computed from the history table). It is printed, and saved with the small
 tables as Parquet in ``<root>/_across/`` (``summary.csv`` too).
 
-For ad-hoc queries, in ``.venv/bin/pyspark`` (or any Spark session)::
+For ad-hoc queries, in ``.venv/bin/pyspark`` (see docs/report.md for its environment) or any
+Spark session::
 
     from harness.across import load_tables
     t = load_tables(spark, "results")        # registers temp views too
