@@ -84,7 +84,7 @@ def cmd_campaign(args) -> int:
             "-p", "no:warnings", "--chaoskraft-results", str(results),
             "--chaoskraft-name", matrix.name, f"--junitxml={junit}",
             "-o", f"junit_suite_name={matrix.name}", "-o", "junit_family=xunit2",
-            "-q", "-rf", "--rootdir", str(Path(__file__).resolve().parent.parent)]
+            "-v", "--no-header", "-rf", "--rootdir", str(matrix.path.resolve().parent)]
     if args.n and args.n > 1:
         argv += ["-n", str(args.n), "--dist", "load"]
     code = int(pytest.main(argv))
