@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -80,14 +81,20 @@ def cmd_campaign(args) -> int:
     print(f"campaign {matrix.path}: {len(matrix.cells)} cells "
           f"({', '.join(c.id for c in matrix.cells)}); runs in {results}", flush=True)
     build_images(log=print)
-    argv = [str(matrix.path), "-p", "harness.pytest_campaign", "-p", "no:cacheprovider",
+    # pytest names cells after the file relative to where it runs: run it beside the file
+    results, junit, here = results.resolve(), junit.resolve(), Path.cwd()
+    argv = [matrix.path.name, "-p", "harness.pytest_campaign", "-p", "no:cacheprovider",
             "-p", "no:warnings", "--chaoskraft-results", str(results),
             "--chaoskraft-name", matrix.name, f"--junitxml={junit}",
             "-o", f"junit_suite_name={matrix.name}", "-o", "junit_family=xunit2",
-            "-v", "--no-header", "-rf", "--rootdir", str(matrix.path.resolve().parent)]
+            "-v", "--no-header", "-rf", "--rootdir", "."]
     if args.n and args.n > 1:
         argv += ["-n", str(args.n), "--dist", "load"]
-    code = int(pytest.main(argv))
+    os.chdir(matrix.path.resolve().parent)
+    try:
+        code = int(pytest.main(argv))
+    finally:
+        os.chdir(here)
     print(f"JUnit XML: {junit}")
     return code
 
