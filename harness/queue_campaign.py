@@ -26,13 +26,16 @@ from nemesis.faults import depose_choice, grudge, strand_choice
 from workloads.queue import QueueGenerator, key_name
 from workloads.queue_client import CLIENT_LOG, make_client, read_to_end
 
-from .runner import FINAL_PROCESS_BASE, Campaign, grudge_value
+from .runner import FINAL_PROCESS_BASE, Campaign, active_controller, grudge_value
 
 TOPIC = "queue"
 KAFKA_PORT = 9092
 QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker session (9 s) or less
 STRAND_CUT_S = 8.0  # strand-replica: the cut outlasts replica.lag.time.max.ms (3 s) and then
-# some acknowledged writes; the kill that follows outlasts the broker session (9 s)
+# some acknowledged writes;
+STRAND_DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
+DEPOSE_CUT_S = 12.0  # depose-leader: the cut outlasts the broker session (9 s) and an election
+# These hold however long the docker execs that set the faults up take on a busy machine.
 
 
 class QueueCampaign(Campaign):
@@ -83,7 +86,10 @@ class QueueCampaign(Campaign):
             infos = []
         if step.kind == "strand-replica":
             controllers = {n.node_id for n in self.backend.nodes if n.is_controller}
-            choice = strand_choice(infos, controllers, rng)
+            # The active controller must stay reachable from the replicas that keep the data,
+            # or they are fenced and cannot shrink the ISR: it is never the stranded one.
+            active = await active_controller(self.backend.nodes)
+            choice = strand_choice(infos, controllers, rng, avoid={active})
         else:
             choice = depose_choice(infos, rng)
         if choice is None:
@@ -107,12 +113,16 @@ class QueueCampaign(Campaign):
                                              "nodes": others})
             await self.heal_cut()
             self.active[-1] = f"strand-replica: {others} killed, n{stranded} alone (partition {partition})"
+            self.log(f"nemesis: {self.active[-1]}")
+            await asyncio.sleep(STRAND_DOWN_S)
+            return
         else:
             partition, leader = choice
             g = grudge("isolate-partition-leader", self.ids, rng, leader=leader)
             await self.cut(g, {"shape": step.kind, "partition": partition, "grudge": grudge_value(g)})
             self.active[-1] = f"depose-leader: n{leader} (leader of partition {partition}) cut from every node"
-        self.log(f"nemesis: {self.active[-1]}")
+            self.log(f"nemesis: {self.active[-1]}")
+            await asyncio.sleep(DEPOSE_CUT_S)
 
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         if partition is None:

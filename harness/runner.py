@@ -24,9 +24,9 @@ from pathlib import Path
 import yaml
 
 from node_image.messages import ERROR_NAMES
-from nemesis.faults import (LOSS_CHAIN, PARTITION_CHAIN, apply_grudge, bump_offsets, clock_script,
-                            corrupt_script, grudge, heal_partitions, loss_script, netem_probe,
-                            node_targets, target_partition)
+from nemesis.faults import (LOSS_CHAIN, PARTITION_CHAIN, bump_offsets, clock_script,
+                            corrupt_script, drop_script, flush_script, grudge, heal_partitions,
+                            loss_script, netem_probe, node_targets, target_partition)
 from nemesis.schedule import SCENARIOS, FaultStep, package_options, plan
 from workloads.register import RegisterGenerator
 from workloads.register_client import Indeterminate, RegisterClient
@@ -224,7 +224,9 @@ class Campaign:
 
     async def cut(self, g: dict[int, set[int]], value: dict) -> None:
         self.history.record("nemesis", "invoke", "start-partition", value=value)
-        await asyncio.to_thread(apply_grudge, self.backend, g)
+        addr = {n.node_id: n.address for n in self.backend.nodes}
+        await self._exec_all([n for n, drops in g.items() if drops],
+                             lambda n: drop_script([addr[o] for o in sorted(g[n])]), check=True)
         self.partitioned = True
         self.history.record("nemesis", "info", "start-partition", value=value)
 
@@ -236,7 +238,7 @@ class Campaign:
 
     async def heal_cut(self) -> None:
         self.history.record("nemesis", "invoke", "stop-partition")
-        await asyncio.to_thread(heal_partitions, self.backend, None, (PARTITION_CHAIN,))
+        await self._exec_all(self.ids, lambda n: flush_script(PARTITION_CHAIN))
         self.partitioned = False
         self.history.record("nemesis", "info", "stop-partition")
         self.log("nemesis: partition healed")
@@ -283,7 +285,7 @@ class Campaign:
         if not nodes:
             return
         self.history.record("nemesis", "invoke", "stop-packet-loss", value={"nodes": nodes})
-        await asyncio.to_thread(heal_partitions, self.backend, nodes, (LOSS_CHAIN,))
+        await self._exec_all(nodes, lambda n: flush_script(LOSS_CHAIN))
         self.lossy.difference_update(nodes)
         self.history.record("nemesis", "info", "stop-packet-loss", value={"nodes": nodes})
         self.log(f"nemesis: packet loss healed on {nodes}")

@@ -86,13 +86,6 @@ def grudge(shape: str, ids: list[int], rng: random.Random,
     return g
 
 
-def apply_grudge(backend, g: dict[int, set[int]]) -> None:
-    addr = {n.node_id: n.address for n in backend.nodes}
-    for node, drops in g.items():
-        if drops:
-            backend.exec(node, drop_script([addr[o] for o in sorted(drops)]))
-
-
 def heal_partitions(backend, node_ids: list[int] | None = None,
                     chains: tuple[str, ...] = (PARTITION_CHAIN, LOSS_CHAIN)) -> None:
     for n in backend.nodes:
@@ -248,9 +241,10 @@ PartitionInfo = tuple[int, int, list[int], list[int]]
 
 
 def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
-                  rng: random.Random) -> tuple[int, int, list[int]] | None:
+                  rng: random.Random, avoid: set = frozenset()) -> tuple[int, int, list[int]] | None:
     """(partition, the replica to strand, the replicas to kill later) or None when no
-    partition has a full ISR whose other members can die without the controller quorum."""
+    partition has a full ISR whose other members can die without the controller quorum.
+    Nodes in ``avoid`` (the active controller) are never the stranded replica."""
     order = sorted(partitions)
     rng.shuffle(order)
     for partition, leader, replicas, isr in order:
@@ -259,6 +253,8 @@ def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
         followers = sorted(r for r in replicas if r != leader)
         rng.shuffle(followers)
         for stranded in followers:
+            if stranded in avoid:
+                continue
             others = sorted(r for r in replicas if r != stranded)
             if len(controllers) - len(controllers & set(others)) > len(controllers) // 2:
                 return partition, stranded, others

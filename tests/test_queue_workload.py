@@ -104,3 +104,13 @@ def test_scenario_packages_are_for_the_queue_and_set_what_they_need():
     assert {(s.kind, s.duration_s) for s in steps} <= {("strand-replica", 24.0),
                                                          ("depose-leader", 13.0)}
     assert steps[-1].at_s + steps[-1].duration_s <= 120
+
+
+def test_the_active_controller_is_never_stranded():
+    import random
+    from nemesis.faults import strand_choice
+    infos = [(2, 4, [4, 5, 1], [4, 5, 1])]
+    for seed in range(20):
+        _, stranded, _ = strand_choice(infos, {1, 2, 3}, random.Random(seed), avoid={1})
+        assert stranded == 5
+    assert strand_choice([(0, 4, [4, 1], [4, 1])], {1, 2, 3}, random.Random(0), avoid={1}) is None
