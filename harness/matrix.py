@@ -46,10 +46,16 @@ class Cell:
 def _detect_time_queue(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None:
     rows = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     start = next((r["time"] for r in rows if r["process"] != "nemesis"), 0)
+    sends = {(r["key"], (r.get("value") or {}).get("value")): r["index"] for r in rows
+             if r["f"] == "send" and r["type"] == "invoke" and isinstance(r.get("value"), dict)}
     indexes = []
     for name in bad:
         for ex in anomalies[name]["examples"]:
-            indexes += [v for k, v in ex.items() if k.endswith("index") and isinstance(v, int)]
+            found = [v for k, v in ex.items() if k.endswith("index") and isinstance(v, int)]
+            if not found and "key" in ex:  # duplicate, inconsistent-offsets: name values only
+                values = ex.get("values") or ([ex["value"]] if "value" in ex else [])
+                found = [sends[(ex["key"], v)] for v in values if (ex["key"], v) in sends]
+            indexes += found
     times = [rows[i]["time"] for i in indexes if 0 <= i < len(rows)]
     return (min(times) - start) / 1e9 if times else None
 

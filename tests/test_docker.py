@@ -100,6 +100,7 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
         for i in range(10):
             producer.produce("same", value=f"v{i}".encode())
         assert producer.flush(60) == 0
+        producer.close()  # no client may outlive the cluster (its addresses go away with it)
         segment = f"{DATA_DIR}/same-0/{0:020d}.log"
         size_before = int(c.exec(2, ["stat", "-c", "%s", segment])[1])
         assert size_before > 0

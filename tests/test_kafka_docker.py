@@ -116,7 +116,11 @@ def ck_produce(cluster, topic, prefix, n, idempotent, extra=None):
             except BufferError:
                 p.poll(0.05)
         p.poll(0)
-    assert p.flush(120) == 0, "messages left undelivered"
+    try:
+        assert p.flush(120) == 0, "messages left undelivered"
+    finally:
+        p.purge()
+        p.close()  # no client may outlive the cluster (its addresses go away with it)
     return acked, failed
 
 
@@ -262,7 +266,11 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
                       on_delivery=lambda err, msg, sent=sent: on_delivery(err, msg, sent))
             i += 1
             p.poll(0.002)
-        assert p.flush(180) == 0
+        try:
+            assert p.flush(180) == 0
+        finally:
+            p.purge()
+            p.close()
     t = threading.Thread(target=produce)
     t.start()
     try:

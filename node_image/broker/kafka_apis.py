@@ -43,6 +43,7 @@ from .replica_manager import ReplicaManager
 
 NOT_AUTHORIZED_OPERATIONS = None  # encodes as INT32_MIN: operations not requested
 ATTR_TRANSACTIONAL = 0x10
+PID_WAIT_MS = 1000  # how long an InitProducerId waits for a producer-id block
 
 
 @dataclass(slots=True)
@@ -378,7 +379,10 @@ class KafkaApis:
             self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=m.INVALID_REQUEST,
                                                  producer_id=-1, producer_epoch=-1))
             return
-        self._pending_pids.append((src, req, now + self.options.request_timeout_ms))
+        # As Kafka's non-blocking ProducerIdManager: without a block of ids soon (a broker just
+        # restarted, a controller election), answer a retriable error rather than outwait the
+        # client's request timeout, which producers treat as fatal for InitProducerId.
+        self._pending_pids.append((src, req, now + min(PID_WAIT_MS, self.options.request_timeout_ms)))
         self._serve_pids(now)
 
     def _serve_pids(self, now: int) -> None:
@@ -390,7 +394,7 @@ class KafkaApis:
                                                      producer_id=pid, producer_epoch=0))
             elif now >= deadline:
                 self._reply(src, req, self._cls(req)(throttle_time_ms=0,
-                                                     error_code=m.COORDINATOR_NOT_AVAILABLE,
+                                                     error_code=m.COORDINATOR_LOAD_IN_PROGRESS,
                                                      producer_id=-1, producer_epoch=-1))
             else:
                 keep.append((src, req, deadline))
