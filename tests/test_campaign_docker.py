@@ -15,8 +15,11 @@ BUG_CELL = "register-partition-seed1"
 
 def test_nightly_matrix_with_a_planted_bug_in_one_cell(docker_client, node_image, tmp_path):
     text = (ROOT / "campaigns" / "nightly.yaml").read_text()
+    # The planted cell keeps its workload, faults and seed, with the register campaign's
+    # default clients and a longer run, so that the controller isolated by the first
+    # partition acknowledges writes it then loses (with 5 clients for 20 s one CI run missed it).
     text += ("cells:\n  - match: {workload: register, nemesis: partition, seed: 1}\n"
-             "    bugs: [reply-before-commit]\n")
+             "    bugs: [reply-before-commit]\n    concurrency: 15\n    time_limit_s: 40\n")
     path = tmp_path / "nightly.yaml"
     path.write_text(text)
     junit = tmp_path / "junit.xml"
