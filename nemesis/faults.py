@@ -43,7 +43,6 @@ import random
 PARTITION_SHAPES = ("isolate-one", "halves", "majorities-ring", "bridge", "isolate-controller",
                     "isolate-partition-leader")
 NODE_TARGETS = ("one", "minority", "majority", "all", "active-controller", "partition-leader")
-KILL_TARGETS = NODE_TARGETS
 PARTITION_CHAIN = "ck-partition"
 LOSS_CHAIN = "ck-loss"
 
@@ -113,8 +112,6 @@ def node_targets(target: str, ids: list[int], rng: random.Random,
         return [aimed] if aimed is not None else [ids[rng.randrange(len(ids))]]
     raise ValueError(f"unknown target {target!r}; known: {', '.join(NODE_TARGETS)}, leader-of:N")
 
-
-kill_targets = node_targets
 
 
 def target_partition(target: str) -> int | None:

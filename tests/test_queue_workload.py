@@ -5,7 +5,7 @@ import pytest
 
 from harness.config import CampaignError, resolve
 from harness.runner import node_config
-from nemesis.faults import grudge, kill_targets
+from nemesis.faults import grudge, node_targets
 from nemesis.schedule import plan
 from workloads.queue import QueueGenerator
 
@@ -63,8 +63,8 @@ def test_queue_plans_aim_at_partition_leaders_and_register_plans_do_not():
 
 def test_leader_targets_resolve_to_the_leader():
     import random
-    assert kill_targets("partition-leader", [1, 2, 3, 4, 5], random.Random(1), leader=4) == [4]
-    assert kill_targets("all", [3, 1, 2], random.Random(1)) == [1, 2, 3]
+    assert node_targets("partition-leader", [1, 2, 3, 4, 5], random.Random(1), leader=4) == [4]
+    assert node_targets("all", [3, 1, 2], random.Random(1)) == [1, 2, 3]
     g = grudge("isolate-partition-leader", [1, 2, 3], random.Random(1), leader=2)
     assert g[2] == {1, 3} and g[1] == {2}
 
