@@ -272,19 +272,22 @@ def tracebacks(logs: dict[str, list[str]]) -> list[tuple[list[str], int, str]]:
     return [(sorted(nodes), n, text) for text, (nodes, n) in seen.items()]
 
 
-def lines_around(logs: dict[str, list[str]], wall_s: float, span_s: float = 2.0,
-                 limit: int = 12) -> list[tuple[str, str]]:
+def timed_lines(logs: dict[str, list[str]]) -> list[tuple[float, str, str]]:
+    """(wall clock s, node, line) of every timestamped node log line, parsed once."""
     out = []
     for node, lines in logs.items():
         for line in lines:
             m = LOG_TIME.match(line)
-            if not m:
-                continue
-            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(
-                tzinfo=timezone.utc).timestamp() + int(m.group(2)) / 1000
-            if abs(t - wall_s) <= span_s:
-                out.append((node, line))
-    return out[:limit]
+            if m:
+                t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(
+                    tzinfo=timezone.utc).timestamp() + int(m.group(2)) / 1000
+                out.append((t, node, line))
+    return out
+
+
+def lines_around(timed: list[tuple[float, str, str]], wall_s: float, span_s: float = 2.0,
+                 limit: int = 12) -> list[tuple[str, str]]:
+    return [(node, line) for t, node, line in timed if abs(t - wall_s) <= span_s][:limit]
 
 
 CSS = """
@@ -330,6 +333,7 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     if not found:
         out.append("<p id='no-anomalies'>None.</p>")
     sends = send_index(df) if found else {}
+    timed = timed_lines(logs) if found and start_wall is not None else []
     for cls, count, examples in found:
         out.append(f"<h3 class='anomaly'>{esc(cls)}: {count}</h3><table class='examples'>")
         for ex in examples[:10]:
@@ -337,10 +341,10 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
             linked += idx
             links = " ".join(f"<a href='#op-{i}'>op {i}</a>" for i in idx)
             out.append(f"<tr><td><pre>{esc(json.dumps(ex))}</pre></td><td>{links}</td></tr>")
-            if start_wall is not None and idx and logs:
+            if start_wall is not None and idx and timed:
                 t = [by_index.loc[i, "time"] for i in idx if i in by_index.index]
                 if t:
-                    near = lines_around(logs, start_wall + min(t) / 1e9)
+                    near = lines_around(timed, start_wall + min(t) / 1e9)
                     if near:
                         out.append("<tr><td colspan=2 class='node-log'><pre>" + esc(
                             "\n".join(f"{n}: {line}" for n, line in near)) + "</pre></td></tr>")
