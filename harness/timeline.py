@@ -5,8 +5,10 @@ One lane per process, one bar per operation from invoke to completion
 in the report. The page never holds the whole history: operations are
 written in chunks of ``chunk_s`` seconds (``timeline/c-N.js``, each a call
 ``TL.chunk(N, rows)``), and the page loads, by adding script tags, only the
-chunks of the window on screen (and the one before it, for operations that
-began earlier). Script tags rather than fetch, so the page works from disk
+chunks of the window on screen. An operation that runs past the end of its
+own chunk is written again into every later chunk it overlaps, so a window
+shows it however long before the window it began (an operation never
+completed lasts to the end of the history: one per process at most). Script tags rather than fetch, so the page works from disk
 as well as through ``chaoskraft serve``. ``#t=SECONDS&op=INDEX`` in the URL
 opens the window at that time and marks that operation; clicking a bar
 shows its operation.
@@ -40,6 +42,19 @@ def timeline_ops(df: pd.DataFrame) -> pd.DataFrame:
     return ops.sort_values("start_ms").reset_index(drop=True)
 
 
+def with_carried(ops: pd.DataFrame, chunk_s: float) -> pd.DataFrame:
+    """``ops`` plus, for each operation running past its own chunk, a copy in every later chunk
+    it overlaps (same index: the page draws an index once)."""
+    last = ((ops["start_ms"] + ops["dur_ms"]) / 1000 // chunk_s).astype(int)
+    span = (last - ops["chunk"]).clip(lower=0)
+    long = ops[span > 0]
+    if long.empty:
+        return ops
+    copies = long.loc[long.index.repeat(span[span > 0])].copy()
+    copies["chunk"] += copies.groupby(level=0).cumcount() + 1
+    return pd.concat([ops, copies], ignore_index=True)
+
+
 def write_timeline(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     df = load_history(run_dir)
@@ -56,6 +71,7 @@ def write_timeline(run_dir: Path) -> Path:
     ops["lane"] = ops["process"].map(lane)
     ops["t"] = ops["type"].map(TYPES)
     ops["chunk"] = (ops["start_ms"] / 1000 // chunk_s).astype(int)
+    ops = with_carried(ops, chunk_s)
     chunks = 0
     for k, group in ops.groupby("chunk"):
         rows = group[["start_ms", "dur_ms", "lane", "t", "index", "label"]].values.tolist()
@@ -87,7 +103,7 @@ TL.index = function (meta) { TL.meta = meta; };
 TL.chunk = function (n, rows) { TL.chunks[n] = rows; if (TL.ready()) draw(); };
 TL.needed = function () {
   const cs = TL.meta.chunk_s, have = new Set(TL.meta.chunks), out = [];
-  for (let k = Math.floor(TL.t0 / cs) - 1; k <= Math.floor((TL.t0 + TL.w) / cs); k++)
+  for (let k = Math.floor(TL.t0 / cs); k <= Math.floor((TL.t0 + TL.w) / cs); k++)
     if (have.has(k)) out.push(k);
   return out;
 };
@@ -128,9 +144,11 @@ function draw() {
   g.globalAlpha = 1; g.font = '10px sans-serif'; g.fillStyle = '#333';
   lanes.forEach((p, i) => g.fillText('p ' + p, 2, i * lh + 11));
   visible = [];
+  const drawn = new Set();  // an operation spanning chunks is in each of them
   for (const k of TL.needed()) for (const op of TL.chunks[k]) {
     const [start, dur, lane, t, index] = op;
-    if (start > t1 || start + dur < t0) continue;
+    if (start > t1 || start + dur < t0 || drawn.has(index)) continue;
+    drawn.add(index);
     const a = Math.max(left, x(start)), b = Math.max(a + 1, Math.min(c.width, x(start + dur)));
     g.fillStyle = colours[t]; g.fillRect(a, lane * lh + 2, b - a, lh - 4);
     if (TL.mark === index) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(a - 1, lane * lh + 1, b - a + 2, lh - 2); }

@@ -77,6 +77,31 @@ def test_timeline_loads_only_the_window_it_shows(browser, tmp_path):
     assert browser.execute_script("return TL.ready()")
 
 
+def test_timeline_draws_an_operation_that_began_long_before_the_window(browser, tmp_path):
+    import json
+
+    from checkers.parquet import write_parquet
+    # process 0 invokes at 0 s and never completes; process 1 reads every millisecond for 100 s
+    rows = [{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "write", "key": "k", "value": 1}]
+    for i in range(100_000):
+        t = (i + 1) * 1_000_000
+        rows.append({"index": 2 * i + 1, "time": t, "process": 1, "type": "invoke", "f": "read", "key": "k"})
+        rows.append({"index": 2 * i + 2, "time": t + 500_000, "process": 1, "type": "ok", "f": "read",
+                     "key": "k", "value": 1})
+    write_parquet(rows, tmp_path / "history.parquet")
+    (tmp_path / "results.json").write_text(json.dumps({"valid": True, "checkers": {}}))
+    write_timeline(tmp_path)
+    meta = json.loads((tmp_path / "timeline" / "index.js").read_text()[len("TL.index("):-len(");\n")])
+    assert meta["chunk_s"] * 3 < 80, meta["chunk_s"]  # the window is many chunks after the start
+    browser.get((tmp_path / "timeline.html").as_uri() + "#t=85")
+    wait_ready(browser)
+    assert browser.execute_script("return TL.t0") > 70
+    drawn = browser.execute_script("return visible.map(v => v[3][4])")
+    assert 0 in drawn, "the operation still open at the window is drawn"
+    assert len(drawn) == len(set(drawn)), "each operation once, though it is in several chunks"
+    assert browser.execute_script("return visible.find(v => v[3][4] === 0)[3][3]") == 3  # never completed
+
+
 def test_serve_lists_runs_and_clicks_through_to_a_report(browser, tmp_path):
     dirs = make_runs(tmp_path, 22)
     for d in dirs:
