@@ -95,7 +95,12 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
         # Kafka data on every broker (replication factor 5), then docker kill + docker start.
         boot = f"{c.node(2).address}:9092"
         admin = AdminClient({"bootstrap.servers": boot})
+        deadline = time.monotonic() + 60  # placement needs all five brokers registered
+        while len(admin.list_topics(timeout=10).brokers) < 5:
+            assert time.monotonic() < deadline, admin.list_topics(timeout=10).brokers
+            time.sleep(0.5)
         admin.create_topics([NewTopic("same", 1, 5)])["same"].result(60)
+        del admin  # an admin client is a librdkafka handle: it must not outlive the cluster
         producer = Producer({"bootstrap.servers": boot, "acks": "all"})
         for i in range(10):
             producer.produce("same", value=f"v{i}".encode())
