@@ -15,8 +15,9 @@ Every run directory under the root (one holding ``results.json`` and
 
 The summary groups runs by workload and fault kind (a run counts once under
 each kind it injected): runs, invalid runs, anomaly counts by class, and
-availability (ok completions of client operations over all completions,
-computed from the history table). It is printed, and saved with the small
+availability (client operations the service answered, over all completed
+ones: ok, plus fails that are a definite answer such as a cas whose expected
+value did not match; computed from the history table). It is printed, and saved with the small
 tables as Parquet in ``<root>/_across/`` (``summary.csv`` too).
 
 For ad-hoc queries, in ``.venv/bin/pyspark`` (see docs/report.md for its environment) or any
@@ -33,6 +34,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from .report import ANSWERED_FAILS
 
 FAULT_KINDS = {"start-partition": "partition", "kill": "kill", "power-loss": "power-loss",
                "pause": "pause", "clock-bump": "clock", "clock-strobe": "clock",
@@ -106,8 +109,11 @@ def summary(spark, tables: dict) -> list[dict]:
     runs, faults, anomalies, hist = (tables[k] for k in ("runs", "faults", "anomalies", "history"))
     clients = hist.where((F.col("process") != "nemesis") & (F.col("type") != "invoke")
                          & ~F.col("f").isin("final-poll", "assign"))
+    error = F.col("error") if "error" in hist.columns else F.lit(None)
+    answered = (F.col("type") == "ok") | ((F.col("type") == "fail")
+                                          & F.coalesce(error.isin(*ANSWERED_FAILS), F.lit(False)))
     per_run = clients.groupBy("run").agg(
-        F.sum(F.when(F.col("type") == "ok", 1).otherwise(0)).alias("ok"),
+        F.sum(F.when(answered, 1).otherwise(0)).alias("ok"),
         F.count(F.lit(1)).alias("completed"))
     base = runs.join(faults, "run").join(per_run, "run", "left")
     rows = base.groupBy("workload", "kind").agg(

@@ -62,8 +62,14 @@ def _value(v):
     return v
 
 
+# A fail with one of these errors is the service's definite answer (a cas whose expected value
+# did not match the register), not the service being unavailable.
+ANSWERED_FAILS = ("cas-mismatch",)
+
+
 def operations(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per completed client operation: start and latency in seconds, type, f."""
+    """One row per completed client operation: start and latency in seconds, type, f, and
+    ``answered`` (ok, or a fail in ``ANSWERED_FAILS``)."""
     c = df[df["process"] != "nemesis"].sort_values(["process", "index"])
     prev = c.shift(1)
     done = (c["type"] != "invoke") & (prev["type"] == "invoke") & (prev["process"] == c["process"])
@@ -72,6 +78,8 @@ def operations(df: pd.DataFrame) -> pd.DataFrame:
                         "latency_ms": (c["time"][done] - prev["time"][done]) / 1e6,
                         "type": c["type"][done], "f": c["f"][done],
                         "process": c["process"][done]})
+    error = c["error"][done] if "error" in c else pd.Series(None, index=ops.index, dtype=object)
+    ops["answered"] = (ops["type"] == "ok") | ((ops["type"] == "fail") & error.isin(ANSWERED_FAILS))
     return ops.sort_values("start_s").reset_index(drop=True)
 
 
@@ -167,11 +175,13 @@ def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) ->
 
     fig, ax = plt.subplots(figsize=(11, 2.8))
     total = rate.sum(axis=1)
-    avail = (rate["ok"] if "ok" in rate else total * 0) / total.where(total > 0)
+    answered = (ops[ops["answered"]].groupby(win[ops["answered"]]).size() / window_s).reindex(
+        full, fill_value=0)
+    avail = answered / total.where(total > 0)
     ax.step(avail.index, avail.fillna(0), where="post", c="#2ca02c")
     _shade(ax, faults)
     ax.set_ylim(-0.02, 1.02)
-    ax.set(xlabel="time (s)", ylabel="ok / completed",
+    ax.set(xlabel="time (s)", ylabel="answered / completed",
            title=f"Availability per {window_s:g} s")
     out["availability"] = _png(fig)
 

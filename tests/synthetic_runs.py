@@ -26,9 +26,13 @@ def make_runs(root: Path, n: int) -> list[Path]:
         f = "send" if workload == "queue" else "write"
         for j in range(rng.randrange(5, 40)):
             p = j % 3
-            rows.append({"process": p, "type": "invoke", "f": f, "key": "k0", "value": j})
-            rows.append({"process": p, "type": rng.choice(("ok", "ok", "fail", "info")), "f": f,
-                         "key": "k0", "value": j})
+            typ = rng.choice(("ok", "ok", "fail", "info"))
+            done = {"process": p, "type": typ, "f": f, "key": "k0", "value": j}
+            if workload == "register" and typ == "fail" and j % 2:  # the service's answer: no
+                done.update(f="cas", value=[j - 1, j], error="cas-mismatch")
+            rows.append({"process": p, "type": "invoke", "f": done["f"], "key": "k0",
+                         "value": done["value"]})
+            rows.append(done)
         if workload == "queue":
             rows.append({"process": 1000, "type": "invoke", "f": "final-poll"})
             rows.append({"process": 1000, "type": "ok", "f": "final-poll", "value": {}})

@@ -32,7 +32,8 @@ def test_across_summary_matches_every_runs_results(tmp_path, spark):
                                     {"runs": 0, "invalid": 0, "anomalies": {}, "ok": 0, "n": 0})
             e["runs"] += 1
             e["invalid"] += results["valid"] is False
-            e["ok"] += int((c.type == "ok").sum())
+            e["ok"] += int((c.type == "ok").sum() + (c.error == "cas-mismatch").sum())
+            e["mismatches"] = e.get("mismatches", 0) + int((c.error == "cas-mismatch").sum())
             e["n"] += len(c)
             for name, r in results["checkers"].items():
                 if name == "queue":
@@ -47,6 +48,7 @@ def test_across_summary_matches_every_runs_results(tmp_path, spark):
         assert (g["runs"], g["invalid"], g["anomalies"]) == (e["runs"], e["invalid"],
                                                              e["anomalies"]), key
         assert g["availability"] == round(e["ok"] / e["n"], 4), key
+    assert sum(e.get("mismatches", 0) for e in expected.values()) > 0, "the runs hold cas mismatches"
     saved = (tmp_path / "_across" / "summary.txt").read_text()
     assert saved.strip() == text.split("\n", 1)[1].split("saved:")[0].strip()
     assert (tmp_path / "_across" / "runs.parquet").exists()

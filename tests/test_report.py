@@ -114,3 +114,19 @@ def test_report_has_plots_anomalies_faults_logs_and_tracebacks(tmp_path, parquet
         assert f"<tr><td>{kind}</td>" in text, kind
     clock = json.loads(html.unescape(re.search(r"<pre id='clock'>(.*?)</pre>", text).group(1)))
     assert clock["1"][:3] == [[0.0, 0.0], [10.0, 41.99], [12.0, 0.0]], clock
+
+
+def test_availability_counts_a_definite_no_as_answered():
+    import pandas as pd
+
+    from harness.report import operations
+    rows = [  # (process, type, f, error): a cas refused on its expected value is an answer
+        (0, "invoke", "cas", None), (0, "fail", "cas", "cas-mismatch"),
+        (1, "invoke", "write", None), (1, "fail", "write", "NOT_CONTROLLER"),
+        (2, "invoke", "read", None), (2, "ok", "read", None),
+        (3, "invoke", "write", None), (3, "info", "write", "indeterminate: TimeoutError"),
+    ]
+    df = pd.DataFrame([{"index": i, "time": i * 1_000_000, "process": p, "type": t, "f": f,
+                        "error": e} for i, (p, t, f, e) in enumerate(rows)])
+    ops = operations(df).set_index("process")
+    assert ops["answered"].to_dict() == {0: True, 1: False, 2: True, 3: False}
