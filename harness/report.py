@@ -178,7 +178,8 @@ def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) ->
     answered = (ops[ops["answered"]].groupby(win[ops["answered"]]).size() / window_s).reindex(
         full, fill_value=0)
     avail = answered / total.where(total > 0)
-    ax.step(avail.index, avail.fillna(0), where="post", c="#2ca02c")
+    # a window where nothing completed (no client was running) is a gap, not 0
+    ax.step(avail.index, avail, where="post", c="#2ca02c")
     _shade(ax, faults)
     ax.set_ylim(-0.02, 1.02)
     ax.set(xlabel="time (s)", ylabel="answered / completed",

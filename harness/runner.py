@@ -101,24 +101,45 @@ async def active_controller(nodes) -> int | None:
     return max(hints)[1] if hints else None
 
 
+async def serves(addr: str, port: int = PORT) -> bool:
+    """Does the node at ``addr`` answer a register read?"""
+    c = RegisterClient(addr, port, 2.0)
+    try:
+        return (await c.read("__probe__")).outcome == "ok"
+    except (Indeterminate, ConnectionRefusedError, OSError):
+        return False
+    finally:
+        await c.close()
+
+
 async def wait_for_service(nodes, timeout_s: float, log) -> int:
     """Wait until some node accepts a register read; returns the active controller."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         leader = await active_controller(nodes)
-        if leader is not None:
-            addr = next(n.address for n in nodes if n.node_id == leader)
-            c = RegisterClient(addr, PORT, 2.0)
-            try:
-                r = await c.read("__probe__")
-                if r.outcome == "ok":
-                    return leader
-            except (Indeterminate, ConnectionRefusedError, OSError):
-                pass
-            finally:
-                await c.close()
+        if leader is not None and await serves(next(n.address for n in nodes
+                                                    if n.node_id == leader)):
+            return leader
         await asyncio.sleep(0.2)
     raise TimeoutError(f"the cluster did not serve register reads within {timeout_s:.0f} s")
+
+
+async def wait_for_every_node(nodes, timeout_s: float, port: int = PORT) -> None:
+    """Wait until every node answers a register read (a broker by forwarding it), so that the
+    workload starts on a cluster whose nodes all serve: refusals at the start would be set-up,
+    not the faults under test."""
+    deadline = time.monotonic() + timeout_s
+
+    async def one(node) -> bool:
+        while time.monotonic() < deadline:
+            if await serves(node.address, port):
+                return True
+            await asyncio.sleep(0.2)
+        return False
+    served = await asyncio.gather(*(one(n) for n in nodes))
+    missing = [n.node_id for n, ok in zip(nodes, served) if not ok]
+    if missing:
+        raise TimeoutError(f"nodes {missing} did not serve register reads within {timeout_s:.0f} s")
 
 
 class Campaign:
@@ -456,6 +477,8 @@ class Campaign:
         self.log("waiting for the cluster to elect a controller")
         leader = await wait_for_service(self.backend.nodes, 60, self.log)
         self.log(f"active controller: n{leader}")
+        await wait_for_every_node(self.backend.nodes, 60)
+        self.log("every node serves")
         await self.setup()
         if "packet-loss" in cfg.nemesis:
             rc, out = await asyncio.to_thread(self.backend.exec, self.ids[0], netem_probe(), False)

@@ -192,6 +192,11 @@ def test_default_campaign_is_valid_and_leaves_nothing(docker_client, node_image,
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True and results["stats"]["ok"] > 100
     assert any(f["f"] in ("start-partition", "kill") for f in results["stats"]["faults"])
+    # the workload starts once every node serves: nothing is refused before the first fault
+    rows = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    first_fault = next(r["index"] for r in rows if r["process"] == "nemesis")
+    refused = [r for r in rows[:first_fault] if r.get("error") == "connection-refused"]
+    assert rows[0]["process"] != "nemesis" and not refused, refused[:5]
     assert (tmp_path / "latest").resolve() == run.resolve()
     assert nothing_left(docker_client, out)
     # re-analysis of the stored run gives the same verdict

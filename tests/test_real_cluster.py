@@ -93,3 +93,21 @@ def test_garbage_on_the_listener_closes_that_connection_only(cluster):
             await client.close()
         assert "closing connection" in cluster.log_path(leader).read_text()
     asyncio.run(scenario())
+
+
+def test_the_workload_waits_for_every_node_to_serve(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.runner import wait_for_every_node
+    c = LocalCluster(tmp_path, nodes=3)
+    nodes = [SimpleNamespace(node_id=i, address=c.host(i)) for i in c.ids]
+    try:
+        c.start(1)
+        c.start(2)
+        asyncio.run(c.wait_for_leader())
+        with pytest.raises(TimeoutError, match=r"nodes \[3\] did not serve register reads"):
+            asyncio.run(wait_for_every_node(nodes, 3, c.port))
+        c.start(3)
+        asyncio.run(wait_for_every_node(nodes, 60, c.port))  # returns once node 3 serves
+    finally:
+        c.close()
