@@ -16,9 +16,10 @@ Every run directory under the root (one holding ``results.json`` and
 The summary groups runs by workload and fault kind (a run counts once under
 each kind it injected): runs, invalid runs, anomaly counts by class, and
 availability (client operations the service answered, over all completed
-ones: ok, plus fails that are a definite answer such as a cas whose expected
-value did not match; computed from the history table). It is printed, and saved with the small
-tables as Parquet in ``<root>/_across/`` (``summary.csv`` too).
+ones: ok, plus fails that are a definite answer such as a cas whose
+expected value did not match; computed from the history table). It is
+printed, and saved with the small tables as Parquet in ``<root>/_across/``
+(``summary.csv`` too).
 
 For ad-hoc queries, in ``.venv/bin/pyspark`` (see docs/report.md for its environment) or any
 Spark session::

@@ -175,8 +175,7 @@ def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) ->
 
     fig, ax = plt.subplots(figsize=(11, 2.8))
     total = rate.sum(axis=1)
-    answered = (ops[ops["answered"]].groupby(win[ops["answered"]]).size() / window_s).reindex(
-        full, fill_value=0)
+    answered = ops["answered"].groupby(win).sum().reindex(full, fill_value=0) / window_s
     avail = answered / total.where(total > 0)
     # a window where nothing completed (no client was running) is a gap, not 0
     ax.step(avail.index, avail, where="post", c="#2ca02c")

@@ -8,8 +8,9 @@ written in chunks of ``chunk_s`` seconds (``timeline/c-N.js``, each a call
 chunks of the window on screen. An operation that runs past the end of its
 own chunk is written again into every later chunk it overlaps, so a window
 shows it however long before the window it began (an operation never
-completed lasts to the end of the history: one per process at most). Script tags rather than fetch, so the page works from disk
-as well as through ``chaoskraft serve``. ``#t=SECONDS&op=INDEX`` in the URL
+completed lasts to the end of the history: one per process at most).
+Script tags rather than fetch, so the page works from disk as well as
+through ``chaoskraft serve``. ``#t=SECONDS&op=INDEX`` in the URL
 opens the window at that time and marks that operation; clicking a bar
 shows its operation.
 """
