@@ -35,149 +35,221 @@ TYPES = ("invoke", "ok", "fail", "info")
 
 
 def pair(rows: Iterable[dict]) -> Iterator[tuple[dict, dict | None]]:
-    """(invoke, completion) per client operation, in completion order; open ones last with None."""
+    """(invoke, completion) per client operation, in completion order; open ones last with None.
+
+    As Knossos pairs: an ``info`` with no open invoke is a lone info (a crash
+    report) and is skipped; an ``ok`` or ``fail`` with none is an error.
+    """
     pending: dict = {}
     for row in rows:
         if row.get("process") == "nemesis":
             continue
         for fld in REQUIRED:
             if row.get(fld) is None:
-                raise HistoryError(f"history row {row.get('index', '?')}: missing field {fld!r}")
+                raise HistoryError(f"{_where(row)}: missing field {fld!r}")
         proc, typ = row["process"], row["type"]
         if typ not in TYPES:
-            raise HistoryError(f"history row {row.get('index')}: unknown type {typ!r}")
+            raise HistoryError(f"{_where(row)}: unknown type {typ!r} (one of {', '.join(TYPES)})")
         if typ == "invoke":
             if proc in pending:
-                raise HistoryError(f"history row {row.get('index')}: process {proc} invoked "
-                                   f"while its operation at row {pending[proc].get('index')} is open")
+                raise HistoryError(f"{_where(row)}: process {proc} invoked while its operation "
+                                   f"at {_where(pending[proc])} is open")
             pending[proc] = row
             continue
         inv = pending.pop(proc, None)
         if inv is None:
-            raise HistoryError(f"history row {row.get('index')}: {typ} without an invoke "
-                               f"for process {proc}")
+            if typ == "info":
+                continue
+            raise HistoryError(f"{_where(row)}: {typ} without an invoke for process {proc}")
         yield inv, row
     for inv in pending.values():
         yield inv, None
 
 
+def _where(row: dict) -> str:
+    src = row.get("_src")
+    return src if src else f"history row {row.get('index', '?')}"
+
+
 # ----------------------------------------------------------------- readers
 
-_TEXT_LINE = re.compile(r"^\S+\s+jepsen\.util\s+-\s+(\S+)\s+:(\w+)\s+:([\w-]+)\s*(.*)$")
+# Jepsen's text history: an optional log prefix ("INFO  jepsen.util - "), then
+# process, :type, :f and the value, separated by tabs or spaces.
+_TEXT_LINE = re.compile(r"^(?:.*?jepsen\.util\s+-\s+)?(\S+)\s+:(invoke|ok|fail|info)\s+"
+                        r":?([^\s]+)\s*(.*)$")
 
 
-def _edn_value(v):
-    import edn_format
-    if isinstance(v, edn_format.Keyword):
-        return v.name
-    if isinstance(v, (list, tuple)):
-        return [_edn_value(x) for x in v]
-    if isinstance(v, edn_format.immutable_dict.ImmutableDict) or isinstance(v, dict):
-        return {(_edn_value(k)): _edn_value(x) for k, x in v.items()}
-    return v
-
-
-def _edn_row(d: dict, index: int, where: str) -> dict:
-    row = {k: _edn_value(v) for k, v in _edn_value(d).items()}
-    row["index"] = row.get("index", index)
-    row.setdefault("time", index)
+def _op_row(form, position: int, where: str) -> dict:
+    """One EDN operation (a map, a record or a Knossos tuple) -> a history row."""
+    from .edn import IndependentTuple
+    if isinstance(form, list) and len(form) == 4:
+        form = {"process": form[0], "type": form[1], "f": form[2], "value": form[3]}
+    if not isinstance(form, dict):
+        raise HistoryError(f"{where}: an operation must be a map or [process type f value], "
+                           f"got {form!r:.80}")
+    row = {}
+    for k, v in form.items():
+        if not isinstance(k, str):
+            raise HistoryError(f"{where}: operation key {k!r} is not a keyword")
+        row[k] = v
     for fld in REQUIRED:
-        if fld not in row:
-            raise HistoryError(f"{where}: operation {index} has no :{fld}")
+        if row.get(fld) is None:
+            raise HistoryError(f"{where}: operation has no :{fld}")
+    if row["type"] not in TYPES:
+        raise HistoryError(f"{where}: :type {row['type']!r} is not one of "
+                           f":{', :'.join(TYPES)}")
+    v = row.get("value")
+    if isinstance(v, IndependentTuple):
+        row["key"], row["value"] = v.key, v.value
+    row.setdefault("index", position)
+    if row.get("time") is None:
+        row["time"] = row["index"]
+    row["_src"] = where
     return row
 
 
-def read_edn(path: Path) -> list[dict]:
-    import edn_format
-    text = path.read_text()
-    stripped = text.lstrip()
+def iter_edn(path: Path) -> Iterator[dict]:
+    """Rows of an EDN history: any shape ``checkers.edn`` reads."""
+    from .edn import EDNError, forms
     try:
-        if stripped.startswith("["):
-            items = edn_format.loads(stripped)
-            return [_edn_row(d, i, f"{path}") for i, d in enumerate(items)]
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                rows.append(_edn_row(edn_format.loads(line), len(rows), f"{path}:{lineno}"))
-        return rows
-    except edn_format.EDNDecodeError as exc:
-        raise HistoryError(f"{path}: not valid EDN: {exc}") from None
+        for i, (form, line) in enumerate(forms(path)):
+            yield _op_row(form, i, f"{path}:{line}")
+    except EDNError as exc:
+        raise HistoryError(str(exc)) from None
 
 
 def _text_value(s: str):
     s = s.strip()
-    if s in ("", "nil"):
+    if not s:
         return None
-    if s.startswith("[") and s.endswith("]"):
-        return [_text_value(x) for x in s[1:-1].split()]
-    if s.startswith(":"):
-        return s[1:]
+    from .edn import EDNError, loads
     try:
-        return int(s)
-    except ValueError:
+        return loads(s)
+    except EDNError:
         return s
 
 
-def read_jepsen_log(path: Path) -> list[dict]:
-    """Jepsen's text log (``INFO jepsen.util - 3 :invoke :read nil``); time is the line order."""
-    rows = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        m = _TEXT_LINE.match(line.strip())
-        if m is None:
-            continue
-        proc, typ, f, rest = m.groups()
-        value = _text_value(rest)
-        row = {"index": len(rows), "time": lineno, "process": int(proc) if proc.isdigit() else proc,
-               "type": typ, "f": f, "key": None, "value": value}
-        if typ in ("fail", "info") and isinstance(value, str):
-            row["error"], row["value"] = value, None
-        rows.append(row)
-    return rows
+def iter_jepsen_log(path: Path) -> Iterator[dict]:
+    """Jepsen's text history (``INFO jepsen.util - 3 :invoke :read nil``); time is the line order.
+
+    A ``fail`` or ``info`` whose value is a bare keyword (``:timed-out``)
+    carries the error in place of a value.
+    """
+    n = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            m = _TEXT_LINE.match(line.strip())
+            if m is None:
+                continue
+            proc, typ, fn, rest = m.groups()
+            parts = rest.split("\t") if "\t" in rest else [rest]
+            value = _text_value(parts[0])
+            row = {"index": n, "time": lineno,
+                   "process": int(proc) if proc.lstrip("-").isdigit() else proc.lstrip(":"),
+                   "type": typ, "f": fn.lstrip(":"), "key": None, "value": value,
+                   "_src": f"{path}:{lineno}"}
+            if len(parts) > 1 and parts[1].strip():
+                row["error"] = str(_text_value(parts[1]))
+            elif typ in ("fail", "info") and isinstance(value, str) and parts[0].strip().startswith(":"):
+                row["error"], row["value"] = value, None
+            n += 1
+            yield row
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    rows = []
+def iter_jsonl(path: Path) -> Iterator[dict]:
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise HistoryError(f"{path}:{lineno}: not JSON: {exc}") from None
-    return rows
+            if not isinstance(row, dict):
+                raise HistoryError(f"{path}:{lineno}: a history row must be a JSON object")
+            yield row
 
 
-def read_history(path: str | Path) -> list[dict]:
-    """Rows of any supported history file, detected from its name and first line."""
+def read_jsonl(path: Path) -> list[dict]:
+    return list(iter_jsonl(path))
+
+
+def read_edn(path: Path) -> list[dict]:
+    return list(iter_edn(Path(path)))
+
+
+def read_jepsen_log(path: Path) -> list[dict]:
+    return list(iter_jepsen_log(Path(path)))
+
+
+def _sniff(path: Path) -> str:
+    """The first significant text of a file: skips blank lines and ``;`` comments."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            s = line.strip()
+            if s and not s.startswith(";"):
+                return s
+    return ""
+
+
+def iter_history(path: str | Path) -> Iterator[dict]:
+    """Rows of any supported history file, detected from its name and first form."""
     path = Path(path)
     if not path.exists():
         raise HistoryError(f"{path}: no such file")
     if path.suffix == ".parquet" or path.is_dir():
-        import pandas as pd
-        df = pd.read_parquet(path)
-        return [decode_parquet_row(r) for r in df.to_dict("records")]
-    with open(path, errors="replace") as f:
-        head = ""
-        for line in f:
-            if line.strip():
-                head = line.strip()
-                break
+        import pyarrow.parquet as pq
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=65536):
+            for r in batch.to_pylist():
+                yield decode_parquet_row(r)
+        return
+    head = _sniff(path)
     if not head:
-        return []
-    if "jepsen.util" in head:
-        return read_jepsen_log(path)
-    if head.startswith("{:") or head.startswith("["):
-        return read_edn(path)
-    if head.startswith("{"):
-        return read_jsonl(path)
-    raise HistoryError(f"{path}: not a chaoskraft, Jepsen EDN or Jepsen log history "
-                       f"(first line {head[:60]!r})")
+        return
+    if "jepsen.util" in head or re.match(r"^\S+\s+:(invoke|ok|fail|info)\s", head):
+        yield from iter_jepsen_log(path)
+    elif head.startswith(("{:", "[", "(", "#")):
+        yield from iter_edn(path)
+    elif head.startswith("{"):
+        yield from iter_jsonl(path)
+    else:
+        raise HistoryError(f"{path}:1: not a chaoskraft (JSON lines), Jepsen EDN or Jepsen text "
+                           f"history (it begins {head[:60]!r})")
+
+
+def read_history(path: str | Path) -> list[dict]:
+    """Every row of a history file (see ``iter_history``)."""
+    return list(iter_history(path))
+
+
+def split_independent(rows: list[dict], independent: bool | None = None) -> list[dict]:
+    """Jepsen's ``jepsen.independent`` histories hold ``[key value]`` as each value.
+
+    ``independent=None`` detects them: every read invocation's value is a
+    two-element vector (a plain register read invokes with nil). Rows of the
+    nemesis are left alone.
+    """
+    if independent is None:
+        reads = [r for r in rows if r.get("f") == "read" and r.get("type") == "invoke"
+                 and r.get("process") != "nemesis"]
+        independent = bool(reads) and all(isinstance(r.get("value"), list)
+                                          and len(r["value"]) == 2 for r in reads)
+    if not independent:
+        return rows
+    out = []
+    for r in rows:
+        v = r.get("value")
+        if r.get("process") != "nemesis" and isinstance(v, list) and len(v) == 2 \
+                and r.get("key") is None:
+            r = {**r, "key": v[0], "value": v[1]}
+        out.append(r)
+    return out
 
 
 def decode_parquet_row(r: dict) -> dict:
     """Parquet stores value as JSON text (it varies in type); decode it back."""
     row = dict(r)
+    row.pop("_src", None)
     v = row.get("value")
     if isinstance(v, str):
         row["value"] = json.loads(v)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable
 
@@ -63,6 +64,9 @@ class Model:
     describe: Callable[[Operation], str] = lambda op: f"{op.input!r} -> {op.output!r}"
     # Drops operations that cannot change the verdict, before the search.
     prepare: Callable[[list[Operation]], list[Operation]] = lambda ops: ops
+    # "register": the native kernel steps it itself (read/write/cas on values);
+    # None: the native kernel calls ``step`` back, memoised per (operation, state).
+    native: str | None = None
 
 
 @dataclass
@@ -72,15 +76,18 @@ class KeyResult:
     operations: int
     counterexample: list[dict] = field(default_factory=list)
     explored: int = 0
+    reason: str = ""  # why "unknown" (budget, another key failed, no ok operation)
+    diagram: dict = field(default_factory=dict)  # for an invalid key: see ``diagram``
 
 
 @dataclass
 class CheckResult:
     valid: bool | str
     keys: list[KeyResult]
+    reason: str = ""  # why the whole check is "unknown", where no key says
 
     def to_dict(self) -> dict:
-        return {"valid": self.valid, "keys": [k.__dict__ for k in self.keys]}
+        return {"valid": self.valid, "reason": self.reason, "keys": [k.__dict__ for k in self.keys]}
 
 
 class _Entry:
@@ -164,6 +171,7 @@ def _search(model: Model, ops: list[Operation], key: Any):
     cache: set[tuple[int, Hashable]] = set()
     calls: list[tuple[_Entry, Hashable]] = []
     best: list[_Entry] = []
+    best_len = -1
     best_stuck: _Entry | None = None
     entry = head.next
     steps = 0
@@ -186,12 +194,13 @@ def _search(model: Model, ops: list[Operation], key: Any):
                     continue
             entry = entry.next
         else:
-            if len(calls) >= len(best):
+            if len(calls) > best_len:  # strictly deeper, as the native kernel records it
+                best_len = len(calls)
                 best = [c for c, _ in calls]
                 best_stuck = entry
             if not calls:
-                return KeyResult(key, False, total, _counterexample(model, ops, best, best_stuck),
-                                 len(cache))
+                return invalid(model, key, total, ops, [e.op for e in best],
+                               best_stuck.op if best_stuck else None, len(cache))
             top, state = calls.pop()
             linearized &= ~(1 << top.id)
             _unlift(top)
@@ -199,35 +208,76 @@ def _search(model: Model, ops: list[Operation], key: Any):
     return KeyResult(key, True, total, explored=len(cache))
 
 
-def _counterexample(model: Model, ops: list[Operation], best: list[_Entry],
-                    stuck: _Entry | None) -> list[dict]:
+def invalid(model: Model, key, total: int, ops: list[Operation], best: list[Operation],
+            stuck: Operation | None, explored: int) -> KeyResult:
+    """The result for a key that is not linearizable, with its counterexample and diagram."""
+    return KeyResult(key, False, total, counterexample(model, ops, best, stuck), explored,
+                     diagram=diagram(model, ops, best, stuck))
+
+
+def _time(t):
+    return None if t == INF else t
+
+
+def counterexample(model: Model, ops: list[Operation], best: list[Operation],
+                   stuck: Operation | None) -> list[dict]:
     """The last operations of the deepest partial linearization and the one it could not pass."""
     out = []
-    for e in best[-5:]:
-        out.append({"role": "linearized", "index": e.op.index, "process": e.op.process,
-                    "op": model.describe(e.op), "call": e.op.call, "return": e.op.ret})
+    for op in best[-5:]:
+        out.append({"role": "linearized", "index": op.index, "process": op.process,
+                    "op": model.describe(op), "call": op.call, "return": _time(op.ret)})
     if stuck is not None:
-        op = stuck.op
-        out.append({"role": "cannot linearize", "index": op.index, "process": op.process,
-                    "op": model.describe(op), "call": op.call, "return": op.ret})
-        concurrent = [o for o in ops if o.call <= op.ret and o.ret >= op.call and o is not op]
+        out.append({"role": "cannot linearize", "index": stuck.index, "process": stuck.process,
+                    "op": model.describe(stuck), "call": stuck.call, "return": _time(stuck.ret)})
+        concurrent = [o for o in ops if o.call <= stuck.ret and o.ret >= stuck.call
+                      and o is not stuck]
         for o in concurrent[:5]:
             out.append({"role": "concurrent", "index": o.index, "process": o.process,
-                        "op": model.describe(o), "call": o.call, "return": o.ret})
+                        "op": model.describe(o), "call": o.call, "return": _time(o.ret)})
     return out
 
 
-def check(model: Model, ops: Iterable[Operation], timeout_s: float | None = None,
-          keyed: list[tuple[Any, list[Operation]]] | None = None) -> CheckResult:
-    """Check every partition, interleaved, and stop at the first that is not linearizable.
+DIAGRAM_PREFIX = 40
 
-    As Porcupine runs partitions in parallel and stops the others when one fails,
-    the searches here take turns of SLICE_STEPS steps, so one hard linearizable
-    key cannot hide an easy violation on another. Keys left unfinished then are
-    reported "unknown"; the verdict is False.
+
+def diagram(model: Model, ops: list[Operation], best: list[Operation],
+            stuck: Operation | None) -> dict:
+    """What report.html draws for an invalid key, as Porcupine's visualization does.
+
+    Processes are rows; each operation a bar from its call to its return
+    (history positions; ``return`` null for one that never returned). Roles:
+    ``linearized`` with ``order`` (its place in the longest linearizable
+    prefix; the last DIAGRAM_PREFIX of them), ``stuck`` (the operation that
+    cannot be placed after that prefix) and ``concurrent`` (the other
+    operations overlapping it, which the search tried to place first).
     """
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    parts = keyed if keyed is not None else list(enumerate(model.partition(list(ops))))
+    if stuck is None:
+        return {}
+    placed = {id(op): n for n, op in enumerate(best)}
+    shown: list[tuple[Operation, str, int | None]] = []
+    start = max(0, len(best) - DIAGRAM_PREFIX)
+    for n in range(start, len(best)):
+        shown.append((best[n], "linearized", n))
+    for o in ops:
+        if o is not stuck and id(o) not in placed and o.call <= stuck.ret and o.ret >= stuck.call:
+            shown.append((o, "concurrent", None))
+    shown.append((stuck, "stuck", None))
+    rows = []
+    for op, role, order in shown:
+        rows.append({"index": op.index, "process": str(op.process), "call": op.call,
+                     "return": _time(op.ret), "op": model.describe(op), "role": role,
+                     "order": order})
+    return {"prefix_length": len(best), "shown_from": start, "operations": rows,
+            "processes": sorted({r["process"] for r in rows}, key=_process_order)}
+
+
+def _process_order(p: str):
+    return (0, int(p), p) if p.lstrip("-").isdigit() else (1, 0, p)
+
+
+def _python_check(model: Model, parts, deadline: float | None) -> tuple[dict, set]:
+    """The reference: searches take turns of SLICE_STEPS steps, so a hard key cannot hide an
+    easy violation on another (as Porcupine runs keys in parallel and stops at the first)."""
     results: dict[int, KeyResult] = {}
     active = {i: _search(model, p, key) for i, (key, p) in enumerate(parts)}
     failed = False
@@ -243,9 +293,73 @@ def check(model: Model, ops: Iterable[Operation], timeout_s: float | None = None
                     break
         if deadline is not None and time.monotonic() > deadline:
             break
-    for i in active:
+    return results, set(active)
+
+
+def _native_check(model: Model, parts, deadline: float | None, threads: int | None,
+                  max_configs: int) -> tuple[dict, set]:
+    """Keys on a small thread pool (the register kernel runs without the GIL); the first
+    invalid key cancels the rest."""
+    from .wgl import native_search
+    cancel = bytearray(1)
+    results: dict[int, KeyResult] = {}
+    kw = {"deadline": deadline or 0.0, "max_configs": max_configs, "cancel": cancel}
+    if not parts:
+        return results, set()
+    if len(parts) == 1:
+        key, p = parts[0]
+        results[0] = native_search(model, p, key, **kw)
+        return results, set()
+    # One thread per key (up to 16), as Porcupine runs a goroutine per partition: the OS
+    # interleaves them, so an easy violation is found while a hard valid key is searched.
+    workers = threads or min(len(parts), 16)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wgl") as pool:
+        futures = {pool.submit(native_search, model, p, key, **kw): i
+                   for i, (key, p) in enumerate(parts)}
+        for fut in as_completed(futures):
+            r = fut.result()
+            results[futures[fut]] = r
+            if r.valid is False:
+                cancel[0] = 1
+    return results, set()
+
+
+# Configurations one key may explore before "unknown": about 1 GB of cache. A violation is
+# found in far fewer; a search this large is exponential and would only exhaust memory.
+MAX_CONFIGS = 20_000_000
+
+
+def check(model: Model, ops: Iterable[Operation], timeout_s: float | None = None,
+          keyed: list[tuple[Any, list[Operation]]] | None = None, *, engine: str = "auto",
+          threads: int | None = None, max_configs: int = MAX_CONFIGS) -> CheckResult:
+    """Check every partition and stop at the first that is not linearizable.
+
+    ``engine``: ``native`` (the C kernel, checkers/_wgl.c), ``python`` (the
+    reference search), ``auto`` (native when built). Keys left unfinished
+    are "unknown" with the reason; the verdict is then False if a key
+    failed, else "unknown".
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    parts = keyed if keyed is not None else list(enumerate(model.partition(list(ops))))
+    if engine not in ("auto", "native", "python"):
+        raise ValueError(f"engine must be auto, native or python, not {engine!r}")
+    if engine == "auto":
+        from .wgl import AVAILABLE
+        engine = "native" if AVAILABLE else "python"
+    if engine == "native":
+        results, unfinished = _native_check(model, parts, deadline, threads, max_configs)
+    else:
+        results, unfinished = _python_check(model, parts, deadline)
+    failed = any(r.valid is False for r in results.values())
+    for i in range(len(parts)):
         key, p = parts[i]
-        results[i] = KeyResult(key, "unknown", len(p))
+        r = results.get(i)
+        if r is None or i in unfinished:
+            results[i] = KeyResult(key, "unknown", len(p))
+            r = results[i]
+        if r.valid == "unknown" and not r.reason:
+            r.reason = ("stopped: another key is not linearizable" if failed
+                        else f"the search budget ran out ({r.explored:,} configurations)")
     ordered = [results[i] for i in range(len(parts))]
     return CheckResult(combine(r.valid for r in ordered), ordered)
 

@@ -6,11 +6,22 @@
 | cas-register | read, write, cas | did not happen (dropped) | may have happened |
 | etcd | read, write, cas | a failed cas observes "the register did not hold the expected value" | may have happened |
 | kv | get, put, append on string values per key | did not happen | may have happened |
+| mutex | acquire, release | did not happen | may have happened |
 
-``register`` and ``cas-register`` follow Knossos; ``etcd`` and ``kv`` follow
-the models Porcupine's test corpus was recorded against
+``register``, ``cas-register`` and ``mutex`` follow Knossos; ``etcd`` and
+``kv`` follow the models Porcupine's test corpus was recorded against
 (``shared/testdata/porcupine/VERDICTS.md``). Registers start at ``initial``
 (default ``None``, Jepsen's nil); kv values start as the empty string.
+
+A read that returns nil: Knossos's register and cas-register take it as a
+read whose value is not known (``nil_read="unknown"``, the default for
+histories from outside); chaoskraft's own runs record a nil read only when
+the key holds no value, so their analysis checks it as a value
+(``nil_read="value"``). ``etcd`` always checks it as a value.
+
+Operations are ordered by their position in the history (``index``), as
+Knossos orders them: a history is the order in which a single recorder saw
+invocations and completions; ``time`` is for people.
 
 Inputs are ``(f, value)`` (kv: ``(f, key, value)``); outputs are the value
 read, ``"ok"``/``"fail"`` for an etcd cas, ``None`` otherwise, and
@@ -95,55 +106,86 @@ class HistoryModel:
 
     def operations(self, rows: Iterable[dict], partition: bool = True) -> list[tuple[object, list[Operation]]]:
         by_key: dict = defaultdict(list)
-        for inv, done in pair(rows):
+        for inv, done in pair(_indexed(rows)):
             op = self.operation(inv, done)
             if op is not None:
-                by_key[inv.get("key") if (partition and self.partitioned_by_key) else None].append(op)
+                by_key[hashable(inv.get("key")) if (partition and self.partitioned_by_key)
+                       else None].append(op)
         return sorted(by_key.items(), key=lambda kv: repr(kv[0]))
 
 
-class RegisterModel(HistoryModel):
-    """Knossos's register and cas-register."""
+def _indexed(rows: Iterable[dict]) -> Iterable[dict]:
+    """Rows with their position as ``index`` where they carry none."""
+    for i, row in enumerate(rows):
+        yield row if "index" in row else {**row, "index": i}
 
-    def __init__(self, cas: bool, initial=None, fail_is_observation: bool = False) -> None:
+
+def hashable(v):
+    """EDN vectors and maps as tuples, so values can be states and cache keys."""
+    if isinstance(v, list):
+        return tuple(hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted(((hashable(k), hashable(x)) for k, x in v.items()), key=repr))
+    return v
+
+
+def _where(row: dict) -> str:
+    return row.get("_src") or f"history row {row.get('index')}"
+
+
+def _span(inv: dict, done: dict | None) -> tuple[int, float]:
+    return inv["index"], (done["index"] if done is not None and done["type"] != "info" else INF)
+
+
+class RegisterModel(HistoryModel):
+    """Knossos's register and cas-register; Porcupine's etcd register."""
+
+    def __init__(self, cas: bool, initial=None, fail_is_observation: bool = False,
+                 nil_read: str = "unknown") -> None:
+        if nil_read not in ("unknown", "value"):
+            raise ValueError(f"nil_read must be 'unknown' or 'value', not {nil_read!r}")
         self.cas = cas
-        self.initial = initial
+        self.initial = hashable(initial)
         self.fail_is_observation = fail_is_observation
+        self.nil_read = "value" if fail_is_observation else nil_read
         self.name = "etcd" if fail_is_observation else ("cas-register" if cas else "register")
 
     def model(self, partitioned: bool = True) -> Model:
         initial = self.initial
         return Model(self.name, lambda: initial, _register_step, describe=_describe,
                      prepare=(lambda ops: ops) if self.fail_is_observation
-                     else drop_unobserved_indeterminate)
+                     else drop_unobserved_indeterminate, native="register")
 
     def operation(self, inv, done):
         f = inv["f"]
         typ = done["type"] if done is not None else "info"
-        where = f"history row {inv.get('index')}"
         if f not in ("read", "write", "cas") or (f == "cas" and not self.cas):
-            raise HistoryError(f"{where}: the {self.name} model has no operation {f!r}")
-        ret = done["time"] if done is not None else INF
+            raise HistoryError(f"{_where(inv)}: the {self.name} model has no operation {f!r}"
+                               + (" (try --model cas-register)" if f == "cas" else ""))
+        call, ret = _span(inv, done)
         if f == "read":
             if typ != "ok":
                 return None  # a read without a value constrains nothing
-            return Operation(inv["process"], ("read", None), done.get("value"), inv["time"], ret,
-                             inv.get("index", -1))
+            value = hashable(done.get("value"))
+            if value is None and self.nil_read == "unknown":
+                return None  # Knossos: a nil read is a read whose value is not known
+            return Operation(inv["process"], ("read", None), value, call, ret, inv["index"])
         if f == "write":
-            inp = ("write", inv.get("value"))
+            inp = ("write", hashable(inv.get("value")))
         else:
             value = inv.get("value")
             if not isinstance(value, (list, tuple)) or len(value) != 2:
-                raise HistoryError(f"{where}: cas value must be [expected, new], got {value!r}")
-            inp = ("cas", (value[0], value[1]))
+                raise HistoryError(f"{_where(inv)}: cas value must be [expected new], "
+                                   f"got {value!r}")
+            inp = ("cas", (hashable(value[0]), hashable(value[1])))
         if typ == "fail":
             if f == "cas" and self.fail_is_observation:
-                return Operation(inv["process"], inp, "fail", inv["time"], ret, inv.get("index", -1))
+                return Operation(inv["process"], inp, "fail", call, ret, inv["index"])
             return None
         if typ == "info":
-            return Operation(inv["process"], inp, UNKNOWN, inv["time"], INF, inv.get("index", -1))
-        return Operation(inv["process"], inp, "ok" if f == "cas" else None, inv["time"], ret,
-                         inv.get("index", -1))
+            return Operation(inv["process"], inp, UNKNOWN, call, INF, inv["index"])
+        return Operation(inv["process"], inp, "ok" if f == "cas" else None, call, ret,
+                         inv["index"])
 
 
 def _kv_step(state, inp, out):
@@ -169,38 +211,94 @@ class KvModel(HistoryModel):
     name = "kv"
 
     def model(self, partitioned: bool = True) -> Model:
-        return Model("kv", (lambda: "") if partitioned else (lambda: ()), _kv_step, describe=_describe)
+        return Model("kv", (lambda: "") if partitioned else (lambda: ()), _kv_step, describe=_describe,
+                     native="kv" if partitioned else None)
 
     def operation(self, inv, done):
         f = inv["f"]
         if f not in ("get", "put", "append"):
-            raise HistoryError(f"history row {inv.get('index')}: the kv model has no operation {f!r}")
-        key = inv.get("key")
+            raise HistoryError(f"{_where(inv)}: the kv model has no operation {f!r}")
+        key = hashable(inv.get("key"))
         typ = done["type"] if done is not None else "info"
         if typ == "fail" or (f == "get" and typ != "ok"):
             return None
-        inp = (f, key, inv.get("value") if f != "get" else None)
+        inp = (f, key, hashable(inv.get("value")) if f != "get" else None)
+        call, ret = _span(inv, done)
         if typ == "info":
-            return Operation(inv["process"], inp, UNKNOWN, inv["time"], INF, inv.get("index", -1))
-        out = done.get("value") if f == "get" else None
+            return Operation(inv["process"], inp, UNKNOWN, call, INF, inv["index"])
+        out = hashable(done.get("value")) if f == "get" else None
         if f == "get" and out is None:
             out = ""
-        return Operation(inv["process"], inp, out, inv["time"], done["time"], inv.get("index", -1))
+        return Operation(inv["process"], inp, out, call, ret, inv["index"])
 
 
-def get_model(name: str, initial=None) -> HistoryModel:
+def _mutex_step(state, inp, out):
+    f = inp[0]
+    if f == "acquire":
+        return (not state), True
+    if f == "release":
+        return state, False
+    raise ValueError(f"unknown mutex operation {f!r}")
+
+
+class MutexModel(HistoryModel):
+    """Knossos's mutex: acquire when free, release when held; one lock for the history."""
+
+    name = "mutex"
+    partitioned_by_key = False
+
+    def model(self, partitioned: bool = True) -> Model:
+        return Model("mutex", lambda: False, _mutex_step,
+                     describe=lambda op: op.input[0] + (" (indeterminate)"
+                                                        if op.output is UNKNOWN else ""))
+
+    def operation(self, inv, done):
+        f = inv["f"]
+        if f not in ("acquire", "release"):
+            raise HistoryError(f"{_where(inv)}: the mutex model has no operation {f!r}")
+        typ = done["type"] if done is not None else "info"
+        if typ == "fail":
+            return None
+        call, ret = _span(inv, done)
+        return Operation(inv["process"], (f, None), UNKNOWN if typ == "info" else None, call,
+                         ret, inv["index"])
+
+
+def get_model(name: str, initial=None, nil_read: str = "unknown") -> HistoryModel:
     if name == "register":
-        return RegisterModel(cas=False, initial=initial)
+        return RegisterModel(cas=False, initial=initial, nil_read=nil_read)
     if name == "cas-register":
-        return RegisterModel(cas=True, initial=initial)
+        return RegisterModel(cas=True, initial=initial, nil_read=nil_read)
     if name == "etcd":
         return RegisterModel(cas=True, initial=initial, fail_is_observation=True)
     if name == "kv":
         return KvModel()
-    raise ValueError(f"unknown model {name!r}; known: register, cas-register, etcd, kv")
+    if name == "mutex":
+        return MutexModel()
+    raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
 
-MODELS = ("register", "cas-register", "etcd", "kv")
+MODELS = ("register", "cas-register", "etcd", "kv", "mutex")
+
+
+def keys_without_ok(rows: Iterable[dict], partition: bool = True) -> tuple[int, set]:
+    """(ok operations in all, keys that have client operations but no ok one).
+
+    The gate of Jepsen's stats checker: a check over operations none of which
+    succeeded tested nothing, so it must not read valid.
+    """
+    seen: set = set()
+    ok: set = set()
+    total = 0
+    for row in rows:
+        if row.get("process") == "nemesis" or row.get("type") == "invoke":
+            continue
+        key = hashable(row.get("key")) if partition else None
+        seen.add(key)
+        if row.get("type") == "ok":
+            ok.add(key)
+            total += 1
+    return total, seen - ok
 
 
 # Convenience for simple callers (the simulator's register history).

@@ -1,11 +1,11 @@
 """Running checkers in Apache Spark (PySpark).
 
 The history goes to Spark as Parquet (``checkers.parquet``). The
-linearizability job groups the rows by key (one Spark task per key:
-P-compositionality), sorts each group by index, pairs invokes with
-completions and runs the Wing-Gong-Lowe search in the task; the driver
-combines the per-key verdicts. A key whose search runs out of its budget is
-"unknown", never valid.
+linearizability job groups the rows by key (P-compositionality) and hands
+each group to a Python worker as an Arrow batch (``applyInPandas``), which
+sorts it by index, pairs invokes with completions and runs the native
+Wing-Gong-Lowe kernel; the driver combines the per-key verdicts. A key
+whose search runs out of its budget is "unknown", never valid.
 
 Spark runs in local mode (``local[2]``) unless a master URL is given. The
 settings that matter on these machines: the workers' Python is this
@@ -21,7 +21,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .linearizability import CheckResult, KeyResult, check_single, combine
+from .linearizability import CheckResult, KeyResult, combine
 
 _SESSION = None
 
@@ -61,7 +61,10 @@ def spark_session(master: str | None = None):
                        os.environ.get("CHAOSKRAFT_SPARK_DRIVER_MEMORY", "4g")))
     _SESSION = builder.getOrCreate()
     _SESSION.sparkContext.setLogLevel("ERROR")
-    _SESSION.sparkContext.addPyFile(_package_zip())
+    if not (master or "local").startswith("local"):
+        # A real cluster's workers get the checkers as Python files (the Python search serves
+        # where the native kernel is not built); local mode imports the installed package.
+        _SESSION.sparkContext.addPyFile(_package_zip())
     return _SESSION
 
 
@@ -72,51 +75,83 @@ def stop_session() -> None:
         _SESSION = None
 
 
-def _check_group(args):
-    """Runs on a worker: one key's rows -> KeyResult as a dict."""
-    import time as _time
+RESULT_SCHEMA = ("key string, valid string, operations long, explored long, reason string, "
+                 "counterexample string, diagram string")
+
+
+def _check_key(pdf, model_name: str, initial, partition: bool, budget_s: float, nil_read: str):
+    """Runs in a Python worker: one key's rows (a pandas frame) -> one result row."""
+    import json
+
+    import pandas as pd
 
     from checkers.history import decode_parquet_row
+    from checkers.linearizability import check
     from checkers.models import get_model
 
-    (key, rows), model_name, initial, partition, budget_s = args
-    rows = sorted((decode_parquet_row(r) for r in rows), key=lambda r: r["index"])
-    hm = get_model(model_name, initial)
+    rows = sorted((decode_parquet_row(r) for r in pdf.to_dict("records")),
+                  key=lambda r: r["index"])
+    hm = get_model(model_name, initial, nil_read)
     parts = hm.operations(rows, partition)
-    ops = parts[0][1] if parts else []
-    r = check_single(hm.model(partition), ops, _time.monotonic() + budget_s, key)
-    return r.__dict__
+    key = rows[0].get("key") if rows and partition else None
+    if parts:
+        r = check(hm.model(partition), (), timeout_s=budget_s, keyed=parts).keys[0]
+    else:
+        from checkers.linearizability import KeyResult
+        r = KeyResult(key, True, 0)
+    return pd.DataFrame([{
+        "key": None if key is None else str(key),
+        "valid": {True: "true", False: "false"}.get(r.valid, "unknown"),
+        "operations": r.operations, "explored": r.explored, "reason": r.reason,
+        "counterexample": json.dumps(r.counterexample), "diagram": json.dumps(r.diagram)}])
+
+
+def _per_key(model_name, initial, partition, budget_s, nil_read):
+    """A one-argument function of the group's frame (applyInPandas reads two as key, frame)."""
+    def per_key(pdf):
+        return _check_key(pdf, model_name, initial, partition, budget_s, nil_read)
+    return per_key
 
 
 def check_linearizability(parquet_path: str, model_name: str, *, initial=None, partition=True,
-                          budget_s: float = 300.0, master: str | None = None) -> CheckResult:
+                          budget_s: float = 300.0, master: str | None = None,
+                          nil_read: str = "unknown") -> CheckResult:
+    """Rows grouped by key, each key checked by the kernel in a Python worker (Arrow batches
+    through ``applyInPandas``; never the RDD pickling path): one Spark job per round."""
+    import json
+
+    from pyspark.sql import functions as F
     spark = spark_session(master)
     df = spark.read.parquet(str(parquet_path))
     df = df.filter(df.process != "nemesis")
     if not partition:
-        from pyspark.sql import functions as F
         df = df.withColumn("key", F.lit(None).cast("string"))
-    grouped = (df.rdd.map(lambda r: (r["key"], r.asDict()))
-               .groupByKey().mapValues(list)).cache()
-    # Iterative deepening: every key gets a short budget first; only if none is found
-    # invalid do the undecided keys get a longer one. One invalid key decides the
-    # verdict, so an expensive valid key never delays reporting a violation.
+
+    # Iterative deepening: every key gets a short budget first, and only if none is found
+    # invalid do the undecided keys get four times more (Spark tasks cannot cancel each other
+    # as the in-process threads do, so a hard valid key must not delay a violation).
     decided: dict = {}
-    round_budget = min(1.0, budget_s)
-    spent = 0.0
+    round_budget, spent = min(1.0, budget_s), 0.0
+    grouped = df.groupBy("key")
     while True:
-        todo = grouped.filter(lambda kv, done=frozenset(map(repr, decided)): repr(kv[0]) not in done)
-        b = round_budget
-        results = todo.map(lambda kv: _check_group((kv, model_name, initial, partition, b))).collect()
-        for r in results:
-            decided[r["key"]] = KeyResult(**r)
+        todo = df if not decided else df.filter(~F.col("key").isin(
+            [k for k, r in decided.items() if r.valid != "unknown" and k is not None]))
+        per_key = _per_key(model_name, initial, partition, round_budget, nil_read)
+        grouped = todo.groupBy("key")
+        for r in grouped.applyInPandas(per_key, schema=RESULT_SCHEMA).collect():
+            valid = {"true": True, "false": False}.get(r["valid"], "unknown")
+            decided[r["key"]] = KeyResult(r["key"], valid, r["operations"],
+                                          json.loads(r["counterexample"]), r["explored"],
+                                          r["reason"], json.loads(r["diagram"]))
         spent += round_budget
         undecided = [k for k, r in decided.items() if r.valid == "unknown"]
         if any(r.valid is False for r in decided.values()) or not undecided or spent >= budget_s:
             break
-        for k in undecided:
-            del decided[k]
         round_budget = min(round_budget * 4, budget_s - spent)
-    grouped.unpersist()
     keys = sorted(decided.values(), key=lambda k: repr(k.key))
+    failed = any(k.valid is False for k in keys)
+    for k in keys:
+        if k.valid == "unknown":
+            k.reason = ("stopped: another key is not linearizable" if failed
+                        else "the search budget ran out")
     return CheckResult(combine(k.valid for k in keys), keys)

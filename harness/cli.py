@@ -254,13 +254,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--verbose", action="store_true", help="print options and stats for every seed")
     s.set_defaults(func=cmd_sim)
     c = sub.add_parser("check", help="check a history file for linearizability")
-    c.add_argument("file", help="chaoskraft history (.jsonl or .parquet), Jepsen EDN, or Jepsen text log")
-    c.add_argument("--model", required=True, choices=["register", "cas-register", "etcd", "kv"])
+    c.add_argument("file", help="chaoskraft history (.jsonl or .parquet), Jepsen/Knossos/Maelstrom "
+                                "EDN, or Jepsen text log (docs/history.md)")
+    c.add_argument("--model", required=True,
+                   choices=["register", "cas-register", "etcd", "kv", "mutex"])
     c.add_argument("--initial", type=_json_value, default=None,
                    help="initial register value as JSON (default null, Jepsen's nil)")
+    c.add_argument("--nil-read", choices=["unknown", "value"], default="unknown",
+                   help="register, cas-register: a read of nil is a read of unknown value "
+                        "(Knossos; default) or a read of 'no value'")
+    ind = c.add_mutually_exclusive_group()
+    ind.add_argument("--independent", dest="independent", action="store_true", default=None,
+                     help="values are jepsen.independent [key value] tuples (detected by default)")
+    ind.add_argument("--no-independent", dest="independent", action="store_false")
     c.add_argument("--no-partition", action="store_true", help="check all keys as one history")
-    c.add_argument("--engine", choices=["spark", "local"], default="spark",
-                   help="spark (default; local[2] unless --spark-master) or local (in this process)")
+    c.add_argument("--strict", action="store_true",
+                   help="a history (or key) with no ok operation is unknown, not vacuously valid")
+    c.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
+                   help="auto (default: in this process below 4,000,000 rows, Spark above), "
+                        "spark (local[2] unless --spark-master) or local")
     c.add_argument("--spark-master", default=None, help="Spark master URL (default local[2])")
     c.add_argument("--budget-s", type=float, default=300.0, help="search time per key before 'unknown'")
     c.set_defaults(func=_cmd_check)
@@ -279,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "partition,kill; queue: partition,kill,power-loss; '' none)")
     r.add_argument("--bug", type=_bug, action="append", help="enable a planted bug on every node")
     r.add_argument("--backend", choices=["docker", "ssh"])
-    r.add_argument("--engine", choices=["spark", "local"])
+    r.add_argument("--engine", choices=["auto", "spark", "local"])
     r.add_argument("--spark-master")
     r.add_argument("--test", help="test name (the results/<test>/ folder)")
     r.add_argument("--results-dir")
@@ -320,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("run_dir", nargs="?")
     a.add_argument("--across", metavar="DIR", help="every run under DIR into Spark tables; print "
                                                    "and save a summary per workload and fault")
-    a.add_argument("--engine", choices=["spark", "local"], default="spark")
+    a.add_argument("--engine", choices=["auto", "spark", "local"], default="auto")
     a.add_argument("--spark-master")
     a.add_argument("--budget-s", type=float, default=300.0)
     a.set_defaults(func=cmd_analyze)

@@ -55,7 +55,7 @@ class RunConfig:
     bugs: list[str] = field(default_factory=list)
     node_config: dict[str, str] = field(default_factory=dict)
     backend: str = "docker"
-    engine: str = "spark"
+    engine: str = "auto"
     spark_master: str | None = None
     check_budget_s: float = 300.0
     results_dir: str = "results"
@@ -69,7 +69,7 @@ _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_
              "replication_factor", "min_insync_replicas", "flush_messages"}
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": ("register", "queue"), "backend": ("docker", "ssh"),
-            "engine": ("spark", "local"), "client": ("confluent-kafka", "kafka-python"),
+            "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),
             "nemesis_combine": COMBINE}
 _LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
 
