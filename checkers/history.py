@@ -206,7 +206,7 @@ def iter_history(path: str | Path) -> Iterator[dict]:
     head = _sniff(path)
     if not head:
         return
-    if "jepsen.util" in head or re.match(r"^\S+\s+:(invoke|ok|fail|info)\s", head):
+    if "jepsen.util" in head or re.match(r"^:?[\w-]+\s+:(invoke|ok|fail|info)\s", head):
         yield from iter_jepsen_log(path)
     elif head.startswith(("{:", "[", "(", "#")):
         yield from iter_edn(path)

@@ -20,6 +20,47 @@ def history_stats(rows: list[dict]) -> dict:
                                                      for r in faults]}
 
 
+def fault_summary(run_dir: Path) -> dict | None:
+    """Planned fault steps (plan.json) and what became of each (faults.json): happened, or
+    skipped and why. None for a run stored before faults.json existed."""
+    plan_path, out_path = run_dir / "plan.json", run_dir / "faults.json"
+    if not plan_path.exists() or not out_path.exists():
+        return None
+    plan = json.loads(plan_path.read_text())
+    outcomes = {o["step"]: o for o in json.loads(out_path.read_text())}
+    steps = []
+    for st in plan:
+        o = outcomes.get(st["index"], {"status": "skipped",
+                                       "why": "never started (the harness stopped first)"})
+        steps.append({"step": st["index"], "kind": st["kind"], "spec": st.get("spec"),
+                      "at_s": st.get("at_s"), "status": o["status"], "why": o.get("why", ""),
+                      "nodes": o.get("nodes")})
+    happened = sum(1 for x in steps if x["status"] == "happened")
+    return {"planned": len(steps), "happened": happened, "skipped": len(steps) - happened,
+            "steps": steps}
+
+
+def gates(results: dict, stats: dict, faults: dict | None, log=print) -> dict:
+    """Jepsen's stats gate and the fault gate: a run that tested nothing is never valid.
+
+    - no client operation succeeded: unknown;
+    - faults were planned and none happened: unknown (a violation found stays invalid:
+      it was found, faults or not).
+    """
+    reasons = []
+    if stats.get("ok", 0) == 0:
+        reasons.append("no client operation succeeded: the run tested nothing")
+    if faults and faults["planned"] and not faults["happened"]:
+        reasons.append(f"none of the {faults['planned']} planned faults happened")
+    if reasons:
+        results["gates"] = reasons
+        for r in reasons:
+            log(f"analysis: gate: {r}")
+        if results["valid"] is True:
+            results["valid"], results["verdict"] = "unknown", WORD["unknown"]
+    return results
+
+
 def _run_config(run_dir: Path) -> dict:
     import yaml
     path = run_dir / "config.yaml"
@@ -42,13 +83,25 @@ def analyze_queue(run_dir: Path, rows: list[dict], cfg: dict, *, spark_master: s
         log(f"analysis: {name}{mark}: {a['count']}; e.g. {a['examples'][0]}")
     if not result["stats"]["final_polls"]:
         log("analysis: no final poll succeeded, so durability is unknown")
+    stats = history_stats(rows)
     results = {"valid": result["valid"], "verdict": WORD[result["valid"]],
-               "checkers": {"queue": result}, "stats": history_stats(rows)}
+               "checkers": {"queue": result}, "stats": stats}
+    return _finish(run_dir, results, stats, log)
+
+
+def _finish(run_dir: Path, results: dict, stats: dict, log) -> dict:
+    faults = fault_summary(run_dir)
+    if faults is not None:
+        results["faults"] = faults
+        log(f"analysis: faults: {faults['happened']} of {faults['planned']} planned happened"
+            + "".join(f"; step {x['step']} {x['kind']} skipped: {x['why']}"
+                      for x in faults["steps"] if x["status"] != "happened"))
+    gates(results, stats, faults, log)
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     return results
 
 
-def analyze(run_dir: Path, *, engine: str = "spark", spark_master: str | None = None,
+def analyze(run_dir: Path, *, engine: str = "auto", spark_master: str | None = None,
             budget_s: float = 300.0, log=print) -> dict:
     """Check the run, write results.json, then report.html beside it."""
     results = _analyze(Path(run_dir), engine=engine, spark_master=spark_master,
@@ -74,7 +127,9 @@ def _analyze(run_dir: Path, *, engine: str, spark_master: str | None, budget_s: 
         return analyze_queue(run_dir, rows, cfg, spark_master=spark_master, log=log)
     log(f"analysis: linearizability (cas-register per key) with {engine}"
         + (f" on {spark_master}" if spark_master else (" (local[2])" if engine == "spark" else "")))
-    result = run_check(rows, "cas-register", engine=engine, master=spark_master, budget_s=budget_s)
+    # A nil read in our own runs means "the key holds no value": checked as a value.
+    result = run_check(rows, "cas-register", engine=engine, master=spark_master, budget_s=budget_s,
+                       nil_read="value", independent=False, strict=True)
     keys = result.keys
     lin = {
         "valid": result.valid,
@@ -82,14 +137,18 @@ def _analyze(run_dir: Path, *, engine: str, spark_master: str | None, budget_s: 
         "keys": len(keys),
         "invalid_keys": [k.key for k in keys if k.valid is False],
         "unknown_keys": [k.key for k in keys if k.valid == "unknown"],
+        "unknown_reasons": {str(k.key): k.reason for k in keys if k.valid == "unknown"},
         "counterexamples": {str(k.key): k.counterexample for k in keys if k.valid is False},
+        "diagrams": {str(k.key): k.diagram for k in keys if k.valid is False and k.diagram},
     }
+    if result.reason:
+        lin["reason"] = result.reason
     for k in keys:
         if k.valid is False:
             log(f"analysis: key {k.key} is not linearizable; counterexample:")
             for c in k.counterexample:
                 log(f"    {c['role']:>16}: process {c['process']} {c['op']} (history index {c['index']})")
+    stats = history_stats(rows)
     results = {"valid": result.valid, "verdict": WORD[result.valid],
-               "checkers": {"linearizability": lin}, "stats": history_stats(rows)}
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    return results
+               "checkers": {"linearizability": lin}, "stats": stats}
+    return _finish(run_dir, results, stats, log)

@@ -79,7 +79,7 @@ class QueueCampaign(Campaign):
             return []
         return [(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()]
 
-    async def scenario(self, step, rng: random.Random) -> None:
+    async def scenario(self, step, rng: random.Random) -> str | None:
         try:
             infos = await asyncio.to_thread(self._partition_infos)
         except Exception:  # noqa: BLE001 - no metadata now: the scenario finds no partition
@@ -98,7 +98,7 @@ class QueueCampaign(Campaign):
             self.history.record("nemesis", "info", "skip-scenario",
                                 value={"scenario": step.kind, "reason": why})
             self.log(f"nemesis: {step.kind} skipped: {why}")
-            return
+            return why
         if step.kind == "strand-replica":
             partition, stranded, others = choice
             g: dict[int, set[int]] = {i: set() for i in self.ids}

@@ -9,6 +9,13 @@ What it shows, from the run directory alone (history, results, node logs):
   coloured ok / fail / info), latency quantiles per window, throughput over
   time, availability per window, and the clock offsets the nemesis applied;
   fault intervals are shaded on every time plot, one colour per fault kind;
+- for a key that is not linearizable, its counterexample drawn as
+  Porcupine draws one: processes as rows, each operation a bar from its
+  call to its return, the longest linearizable prefix numbered in
+  linearization order, the operation that cannot be placed after it in
+  red, and the operations concurrent with it in grey;
+- every planned fault step, whether it happened (and on which nodes) or was
+  skipped (and why), and the gates that kept a vacuous run from reading valid;
 - node log lines around each anomaly's operations (the node logs carry wall
   clock times; ``history-start.json`` ties them to the history's time axis),
   and every traceback found in a node log.
@@ -300,6 +307,49 @@ def lines_around(timed: list[tuple[float, str, str]], wall_s: float, span_s: flo
     return [(node, line) for t, node, line in timed if abs(t - wall_s) <= span_s][:limit]
 
 
+ROLE_COLOURS = {"linearized": "#2ca02c", "concurrent": "#9e9e9e", "stuck": "#d62728"}
+
+
+def counterexample_svg(key: str, d: dict) -> str:
+    """An SVG of one invalid key's diagram (see checkers.linearizability.diagram)."""
+    esc = html.escape
+    ops = d.get("operations") or []
+    if not ops:
+        return ""
+    procs = d["processes"]
+    lo = min(o["call"] for o in ops)
+    finite = [o["return"] for o in ops if o["return"] is not None] + [o["call"] for o in ops]
+    hi = max(finite) + 1
+    width, left, row_h = 1100, 90, 26
+    scale = (width - left - 20) / max(1, hi - lo)
+    height = row_h * len(procs) + 40
+    out = [f"<svg class='counterexample' data-key='{esc(key)}' xmlns='http://www.w3.org/2000/svg' "
+           f"width='{width}' height='{height}' font-size='11' font-family='sans-serif'>"]
+    for i, p in enumerate(procs):
+        y = 20 + i * row_h
+        out.append(f"<text x='4' y='{y + 15}'>process {esc(p)}</text>"
+                   f"<line x1='{left}' x2='{width - 10}' y1='{y + row_h - 2}' y2='{y + row_h - 2}' "
+                   f"stroke='#eee'/>")
+    for o in ops:
+        y = 20 + procs.index(o["process"]) * row_h + 3
+        x1 = left + (o["call"] - lo) * scale
+        open_end = o["return"] is None
+        x2 = width - 10 if open_end else left + (o["return"] - lo) * scale
+        w = max(3.0, x2 - x1)
+        colour = ROLE_COLOURS.get(o["role"], "#999")
+        label = o["op"] if o["order"] is None else f"{o['order'] + 1}. {o['op']}"
+        tip = (f"{o['role']}: {o['op']} (history index {o['index']}, call {o['call']}, "
+               f"return {'never' if open_end else o['return']})")
+        out.append(f"<g class='op {esc(o['role'])}' data-index='{o['index']}'><title>{esc(tip)}"
+                   f"</title><rect x='{x1:.1f}' y='{y}' width='{w:.1f}' height='{row_h - 8}' "
+                   f"rx='3' fill='{colour}' fill-opacity='0.85'"
+                   + (" stroke='#000' stroke-dasharray='4 2'" if open_end else "") + "/>"
+                   f"<text x='{x1 + 3:.1f}' y='{y + 13}' fill='#fff'>{esc(label[:40])}</text></g>")
+    out.append(f"<text x='{left}' y='{height - 6}' fill='#555'>history position {lo} to {hi - 1}; "
+               f"dashed: never returned</text></svg>")
+    return "".join(out)
+
+
 CSS = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
@@ -330,10 +380,12 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
            f"{esc(run_dir.name)}</title><style>{CSS}</style></head><body>",
            f"<h1>{esc(str(run_dir))}</h1>",
            f"<p id='verdict'>Verdict: <b class='{esc(verdict)}'>{esc(verdict)}</b></p>",
+           *(f"<p class='gate'>Gate: {esc(g)}</p>" for g in results.get("gates", [])),
            "<h2>Checkers</h2><table id='checkers'><tr><th>checker</th><th>valid</th>"
            "<th>details</th></tr>"]
     for name, r in results.get("checkers", {}).items():
-        detail = {k: v for k, v in r.items() if k not in ("anomalies", "counterexamples", "valid")}
+        detail = {k: v for k, v in r.items()
+                  if k not in ("anomalies", "counterexamples", "diagrams", "valid")}
         out.append(f"<tr><td>{esc(name)}</td><td>{esc(str(r.get('valid')))}</td>"
                    f"<td><pre>{esc(json.dumps(detail, indent=1)[:3000])}</pre></td></tr>")
     out.append("</table>")
@@ -358,6 +410,30 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
                     if near:
                         out.append("<tr><td colspan=2 class='node-log'><pre>" + esc(
                             "\n".join(f"{n}: {line}" for n, line in near)) + "</pre></td></tr>")
+        out.append("</table>")
+    diagrams = {k: d for r in results.get("checkers", {}).values()
+                for k, d in (r.get("diagrams") or {}).items() if d}
+    if diagrams:
+        out.append("<h2>Counterexamples</h2><p class='legend'>" + "".join(
+            f"<span style='background:{c}'>{esc(k)}</span>" for k, c in ROLE_COLOURS.items())
+            + "</p>")
+        for key, d in diagrams.items():
+            out.append(f"<h3>key {esc(key)}: the longest linearizable prefix has "
+                       f"{d['prefix_length']} operations (the last "
+                       f"{d['prefix_length'] - d['shown_from']} numbered); the red one cannot "
+                       f"follow it</h3>" + counterexample_svg(key, d))
+    planned = results.get("faults")
+    if planned:
+        out.append(f"<h2>Planned faults: {planned['happened']} of {planned['planned']} happened"
+                   f"</h2><table id='planned-faults'><tr><th>step</th><th>at (s)</th>"
+                   f"<th>kind</th><th>target</th><th>status</th><th>nodes / why</th></tr>")
+        for x in planned["steps"]:
+            what = x["why"] if x["status"] != "happened" else ", ".join(
+                f"n{n}" for n in (x.get("nodes") or []))
+            out.append(f"<tr class='{esc(x['status'])}'><td>{x['step']}</td>"
+                       f"<td>{x['at_s']}</td><td>{esc(str(x['kind']))}</td>"
+                       f"<td>{esc(str(x['spec']))}</td><td>{esc(x['status'])}</td>"
+                       f"<td>{esc(what)}</td></tr>")
         out.append("</table>")
     out.append("<h2>Faults</h2><p class='legend'>" + "".join(
         f"<span style='background:{c}'>{esc(k)}</span>" for k, c in FAULT_COLOURS.items())

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import os
 import random
 import signal
 import sys
@@ -159,6 +160,9 @@ class Campaign:
         self._strobes: dict[int, asyncio.Task] = {}
         self.partitioned = False
         self.keys: set[str] = set()
+        # what became of each planned fault step (faults.json beside the history)
+        self.fault_outcomes: dict[int, dict] = {}
+        self._faults_path = Path(history.path).with_name("faults.json")
 
     # ------------------------------------------------------------ workload
 
@@ -215,7 +219,11 @@ class Campaign:
             for step in mine:
                 await asyncio.sleep(max(0.0, t0 + step.at_s - time.monotonic()))
                 started = time.monotonic()
-                stop = await self.start_fault(step)  # a scenario spends part of its duration here
+                try:
+                    stop = await self.start_fault(step)  # a scenario spends part of its duration
+                except Exception as exc:
+                    self.note_fault(step, "skipped", f"failed to start: {type(exc).__name__}: {exc}")
+                    raise
                 try:
                     await asyncio.sleep(max(0.0, step.duration_s - (time.monotonic() - started)))
                 finally:
@@ -229,14 +237,32 @@ class Campaign:
             else:
                 await timeline(steps)
         finally:
+            for step in steps:
+                if step.index not in self.fault_outcomes:
+                    self.note_fault(step, "skipped", "the workload ended before its time came")
             await asyncio.shield(self.stop_faults())
+
+    def note_fault(self, step: FaultStep, status: str, why: str = "",
+                   nodes: list[int] | None = None) -> None:
+        """Record what became of a planned step (happened / skipped, and why) in faults.json,
+        rewritten whole each time (temp + rename), so a crashed harness leaves it readable."""
+        self.fault_outcomes[step.index] = {
+            "step": step.index, "kind": step.kind, "spec": step.spec, "at_s": step.at_s,
+            "status": status, "why": why, "nodes": nodes}
+        tmp = self._faults_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([self.fault_outcomes[i] for i in sorted(self.fault_outcomes)],
+                                  indent=1) + "\n")
+        os.replace(tmp, self._faults_path)
+        if status != "happened":
+            self.log(f"nemesis: step {step.index} ({step.kind} {step.spec}) skipped: {why}")
 
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         """The leader of a partition (a random one when None) of the workload's topic (queue
         workload only)."""
         return None
 
-    async def scenario(self, step: FaultStep, rng: random.Random) -> None:
+    async def scenario(self, step: FaultStep, rng: random.Random) -> str | None:
+        """Act out a scenario step; returns why it was skipped, or None when it happened."""
         raise NotImplementedError(f"the {self.cfg.workload} workload has no {step.kind} scenario")
 
     def _exec_all(self, nodes, cmd_for, check: bool = False):
@@ -334,8 +360,12 @@ class Campaign:
         fid = next(self._fault_ids)
         if step.kind in SCENARIOS:
             before = set(self.killed)
-            await self.scenario(step, rng)
+            skipped = await self.scenario(step, rng)
             mine = sorted(self.killed - before)
+            if skipped:
+                self.note_fault(step, "skipped", skipped)
+            else:
+                self.note_fault(step, "happened", nodes=mine)
 
             async def undo_scenario():
                 if self.partitioned:
@@ -348,7 +378,15 @@ class Campaign:
         controller, leader = await self._aim(step.spec, rng)
         if step.kind == "partition":
             g = grudge(step.spec, self.ids, rng, controller, leader)
+            cut = sorted(n for n, drops in g.items() if drops)
+            if not cut:
+                self.note_fault(step, "skipped", f"the {step.spec} shape cuts no link now")
+
+                async def nothing():
+                    pass
+                return nothing
             await self.cut(g, {"shape": step.spec, "grudge": grudge_value(g)})
+            self.note_fault(step, "happened", nodes=cut)
             label = f"partition {step.spec}"
 
             async def undo():
@@ -356,7 +394,14 @@ class Campaign:
                     await self.heal_cut()
         else:
             targets = node_targets(step.spec, self.ids, rng, controller, leader)
+            if not targets:
+                self.note_fault(step, "skipped", f"no node matches the target {step.spec!r} now")
+
+                async def nothing():
+                    pass
+                return nothing
             label, undo = await self._start_on_nodes(step, targets, opts, rng)
+            self.note_fault(step, "happened", nodes=sorted(targets))
         self.active[fid] = label
         self.log(f"nemesis: {label}")
 
@@ -513,10 +558,14 @@ class Campaign:
 
 
 def _install_sigterm() -> None:
+    """SIGTERM and SIGINT interrupt the run (teardown, history kept, exit 130), however the
+    process was started: one that inherits SIGINT as ignored (a background job of a
+    non-interactive shell, a pytest-xdist worker's child) gets Python's handler back."""
     def on_term(signum, frame):
         raise KeyboardInterrupt
     try:
         signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     except ValueError:
         pass  # not the main thread
 
