@@ -1,7 +1,8 @@
 # chaoskraft: `make setup`, `make run`, `make test`.
 # setup installs what the project needs: Debian packages (mmdebstrap to build the
-# base image, a Java runtime for Spark, headless Chromium for the browser tests), the
-# virtual environment, and the images.
+# base image, a Java runtime for Spark, headless Chromium for the browser tests, a C
+# compiler and Python's headers for the native checker), the virtual environment (which
+# builds checkers/_wgl.c), and the images.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -19,13 +20,16 @@ system-packages:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v cc >/dev/null || missing="$$missing gcc"; \
+	$(PYTHON) -c "import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" 2>/dev/null || missing="$$missing python3-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 	@command -v docker >/dev/null || { echo "Docker is required (the engine and its CLI)"; exit 1; }
 
-$(STAMP): pyproject.toml
+# setup.py builds the native checker kernel (checkers/_wgl.c) into the source tree.
+$(STAMP): pyproject.toml setup.py checkers/_wgl.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
