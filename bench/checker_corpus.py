@@ -4,8 +4,11 @@
 
 Prints, per file and in total, the time to a verdict for the etcd set and for
 kv c50 (ok and bad), in this process and through Spark (local[2]), next to
-Porcupine's reference times from VERDICTS.md (Go, one core). The Spark time
-excludes starting the session, which is printed once.
+Porcupine's reference times from VERDICTS.md (Go, one core). The time to a
+verdict counts building the operations and the search (the native kernel
+unless ``--python``), not reading the file, which is printed apart (parse).
+The Spark time excludes starting the session, which is printed once. Run it
+under ``taskset -c 0`` for the one-core comparison.
 """
 import argparse
 import sys
@@ -29,7 +32,9 @@ def main() -> None:
     p.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "shared" /
                                            "testdata" / "porcupine"))
     p.add_argument("--no-spark", action="store_true")
+    p.add_argument("--python", action="store_true", help="the Python reference search")
     a = p.parse_args()
+    engine = "python" if a.python else "auto"
     root = Path(a.corpus)
     files = [(f, "etcd") for f in sorted((root / "jepsen").glob("etcd_*.log"))]
     files += [(root / "kv" / "c50-ok.txt", "kv"), (root / "kv" / "c50-bad.txt", "kv")]
@@ -41,16 +46,19 @@ def main() -> None:
         print(f"spark session start: {time.perf_counter() - t:.1f} s")
         spark_check = check_linearizability
     totals = {"etcd": [0.0, 0.0], "kv": [0.0, 0.0]}
+    parse = {"etcd": 0.0, "kv": 0.0}
     print(f"{'file':<16} {'verdict':<8} {'local ms':>10} {'spark ms':>10} {'porcupine ms':>13}")
     with tempfile.TemporaryDirectory() as d:
         for f, model in files:
+            t = time.perf_counter()
             rows = read_history(f)
+            parse[model] += time.perf_counter() - t
             if not rows:
                 continue
             hm = get_model(model)
             partition = model == "kv"
             t = time.perf_counter()
-            r = check(hm.model(partition), (), keyed=hm.operations(rows, partition))
+            r = check(hm.model(partition), (), keyed=hm.operations(rows, partition), engine=engine)
             local = time.perf_counter() - t
             spark = float("nan")
             if spark_check:
@@ -69,6 +77,11 @@ def main() -> None:
           f"{totals['etcd'][1] * 1000:.0f} ms; porcupine {PORCUPINE_MS['etcd (all)']} ms")
     print(f"total kv c50 (2 files): local {totals['kv'][0] * 1000:.0f} ms, spark "
           f"{totals['kv'][1] * 1000:.0f} ms; porcupine {PORCUPINE_MS['c50-ok.txt'] + PORCUPINE_MS['c50-bad.txt']} ms")
+    print(f"parse etcd (102 files): {parse['etcd'] * 1000:.0f} ms; parse kv c50 (2 files): "
+          f"{parse['kv'] * 1000:.0f} ms")
+    import os
+    print(f"engine: {'python' if a.python else 'native kernel'}; cores available: "
+          f"{len(os.sched_getaffinity(0))}; load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
