@@ -339,116 +339,177 @@ static int32_t model_step(Model *m, int32_t op, int32_t state) {
     return v;
 }
 
-static PyObject *search(PyObject *self, PyObject *args, PyObject *kw) {
+/* A search over one key, resumable: run() takes up to max_steps steps and pauses, so many
+ * keys can take turns (as Porcupine's goroutines do) and the first violation found cancels
+ * the rest without waiting on a hard key. */
+typedef struct {
+    PyObject_HEAD
+    int n_ops, n_entries, words, head, entry;
+    int32_t *prev, *next, *eop, *match, *stack_e, *stack_s, *best, *call_of;
+    uint64_t *bits;
+    Cache cache;
+    Model m;
+    Py_buffer fb, ab, bb, ob;
+    PyObject *step;
+    int32_t state, depth, best_len, stuck, lo, hi;
+    int code;  /* -1 running, 0 not linearizable, 1 linearizable, 2 stopped (budget, cancel) */
+    long long steps;
+} Search;
+
+static void Search_dealloc(Search *self) {
+    free(self->prev); free(self->next); free(self->eop); free(self->match); free(self->stack_e);
+    free(self->stack_s); free(self->best); free(self->call_of); free(self->bits);
+    if (self->cache.slots) cache_free(&self->cache);
+    free(self->m.memo.slots);
+    if (self->m.strs.bytes) strtab_free(&self->m.strs);
+    free(self->m.scratch);
+    if (self->fb.obj) PyBuffer_Release(&self->fb);
+    if (self->ab.obj) PyBuffer_Release(&self->ab);
+    if (self->bb.obj) PyBuffer_Release(&self->bb);
+    if (self->ob.obj) PyBuffer_Release(&self->ob);
+    Py_XDECREF(self->step);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Search_init(Search *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"events", "n_ops", "kind", "f", "a", "b", "out", "step", "init",
-                             "deadline", "max_configs", "cancel", "strings", NULL};
-    Py_buffer ev = {0}, fb = {0}, ab = {0}, bb = {0}, ob = {0}, cancel = {0};
-    int n_ops, kind, init;
-    PyObject *step = Py_None;
-    double deadline = 0;
-    long long max_configs = 0;
-    PyObject *strings = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*ii|y*y*y*y*OidLw*O", kwlist, &ev, &n_ops, &kind,
-                                     &fb, &ab, &bb, &ob, &step, &init, &deadline, &max_configs,
-                                     &cancel, &strings))
-        return NULL;
-    PyObject *result = NULL;
-    int32_t *prev = NULL, *next = NULL, *eop = NULL, *match = NULL, *stack_e = NULL,
-            *stack_s = NULL, *best = NULL;
-    uint64_t *bits = NULL;
-    Cache cache = {0};
-    Model m = {0};
-    PyThreadState *save = NULL;
+                             "strings", NULL};
+    Py_buffer ev = {0};
+    int n_ops, kind, init = 0;
+    PyObject *step = Py_None, *strings = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*ii|y*y*y*y*OiO", kwlist, &ev, &n_ops, &kind,
+                                     &self->fb, &self->ab, &self->bb, &self->ob, &step, &init,
+                                     &strings))
+        return -1;
+    int rc = -1;
+    Model *m = &self->m;
     int n_entries = 2 * n_ops;
-    if (ev.len != (Py_ssize_t)n_entries * 4) {
+    if (self->prev) {
+        PyErr_SetString(PyExc_RuntimeError, "a Search is initialised once");
+        PyBuffer_Release(&ev);
+        return -1;
+    }
+    self->code = -1;
+    if (n_ops < 0 || ev.len != (Py_ssize_t)n_entries * 4) {
         PyErr_Format(PyExc_ValueError, "events: want %d int32 entries, got %zd bytes", n_entries,
                      ev.len);
         goto done;
     }
     if (kind == MODEL_REGISTER) {
-        if (fb.len != n_ops * 4 || ab.len != n_ops * 4 || bb.len != n_ops * 4 || ob.len != n_ops * 4) {
+        if (self->fb.len != n_ops * 4 || self->ab.len != n_ops * 4 || self->bb.len != n_ops * 4 ||
+            self->ob.len != n_ops * 4) {
             PyErr_SetString(PyExc_ValueError, "register model: f, a, b, out want n_ops int32 each");
             goto done;
         }
-        m.f = fb.buf; m.a = ab.buf; m.b = bb.buf; m.out = ob.buf;
     } else if (kind == MODEL_KV) {
         /* strings: the values (bytes), whose ids are their positions; f, a, out per op */
-        if (fb.len != n_ops * 4 || ab.len != n_ops * 4 || ob.len != n_ops * 4 || !PyList_Check(strings)) {
+        if (self->fb.len != n_ops * 4 || self->ab.len != n_ops * 4 || self->ob.len != n_ops * 4 ||
+            !PyList_Check(strings)) {
             PyErr_SetString(PyExc_ValueError, "kv model: f, a, out want n_ops int32 each; strings a list");
             goto done;
         }
-        if (strtab_init(&m.strs) < 0 || memo_init(&m.memo) < 0) { PyErr_NoMemory(); goto done; }
+        if (strtab_init(&m->strs) < 0 || memo_init(&m->memo) < 0) { PyErr_NoMemory(); goto done; }
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(strings); i++) {
             char *p; Py_ssize_t n;
             if (PyBytes_AsStringAndSize(PyList_GET_ITEM(strings, i), &p, &n) < 0) goto done;
-            if (strtab_intern(&m.strs, p, n) != (int32_t)i) {
+            if (strtab_intern(&m->strs, p, n) != (int32_t)i) {
                 PyErr_SetString(PyExc_ValueError, "kv model: strings must be distinct");
                 goto done;
             }
         }
-        m.f = fb.buf; m.a = ab.buf; m.out = ob.buf;
     } else if (kind == MODEL_CALLBACK) {
         if (!PyCallable_Check(step)) { PyErr_SetString(PyExc_TypeError, "step must be callable"); goto done; }
-        if (memo_init(&m.memo) < 0) { PyErr_NoMemory(); goto done; }
+        if (memo_init(&m->memo) < 0) { PyErr_NoMemory(); goto done; }
     } else {
         PyErr_Format(PyExc_ValueError, "unknown model kind %d", kind);
         goto done;
     }
-    m.kind = kind;
-    m.step = step;
-    m.save = &save;
-    int words = (n_ops + 63) / 64 + 1;
-    int head = n_entries;  /* sentinel */
-    prev = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
-    next = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
-    eop = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
-    match = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
-    stack_e = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
-    stack_s = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
-    best = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
-    bits = calloc((size_t)words, sizeof(uint64_t));
-    if (!prev || !next || !eop || !match || !stack_e || !stack_s || !best || !bits ||
-        cache_init(&cache) < 0) {
+    m->kind = kind;
+    m->f = self->fb.buf; m->a = self->ab.buf; m->b = self->bb.buf; m->out = self->ob.buf;
+    Py_INCREF(step);
+    self->step = step;
+    m->step = step;
+    self->n_ops = n_ops;
+    self->n_entries = n_entries;
+    self->words = (n_ops + 63) / 64 + 1;
+    self->head = n_entries;  /* sentinel */
+    self->prev = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
+    self->next = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
+    self->eop = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
+    self->match = malloc(sizeof(int32_t) * (size_t)(n_entries + 1));
+    self->stack_e = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
+    self->stack_s = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
+    self->best = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
+    self->call_of = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
+    self->bits = calloc((size_t)self->words, sizeof(uint64_t));
+    if (!self->prev || !self->next || !self->eop || !self->match || !self->stack_e ||
+        !self->stack_s || !self->best || !self->call_of || !self->bits || cache_init(&self->cache) < 0) {
         PyErr_NoMemory();
         goto done;
     }
     /* events[i] = op id for a call, -(op id) - 1 for a return, in list order */
     const int32_t *evs = ev.buf;
-    int32_t *call_of = malloc(sizeof(int32_t) * (size_t)(n_ops + 1));
-    if (!call_of) { PyErr_NoMemory(); goto done; }
+    int32_t *call_of = self->call_of, *match = self->match, *next = self->next, *prev = self->prev;
     for (int i = 0; i < n_ops; i++) call_of[i] = -1;
-    int last = head;
+    int last = self->head;
     for (int i = 0; i < n_entries; i++) {
         int32_t e = evs[i];
         int op = e >= 0 ? e : -e - 1;
-        if (op >= n_ops) { free(call_of); PyErr_SetString(PyExc_ValueError, "event op out of range"); goto done; }
-        eop[i] = op;
+        if (op >= n_ops) { PyErr_SetString(PyExc_ValueError, "event op out of range"); goto done; }
+        self->eop[i] = op;
         if (e >= 0) { call_of[op] = i; match[i] = -1; }
         else {
-            if (call_of[op] < 0) { free(call_of); PyErr_Format(PyExc_ValueError, "op %d returns before its call", op); goto done; }
+            if (call_of[op] < 0) { PyErr_Format(PyExc_ValueError, "op %d returns before its call", op); goto done; }
             match[call_of[op]] = i; match[i] = -2;  /* -2: a return entry */
         }
         next[last] = i; prev[i] = last; last = i;
     }
     next[last] = -1;
-    free(call_of);
     for (int i = 0; i < n_entries; i++)
-        if (match[i] == -1) { PyErr_Format(PyExc_ValueError, "op %d never returns", eop[i]); goto done; }
+        if (match[i] == -1) { PyErr_Format(PyExc_ValueError, "op %d never returns", self->eop[i]); goto done; }
+    self->state = init; self->depth = 0; self->best_len = -1; self->stuck = -1;
+    self->lo = 0; self->hi = -1;
+    self->entry = next[self->head];
+    self->code = n_ops == 0 ? 1 : -1;
+    rc = 0;
+done:
+    PyBuffer_Release(&ev);
+    return rc;
+}
 
-    int32_t state = init, depth = 0, best_len = -1, stuck = -1, lo = 0, hi = -1;
-    int code = 1, err = 0;
-    long long steps = 0;
+/* run(max_steps=0, deadline=0.0, max_configs=0, cancel=None) -> code, -1 while paused */
+static PyObject *Search_run(Search *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"max_steps", "deadline", "max_configs", "cancel", NULL};
+    long long max_steps = 0, max_configs = 0;
+    double deadline = 0;
+    Py_buffer cancel = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|LdLw*", kwlist, &max_steps, &deadline,
+                                     &max_configs, &cancel))
+        return NULL;
+    if (self->code != -1) {
+        if (cancel.obj) PyBuffer_Release(&cancel);
+        return PyLong_FromLong(self->code);
+    }
+    Model *m = &self->m;
+    PyThreadState *save = NULL;
+    m->save = &save;
+    int32_t *prev = self->prev, *next = self->next, *eop = self->eop, *match = self->match;
+    uint64_t *bits = self->bits;
+    const int head = self->head, words = self->words;
+    int32_t state = self->state, depth = self->depth, lo = self->lo, hi = self->hi;
+    int entry = self->entry, code = -1, err = 0;
+    long long taken = 0, steps = self->steps;
     const volatile char *flag = cancel.buf && cancel.len ? (const volatile char *)cancel.buf : NULL;
     save = PyEval_SaveThread();
-    int entry = next[head];
     while (next[head] != -1) {
         if ((++steps & 4095) == 0) {
             if ((flag && *flag) || (deadline > 0 && now_s() > deadline) ||
-                (max_configs > 0 && cache.count >= max_configs)) { code = 2; break; }
+                (max_configs > 0 && self->cache.count >= max_configs)) { code = 2; break; }
         }
+        if (max_steps > 0 && ++taken > max_steps) break;  /* pause */
         if (match[entry] >= 0) {  /* a call */
             int op = eop[entry];
-            int32_t ns = model_step(&m, op, state);
+            int32_t ns = model_step(m, op, state);
             if (ns < -1) { err = ns; break; }
             if (ns >= 0) {
                 int w = op >> 6;
@@ -459,10 +520,10 @@ static PyObject *search(PyObject *self, PyObject *args, PyObject *kw) {
                 int32_t nw = nhi >= nlo ? nhi - nlo + 1 : 0;
                 uint64_t h = mix64((uint64_t)(uint32_t)ns ^ ((uint64_t)(uint32_t)nlo << 32));
                 for (int i = 0; i < nw; i++) h = mix64(h ^ bits[nlo + i]);
-                int added = cache_add(&cache, h, ns, nlo, bits + nlo, nw);
+                int added = cache_add(&self->cache, h, ns, nlo, bits + nlo, nw);
                 if (added < 0) { err = -3; break; }
                 if (added) {
-                    stack_e[depth] = entry; stack_s[depth] = state; depth++;
+                    self->stack_e[depth] = entry; self->stack_s[depth] = state; depth++;
                     state = ns; lo = nlo; hi = nhi;
                     int r = match[entry];  /* lift call and return */
                     next[prev[entry]] = next[entry];
@@ -476,15 +537,15 @@ static PyObject *search(PyObject *self, PyObject *args, PyObject *kw) {
             }
             entry = next[entry];
         } else {  /* a return: this op ended unlinearized */
-            if (depth > best_len) {
-                best_len = depth;
-                for (int i = 0; i < depth; i++) best[i] = eop[stack_e[i]];
-                stuck = eop[entry];
+            if (depth > self->best_len) {
+                self->best_len = depth;
+                for (int i = 0; i < depth; i++) self->best[i] = eop[self->stack_e[i]];
+                self->stuck = eop[entry];
             }
             if (depth == 0) { code = 0; break; }
             depth--;
-            int top = stack_e[depth];
-            state = stack_s[depth];
+            int top = self->stack_e[depth];
+            state = self->stack_s[depth];
             int op = eop[top], w = op >> 6;
             bits[w] &= ~(1ULL << (op & 63));
             if (w < lo) lo = w;
@@ -497,37 +558,61 @@ static PyObject *search(PyObject *self, PyObject *args, PyObject *kw) {
             entry = next[top];
         }
     }
+    if (code == -1 && !err && next[head] == -1) code = 1;
     PyEval_RestoreThread(save);
-    if (err == -3) { PyErr_NoMemory(); goto done; }
-    if (err) goto done;  /* the callback's exception */
-    PyObject *bl = PyList_New(best_len > 0 ? best_len : 0);
-    if (!bl) goto done;
-    for (int i = 0; i < best_len; i++) PyList_SET_ITEM(bl, i, PyLong_FromLong(best[i]));
-    result = Py_BuildValue("(iLNi)", code, (long long)cache.count, bl, stuck);
-done:
-    free(prev); free(next); free(eop); free(match); free(stack_e); free(stack_s); free(best);
-    free(bits);
-    cache_free(&cache);
-    free(m.memo.slots);
-    if (m.strs.bytes) strtab_free(&m.strs);
-    free(m.scratch);
-    PyBuffer_Release(&ev);
-    if (fb.obj) PyBuffer_Release(&fb);
-    if (ab.obj) PyBuffer_Release(&ab);
-    if (bb.obj) PyBuffer_Release(&bb);
-    if (ob.obj) PyBuffer_Release(&ob);
+    m->save = NULL;
     if (cancel.obj) PyBuffer_Release(&cancel);
-    return result;
+    self->state = state; self->depth = depth; self->lo = lo; self->hi = hi; self->entry = entry;
+    self->steps = steps;
+    if (err == -3) { self->code = 2; return PyErr_NoMemory(); }
+    if (err) { self->code = 2; return NULL; }  /* the callback's exception */
+    if (code != -1) self->code = code;
+    return PyLong_FromLong(code);
 }
 
-static PyMethodDef methods[] = {
-    {"search", (PyCFunction)(void (*)(void))search, METH_VARARGS | METH_KEYWORDS,
-     "search(events, n_ops, kind, f=b'', a=b'', b=b'', out=b'', step=None, init=0, deadline=0.0, "
-     "max_configs=0, cancel=None, strings=None) -> (code, explored, deepest op ids, stuck op id)"},
+/* result() -> (code, explored, deepest op ids, stuck op id) */
+static PyObject *Search_result(Search *self, PyObject *unused) {
+    int n = self->best_len > 0 ? self->best_len : 0;
+    PyObject *bl = PyList_New(n);
+    if (!bl) return NULL;
+    for (int i = 0; i < n; i++) PyList_SET_ITEM(bl, i, PyLong_FromLong(self->best[i]));
+    return Py_BuildValue("(iLNi)", self->code, (long long)self->cache.count, bl, self->stuck);
+}
+
+static PyMethodDef Search_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))Search_run, METH_VARARGS | METH_KEYWORDS,
+     "run(max_steps=0, deadline=0.0, max_configs=0, cancel=None) -> 1 linearizable, 0 not, "
+     "2 stopped (deadline, max_configs or cancel), -1 paused after max_steps"},
+    {"result", (PyCFunction)Search_result, METH_NOARGS,
+     "result() -> (code, configurations explored, deepest op ids, op stuck after them or -1)"},
     {NULL, NULL, 0, NULL}};
+
+static PyTypeObject SearchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "checkers._wgl.Search",
+    .tp_basicsize = sizeof(Search),
+    .tp_dealloc = (destructor)Search_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Search(events, n_ops, kind, f=b'', a=b'', b=b'', out=b'', step=None, init=0, "
+              "strings=None): one key's Wing-Gong-Lowe search, run in slices",
+    .tp_methods = Search_methods,
+    .tp_init = (initproc)Search_init,
+    .tp_new = PyType_GenericNew,
+};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wgl",
                                     "The native Wing-Gong-Lowe search (see checkers/wgl.py).", -1,
-                                    methods};
+                                    NULL};
 
-PyMODINIT_FUNC PyInit__wgl(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__wgl(void) {
+    if (PyType_Ready(&SearchType) < 0) return NULL;
+    PyObject *mod = PyModule_Create(&module);
+    if (!mod) return NULL;
+    Py_INCREF(&SearchType);
+    if (PyModule_AddObject(mod, "Search", (PyObject *)&SearchType) < 0) {
+        Py_DECREF(&SearchType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}

@@ -26,8 +26,9 @@ operations the deepest partial linearization could not get past) or
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable
 
@@ -296,31 +297,58 @@ def _python_check(model: Model, parts, deadline: float | None) -> tuple[dict, se
     return results, set(active)
 
 
+NATIVE_SLICE_STEPS = 4096
+
+
 def _native_check(model: Model, parts, deadline: float | None, threads: int | None,
                   max_configs: int) -> tuple[dict, set]:
-    """Keys on a small thread pool (the register kernel runs without the GIL); the first
-    invalid key cancels the rest."""
-    from .wgl import native_search
+    """Keys take turns of NATIVE_SLICE_STEPS steps in the C kernel on as many threads as
+    there are cores (the kernel runs without the GIL), as Porcupine runs a goroutine per
+    key: an easy violation is found while a hard valid key is still being searched, and the
+    first key found not linearizable stops the others."""
+    from collections import deque
+
+    from .wgl import KeySearch
     cancel = bytearray(1)
     results: dict[int, KeyResult] = {}
-    kw = {"deadline": deadline or 0.0, "max_configs": max_configs, "cancel": cancel}
     if not parts:
         return results, set()
-    if len(parts) == 1:
-        key, p = parts[0]
-        results[0] = native_search(model, p, key, **kw)
-        return results, set()
-    # One thread per key (up to 16), as Porcupine runs a goroutine per partition: the OS
-    # interleaves them, so an easy violation is found while a hard valid key is searched.
-    workers = threads or min(len(parts), 16)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wgl") as pool:
-        futures = {pool.submit(native_search, model, p, key, **kw): i
-                   for i, (key, p) in enumerate(parts)}
-        for fut in as_completed(futures):
-            r = fut.result()
-            results[futures[fut]] = r
+    pending = deque((i, KeySearch(model, p, key)) for i, (key, p) in enumerate(parts))
+    lock = threading.Lock()
+    slice_steps = NATIVE_SLICE_STEPS if len(pending) > 1 else 0
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not pending or cancel[0]:
+                    return
+                i, s = pending.popleft()
+            try:
+                done = s.step(slice_steps, deadline or 0.0, max_configs, cancel)
+            except BaseException as exc:  # a model's step raised: stop, and say so below
+                errors.append(exc)
+                cancel[0] = 1
+                return
+            if not done:
+                with lock:
+                    pending.append((i, s))
+                continue
+            r = s.result()
+            results[i] = r
             if r.valid is False:
                 cancel[0] = 1
+    n = threads or min(len(pending), os.cpu_count() or 2)
+    if n <= 1:
+        worker()
+    else:
+        pool = [threading.Thread(target=worker, name=f"wgl-{k}") for k in range(n)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    if errors:
+        raise errors[0]
     return results, set()
 
 

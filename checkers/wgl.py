@@ -105,47 +105,67 @@ def _kv_arrays(ops: list[Operation], init) -> tuple | None:
     return f, a, out, [v.encode() for v in intern.values]
 
 
+class KeySearch:
+    """One key's search in C, run in slices (``step``) or to the end (``finish``)."""
+
+    def __init__(self, model: Model, ops: list[Operation], key: Any = None) -> None:
+        if _wgl is None:
+            raise RuntimeError("the native checker (checkers/_wgl.c) is not built: run make setup")
+        self.model, self.key, self.total = model, key, len(ops)
+        self.ops = ops = model.prepare(ops)
+        self.search = None
+        if not ops:
+            return
+        ev = events(ops)
+        if model.native == "register":
+            intern = _Interner()
+            init = intern(model.init())
+            f, a, b, out = _register_arrays(ops, intern)
+            self.search = _wgl.Search(ev, len(ops), REGISTER, f, a, b, out, None, init)
+        elif model.native == "kv" and (enc := _kv_arrays(ops, model.init())) is not None:
+            f, a, out, strings = enc
+            self.search = _wgl.Search(ev, len(ops), KV, f, a, b"", out, None, 0, strings)
+        else:
+            states = _Interner()
+            init = states(model.init())
+            values, step = states.values, model.step
+
+            def callback(i: int, s: int) -> int:
+                op = ops[i]
+                ok, ns = step(values[s], op.input, op.output)
+                return states(ns) if ok else -1
+            self.search = _wgl.Search(ev, len(ops), CALLBACK, b"", b"", b"", b"", callback, init)
+
+    def step(self, max_steps: int = 0, deadline: float = 0.0, max_configs: int = 0,
+             cancel: bytearray | None = None) -> bool:
+        """Run up to ``max_steps`` steps (0: no limit); True once decided or stopped."""
+        if self.search is None:
+            return True
+        kw = {"max_steps": max_steps, "deadline": deadline or 0.0, "max_configs": max_configs}
+        if cancel is not None:
+            kw["cancel"] = cancel
+        return self.search.run(**kw) != -1
+
+    def result(self) -> KeyResult:
+        if self.search is None:
+            return KeyResult(self.key, True, self.total)
+        code, explored, best, stuck = self.search.result()
+        if code == 1:
+            return KeyResult(self.key, True, self.total, explored=explored)
+        if code == 0:
+            ops = self.ops
+            return invalid(self.model, self.key, self.total, ops, [ops[i] for i in best],
+                           ops[stuck] if stuck >= 0 else None, explored)
+        return KeyResult(self.key, "unknown", self.total, explored=explored)
+
+
 def native_search(model: Model, ops: list[Operation], key: Any = None, *,
                   deadline: float = 0.0, max_configs: int = 0,
                   cancel: bytearray | None = None) -> KeyResult:
-    """One key's search in C; ``deadline`` is ``time.monotonic()`` seconds (0: none)."""
-    if _wgl is None:
-        raise RuntimeError("the native checker (checkers/_wgl.c) is not built: run make setup")
-    total = len(ops)
-    ops = model.prepare(ops)
-    if not ops:
-        return KeyResult(key, True, total)
-    ev = events(ops)
-    kw = {"deadline": deadline or 0.0, "max_configs": max_configs}
-    if cancel is not None:
-        kw["cancel"] = cancel
-    if model.native == "register":
-        intern = _Interner()
-        init = intern(model.init())
-        f, a, b, out = _register_arrays(ops, intern)
-        code, explored, best, stuck = _wgl.search(ev, len(ops), REGISTER, f, a, b, out, None,
-                                                  init, **kw)
-    elif model.native == "kv" and (enc := _kv_arrays(ops, model.init())) is not None:
-        f, a, out, strings = enc
-        code, explored, best, stuck = _wgl.search(ev, len(ops), KV, f, a, b"", out, None, 0,
-                                                  strings=strings, **kw)
-    else:
-        states = _Interner()
-        init = states(model.init())
-        values, step = states.values, model.step
-
-        def callback(i: int, s: int) -> int:
-            op = ops[i]
-            ok, ns = step(values[s], op.input, op.output)
-            return states(ns) if ok else -1
-        code, explored, best, stuck = _wgl.search(ev, len(ops), CALLBACK, b"", b"", b"", b"",
-                                                  callback, init, **kw)
-    if code == 1:
-        return KeyResult(key, True, total, explored=explored)
-    if code == 2:
-        return KeyResult(key, "unknown", total, explored=explored)
-    return invalid(model, key, total, ops, [ops[i] for i in best],
-                   ops[stuck] if stuck >= 0 else None, explored)
+    """One key's search in C to the end; ``deadline`` is ``time.monotonic()`` seconds (0: none)."""
+    s = KeySearch(model, ops, key)
+    s.step(0, deadline, max_configs, cancel)
+    return s.result()
 
 
-__all__ = ["AVAILABLE", "native_search", "events", "INF"]
+__all__ = ["AVAILABLE", "KeySearch", "native_search", "events", "INF"]

@@ -177,6 +177,12 @@ def _compare(model_name: str, rows: list[dict], **kw):
         m = hm.model()
         n, p = wgl.native_search(m, ops, key), python_key(m, ops, key)
         same(n, p)
+        # paused and resumed every few steps (as keys take turns): the same search
+        sliced = wgl.KeySearch(m, ops, key)
+        step = 1 + len(ops) % 5
+        while not sliced.step(max_steps=step):
+            pass
+        same(sliced.result(), n)
         yield n.valid
 
 
@@ -216,6 +222,18 @@ def test_generated_histories_are_linearizable_before_mutation():
         initial = rng.choice([None, 0])
         rows = _register_history(rng, "cas-register", initial)
         assert all(_compare("cas-register", rows, initial=initial, nil_read="value")), rows
+
+
+@pytest.mark.parametrize("n", [2, 7, 57])
+def test_a_search_in_slices_equals_one_to_the_end(n):
+    hm = get_model("etcd")
+    [(key, ops)] = hm.operations(read_history(CORPUS / "jepsen" / f"etcd_{n:03d}.log"), False)
+    sliced = wgl.KeySearch(hm.model(False), ops, key)
+    turns = 0
+    while not sliced.step(max_steps=4096):
+        turns += 1
+    assert turns > 0 or n == 57
+    same(sliced.result(), wgl.native_search(hm.model(False), ops, key))
 
 
 def test_cancel_and_budget_give_unknown():
