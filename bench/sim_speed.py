@@ -30,7 +30,7 @@ def main() -> None:
         t0 = time.perf_counter()
         r = Simulation(seed, a.nodes, a.duration_s).run()
         t1 = time.perf_counter()
-        model = get_model("cas-register")
+        model = get_model("cas-register", nil_read="value")  # nil: the key holds nothing
         check(model.model(), (), keyed=model.operations(r.history))
         t2 = time.perf_counter()
         sim_s = r.sim_ms / 1000

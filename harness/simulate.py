@@ -44,7 +44,7 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
     outcome = Outcome(seed, result.ok, result.invariant, result.detail, result.event_index,
                       result.trace_hash, result, 0.0)
     if result.ok:
-        model = get_model("cas-register")
+        model = get_model("cas-register", nil_read="value")  # nil: the key holds nothing
         lin = check(model.model(), (), timeout_s=LINEARIZABILITY_BUDGET_S,
                     keyed=model.operations(result.history))
         if lin.valid is not True:
