@@ -227,9 +227,12 @@ def test_planted_register_bug_is_invalid_in_4_of_5_seeds(docker_client, node_ima
 
 
 def test_ctrl_c_tears_down_and_keeps_the_history(docker_client, node_image, tmp_path):
+    # Started as a non-interactive shell starts a background job (or as pytest-xdist's
+    # workers start children): SIGINT ignored at exec. The run must honour it all the same.
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--seed", "5",
                              "--results-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     lines = []
     try:
         for line in proc.stdout:
