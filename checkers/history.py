@@ -42,20 +42,21 @@ def pair(rows: Iterable[dict]) -> Iterator[tuple[dict, dict | None]]:
     """
     pending: dict = {}
     for row in rows:
-        if row.get("process") == "nemesis":
+        proc, typ = row.get("process"), row.get("type")
+        if proc == "nemesis":
             continue
-        for fld in REQUIRED:
-            if row.get(fld) is None:
-                raise HistoryError(f"{_where(row)}: missing field {fld!r}")
-        proc, typ = row["process"], row["type"]
-        if typ not in TYPES:
-            raise HistoryError(f"{_where(row)}: unknown type {typ!r} (one of {', '.join(TYPES)})")
+        if proc is None or typ is None or row.get("f") is None:
+            for fld in REQUIRED:
+                if row.get(fld) is None:
+                    raise HistoryError(f"{_where(row)}: missing field {fld!r}")
         if typ == "invoke":
             if proc in pending:
                 raise HistoryError(f"{_where(row)}: process {proc} invoked while its operation "
                                    f"at {_where(pending[proc])} is open")
             pending[proc] = row
             continue
+        if typ not in TYPES:
+            raise HistoryError(f"{_where(row)}: unknown type {typ!r} (one of {', '.join(TYPES)})")
         inv = pending.pop(proc, None)
         if inv is None:
             if typ == "info":

@@ -297,7 +297,7 @@ def _python_check(model: Model, parts, deadline: float | None) -> tuple[dict, se
     return results, set(active)
 
 
-NATIVE_SLICE_STEPS = 4096
+NATIVE_SLICE_STEPS = 1024
 
 
 def _native_check(model: Model, parts, deadline: float | None, threads: int | None,

@@ -122,6 +122,9 @@ def _indexed(rows: Iterable[dict]) -> Iterable[dict]:
 
 def hashable(v):
     """EDN vectors and maps as tuples, so values can be states and cache keys."""
+    t = type(v)
+    if t is str or t is int or v is None:
+        return v
     if isinstance(v, list):
         return tuple(hashable(x) for x in v)
     if isinstance(v, dict):
