@@ -91,11 +91,15 @@ def _atom(tok: str, where) -> Any:
     return tok  # a symbol
 
 
-def _hashable(v):
+def hashable(v):
+    """Vectors and maps as tuples, so values can be map keys, states and cache keys."""
+    t = type(v)
+    if t is str or t is int or v is None:
+        return v
     if isinstance(v, list):
-        return tuple(_hashable(x) for x in v)
+        return tuple(hashable(x) for x in v)
     if isinstance(v, dict):
-        return tuple(sorted(((_hashable(k), _hashable(x)) for k, x in v.items()), key=repr))
+        return tuple(sorted(((hashable(k), hashable(x)) for k, x in v.items()), key=repr))
     return v
 
 
@@ -264,7 +268,7 @@ def _close(frame: _Frame, path) -> Any:
         try:
             value[k] = items[i + 1]
         except TypeError:
-            value[_hashable(k)] = items[i + 1]
+            value[hashable(k)] = items[i + 1]
     return value
 
 

@@ -171,18 +171,6 @@ def iter_jsonl(path: Path) -> Iterator[dict]:
             yield row
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    return list(iter_jsonl(path))
-
-
-def read_edn(path: Path) -> list[dict]:
-    return list(iter_edn(Path(path)))
-
-
-def read_jepsen_log(path: Path) -> list[dict]:
-    return list(iter_jepsen_log(Path(path)))
-
-
 def _sniff(path: Path) -> str:
     """The first significant text of a file: skips blank lines and ``;`` comments."""
     with open(path, encoding="utf-8", errors="replace") as f:

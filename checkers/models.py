@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
+from .edn import hashable
 from .history import HistoryError, pair
 from .linearizability import INF, UNKNOWN, Model, Operation
 
@@ -118,18 +119,6 @@ def _indexed(rows: Iterable[dict]) -> Iterable[dict]:
     """Rows with their position as ``index`` where they carry none."""
     for i, row in enumerate(rows):
         yield row if "index" in row else {**row, "index": i}
-
-
-def hashable(v):
-    """EDN vectors and maps as tuples, so values can be states and cache keys."""
-    t = type(v)
-    if t is str or t is int or v is None:
-        return v
-    if isinstance(v, list):
-        return tuple(hashable(x) for x in v)
-    if isinstance(v, dict):
-        return tuple(sorted(((hashable(k), hashable(x)) for k, x in v.items()), key=repr))
-    return v
 
 
 def _where(row: dict) -> str:

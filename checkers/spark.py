@@ -132,7 +132,6 @@ def check_linearizability(parquet_path: str, model_name: str, *, initial=None, p
     # as the in-process threads do, so a hard valid key must not delay a violation).
     decided: dict = {}
     round_budget, spent = min(1.0, budget_s), 0.0
-    grouped = df.groupBy("key")
     while True:
         todo = df if not decided else df.filter(~F.col("key").isin(
             [k for k, r in decided.items() if r.valid != "unknown" and k is not None]))

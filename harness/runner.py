@@ -381,10 +381,7 @@ class Campaign:
             cut = sorted(n for n, drops in g.items() if drops)
             if not cut:
                 self.note_fault(step, "skipped", f"the {step.spec} shape cuts no link now")
-
-                async def nothing():
-                    pass
-                return nothing
+                return _nothing
             await self.cut(g, {"shape": step.spec, "grudge": grudge_value(g)})
             self.note_fault(step, "happened", nodes=cut)
             label = f"partition {step.spec}"
@@ -396,10 +393,7 @@ class Campaign:
             targets = node_targets(step.spec, self.ids, rng, controller, leader)
             if not targets:
                 self.note_fault(step, "skipped", f"no node matches the target {step.spec!r} now")
-
-                async def nothing():
-                    pass
-                return nothing
+                return _nothing
             label, undo = await self._start_on_nodes(step, targets, opts, rng)
             self.note_fault(step, "happened", nodes=sorted(targets))
         self.active[fid] = label
@@ -555,6 +549,10 @@ class Campaign:
         self.log(f"recovery: waiting {cfg.recovery_s:g} s")
         await asyncio.sleep(cfg.recovery_s)
         await self.final_phase()
+
+
+async def _nothing() -> None:
+    """The undo of a fault step that was skipped."""
 
 
 def _install_sigterm() -> None:
