@@ -477,14 +477,15 @@ done:
     return rc;
 }
 
-/* run(max_steps=0, deadline=0.0, max_configs=0, cancel=None) -> code, -1 while paused */
+/* run(max_steps=0, deadline=0.0, max_configs=0, cancel=None, pause_at=0.0)
+   -> code, -1 while paused */
 static PyObject *Search_run(Search *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"max_steps", "deadline", "max_configs", "cancel", NULL};
+    static char *kwlist[] = {"max_steps", "deadline", "max_configs", "cancel", "pause_at", NULL};
     long long max_steps = 0, max_configs = 0;
-    double deadline = 0;
+    double deadline = 0, pause_at = 0;
     Py_buffer cancel = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|LdLw*", kwlist, &max_steps, &deadline,
-                                     &max_configs, &cancel))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|LdLw*d", kwlist, &max_steps, &deadline,
+                                     &max_configs, &cancel, &pause_at))
         return NULL;
     if (self->code != -1) {
         if (cancel.obj) PyBuffer_Release(&cancel);
@@ -507,6 +508,7 @@ static PyObject *Search_run(Search *self, PyObject *args, PyObject *kw) {
                 (max_configs > 0 && self->cache.count >= max_configs)) { code = 2; break; }
         }
         if (max_steps > 0 && ++taken > max_steps) break;  /* pause */
+        if (pause_at > 0 && (steps & 127) == 0 && now_s() > pause_at) break;  /* a time slice */
         if (match[entry] >= 0) {  /* a call */
             int op = eop[entry];
             int32_t ns = model_step(m, op, state);
@@ -581,8 +583,9 @@ static PyObject *Search_result(Search *self, PyObject *unused) {
 
 static PyMethodDef Search_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Search_run, METH_VARARGS | METH_KEYWORDS,
-     "run(max_steps=0, deadline=0.0, max_configs=0, cancel=None) -> 1 linearizable, 0 not, "
-     "2 stopped (deadline, max_configs or cancel), -1 paused after max_steps"},
+     "run(max_steps=0, deadline=0.0, max_configs=0, cancel=None, pause_at=0.0) -> "
+     "1 linearizable, 0 not, 2 stopped (deadline, max_configs or cancel), -1 paused after "
+     "max_steps or at pause_at (time.monotonic() seconds)"},
     {"result", (PyCFunction)Search_result, METH_NOARGS,
      "result() -> (code, configurations explored, deepest op ids, op stuck after them or -1)"},
     {NULL, NULL, 0, NULL}};
@@ -600,9 +603,59 @@ static PyTypeObject SearchType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* events(calls, rets) -> bytes: the entry list as wgl.events builds it (the reference):
+   calls and returns ordered by time, a call before a return at the same instant, then by
+   op id; an op id for a call, -(id) - 1 for a return. calls, rets: float64 per op. */
+typedef struct { double t; int32_t kind, op; } Ev;
+
+static int ev_cmp(const void *x, const void *y) {
+    const Ev *a = x, *b = y;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    if (a->kind != b->kind) return a->kind - b->kind;
+    return (a->op > b->op) - (a->op < b->op);
+}
+
+static PyObject *wgl_events(PyObject *mod, PyObject *args) {
+    Py_buffer cb, rb;
+    if (!PyArg_ParseTuple(args, "y*y*", &cb, &rb)) return NULL;
+    PyObject *res = NULL;
+    Ev *evs = NULL;
+    Py_ssize_t n = cb.len / (Py_ssize_t)sizeof(double);
+    if (cb.len != rb.len || cb.len % (Py_ssize_t)sizeof(double) || n > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "events: calls and rets want one float64 per op each");
+        goto done;
+    }
+    const double *calls = cb.buf, *rets = rb.buf;
+    evs = malloc(sizeof(Ev) * (size_t)(2 * n + 1));
+    if (!evs) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (calls[i] != calls[i] || rets[i] != rets[i]) {
+            PyErr_Format(PyExc_ValueError, "events: op %zd has a NaN time", i);
+            goto done;
+        }
+        evs[2 * i] = (Ev){calls[i], 0, (int32_t)i};
+        evs[2 * i + 1] = (Ev){rets[i], 1, (int32_t)i};
+    }
+    qsort(evs, (size_t)(2 * n), sizeof(Ev), ev_cmp);
+    res = PyBytes_FromStringAndSize(NULL, 2 * n * (Py_ssize_t)sizeof(int32_t));
+    if (!res) goto done;
+    int32_t *out = (int32_t *)PyBytes_AS_STRING(res);
+    for (Py_ssize_t i = 0; i < 2 * n; i++) out[i] = evs[i].kind ? -evs[i].op - 1 : evs[i].op;
+done:
+    free(evs);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&rb);
+    return res;
+}
+
+static PyMethodDef module_methods[] = {
+    {"events", wgl_events, METH_VARARGS,
+     "events(calls, rets) -> bytes of int32: the entry list (see checkers/wgl.py events)"},
+    {NULL, NULL, 0, NULL}};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wgl",
                                     "The native Wing-Gong-Lowe search (see checkers/wgl.py).", -1,
-                                    NULL};
+                                    module_methods};
 
 PyMODINIT_FUNC PyInit__wgl(void) {
     if (PyType_Ready(&SearchType) < 0) return NULL;

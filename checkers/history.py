@@ -41,20 +41,21 @@ def pair(rows: Iterable[dict]) -> Iterator[tuple[dict, dict | None]]:
     report) and is skipped; an ``ok`` or ``fail`` with none is an error.
     """
     pending: dict = {}
+    get = dict.get
     for row in rows:
-        proc, typ = row.get("process"), row.get("type")
+        proc, typ = get(row, "process"), get(row, "type")
         if proc == "nemesis":
             continue
-        if proc is None or typ is None or row.get("f") is None:
-            for fld in REQUIRED:
-                if row.get(fld) is None:
-                    raise HistoryError(f"{_where(row)}: missing field {fld!r}")
         if typ == "invoke":
             if proc in pending:
                 raise HistoryError(f"{_where(row)}: process {proc} invoked while its operation "
                                    f"at {_where(pending[proc])} is open")
+            if proc is None or get(row, "f") is None:
+                _missing(row)
             pending[proc] = row
             continue
+        if proc is None or typ is None or get(row, "f") is None:
+            _missing(row)
         if typ not in TYPES:
             raise HistoryError(f"{_where(row)}: unknown type {typ!r} (one of {', '.join(TYPES)})")
         inv = pending.pop(proc, None)
@@ -65,6 +66,12 @@ def pair(rows: Iterable[dict]) -> Iterator[tuple[dict, dict | None]]:
         yield inv, row
     for inv in pending.values():
         yield inv, None
+
+
+def _missing(row: dict):
+    for fld in REQUIRED:
+        if row.get(fld) is None:
+            raise HistoryError(f"{_where(row)}: missing field {fld!r}")
 
 
 def _where(row: dict) -> str:

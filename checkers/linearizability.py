@@ -30,13 +30,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable, NamedTuple
 
 INF = math.inf
 
 
-@dataclass(frozen=True, slots=True)
-class Operation:
+class Operation(NamedTuple):
+    """One client operation (immutable; a tuple, as a history holds millions of them)."""
     process: Any
     input: Any
     output: Any  # UNKNOWN for indeterminate operations
@@ -297,15 +297,25 @@ def _python_check(model: Model, parts, deadline: float | None) -> tuple[dict, se
     return results, set(active)
 
 
-NATIVE_SLICE_STEPS = 1024
+# A key's turn in the C kernel. Turns are equal in time, not in steps: a step costs from
+# tens of nanoseconds (small states) to microseconds (long kv strings, large bitsets), and a
+# key that fails quickly must not wait for step-equal turns of keys whose steps are slow.
+NATIVE_SLICE_S = 50e-6
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # taskset and cgroup cpusets, unlike cpu_count
+    except (AttributeError, OSError):
+        return os.cpu_count() or 2
 
 
 def _native_check(model: Model, parts, deadline: float | None, threads: int | None,
                   max_configs: int) -> tuple[dict, set]:
-    """Keys take turns of NATIVE_SLICE_STEPS steps in the C kernel on as many threads as
-    there are cores (the kernel runs without the GIL), as Porcupine runs a goroutine per
-    key: an easy violation is found while a hard valid key is still being searched, and the
-    first key found not linearizable stops the others."""
+    """Keys take turns of NATIVE_SLICE_S seconds in the C kernel on as many threads as
+    this process may use cores (the kernel runs without the GIL), as Porcupine runs a
+    goroutine per key: an easy violation is found while a hard valid key is still being
+    searched, and the first key found not linearizable stops the others."""
     from collections import deque
 
     from .wgl import KeySearch
@@ -315,7 +325,7 @@ def _native_check(model: Model, parts, deadline: float | None, threads: int | No
         return results, set()
     pending = deque((i, KeySearch(model, p, key)) for i, (key, p) in enumerate(parts))
     lock = threading.Lock()
-    slice_steps = NATIVE_SLICE_STEPS if len(pending) > 1 else 0
+    sliced = len(pending) > 1
     errors: list[BaseException] = []
 
     def worker() -> None:
@@ -325,7 +335,8 @@ def _native_check(model: Model, parts, deadline: float | None, threads: int | No
                     return
                 i, s = pending.popleft()
             try:
-                done = s.step(slice_steps, deadline or 0.0, max_configs, cancel)
+                done = s.step(0, deadline or 0.0, max_configs, cancel,
+                              time.monotonic() + NATIVE_SLICE_S if sliced else 0.0)
             except BaseException as exc:  # a model's step raised: stop, and say so below
                 errors.append(exc)
                 cancel[0] = 1
@@ -338,7 +349,7 @@ def _native_check(model: Model, parts, deadline: float | None, threads: int | No
             results[i] = r
             if r.valid is False:
                 cancel[0] = 1
-    n = threads or min(len(pending), os.cpu_count() or 2)
+    n = threads or min(len(pending), _cores())
     if n <= 1:
         worker()
     else:

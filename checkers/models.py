@@ -107,18 +107,21 @@ class HistoryModel:
 
     def operations(self, rows: Iterable[dict], partition: bool = True) -> list[tuple[object, list[Operation]]]:
         by_key: dict = defaultdict(list)
+        keyed = partition and self.partitioned_by_key
+        operation = self.operation
         for inv, done in pair(_indexed(rows)):
-            op = self.operation(inv, done)
+            op = operation(inv, done)
             if op is not None:
-                by_key[hashable(inv.get("key")) if (partition and self.partitioned_by_key)
-                       else None].append(op)
+                by_key[hashable(inv.get("key")) if keyed else None].append(op)
         return sorted(by_key.items(), key=lambda kv: repr(kv[0]))
 
 
 def _indexed(rows: Iterable[dict]) -> Iterable[dict]:
     """Rows with their position as ``index`` where they carry none."""
     for i, row in enumerate(rows):
-        yield row if "index" in row else {**row, "index": i}
+        if "index" not in row:
+            row = {**row, "index": i}
+        yield row
 
 
 def _where(row: dict) -> str:
@@ -208,20 +211,27 @@ class KvModel(HistoryModel):
 
     def operation(self, inv, done):
         f = inv["f"]
-        if f not in ("get", "put", "append"):
+        if f not in _KV_OPS:
             raise HistoryError(f"{_where(inv)}: the kv model has no operation {f!r}")
-        key = hashable(inv.get("key"))
         typ = done["type"] if done is not None else "info"
         if typ == "fail" or (f == "get" and typ != "ok"):
             return None
-        inp = (f, key, hashable(inv.get("value")) if f != "get" else None)
-        call, ret = _span(inv, done)
+        key = hashable(inv.get("key"))
         if typ == "info":
-            return Operation(inv["process"], inp, UNKNOWN, call, INF, inv["index"])
-        out = hashable(done.get("value")) if f == "get" else None
-        if f == "get" and out is None:
-            out = ""
-        return Operation(inv["process"], inp, out, call, ret, inv["index"])
+            return Operation(inv["process"], (f, key, hashable(inv.get("value"))), UNKNOWN,
+                             inv["index"], INF, inv["index"])
+        if f == "get":
+            inp = (f, key, None)
+            out = hashable(done.get("value"))
+            if out is None:
+                out = ""
+        else:
+            inp = (f, key, hashable(inv.get("value")))
+            out = None
+        return Operation(inv["process"], inp, out, inv["index"], done["index"], inv["index"])
+
+
+_KV_OPS = frozenset(("get", "put", "append"))
 
 
 def _mutex_step(state, inp, out):

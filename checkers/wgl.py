@@ -38,7 +38,10 @@ OUT_OK, OUT_UNKNOWN, OUT_FAIL = 0, 1, 2
 
 
 def events(ops: list[Operation]) -> array:
-    """The entry list: calls and returns by time, a call before a return at the same instant."""
+    """The entry list: calls and returns by time, a call before a return at the same instant.
+
+    The reference for ``_wgl.events``, which the kernel's callers use (the differential
+    tests hold the two equal)."""
     order = []
     for i, op in enumerate(ops):
         order.append((op.call, 0, i, i))
@@ -86,23 +89,27 @@ def _register_arrays(ops: list[Operation], intern: _Interner):
     return f, a, b, out
 
 
+_KV_CODES = {"get": KV_GET, "put": KV_PUT, "append": KV_APPEND}
+
+
 def _kv_arrays(ops: list[Operation], init) -> tuple | None:
     """The kv kernel's encoding, or None where a value is not a string (the callback serves)."""
     if not isinstance(init, str):
         return None
-    intern = _Interner()
-    intern(init)
-    f, a, out = array("i"), array("i"), array("i")
-    codes = {"get": KV_GET, "put": KV_PUT, "append": KV_APPEND}
+    ids = {init: 0}  # value -> id, in the order first seen
+    f, a, out = [], [], []
+    codes = _KV_CODES
     for op in ops:
         kind, _key, value = op.input
-        v = op.output if kind == "get" else value
-        if kind not in codes or (v is not UNKNOWN and not isinstance(v, str)):
+        o = op.output
+        v = o if kind == "get" else value
+        code = codes.get(kind)
+        if code is None or (v is not UNKNOWN and not isinstance(v, str)):
             return None
-        f.append(codes[kind])
-        a.append(intern(v) if v is not UNKNOWN else 0)
-        out.append(OUT_UNKNOWN if op.output is UNKNOWN else OUT_OK)
-    return f, a, out, [v.encode() for v in intern.values]
+        f.append(code)
+        a.append(0 if v is UNKNOWN else ids.setdefault(v, len(ids)))
+        out.append(OUT_UNKNOWN if o is UNKNOWN else OUT_OK)
+    return array("i", f), array("i", a), array("i", out), [v.encode() for v in ids]
 
 
 class KeySearch:
@@ -116,7 +123,7 @@ class KeySearch:
         self.search = None
         if not ops:
             return
-        ev = events(ops)
+        ev = _wgl.events(array("d", [op.call for op in ops]), array("d", [op.ret for op in ops]))
         if model.native == "register":
             intern = _Interner()
             init = intern(model.init())
@@ -137,11 +144,13 @@ class KeySearch:
             self.search = _wgl.Search(ev, len(ops), CALLBACK, b"", b"", b"", b"", callback, init)
 
     def step(self, max_steps: int = 0, deadline: float = 0.0, max_configs: int = 0,
-             cancel: bytearray | None = None) -> bool:
-        """Run up to ``max_steps`` steps (0: no limit); True once decided or stopped."""
+             cancel: bytearray | None = None, pause_at: float = 0.0) -> bool:
+        """Run up to ``max_steps`` steps (0: no limit) or until ``pause_at``
+        (``time.monotonic()`` seconds; 0: none); True once decided or stopped."""
         if self.search is None:
             return True
-        kw = {"max_steps": max_steps, "deadline": deadline or 0.0, "max_configs": max_configs}
+        kw = {"max_steps": max_steps, "deadline": deadline or 0.0, "max_configs": max_configs,
+              "pause_at": pause_at}
         if cancel is not None:
             kw["cancel"] = cancel
         return self.search.run(**kw) != -1

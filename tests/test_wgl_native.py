@@ -230,6 +230,38 @@ def test_a_search_in_slices_equals_one_to_the_end(n):
     same(sliced.result(), wgl.native_search(hm.model(False), ops, key))
 
 
+def test_a_search_in_time_slices_equals_one_to_the_end():
+    import time
+    hm = get_model("etcd")
+    [(key, ops)] = hm.operations(read_history(CORPUS / "jepsen" / "etcd_002.log"), False)
+    sliced = wgl.KeySearch(hm.model(False), ops, key)
+    turns = 0
+    while not sliced.step(pause_at=time.monotonic() + 20e-6):
+        turns += 1
+    assert turns > 1
+    same(sliced.result(), wgl.native_search(hm.model(False), ops, key))
+
+
+def test_native_entry_list_equals_the_reference():
+    from array import array
+
+    from checkers import _wgl
+    from checkers.linearizability import INF, Operation
+    rng = random.Random(7)
+    for _ in range(300):
+        ops = []
+        for i in range(rng.randrange(0, 40)):
+            call = rng.randrange(0, 30)  # ties between calls, returns, and calls and returns
+            ret = INF if rng.random() < 0.2 else call + rng.randrange(0, 10)
+            ops.append(Operation(i % 5, ("read", None), None, call, ret, i))
+        native = array("i")
+        native.frombytes(_wgl.events(array("d", [o.call for o in ops]),
+                                     array("d", [o.ret for o in ops])))
+        assert native == wgl.events(ops)
+    with pytest.raises(ValueError, match="NaN"):
+        _wgl.events(array("d", [float("nan")]), array("d", [1.0]))
+
+
 def test_cancel_and_budget_give_unknown():
     hm = get_model("kv")
     [(key, ops)] = [kv for kv in hm.operations(read_history(CORPUS / "kv" / "c50-bad.txt"))
