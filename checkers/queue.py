@@ -1,10 +1,8 @@
-"""The queue checkers, as Spark jobs over the Parquet history (after Jepsen's ``jepsen.tests.kafka``).
+"""The queue checkers (after Jepsen's ``jepsen.tests.kafka``): one vectorised fold per key.
 
-Input rows (``docs/history.md``): ``send`` ops whose value is
-``{"value": v, "offset": o}`` (the offset on ``ok``), ``poll`` and
-``final-poll`` ops whose ``ok`` value maps keys to ``[[offset, value], ...]``
-in read order, and ``assign`` ops (a process's consumer starts over).
-Keys are partitions; values are unique per send.
+Input: the typed queue history (``checkers.queue_history``; an older
+``history.parquet`` is converted first). Keys are partitions; values are
+unique per send.
 
 Definitions (the log of a key is what was observed at each offset, by polls
 and by acknowledged sends; an index is a position in that log with the
@@ -29,14 +27,46 @@ Each anomaly comes with its count and a few examples (key, offsets, values,
 history indexes of the operations). Which anomalies fail a run is
 configurable; Jepsen's defaults for consumers that use assign() fail on all
 of them, and duplicates are allowed when producers are not idempotent.
+
+How: every anomaly is a property of one key, given two facts about the whole
+history (whether a final poll succeeded, and where each process re-assigned).
+So the history becomes one row per send and one row per (poll, key) with the
+poll's offsets and values of that key as lists, never one row per message;
+each key's rows reach ``fold`` as one Arrow table, which finds every anomaly
+of the key in numpy in one pass per concern and returns counts and the first
+examples. In process (``engine="local"``) the keys are folded one after the
+other; through Spark the rows are repartitioned by key and the same fold
+runs in ``mapInArrow``: two Spark jobs for a whole check (the history's
+totals and assigns over four narrow columns, then the folds). ``checkers/queue_reference.py`` (the earlier checker, in Spark SQL)
+is the reference the differential tests hold this one to.
 """
 from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import queue_history
 
 ANOMALIES = ("lost-write", "unseen", "duplicate", "inconsistent-offsets", "nonmonotonic-poll",
              "poll-skip", "int-poll-skip", "int-nonmonotonic-poll", "nonmonotonic-send", "G1a",
              "durability")
-SEND_SCHEMA = "struct<value:long,offset:long>"
-POLL_SCHEMA = "map<string,array<array<long>>>"
+SEND, POLL, FINAL = 0, 1, 2
+T_OK, T_FAIL, T_INFO = 0, 1, 2  # a send's type
+# The rows ``fold`` takes: sends (kind 0; type T_*) and (poll, key) rows (kind 1 poll, 2
+# final-poll). A send's offsets and values are empty lists: Spark hands null list columns
+# to Python several times slower than empty ones.
+KEY_ROWS = pa.schema([("key", pa.int32()), ("kind", pa.int8()), ("index", pa.int64()),
+                      ("process", pa.int32()), ("type", pa.int8()), ("value", pa.int64()),
+                      ("offset", pa.int64()), ("offsets", pa.list_(pa.int64())),
+                      ("values", pa.list_(pa.int64()))])
+RESULT_SCHEMA = "anomaly string, count long, examples string"
+MESSAGES = "messages read"  # a result row of the fold that is a total, not an anomaly
+AUTO_SPARK_ROWS = 4_000_000  # history rows above which engine="auto" uses Spark
 
 
 def default_allowed(idempotent: bool) -> tuple[str, ...]:
@@ -44,141 +74,414 @@ def default_allowed(idempotent: bool) -> tuple[str, ...]:
     return () if idempotent else ("duplicate",)
 
 
-def _rows(df, n: int) -> list[dict]:
-    return [r.asDict(recursive=True) for r in df.limit(n).collect()]
+def _null_first(v):
+    return (0, 0) if v is None else (1, v)
 
 
-def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5) -> dict:
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+# Examples are listed in this order (the order of the reference checker's reports).
+ORDER = {
+    "inconsistent-offsets": lambda e: (e["key"], e["offset"]),
+    "duplicate": lambda e: (e["key"], e["value"]),
+    "G1a": lambda e: (e["poll_index"], e["offset"], e["send_index"]),
+    "lost-write": lambda e: (e["key"], _null_first(e["offset"]), e["send_index"]),
+    "unseen": lambda e: (e["key"], _null_first(e["offset"]), e["send_index"]),
+    "durability": lambda e: (e["key"], _null_first(e["offset"]), e["send_index"]),
+    "nonmonotonic-send": lambda e: (e["index"], e["prev_index"]),
+    "int-poll-skip": lambda e: (e["index"], e["offset"], e["prev_offset"]),
+    "int-nonmonotonic-poll": lambda e: (e["index"], e["offset"], e["prev_offset"]),
+    "poll-skip": lambda e: (e["index"], e["prev_index"]),
+    "nonmonotonic-poll": lambda e: (e["index"], e["prev_index"]),
+}
 
-    h = spark.read.parquet(str(parquet_path)).where(F.col("process") != "nemesis")
-    done = h.where(F.col("type") != "invoke")
-    sends = (done.where(F.col("f") == "send")
-             .select("index", "process", "type", "key",
-                     F.from_json("value", SEND_SCHEMA).alias("v"))
-             .select("index", "process", "type", "key", F.col("v.value").alias("value"),
-                     F.col("v.offset").alias("offset"))
-             .persist(StorageLevel.MEMORY_AND_DISK))
-    polls = (done.where(F.col("f").isin("poll", "final-poll") & (F.col("type") == "ok"))
-             .select("index", "process", "f",
-                     F.explode(F.from_json("value", POLL_SCHEMA)).alias("key", "msgs"))
-             .select("index", "process", "f", "key", F.posexplode("msgs").alias("pos", "m"))
-             .select("index", "process", "f", "key", "pos", F.col("m")[0].alias("offset"),
-                     F.col("m")[1].alias("value"))
-             .persist(StorageLevel.MEMORY_AND_DISK))
-    ok_sends = sends.where(F.col("type") == "ok")
-    observed = (polls.select("key", "offset", "value")
-                .unionByName(ok_sends.where(F.col("offset").isNotNull())
-                             .select("key", "offset", "value")))
-    read_values = polls.select("key", "value").distinct()
-    found: dict[str, object] = {}
 
-    # Log structure.
-    found["inconsistent-offsets"] = (
-        observed.groupBy("key", "offset").agg(F.array_sort(F.collect_set("value")).alias("values"))
-        .where(F.size("values") > 1).orderBy("key", "offset"))
-    found["duplicate"] = (
-        observed.groupBy("key", "value").agg(F.array_sort(F.collect_set("offset")).alias("offsets"))
-        .where(F.size("offsets") > 1).orderBy("key", "value"))
+def _col(t: pa.Table, name: str, fill: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """A column as int64 numpy with nulls filled, and its not-null mask."""
+    c = t[name]
+    valid = pc.is_valid(c).to_numpy(zero_copy_only=False)
+    return pc.fill_null(c, fill).to_numpy(zero_copy_only=False).astype(np.int64), valid
 
-    # Reads of writes that failed.
-    failed = sends.where(F.col("type") == "fail").select(
-        "key", "value", F.col("index").alias("send_index"))
-    found["G1a"] = (polls.join(failed, ["key", "value"])
-                    .select("key", "value", "offset", "send_index",
-                            F.col("index").alias("poll_index"))
-                    .orderBy("poll_index"))
+
+def _i(x) -> int:
+    return int(x)
+
+
+def _opt(x, ok) -> int | None:
+    return int(x) if ok else None
+
+
+class _Found:
+    """Counts and the first examples per anomaly of one key."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.out: dict[str, tuple[int, list[dict]]] = {}
+
+    def add(self, name: str, count: int, make, order) -> None:
+        """``order``: the indexes of the ``count`` instances, sorted as ORDER sorts their
+        examples (ties aside); ``make(j)`` builds the j-th example."""
+        if count <= 0:
+            return
+        examples = sorted((make(j) for j in order[:4 * self.n]), key=ORDER[name])
+        self.out[name] = (count, examples[:self.n])
+
+
+def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) -> dict:
+    """Every anomaly of one key: ``{name: (count, first examples)}``.
+
+    ``t``: the key's rows (KEY_ROWS without ``key``); ``assigns``: process ->
+    sorted int64 array of the history indexes of its ok assigns.
+    """
+    found = _Found(n_examples)
+    kind = t["kind"].to_numpy(zero_copy_only=False)
+    # Sends.
+    st = t.filter(pa.array(kind == SEND))
+    s_idx = st["index"].to_numpy(zero_copy_only=False).astype(np.int64)
+    s_proc = st["process"].to_numpy(zero_copy_only=False).astype(np.int64)
+    s_type, _ = _col(st, "type")
+    s_val, s_val_ok = _col(st, "value")
+    s_off, s_off_ok = _col(st, "offset")
+    ok = (s_type == T_OK) & s_val_ok
+    failed = (s_type == T_FAIL) & s_val_ok
+    # Polls of this key: one row each, their messages flattened in read order.
+    pt = t.filter(pa.array(kind != SEND))
+    p_idx = pt["index"].to_numpy(zero_copy_only=False).astype(np.int64)
+    p_proc = pt["process"].to_numpy(zero_copy_only=False).astype(np.int64)
+    p_kind = pt["kind"].to_numpy(zero_copy_only=False)
+    lists = pt["offsets"].combine_chunks() if pt.num_rows else pa.array([], pa.list_(pa.int64()))
+    vlists = pt["values"].combine_chunks() if pt.num_rows else lists
+    m_off = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    m_val = pc.list_flatten(vlists).to_numpy(zero_copy_only=False).astype(np.int64)
+    m_row = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(m_off) != len(m_val):
+        raise ValueError(f"key {key}: a poll's offsets and values differ in length")
+    starts = lists.offsets.to_numpy(zero_copy_only=False).astype(np.int64) if pt.num_rows \
+        else np.zeros(1, np.int64)
+
+    # The observed log: (offset, value) pairs from reads and acknowledged sends.
+    has_off = ok & s_off_ok
+    o_off = np.concatenate([m_off, s_off[has_off]])
+    o_val = np.concatenate([m_val, s_val[has_off]])
+    order = np.lexsort((o_val, o_off))
+    a, b = o_off[order], o_val[order]
+    keep = np.ones(len(a), bool)
+    keep[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    u_off, u_val = a[keep], b[keep]
+    _groups(found, "inconsistent-offsets", key, u_off, u_val, "offset", "values")
+    order = np.lexsort((u_off, u_val))
+    _groups(found, "duplicate", key, u_val[order], u_off[order], "value", "offsets")
+
+    # Reads of sends that failed.
+    if failed.any() and len(m_val):
+        fv_order = np.argsort(s_val[failed], kind="stable")
+        fv, fi = s_val[failed][fv_order], s_idx[failed][fv_order]
+        lo, hi = np.searchsorted(fv, m_val, "left"), np.searchsorted(fv, m_val, "right")
+        hit = np.nonzero(hi > lo)[0]
+        reads = np.repeat(hit, (hi - lo)[hit])
+        sends = np.concatenate([np.arange(lo[j], hi[j]) for j in hit]) if len(hit) else hit
+        order = np.lexsort((fi[sends], m_off[reads], p_idx[m_row[reads]]))
+        found.add("G1a", len(reads), lambda j: {
+            "key": key, "value": _i(m_val[reads[j]]), "offset": _i(m_off[reads[j]]),
+            "send_index": _i(fi[sends[j]]), "poll_index": _i(p_idx[m_row[reads[j]]])},
+            order)
 
     # Acknowledged sends never read.
-    max_read = polls.groupBy("key").agg(F.max("offset").alias("max_read_offset"))
-    never_read = (ok_sends.join(read_values, ["key", "value"], "left_anti")
-                  .join(max_read, ["key"], "left")
-                  .select("key", "value", "offset", F.col("index").alias("send_index"),
-                          "max_read_offset"))
-    found["lost-write"] = never_read.where(
-        F.col("offset") < F.col("max_read_offset")).orderBy("key", "offset")
-    found["unseen"] = never_read.where(
-        F.col("max_read_offset").isNull() | F.col("offset").isNull()
-        | (F.col("offset") >= F.col("max_read_offset"))).orderBy("key", "offset")
-    final = polls.where(F.col("f") == "final-poll")
-    has_final = done.where((F.col("f") == "final-poll") & (F.col("type") == "ok")).limit(1).count() > 0
+    never = ok & ~np.isin(s_val, m_val)
+    max_read = int(m_off.max()) if len(m_off) else None
+    nv = np.nonzero(never)[0]
+    if len(nv):
+        lost = s_off_ok[nv] & (max_read is not None) & (s_off[nv] < (max_read or 0))
+        _sends(found, "lost-write", key, nv[lost], s_val, s_off, s_off_ok, s_idx, max_read)
+        _sends(found, "unseen", key, nv[~lost], s_val, s_off, s_off_ok, s_idx, max_read)
     if has_final:
-        found["durability"] = (ok_sends.join(final.select("key", "value").distinct(),
-                                             ["key", "value"], "left_anti")
-                               .select("key", "value", "offset",
-                                       F.col("index").alias("send_index"))
-                               .orderBy("key", "offset"))
+        final_vals = m_val[p_kind[m_row] == FINAL]
+        missing = np.nonzero(ok & ~np.isin(s_val, final_vals))[0]
+        _sends(found, "durability", key, missing, s_val, s_off, s_off_ok, s_idx, None)
 
     # Order within a process's sends.
-    w_send = Window.partitionBy("process", "key").orderBy("index")
-    found["nonmonotonic-send"] = (
-        ok_sends.where(F.col("offset").isNotNull())
-        .withColumn("prev_offset", F.lag("offset").over(w_send))
-        .withColumn("prev_index", F.lag("index").over(w_send))
-        .where(F.col("offset") <= F.col("prev_offset"))
-        .select("process", "key", "prev_offset", "offset", "prev_index", "index").orderBy("index"))
+    sent = np.nonzero(ok & s_off_ok)[0]
+    if len(sent) > 1:
+        sent = sent[np.lexsort((s_idx[sent], s_proc[sent]))]
+        same = s_proc[sent[1:]] == s_proc[sent[:-1]]
+        bad = np.nonzero(same & (s_off[sent[1:]] <= s_off[sent[:-1]]))[0]
+        prev, cur = sent[bad], sent[bad + 1]
+        found.add("nonmonotonic-send", len(bad), lambda j: {
+            "process": _i(s_proc[cur[j]]), "key": key, "prev_offset": _i(s_off[prev[j]]),
+            "offset": _i(s_off[cur[j]]), "prev_index": _i(s_idx[prev[j]]),
+            "index": _i(s_idx[cur[j]])}, np.argsort(s_idx[cur], kind="stable"))
 
+    if not len(m_off):
+        return found.out
     # Positions in the observed log, then order within and between polls.
-    positions = (observed.select("key", "offset").distinct()
-                 .withColumn("i", F.dense_rank().over(Window.partitionBy("key").orderBy("offset"))))
-    reads = polls.join(positions, ["key", "offset"]).persist(StorageLevel.MEMORY_AND_DISK)
-    w_int = Window.partitionBy("index", "key").orderBy("pos")
-    inside = (reads.withColumn("prev_i", F.lag("i").over(w_int))
-              .withColumn("prev_offset", F.lag("offset").over(w_int))
-              .where(F.col("prev_i").isNotNull())
-              .withColumn("delta", F.col("i") - F.col("prev_i"))
-              .select("index", "process", "key", "prev_offset", "offset", "delta"))
-    found["int-poll-skip"] = inside.where(F.col("delta") > 1).orderBy("index")
-    found["int-nonmonotonic-poll"] = inside.where(F.col("delta") < 1).orderBy("index")
+    positions = np.unique(o_off)
+    m_i = np.searchsorted(positions, m_off) + 1
+    same = m_row[1:] == m_row[:-1]
+    delta = m_i[1:] - m_i[:-1]
+    for name, cond in (("int-poll-skip", delta > 1), ("int-nonmonotonic-poll", delta < 1)):
+        hit = np.nonzero(same & cond)[0]
+        found.add(name, len(hit), lambda j, hit=hit: {
+            "index": _i(p_idx[m_row[hit[j] + 1]]), "process": _i(p_proc[m_row[hit[j] + 1]]),
+            "key": key, "prev_offset": _i(m_off[hit[j]]), "offset": _i(m_off[hit[j] + 1]),
+            "delta": _i(delta[hit[j]])}, np.argsort(p_idx[m_row[hit + 1]], kind="stable"))
 
-    per_op = (reads.where(F.col("f") == "poll").groupBy("index", "process", "key")
-              .agg(F.min(F.struct("pos", "i", "offset")).alias("first"),
-                   F.max(F.struct("pos", "i", "offset")).alias("last")))
-    assigns = (done.where((F.col("f") == "assign") & (F.col("type") == "ok"))
-               .select("index", "process"))
-    # A process's assign epoch: how many assigns it did before this poll.
-    marks = (per_op.select("index", "process").distinct().withColumn("is_assign", F.lit(0))
-             .unionByName(assigns.withColumn("is_assign", F.lit(1))))
-    epochs = (marks.withColumn("epoch", F.sum("is_assign").over(
-        Window.partitionBy("process").orderBy("index")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-        .where(F.col("is_assign") == 0).select("index", "epoch"))
-    w_poll = Window.partitionBy("process", "epoch", "key").orderBy("index")
-    between = (per_op.join(epochs, ["index"])
-               .withColumn("prev", F.lag("last").over(w_poll))
-               .withColumn("prev_index", F.lag("index").over(w_poll))
-               .where(F.col("prev").isNotNull())
-               .withColumn("delta", F.col("first.i") - F.col("prev.i"))
-               .select("process", "key", "prev_index", "index",
-                       F.col("prev.offset").alias("prev_last_offset"),
-                       F.col("first.offset").alias("first_offset"), "delta"))
-    found["poll-skip"] = between.where(F.col("delta") > 1).orderBy("index")
-    found["nonmonotonic-poll"] = between.where(F.col("delta") < 1).orderBy("index")
+    # Successive polls (not final ones) of this key by one process within one assign epoch.
+    counts = np.bincount(m_row, minlength=pt.num_rows)
+    rows = np.nonzero((p_kind == POLL) & (counts > 0))[0]
+    if len(rows) < 2:
+        return found.out
+    first = starts[rows] - starts[0]
+    last = first + counts[rows] - 1
+    epoch = np.zeros(len(rows), np.int64)
+    for proc in np.unique(p_proc[rows]):
+        mine = p_proc[rows] == proc
+        marks = assigns.get(int(proc))
+        if marks is not None and len(marks):
+            epoch[mine] = np.searchsorted(marks, p_idx[rows][mine])
+    order = np.lexsort((p_idx[rows], epoch, p_proc[rows]))
+    r, first, last, epoch = rows[order], first[order], last[order], epoch[order]
+    same = (p_proc[r[1:]] == p_proc[r[:-1]]) & (epoch[1:] == epoch[:-1])
+    delta = m_i[first[1:]] - m_i[last[:-1]]
+    for name, cond in (("poll-skip", delta > 1), ("nonmonotonic-poll", delta < 1)):
+        hit = np.nonzero(same & cond)[0]
+        found.add(name, len(hit), lambda j, hit=hit: {
+            "process": _i(p_proc[r[hit[j] + 1]]), "key": key,
+            "prev_index": _i(p_idx[r[hit[j]]]), "index": _i(p_idx[r[hit[j] + 1]]),
+            "prev_last_offset": _i(m_off[last[hit[j]]]),
+            "first_offset": _i(m_off[first[hit[j] + 1]]), "delta": _i(delta[hit[j]])},
+            np.argsort(p_idx[r[hit + 1]], kind="stable"))
+    return found.out
 
+
+def _groups(found: _Found, name: str, key, g: np.ndarray, x: np.ndarray, gname: str,
+            xname: str) -> None:
+    """Groups of equal ``g`` (sorted) holding more than one distinct ``x`` (sorted within)."""
+    if not len(g):
+        return
+    start = np.nonzero(np.concatenate([[True], g[1:] != g[:-1]]))[0]
+    size = np.diff(np.concatenate([start, [len(g)]]))
+    multi = np.nonzero(size > 1)[0]
+    found.add(name, len(multi), lambda j: {
+        "key": key, gname: _i(g[start[multi[j]]]),
+        xname: [_i(v) for v in x[start[multi[j]]:start[multi[j]] + size[multi[j]]]]},
+        np.arange(len(multi)))
+
+
+def _sends(found: _Found, name: str, key, sel: np.ndarray, s_val, s_off, s_off_ok, s_idx,
+           max_read) -> None:
+    order = np.lexsort((s_idx[sel], np.where(s_off_ok[sel], s_off[sel], np.iinfo(np.int64).min)))
+
+    def make(j):
+        e = {"key": key, "value": _i(s_val[sel[j]]), "offset": _opt(s_off[sel[j]], s_off_ok[sel[j]]),
+             "send_index": _i(s_idx[sel[j]])}
+        if name != "durability":
+            e["max_read_offset"] = max_read
+        return e
+    found.add(name, len(sel), make, order)
+
+
+# --------------------------------------------------------------- the whole history
+
+def _totals(t: pa.Table) -> dict:
+    """Stats and the facts every key's fold needs, from the typed history in process."""
+    done = t.filter(pc.and_(pc.is_valid(t["process"]), pc.not_equal(t["type"], "invoke")))
+    f, typ = done["f"], done["type"]
+    sends = {x: int(pc.sum(pc.and_(pc.equal(f, "send"), pc.equal(typ, x))).as_py() or 0)
+             for x in ("ok", "fail", "info")}
+    ok_polls = pc.and_(pc.is_in(f, pa.array(["poll", "final-poll"])), pc.equal(typ, "ok"))
+    reads = pc.list_flatten(done.filter(ok_polls)["reads"].combine_chunks())
+    messages = int(pc.sum(pc.list_value_length(pc.struct_field(reads, "offsets"))).as_py() or 0) \
+        if len(reads) else 0
+    assigns_t = done.filter(pc.and_(pc.equal(f, "assign"), pc.equal(typ, "ok")))
+    return {
+        "stats": {"sends": sends, "polls": int(pc.sum(pc.equal(f, "poll")).as_py() or 0),
+                  "messages_read": messages,
+                  "final_polls": bool(pc.any(pc.and_(pc.equal(f, "final-poll"),
+                                                      pc.equal(typ, "ok"))).as_py())},
+        "assigns": _assigns(zip(assigns_t["process"].to_pylist(),
+                                assigns_t["index"].to_pylist())),
+    }
+
+
+def _assigns(pairs) -> dict:
+    by: dict = {}
+    for proc, idx in pairs:
+        by.setdefault(int(proc), []).append(int(idx))
+    return {p: np.array(sorted(v), np.int64) for p, v in by.items()}
+
+
+def key_rows(t: pa.Table) -> pa.Table:
+    """The typed history -> KEY_ROWS: one row per send and per (ok poll, key)."""
+    t = t.filter(pc.and_(pc.is_valid(t["process"]), pc.not_equal(t["type"], "invoke")))
+    s = t.filter(pc.and_(pc.equal(t["f"], "send"), pc.is_valid(t["key"])))
+    n = s.num_rows
+    typ = s["type"].to_numpy(zero_copy_only=False)
+    empty = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.int64()))
+    sends = pa.table({
+        "key": s["key"], "kind": pa.array(np.zeros(n, np.int8)), "index": s["index"],
+        "process": s["process"],
+        "type": pa.array(np.where(typ == "ok", T_OK, np.where(typ == "fail", T_FAIL, T_INFO))
+                         .astype(np.int8)),
+        "value": s["value"], "offset": s["offset"], "offsets": empty, "values": empty},
+        schema=KEY_ROWS)
+    p = t.filter(pc.and_(pc.and_(pc.is_in(t["f"], pa.array(["poll", "final-poll"])),
+                                 pc.equal(t["type"], "ok")), pc.is_valid(t["reads"])))
+    reads = p["reads"].combine_chunks() if p.num_rows else pa.array([], queue_history.READS)
+    parent = pc.list_parent_indices(reads)
+    r = pc.list_flatten(reads)
+    m = len(r)
+    kinds = np.where(np.asarray(p["f"].to_numpy(zero_copy_only=False) == "final-poll"), FINAL,
+                     POLL).astype(np.int8) if p.num_rows else np.zeros(0, np.int8)
+    polls = pa.table({
+        "key": pc.struct_field(r, "key"), "kind": pa.array(kinds).take(parent),
+        "index": p["index"].take(parent), "process": p["process"].take(parent),
+        "type": pa.nulls(m, pa.int8()), "value": pa.nulls(m, pa.int64()),
+        "offset": pa.nulls(m, pa.int64()), "offsets": pc.struct_field(r, "offsets"),
+        "values": pc.struct_field(r, "values")}, schema=KEY_ROWS)
+    return pa.concat_tables([sends, polls])
+
+
+def _result(per_key: list[dict], stats: dict, allowed, n_examples: int) -> dict:
+    merged: dict[str, list] = {}
+    for out in per_key:
+        for name, (count, examples) in out.items():
+            m = merged.setdefault(name, [0, []])
+            m[0] += count
+            m[1].extend(examples)
     anomalies = {}
     for name in ANOMALIES:
-        df = found.get(name)
-        if df is None:
-            continue
-        n = df.count()
-        if n:
-            anomalies[name] = {"count": n, "examples": _rows(df, examples)}
-    stats = {
-        "sends": {t: sends.where(F.col("type") == t).count() for t in ("ok", "fail", "info")},
-        "polls": done.where(F.col("f") == "poll").count(),
-        "messages_read": polls.count(),
-        "final_polls": has_final,
-    }
-    for df in (sends, polls, reads):
-        df.unpersist()
+        if name in merged:
+            count, examples = merged[name]
+            anomalies[name] = {"count": count,
+                               "examples": sorted(examples, key=ORDER[name])[:n_examples]}
     bad = sorted(a for a in anomalies if a not in allowed)
     if bad:
         valid: object = False
-    elif not has_final:
+    elif not stats["final_polls"]:
         valid = "unknown"  # durability could not be established
     else:
         valid = True
     return {"valid": valid, "anomalies": anomalies, "bad_anomalies": bad,
             "allowed": sorted(allowed), "stats": stats}
+
+
+def check_local(path: str | Path, allowed=(), examples: int = 5) -> dict:
+    """The whole check in this process (pyarrow and numpy; no Spark)."""
+    path = queue_history.typed_path(path)
+    names = queue_history.key_names(path)
+    t = pq.read_table(str(path), columns=["index", "process", "type", "f", "key", "value",
+                                          "offset", "reads"])
+    facts = _totals(t)
+    kr = key_rows(t)
+    kr = kr.sort_by([("key", "ascending"), ("index", "ascending")])
+    keys = kr["key"].to_numpy(zero_copy_only=False)
+    starts = np.nonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))[0] if len(keys) else []
+    ends = list(starts[1:]) + [len(keys)]
+    per_key = [fold(kr.slice(a, b - a), names.name(int(keys[a])), facts["stats"]["final_polls"],
+                    facts["assigns"], examples) for a, b in zip(starts, ends)]
+    return _result(per_key, facts["stats"], allowed, examples)
+
+
+def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int):
+    """For ``mapInArrow`` over rows partitioned by key: a partition's batches, gathered per
+    key, then each key folded (no sort by key before the Python worker, which
+    ``groupBy().applyInArrow`` would do and which costs more than the fold)."""
+    def run(batches):
+        parts: dict = {}
+        for b in batches:
+            if not b.num_rows:
+                continue
+            t = pa.Table.from_batches([b]).sort_by("key")
+            keys = t["key"].to_numpy(zero_copy_only=False)
+            edges = np.nonzero(np.concatenate([[True], keys[1:] != keys[:-1], [True]]))[0]
+            for lo, hi in zip(edges[:-1], edges[1:]):
+                parts.setdefault(int(keys[lo]), []).append(t.slice(lo, hi - lo))
+        out_names, counts, examples = [], [], []
+        for k, tables in parts.items():
+            table = pa.concat_tables(tables)
+            del tables[:]
+            out = fold(table, names[k], has_final, assigns, n_examples)
+            out[MESSAGES] = (int(pc.sum(pc.list_value_length(table["offsets"])).as_py() or 0),
+                             [])
+            for name, (count, ex) in out.items():
+                out_names.append(name)
+                counts.append(count)
+                examples.append(json.dumps(ex))
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(out_names, pa.string()), pa.array(counts, pa.int64()),
+             pa.array(examples, pa.string())], names=["anomaly", "count", "examples"])
+    return run
+
+
+def check_spark(spark, path: str | Path, allowed=(), examples: int = 5) -> dict:
+    """The same check through Spark: totals and assigns in two jobs, the folds in one."""
+    from pyspark.sql import functions as F
+    path = queue_history.typed_path(path)
+    names = queue_history.key_names(path).names
+    size = sum(p.stat().st_size for p in ([Path(path)] if Path(path).is_file()
+                                          else Path(path).glob("*.parquet")))
+    # Shuffle partitions sized to the input: about 64 MB of Parquet each, at least 2.
+    spark.conf.set("spark.sql.shuffle.partitions", str(max(2, min(400, size // (64 << 20) + 1))))
+    h = spark.read.parquet(str(path))
+    done = h.where(F.col("process").isNotNull() & (F.col("type") != "invoke"))
+    is_ok_poll = F.col("f").isin("poll", "final-poll") & (F.col("type") == "ok")
+    # One job over four narrow columns: the totals, and the assigns the folds need.
+    t = done.select("index", "process", "type", "f").agg(
+        *[F.count_if((F.col("f") == "send") & (F.col("type") == x)).alias(x)
+          for x in ("ok", "fail", "info")],
+        F.count_if(F.col("f") == "poll").alias("polls"),
+        F.count_if((F.col("f") == "final-poll") & (F.col("type") == "ok")).alias("finals"),
+        F.collect_list(F.when((F.col("f") == "assign") & (F.col("type") == "ok"),
+                              F.struct("process", "index"))).alias("assigns"),
+    ).collect()[0]
+    stats = {"sends": {x: int(t[x]) for x in ("ok", "fail", "info")}, "polls": int(t["polls"]),
+             "messages_read": 0, "final_polls": t["finals"] > 0}
+    assigns = _assigns((a["process"], a["index"]) for a in t["assigns"])
+    empty = F.array().cast("array<bigint>")
+    sends = done.where((F.col("f") == "send") & F.col("key").isNotNull()).select(
+        "key", F.lit(SEND).cast("byte").alias("kind"), "index", "process",
+        F.when(F.col("type") == "ok", T_OK).when(F.col("type") == "fail", T_FAIL)
+        .otherwise(T_INFO).cast("byte").alias("type"), "value", "offset",
+        empty.alias("offsets"), empty.alias("values"))
+    polls = (done.where(is_ok_poll & F.col("reads").isNotNull())
+             .select("index", "process",
+                     F.when(F.col("f") == "final-poll", F.lit(FINAL)).otherwise(F.lit(POLL))
+                     .cast("byte").alias("kind"), F.explode("reads").alias("r"))
+             .select(F.col("r.key").alias("key"), "kind", "index", "process",
+                     F.lit(None).cast("byte").alias("type"),
+                     F.lit(None).cast("bigint").alias("value"),
+                     F.lit(None).cast("bigint").alias("offset"),
+                     F.col("r.offsets").alias("offsets"), F.col("r.values").alias("values")))
+    rows = (sends.unionByName(polls).repartition("key")
+            .mapInArrow(_fold_partition(stats["final_polls"], assigns, names, examples),
+                        schema=RESULT_SCHEMA).collect())
+    per_key = []
+    for r in rows:
+        if r["anomaly"] == MESSAGES:
+            stats["messages_read"] += r["count"]
+        else:
+            per_key.append({r["anomaly"]: (r["count"], json.loads(r["examples"]))})
+    return _result(per_key, stats, allowed, examples)
+
+
+def history_rows(path: str | Path) -> int:
+    return pq.ParquetFile(str(path)).metadata.num_rows
+
+
+def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
+                engine: str = "auto") -> dict:
+    """Check a queue history (typed, or an older history.parquet).
+
+    ``engine``: ``local`` (this process), ``spark`` (``spark`` is a session,
+    or None for the default one), ``auto``: Spark when a session is given or
+    the history has more than AUTO_SPARK_ROWS rows, else local.
+    """
+    if engine not in ("auto", "local", "spark"):
+        raise ValueError(f"engine must be auto, local or spark, not {engine!r}")
+    if engine == "auto":
+        engine = "spark" if spark is not None or history_rows(parquet_path) > AUTO_SPARK_ROWS \
+            else "local"
+    if engine == "local":
+        return check_local(parquet_path, allowed, examples)
+    if spark is None:
+        from .spark import spark_session
+        spark = spark_session()
+    return check_spark(spark, parquet_path, allowed, examples)

@@ -68,16 +68,23 @@ def _run_config(run_dir: Path) -> dict:
 
 
 def analyze_queue(run_dir: Path, rows: list[dict], cfg: dict, *, spark_master: str | None,
-                  log=print) -> dict:
-    from checkers.queue import check_queue, default_allowed
-    from checkers.spark import spark_session
+                  engine: str = "auto", log=print) -> dict:
+    from checkers import queue_history
+    from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
     allowed = cfg.get("allowed_anomalies")
     if allowed is None:
         allowed = default_allowed(cfg.get("idempotent", True))
-    log(f"analysis: queue checkers in Spark ({spark_master or 'local[2]'}); allowed: "
-        f"{', '.join(allowed) or 'none'}")
-    result = check_queue(spark_session(spark_master), str(run_dir / "history.parquet"),
-                         allowed=tuple(allowed))
+    typed = run_dir / "queue.parquet"
+    queue_history.write(rows, typed)
+    if engine == "auto":
+        engine = "spark" if spark_master or len(rows) > AUTO_SPARK_ROWS else "local"
+    where = f"in Spark ({spark_master or 'local[2]'})" if engine == "spark" else "in process"
+    log(f"analysis: queue checkers {where}; allowed: {', '.join(allowed) or 'none'}")
+    spark = None
+    if engine == "spark":
+        from checkers.spark import spark_session
+        spark = spark_session(spark_master)
+    result = check_queue(spark, str(typed), allowed=tuple(allowed), engine=engine)
     for name, a in result["anomalies"].items():
         mark = "" if name in result["bad_anomalies"] else " (allowed)"
         log(f"analysis: {name}{mark}: {a['count']}; e.g. {a['examples'][0]}")
@@ -124,7 +131,8 @@ def _analyze(run_dir: Path, *, engine: str, spark_master: str | None, budget_s: 
     write_parquet(rows, run_dir / "history.parquet")
     cfg = _run_config(run_dir)
     if cfg.get("workload") == "queue":
-        return analyze_queue(run_dir, rows, cfg, spark_master=spark_master, log=log)
+        return analyze_queue(run_dir, rows, cfg, spark_master=spark_master, engine=engine,
+                             log=log)
     log(f"analysis: linearizability (cas-register per key) with {engine}"
         + (f" on {spark_master}" if spark_master else (" (local[2])" if engine == "spark" else "")))
     # A nil read in our own runs means "the key holds no value": checked as a value.
