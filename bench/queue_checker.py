@@ -1,18 +1,20 @@
-"""The queue checkers in Spark on a synthetic history of 10 million operations.
+"""The queue checker on a synthetic history of 10 million operations.
 
-    python bench/queue_checker.py [--ops 10000000] [--keys 64] [--master local[2]]
+    python bench/queue_checker.py [--ops 10000000] [--keys 64] [--master URL]
+        [--engines spark,local] [--out FILE]
 
 Generates a queue history (sends acknowledged with offsets, polls that read
-the partitions in order, final polls) with planted anomalies of every class
-the checkers know, writes it as Parquet in row groups (never all in memory),
-runs ``checkers.queue.check_queue`` through Spark and prints the time it
-took, whether every planted anomaly was found, and the peak memory of the
-driver (this Python process) and of the JVM. No test asserts these numbers.
+the partitions in order, final polls) with an anomaly of every class the
+checker knows planted on a key of its own, with numpy, straight into the
+typed Parquet file (``checkers.queue_history``) in row groups. Then, per
+engine: the check's time, whether every planted anomaly was found, and the
+peak memory of the driver (this Python process) and of the Spark JVM; for
+Spark also the session's start and, as a floor, the time of a plain full
+read of the same file. No test asserts these numbers.
 """
 import argparse
 import json
 import os
-import random
 import resource
 import sys
 import tempfile
@@ -22,7 +24,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checkers.parquet import write_parquet  # noqa: E402
 from checkers.queue import ANOMALIES, check_queue  # noqa: E402
 from checkers.spark import spark_session, stop_session  # noqa: E402
 
@@ -30,42 +31,150 @@ PROCESSES = 32
 
 
 def synthetic(ops: int, keys: int, seed: int, planted: dict):
-    """Rows of a history with ``ops`` operations; ``planted`` collects (anomaly -> key)."""
-    rng = random.Random(seed)
-    logs = {f"k{k}": [] for k in range(keys)}  # key -> values in offset order
-    positions = {}  # (process, key) -> next offset the process's consumer reads
-    index = 0
-    # Anomalies are planted on their own keys, the last len(ANOMALIES) ones.
+    """The history in typed row groups (``checkers.queue_history.SCHEMA``), built with numpy.
+
+    ``ops`` operations, half sends and half polls of one normal key, in a random
+    order; each process's consumer reads each key's log in order, 1 to 20
+    messages a poll; every anomaly class is planted on a key of its own (the
+    last len(ANOMALIES) keys); final polls read every key. ``planted``
+    collects anomaly -> key. Yields pyarrow Tables.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from checkers import queue_history as qh
+    rng = np.random.default_rng(seed)
     special = {f"k{keys - 1 - i}": a for i, a in enumerate(ANOMALIES)}
     planted.update({a: k for k, a in special.items()})
-    seq = [0] * PROCESSES
+    normal = keys - len(special)
+    names = qh.KeyNames([f"k{k}" for k in range(keys)])
+    n_send = ops // 2
+    n_poll = ops - n_send
+    # Sends: values 1.., offsets their rank within the key.
+    s_key = rng.integers(0, normal, n_send).astype(np.int32)
+    s_proc = rng.integers(0, PROCESSES, n_send).astype(np.int32)
+    s_val = np.arange(1, n_send + 1, dtype=np.int64)
+    by_key = np.argsort(s_key, kind="stable")
+    counts = np.bincount(s_key, minlength=normal)
+    key_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    s_off = np.empty(n_send, np.int64)
+    s_off[by_key] = np.arange(n_send) - np.repeat(key_start, counts)
+    log_vals = s_val[by_key]  # key_start[k] + offset -> value
+    # Polls: each (process, key) reads its key's log from where it stopped.
+    p_key = rng.integers(0, normal, n_poll).astype(np.int32)
+    p_proc = rng.integers(0, PROCESSES, n_poll).astype(np.int32)
+    want = rng.integers(1, 21, n_poll).astype(np.int64)
+    group = p_proc.astype(np.int64) * normal + p_key
+    g_order = np.argsort(group, kind="stable")
+    g_sorted = group[g_order]
+    csum = np.cumsum(want[g_order])
+    g_first = np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])
+    base = np.maximum.accumulate(np.where(g_first, csum - want[g_order], 0))
+    start = np.empty(n_poll, np.int64)
+    start[g_order] = csum - want[g_order] - base
+    end = np.minimum(start + want, counts[p_key])
+    length = np.maximum(end - start, 0)
+    # Operation order: sends and polls shuffled; op j has rows 2j, 2j+1 after the assigns.
+    is_send = np.zeros(ops, bool)
+    is_send[rng.choice(ops, n_send, replace=False)] = True
+    which = np.empty(ops, np.int64)  # the op's number among the sends or among the polls
+    which[is_send] = np.arange(n_send)
+    which[~is_send] = np.arange(n_poll)
+    first = 2 * PROCESSES
+    yield pa.Table.from_pylist(
+        [r for p in range(PROCESSES) for r in (
+            {"index": 2 * p, "time": 2000 * p, "process": p, "type": "invoke", "f": "assign"},
+            {"index": 2 * p + 1, "time": 2000 * p + 1000, "process": p, "type": "ok",
+             "f": "assign", "extra": json.dumps({"value": [f"k{k}" for k in range(keys)]})})],
+        schema=qh.SCHEMA)
+    chunk = 500_000
+    for lo in range(0, ops, chunk):
+        hi = min(ops, lo + chunk)
+        n = hi - lo
+        sel_s, sel = is_send[lo:hi], which[lo:hi]
+        proc = np.where(sel_s, s_proc[np.minimum(sel, n_send - 1)],
+                        p_proc[np.minimum(sel, n_poll - 1)])
+        key = np.where(sel_s, s_key[np.minimum(sel, n_send - 1)], -1)
+        val = np.where(sel_s, s_val[np.minimum(sel, n_send - 1)], 0)
+        off = np.where(sel_s, s_off[np.minimum(sel, n_send - 1)], 0)
+        idx = first + 2 * np.arange(lo, hi, dtype=np.int64)
+        # Reads of the polls in this chunk, as list arrays (null for sends and invokes).
+        pi = sel[~sel_s]
+        lens = length[pi]
+        flat_off = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens - start[pi], lens)
+        flat_val = log_vals[np.repeat(key_start[p_key[pi]], lens) + flat_off]
+        inner = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        structs = pa.StructArray.from_arrays(
+            [pa.array(p_key[pi], pa.int32()),
+             pa.ListArray.from_arrays(pa.array(inner), pa.array(flat_off, pa.int64())),
+             pa.ListArray.from_arrays(pa.array(inner), pa.array(flat_val, pa.int64()))],
+            fields=list(qh.READS.value_type))
+        one = np.arange(len(pi) + 1, dtype=np.int32)
+        poll_reads = pa.ListArray.from_arrays(pa.array(one), structs)
+        # Interleave invoke (even) and completion (odd) rows.
+        rows_idx = np.empty(2 * n, np.int64)
+        rows_idx[0::2], rows_idx[1::2] = idx, idx + 1
+        typ = np.empty(2 * n, object)
+        typ[0::2], typ[1::2] = "invoke", "ok"
+        f = np.where(np.repeat(sel_s, 2), "send", "poll").astype(object)
+        k2 = np.repeat(key, 2)
+        sends2 = np.repeat(sel_s, 2)
+        done_off = np.zeros(2 * n, bool)
+        done_off[1::2] = True
+        # reads: for each completion of a poll, its entry; everything else null.
+        take = np.full(2 * n, -1, np.int64)
+        comp_poll = np.nonzero(~sends2 & done_off)[0]
+        take[comp_poll] = np.arange(len(comp_poll))
+        reads = poll_reads.take(pa.array(np.where(take >= 0, take, 0)))
+        reads = pc.if_else(pa.array(take >= 0), reads, pa.nulls(2 * n, reads.type))
+        yield pa.table({
+            "index": rows_idx, "time": rows_idx * 1000,
+            "process": pa.array(np.repeat(proc, 2), pa.int32()), "type": pa.array(typ, pa.string()),
+            "f": pa.array(f, pa.string()),
+            "key": pa.array(np.where(sends2, k2, 0), pa.int32(), mask=~sends2),
+            "value": pa.array(np.repeat(val, 2), pa.int64(), mask=~sends2),
+            "offset": pa.array(np.repeat(off, 2), pa.int64(), mask=~(sends2 & done_off)),
+            "reads": reads, "extra": pa.nulls(2 * n, pa.string())}, schema=qh.SCHEMA)
+    # The planted anomalies (with their keys' final polls), as rows: few.
+    tail = list(_planted(special, first + 2 * ops))
+    yield pa.Table.from_pylist([qh.typed_row(r, 0, names) for r in tail], schema=qh.SCHEMA)
+    # One final poll per normal key, reading its whole log.
+    index = first + 2 * ops + len(tail)
+    for k in range(normal):
+        offs = pa.array(np.arange(counts[k], dtype=np.int64))
+        vals = pa.array(log_vals[key_start[k]:key_start[k] + counts[k]])
+        entry = pa.StructArray.from_arrays(
+            [pa.array([k], pa.int32()), pa.ListArray.from_arrays(pa.array([0, counts[k]], pa.int32()), offs),
+             pa.ListArray.from_arrays(pa.array([0, counts[k]], pa.int32()), vals)],
+            fields=list(qh.READS.value_type))
+        reads = pa.ListArray.from_arrays(pa.array([0, 0, 1], pa.int32()), entry)
+        yield pa.table({"index": [index, index + 1], "time": [index * 1000, index * 1000 + 1],
+                        "process": pa.array([1000, 1000], pa.int32()),
+                        "type": ["invoke", "ok"], "f": ["final-poll", "final-poll"],
+                        "key": pa.nulls(2, pa.int32()), "value": pa.nulls(2, pa.int64()),
+                        "offset": pa.nulls(2, pa.int64()),
+                        "reads": pc_if_else(reads), "extra": pa.nulls(2, pa.string())},
+                       schema=qh.SCHEMA)
+        index += 2
 
+
+def pc_if_else(reads):
+    """The invoke row's reads null, the completion's kept."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    return pc.if_else(pa.array([False, True]), reads, pa.nulls(2, reads.type))
+
+
+def _planted(special: dict, index: int):
+    """Rows planting one anomaly per special key, then one final poll per key."""
     def row(process, type_, f, key, value):
         nonlocal index
         r = {"index": index, "time": index * 1000, "process": process, "type": type_, "f": f,
              "key": key, "value": value}
         index += 1
         return r
-    for p in range(PROCESSES):
-        yield row(p, "invoke", "assign", None, None)
-        yield row(p, "ok", "assign", None, sorted(logs))
-    normal = [k for k in logs if k not in special]
-    for n in range(ops):
-        p = rng.randrange(PROCESSES)
-        if rng.random() < 0.5:
-            key = rng.choice(normal)
-            seq[p] += 1
-            v = p * 10_000_000 + seq[p]
-            yield row(p, "invoke", "send", key, {"value": v})
-            logs[key].append(v)
-            yield row(p, "ok", "send", key, {"value": v, "offset": len(logs[key]) - 1})
-        else:
-            key = rng.choice(normal)
-            start = positions.get((p, key), 0)
-            msgs = [[o, logs[key][o]] for o in range(start, min(len(logs[key]), start + 20))]
-            positions[(p, key)] = start + len(msgs)
-            yield row(p, "invoke", "poll", None, None)
-            yield row(p, "ok", "poll", None, {key: msgs} if msgs else {})
+
     q = 10**9  # planted values, far from the generated ones
 
     def send(p, key, v, offset, type_="ok"):
@@ -125,8 +234,6 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
                 yield from poll(3, key, [[0, v[0]], [1, v[1]]])
                 yield from poll(3, key, [[1, v[1]]])
             final[key] = [[i, v[i]] for i in range(2)]
-    for key in normal:
-        final[key] = [[o, v] for o, v in enumerate(logs[key])]
     for key, msgs in final.items():  # one final poll per partition, as the runner's reads go
         yield row(1000, "invoke", "final-poll", None, None)
         yield row(1000, "ok", "final-poll", None, {key: msgs})
@@ -151,54 +258,86 @@ def jvm_peak_kb() -> int | None:
     return best
 
 
+def write(ops: int, keys: int, seed: int, path: Path, planted: dict) -> None:
+    import pyarrow.parquet as pq
+
+    from checkers import queue_history as qh
+    writer = pq.ParquetWriter(str(path), qh.SCHEMA)
+    try:
+        for t in synthetic(ops, keys, seed, planted):
+            writer.write_table(t, row_group_size=1_000_000)
+        writer.add_key_value_metadata({qh.KEYS: json.dumps([f"k{k}" for k in range(keys)])})
+    finally:
+        writer.close()
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", type=int, default=10_000_000)
     ap.add_argument("--keys", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--master", default=None)
+    ap.add_argument("--engines", default="spark,local",
+                    help="which to time: spark (local[2] or --master), local (in process)")
     ap.add_argument("--out", help="keep the generated history here (reused if it exists)")
     args = ap.parse_args()
+    if args.keys < len(ANOMALIES) + 1:
+        ap.error(f"--keys must be at least {len(ANOMALIES) + 1}")
     planted: dict = {}
-    keys = [f"k{args.keys - 1 - i}" for i in range(len(ANOMALIES))]
     with tempfile.TemporaryDirectory(prefix="chaoskraft-bench-") as d:
-        path = Path(args.out) if args.out else Path(d) / "history.parquet"
+        path = Path(args.out) if args.out else Path(d) / "queue.parquet"
         if path.exists():
-            planted.update(dict(zip(ANOMALIES, keys)))
+            planted.update({a: f"k{args.keys - 1 - i}" for i, a in enumerate(ANOMALIES)})
             print(f"reusing {path} ({path.stat().st_size / 1e6:.0f} MB)", flush=True)
         else:
             t = time.monotonic()
-            write_parquet(synthetic(args.ops, args.keys, args.seed, planted), path,
-                          rows_per_group=100_000)
-            print(f"generated {args.ops:,} operations ({2 * args.ops:,} rows) as Parquet: "
-                  f"{path.stat().st_size / 1e6:.0f} MB in {time.monotonic() - t:.0f} s",
-                  flush=True)
-        spark = spark_session(args.master)
-        peak = [0]
-        stop = threading.Event()
+            write(args.ops, args.keys, args.seed, path, planted)
+            print(f"generated {args.ops:,} operations ({2 * args.ops:,} rows) as typed Parquet: "
+                  f"{path.stat().st_size / 1e6:.0f} MB in {time.monotonic() - t:.1f} s; "
+                  f"driver peak so far {rss_mb():.0f} MB", flush=True)
+        load = os.getloadavg()[0]
+        print(f"load average {load:.2f} on {len(os.sched_getaffinity(0))} cores"
+              + (" (the machine is loaded: figures are not comparable)" if load > len(os.sched_getaffinity(0)) else ""))
+        for engine in args.engines.split(","):
+            spark = None
+            peak = [0]
+            stop = threading.Event()
+            if engine == "spark":
+                t = time.monotonic()
+                spark = spark_session(args.master)
+                print(f"spark session: {time.monotonic() - t:.1f} s", flush=True)
+                t = time.monotonic()
+                spark.read.parquet(str(path)).write.format("noop").mode("overwrite").save()
+                print(f"floor: a plain full read of the file in Spark: "
+                      f"{time.monotonic() - t:.1f} s", flush=True)
 
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], jvm_peak_kb() or 0)
-                time.sleep(1)
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        t = time.monotonic()
-        result = check_queue(spark, str(path))
-        took = time.monotonic() - t
-        stop.set()
-        sampler.join()
-        found = {a: planted[a] in {e.get("key") for e in result["anomalies"].get(a, {}).get(
-            "examples", [])} for a in ANOMALIES}
-        print(f"check_queue on {args.master or 'local[2]'}: {took:.0f} s; verdict "
-              f"{result['valid']}; planted anomalies found: {sum(found.values())}/{len(found)}")
-        for a in ANOMALIES:
-            n = result["anomalies"].get(a, {}).get("count", 0)
-            print(f"  {a:<22} planted on {planted[a]:<5} found {n} {'ok' if found[a] else 'MISSED'}")
-        driver_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak memory: driver (Python) {driver_mb:.0f} MB, Spark JVM {peak[0] / 1024:.0f} MB")
-        print(json.dumps(result["stats"]))
-        stop_session()
+                def sample():
+                    while not stop.is_set():
+                        peak[0] = max(peak[0], jvm_peak_kb() or 0)
+                        time.sleep(0.5)
+                threading.Thread(target=sample, daemon=True).start()
+            t = time.monotonic()
+            result = check_queue(spark, str(path), engine=engine)
+            took = time.monotonic() - t
+            stop.set()
+            found = {a: planted[a] in {e.get("key") for e in result["anomalies"].get(a, {}).get(
+                "examples", [])} for a in ANOMALIES}
+            where = f"spark {args.master or 'local[2]'}" if engine == "spark" else "in process"
+            print(f"check_queue {where}: {took:.1f} s; verdict {result['valid']}; planted "
+                  f"anomalies found: {sum(found.values())}/{len(found)}; peak memory: driver "
+                  f"(Python) {rss_mb():.0f} MB"
+                  + (f", Spark JVM {peak[0] / 1024:.0f} MB" if engine == "spark" else ""))
+            for a in ANOMALIES:
+                n = result["anomalies"].get(a, {}).get("count", 0)
+                print(f"  {a:<22} planted on {planted[a]:<5} found {n} "
+                      f"{'ok' if found[a] else 'MISSED'}")
+            print(json.dumps(result["stats"]), flush=True)
+            if spark is not None:
+                stop_session()
     return 0
 
 
