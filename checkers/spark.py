@@ -38,30 +38,49 @@ def _package_zip() -> str:
 
 
 def spark_session(master: str | None = None):
-    """One Spark session per process, created on first use."""
+    """One Spark session per process, created on first use.
+
+    ``master``: None or ``local[N]`` (in this process's JVM), ``spark://HOST:PORT``
+    (a standalone cluster; so are ``yarn`` and ``k8s://...``), or ``sc://HOST:PORT``
+    (a Spark Connect server). Off this machine the checkers travel with the job
+    as a zip of their Python files, so a cluster needs only the same Python
+    dependencies.
+    """
     global _SESSION
     if _SESSION is not None:
         return _SESSION
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
+    if master and master.startswith("sc://"):
+        _SESSION = SparkSession.builder.remote(master).getOrCreate()
+        _SESSION.addArtifacts(_package_zip(), pyfile=True)
+        return _SESSION
+    local = (master or "local").startswith("local")
+    # On loopback (local mode, or a cluster whose master is on 127.0.0.1) the driver binds
+    # 127.0.0.1; otherwise where the cluster can reach it (CHAOSKRAFT_SPARK_DRIVER_HOST, else
+    # Spark's choice).
+    loopback = local or any(h in master for h in ("//127.0.0.1:", "//localhost:"))
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (SparkSession.builder.appName("chaoskraft")
                .master(master or "local[2]")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.python.worker.reuse", "true")
                # Local mode runs everything in the driver's JVM; 1 GB (Spark's default) is too
                # little to read the row groups of a history of millions of operations.
                .config("spark.driver.memory",
                        os.environ.get("CHAOSKRAFT_SPARK_DRIVER_MEMORY", "4g")))
+    host = os.environ.get("CHAOSKRAFT_SPARK_DRIVER_HOST") or ("127.0.0.1" if loopback else None)
+    if host:
+        builder = (builder.config("spark.driver.host", host)
+                   .config("spark.driver.bindAddress", "127.0.0.1" if loopback else "0.0.0.0"))
     _SESSION = builder.getOrCreate()
     _SESSION.sparkContext.setLogLevel("ERROR")
-    if not (master or "local").startswith("local"):
+    if not local:
         # A real cluster's workers get the checkers as Python files (the Python search serves
         # where the native kernel is not built); local mode imports the installed package.
         _SESSION.sparkContext.addPyFile(_package_zip())

@@ -161,7 +161,9 @@ def across(root: str | Path, spark_master: str | None = None, out=sys.stdout) ->
     dest = root / "_across"
     dest.mkdir(exist_ok=True)
     for name in ("runs", "anomalies", "faults"):
-        tables[name].toPandas().to_parquet(dest / f"{name}.parquet")
+        frame = tables[name].toPandas()
+        frame.attrs = {}  # Spark Connect leaves its plan metrics here, which Parquet cannot hold
+        frame.to_parquet(dest / f"{name}.parquet")
     (dest / "summary.txt").write_text(text + "\n")
     (dest / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     with open(dest / "summary.csv", "w") as f:
