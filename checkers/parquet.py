@@ -42,21 +42,38 @@ def to_columns(rows: Iterable[dict]) -> dict[str, list]:
     return cols
 
 
+class HistoryWriter:
+    """history.parquet written a chunk of rows at a time (``write``), so a history larger than
+    memory is never held whole."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.writer = pq.ParquetWriter(str(path), SCHEMA)
+        self.rows = 0
+
+    def write(self, chunk: list[dict]) -> None:
+        if chunk:
+            self.writer.write_table(pa.table(to_columns(chunk), schema=SCHEMA))
+        self.rows += len(chunk)
+
+    def close(self) -> None:
+        if not self.rows:
+            self.writer.write_table(pa.table(to_columns([]), schema=SCHEMA))
+        self.writer.close()
+
+
 def write_parquet(rows: Iterable[dict], path: str | Path, rows_per_group: int = 1_000_000) -> None:
     """Write rows in row groups, so a history larger than memory can be streamed in chunks."""
-    writer = pq.ParquetWriter(str(path), SCHEMA)
+    w = HistoryWriter(path)
     try:
         chunk: list[dict] = []
-        written = False
         for r in rows:
             chunk.append(r)
             if len(chunk) >= rows_per_group:
-                writer.write_table(pa.table(to_columns(chunk), schema=SCHEMA))
-                chunk, written = [], True
-        if chunk or not written:
-            writer.write_table(pa.table(to_columns(chunk), schema=SCHEMA))
+                w.write(chunk)
+                chunk = []
+        w.write(chunk)
     finally:
-        writer.close()
+        w.close()
 
 
 def decode_process(p):

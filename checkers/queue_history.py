@@ -128,27 +128,50 @@ def typed_row(r: dict, i: int, keys: KeyNames) -> dict:
     return out
 
 
+class Writer:
+    """The typed file written a chunk of rows at a time, aside, and renamed on ``close``;
+    ``abort`` removes it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.keys = KeyNames()
+        self.n = 0
+        self.writer = pq.ParquetWriter(str(self.tmp), SCHEMA)
+
+    def write(self, chunk: list[dict]) -> None:
+        typed = [typed_row(r, self.n + i, self.keys) for i, r in enumerate(chunk)]
+        self.n += len(chunk)
+        if typed:
+            self.writer.write_table(pa.Table.from_pylist(typed, schema=SCHEMA))
+
+    def close(self) -> None:
+        if not self.n:
+            self.writer.write_table(pa.Table.from_pylist([], schema=SCHEMA))
+        self.writer.add_key_value_metadata({KEYS: json.dumps(self.keys.names).encode()})
+        self.writer.close()
+        self.tmp.replace(self.path)
+
+    def abort(self) -> None:
+        self.writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+
 def write(rows: Iterable[dict], path: str | Path, rows_per_group: int = ROWS_PER_GROUP) -> None:
     """Rows -> the typed file, one row group at a time (written aside, then renamed)."""
-    keys = KeyNames()
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    writer = pq.ParquetWriter(str(tmp), SCHEMA)
+    w = Writer(path)
     try:
         chunk: list[dict] = []
-        for n, r in enumerate(rows):
-            chunk.append(typed_row(r, n, keys))
+        for r in rows:
+            chunk.append(r)
             if len(chunk) >= rows_per_group:
-                writer.write_table(pa.Table.from_pylist(chunk, schema=SCHEMA))
+                w.write(chunk)
                 chunk = []
-        writer.write_table(pa.Table.from_pylist(chunk, schema=SCHEMA))
-        writer.add_key_value_metadata({KEYS: json.dumps(keys.names).encode()})
+        w.write(chunk)
     except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
+        w.abort()
         raise
-    writer.close()
-    tmp.replace(path)
+    w.close()
 
 
 def is_typed(path: str | Path) -> bool:

@@ -4,20 +4,42 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from checkers.history import read_history
-from checkers.parquet import write_parquet
+from checkers.history import iter_history, read_history
+from checkers.parquet import HistoryWriter, write_parquet
 
 from .check_cmd import run_check
 
 WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
 
 
-def history_stats(rows: list[dict]) -> dict:
-    ops = [r for r in rows if r.get("process") != "nemesis"]
-    counts = {t: sum(1 for r in ops if r.get("type") == t) for t in ("invoke", "ok", "fail", "info")}
-    faults = [r for r in rows if r.get("process") == "nemesis" and r.get("type") == "invoke"]
-    return {"rows": len(rows), **counts, "faults": [{"f": r["f"], "value": r.get("value")}
-                                                     for r in faults]}
+class Stats:
+    """The history's totals, a row at a time: client rows by type, and the faults begun."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.counts = dict.fromkeys(("invoke", "ok", "fail", "info"), 0)
+        self.faults: list[dict] = []
+
+    def add(self, r: dict) -> None:
+        self.rows += 1
+        if r.get("process") == "nemesis":
+            if r.get("type") == "invoke":
+                self.faults.append({"f": r["f"], "value": r.get("value")})
+        elif r.get("type") in self.counts:
+            self.counts[r["type"]] += 1
+
+    def result(self) -> dict:
+        return {"rows": self.rows, **self.counts, "faults": self.faults}
+
+
+def history_stats(rows) -> dict:
+    s = Stats()
+    for r in rows:
+        s.add(r)
+    return s.result()
+
+
+CHUNK = 100_000  # rows held at once while a queue history streams into its Parquet files
 
 
 def fault_summary(run_dir: Path) -> dict | None:
@@ -67,17 +89,39 @@ def _run_config(run_dir: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
-def analyze_queue(run_dir: Path, rows: list[dict], cfg: dict, *, spark_master: str | None,
+def analyze_queue(run_dir: Path, cfg: dict, *, spark_master: str | None,
                   engine: str = "auto", log=print) -> dict:
+    """Streams history.jsonl once into history.parquet and the typed queue.parquet, in
+    chunks of CHUNK rows (a history of any length in bounded memory), then checks."""
     from checkers import queue_history
     from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
     allowed = cfg.get("allowed_anomalies")
     if allowed is None:
         allowed = default_allowed(cfg.get("idempotent", True))
     typed = run_dir / "queue.parquet"
-    queue_history.write(rows, typed)
+    st = Stats()
+    hw, qw = HistoryWriter(run_dir / "history.parquet"), queue_history.Writer(typed)
+    try:
+        chunk: list[dict] = []
+        for r in iter_history(run_dir / "history.jsonl"):
+            st.add(r)
+            chunk.append(r)
+            if len(chunk) >= CHUNK:
+                hw.write(chunk)
+                qw.write(chunk)
+                chunk = []
+        hw.write(chunk)
+        qw.write(chunk)
+    except BaseException:
+        qw.abort()
+        raise
+    finally:
+        hw.close()
+    qw.close()
+    stats = st.result()
+    log(f"analysis: {stats['rows']} history rows; wrote history.parquet and queue.parquet")
     if engine == "auto":
-        engine = "spark" if spark_master or len(rows) > AUTO_SPARK_ROWS else "local"
+        engine = "spark" if spark_master or stats["rows"] > AUTO_SPARK_ROWS else "local"
     where = f"in Spark ({spark_master or 'local[2]'})" if engine == "spark" else "in process"
     log(f"analysis: queue checkers {where}; allowed: {', '.join(allowed) or 'none'}")
     spark = None
@@ -90,7 +134,6 @@ def analyze_queue(run_dir: Path, rows: list[dict], cfg: dict, *, spark_master: s
         log(f"analysis: {name}{mark}: {a['count']}; e.g. {a['examples'][0]}")
     if not result["stats"]["final_polls"]:
         log("analysis: no final poll succeeded, so durability is unknown")
-    stats = history_stats(rows)
     results = {"valid": result["valid"], "verdict": WORD[result["valid"]],
                "checkers": {"queue": result}, "stats": stats}
     return _finish(run_dir, results, stats, log)
@@ -125,14 +168,12 @@ def analyze(run_dir: Path, *, engine: str = "auto", spark_master: str | None = N
 
 def _analyze(run_dir: Path, *, engine: str, spark_master: str | None, budget_s: float,
              log) -> dict:
-    path = run_dir / "history.jsonl"
-    rows = read_history(path)
-    log(f"analysis: {len(rows)} history rows; writing history.parquet")
-    write_parquet(rows, run_dir / "history.parquet")
     cfg = _run_config(run_dir)
     if cfg.get("workload") == "queue":
-        return analyze_queue(run_dir, rows, cfg, spark_master=spark_master, engine=engine,
-                             log=log)
+        return analyze_queue(run_dir, cfg, spark_master=spark_master, engine=engine, log=log)
+    rows = read_history(run_dir / "history.jsonl")
+    log(f"analysis: {len(rows)} history rows; writing history.parquet")
+    write_parquet(rows, run_dir / "history.parquet")
     log(f"analysis: linearizability (cas-register per key) with {engine}"
         + (f" on {spark_master}" if spark_master else (" (local[2])" if engine == "spark" else "")))
     # A nil read in our own runs means "the key holds no value": checked as a value.

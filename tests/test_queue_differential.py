@@ -191,3 +191,32 @@ def test_a_bad_row_is_named(tmp_path, row, message):
     with pytest.raises(queue_history.HistoryError, match=f"h.jsonl:8: .*{message}"):
         queue_history.write([row], tmp_path / "q.parquet")
     assert not list(tmp_path.iterdir())  # nothing half-written is left
+
+
+def test_analyze_streams_a_queue_run_in_chunks(tmp_path, monkeypatch):
+    import yaml
+
+    from harness import analyze as an
+    monkeypatch.setattr(an, "CHUNK", 50)  # many chunks, so their seams are crossed
+    rows = []
+    rng = random.Random(5)
+    for h in range(6):
+        rows.extend(generate(rng, h, len(rows)))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "config.yaml").write_text(yaml.safe_dump({"workload": "queue"}))
+    results = an._analyze(run, engine="auto", spark_master=None, budget_s=10, log=lambda m: None)
+    write_parquet(rows, tmp_path / "whole.parquet")
+    assert results["checkers"]["queue"] == check_queue(None, str(tmp_path / "whole.parquet"),
+                                                       engine="local")
+    assert results["stats"]["rows"] == len(rows)
+    assert results["stats"]["ok"] == sum(r["type"] == "ok" for r in rows)
+    # A bad row is named, and no half-written typed file is left behind.
+    bad = dict(rows[-1], type="ok", f="send", value="oops", index=len(rows))
+    with open(run / "history.jsonl", "a") as f:
+        f.write(json.dumps(bad) + "\n")
+    (run / "queue.parquet").unlink()
+    with pytest.raises(queue_history.HistoryError, match=f"history row {len(rows)}: a send"):
+        an._analyze(run, engine="auto", spark_master=None, budget_s=10, log=lambda m: None)
+    assert not (run / "queue.parquet").exists() and not (run / "queue.parquet.tmp").exists()
