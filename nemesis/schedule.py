@@ -57,6 +57,13 @@ WEIGHTS = {
 DEFAULT_TARGETS = {"clock": {"one": 1, "minority": 1, "all": 1},
                    "packet-loss": {"one": 1, "minority": 1, "all": 1},
                    "corrupt": {"one": 1}}
+# A partition that cuts off the leader the workload depends on lasts long enough for the rest
+# to elect another and answer clients: with the node's defaults a cut-off controller resigns
+# after 3 s (1.5 x controller.quorum.fetch.timeout.ms) and the others elect one within 2-4 s.
+# A shorter cut heals first, the old leader keeps its log, and what it acknowledged alone is
+# never lost: a bug like reply-before-commit or ack-before-replication goes unseen.
+LEADER_PARTITIONS = ("isolate-controller", "isolate-partition-leader")
+LEADER_PARTITION_MIN_S = 7.5
 FIRST = {"register": {"partition": "isolate-controller", "kill": "active-controller"},
          "queue": {"partition": "isolate-partition-leader", "kill": "partition-leader"}}
 for _w in WEIGHTS.values():
@@ -202,11 +209,14 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
     first = dict(FIRST[workload])
     first["power-loss"] = power_loss_targets[0]
 
-    def length(p: str, rng: random.Random) -> float:
+    def length(p: str, spec: str, rng: random.Random) -> float:
         if "duration_s" in opts[p]:
             d = opts[p]["duration_s"]
             return float(d) if not isinstance(d, list) else rng.uniform(*d)
-        return SCENARIOS[p] if p in SCENARIOS else rng.uniform(*duration_s)
+        if p in SCENARIOS:
+            return SCENARIOS[p]
+        n = rng.uniform(*duration_s)
+        return max(n, LEADER_PARTITION_MIN_S) if spec in LEADER_PARTITIONS else n
 
     def draw(p: str, rng: random.Random, steps: list) -> tuple[str, str]:
         choices = targets[p]
@@ -230,7 +240,7 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
             t += rng.uniform(0, interval_s / 2)
             kind = rng.choices(packages, weights=weights)[0]
             spec, mode = draw(kind, rng, steps)
-            n = length(kind, rng)
+            n = length(kind, spec, rng)
             if t + n > time_limit_s:
                 break
             steps.append(FaultStep(len(steps), round(t, 3), kind, spec, round(n, 3), mode))
@@ -244,7 +254,7 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
         while True:
             t += rng.uniform(0, gap / 2)
             spec, mode = draw(p, rng, mine)
-            n = length(p, rng)
+            n = length(p, spec, rng)
             if t + n > time_limit_s:
                 break
             mine.append(FaultStep(0, round(t, 3), p, spec, round(n, 3), mode))

@@ -162,3 +162,18 @@ def test_concurrent_packages_overlap_and_options_shape_the_plan():
     seq = resolve({**{k: v for k, v in cfg.to_dict().items()}, "nemesis_combine": "sequential"}, {})
     s2 = fault_plan(seq)
     assert all(a.at_s + a.duration_s <= b.at_s for a, b in zip(s2, s2[1:])), "one at a time"
+
+
+def test_a_partition_that_cuts_off_the_leader_outlasts_an_election():
+    from nemesis.schedule import LEADER_PARTITION_MIN_S, LEADER_PARTITIONS, plan
+    for workload in ("register", "queue"):
+        steps = [s for seed in range(40) for s in plan(seed, ["partition", "kill"], 120, 5.0,
+                                                       workload=workload)]
+        leader = [s for s in steps if s.spec in LEADER_PARTITIONS]
+        others = [s for s in steps if s.kind == "partition" and s.spec not in LEADER_PARTITIONS]
+        assert leader and others
+        assert all(s.duration_s >= LEADER_PARTITION_MIN_S for s in leader)
+        assert any(s.duration_s < LEADER_PARTITION_MIN_S for s in others)
+    # A duration the campaign gives is kept.
+    steps = plan(1, ["partition"], 60, 5.0, options={"partition": {"duration_s": 2}})
+    assert steps and all(s.duration_s == 2 for s in steps)
