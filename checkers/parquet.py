@@ -60,20 +60,29 @@ class HistoryWriter:
             self.writer.write_table(pa.table(to_columns([]), schema=SCHEMA))
         self.writer.close()
 
+    abort = close  # what was written stays readable
 
-def write_parquet(rows: Iterable[dict], path: str | Path, rows_per_group: int = 1_000_000) -> None:
-    """Write rows in row groups, so a history larger than memory can be streamed in chunks."""
-    w = HistoryWriter(path)
+
+def write_chunks(rows: Iterable[dict], writer, rows_per_group: int) -> None:
+    """Feed ``writer`` (``write(chunk)``, ``close()``, ``abort()``) ``rows_per_group`` rows at
+    a time; ``abort`` if anything fails."""
     try:
         chunk: list[dict] = []
         for r in rows:
             chunk.append(r)
             if len(chunk) >= rows_per_group:
-                w.write(chunk)
+                writer.write(chunk)
                 chunk = []
-        w.write(chunk)
-    finally:
-        w.close()
+        writer.write(chunk)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+
+
+def write_parquet(rows: Iterable[dict], path: str | Path, rows_per_group: int = 1_000_000) -> None:
+    """Write rows in row groups, so a history larger than memory can be streamed in chunks."""
+    write_chunks(rows, HistoryWriter(path), rows_per_group)
 
 
 def decode_process(p):

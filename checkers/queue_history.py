@@ -159,19 +159,8 @@ class Writer:
 
 def write(rows: Iterable[dict], path: str | Path, rows_per_group: int = ROWS_PER_GROUP) -> None:
     """Rows -> the typed file, one row group at a time (written aside, then renamed)."""
-    w = Writer(path)
-    try:
-        chunk: list[dict] = []
-        for r in rows:
-            chunk.append(r)
-            if len(chunk) >= rows_per_group:
-                w.write(chunk)
-                chunk = []
-        w.write(chunk)
-    except BaseException:
-        w.abort()
-        raise
-    w.close()
+    from .parquet import write_chunks
+    write_chunks(rows, Writer(path), rows_per_group)
 
 
 def is_typed(path: str | Path) -> bool:
