@@ -128,6 +128,23 @@ def typed_row(r: dict, i: int, keys: KeyNames) -> dict:
     return out
 
 
+def untyped_row(r: dict, keys: KeyNames) -> dict:
+    """One row of SCHEMA -> the history row it came from (``typed_row`` undone)."""
+    out = {"index": r["index"], "time": r["time"], "type": r["type"], "f": r["f"],
+           "process": "nemesis" if r["process"] is None else r["process"],
+           "key": None if r["key"] is None else keys.name(r["key"]), "value": None}
+    if r["value"] is not None:
+        out["value"] = {"value": r["value"]}
+        if r["offset"] is not None:
+            out["value"]["offset"] = r["offset"]
+    if r["reads"] is not None:
+        out["value"] = {keys.name(e["key"]): [[o, v] for o, v in zip(e["offsets"], e["values"])]
+                        for e in r["reads"]}
+    if r["extra"]:
+        out.update(json.loads(r["extra"]))
+    return out
+
+
 class Writer:
     """The typed file written a chunk of rows at a time, aside, and renamed on ``close``;
     ``abort`` removes it."""

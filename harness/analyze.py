@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from checkers.history import iter_history, read_history
+from checkers.history import HistoryError, iter_history, read_history
 from checkers.parquet import HistoryWriter, write_parquet
 
 from .check_cmd import run_check
@@ -89,16 +89,10 @@ def _run_config(run_dir: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
-def analyze_queue(run_dir: Path, cfg: dict, *, spark_master: str | None,
-                  engine: str = "auto", log=print) -> dict:
-    """Streams history.jsonl once into history.parquet and the typed queue.parquet, in
-    chunks of CHUNK rows (a history of any length in bounded memory), then checks."""
+def _stream_queue(run_dir: Path, typed: Path) -> dict:
+    """history.jsonl -> history.parquet and the typed queue.parquet, CHUNK rows at a time;
+    returns the history's stats."""
     from checkers import queue_history
-    from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
-    allowed = cfg.get("allowed_anomalies")
-    if allowed is None:
-        allowed = default_allowed(cfg.get("idempotent", True))
-    typed = run_dir / "queue.parquet"
     st = Stats()
     hw, qw = HistoryWriter(run_dir / "history.parquet"), queue_history.Writer(typed)
     try:
@@ -118,8 +112,46 @@ def analyze_queue(run_dir: Path, cfg: dict, *, spark_master: str | None,
     finally:
         hw.close()
     qw.close()
-    stats = st.result()
-    log(f"analysis: {stats['rows']} history rows; wrote history.parquet and queue.parquet")
+    return st.result()
+
+
+def typed_stats(path: Path) -> dict:
+    """``Stats`` of a typed queue history, a row group at a time, without decoding its rows."""
+    import pyarrow.parquet as pq
+    st = Stats()
+    for b in pq.ParquetFile(str(path)).iter_batches(batch_size=CHUNK,
+                                                    columns=["process", "type", "f", "extra"]):
+        d = b.to_pandas()
+        st.rows += len(d)
+        client = d["process"].notna()
+        for t, n in d.loc[client, "type"].value_counts().items():
+            if t in st.counts:
+                st.counts[t] += int(n)
+        for f, extra in d.loc[~client & (d["type"] == "invoke"), ["f", "extra"]].itertuples(
+                index=False):
+            st.faults.append({"f": f, "value": json.loads(extra).get("value") if extra else None})
+    return st.result()
+
+
+def analyze_queue(run_dir: Path, cfg: dict, *, spark_master: str | None,
+                  engine: str = "auto", log=print) -> dict:
+    """Streams history.jsonl once into history.parquet and the typed queue.parquet, in
+    chunks of CHUNK rows (a history of any length in bounded memory), then checks. A run
+    stored as a typed queue.parquet alone (written straight to Parquet) is checked as it is."""
+    from checkers import queue_history
+    from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
+    allowed = cfg.get("allowed_anomalies")
+    if allowed is None:
+        allowed = default_allowed(cfg.get("idempotent", True))
+    typed = run_dir / "queue.parquet"
+    if (run_dir / "history.jsonl").exists():
+        stats = _stream_queue(run_dir, typed)
+        log(f"analysis: {stats['rows']} history rows; wrote history.parquet and queue.parquet")
+    elif typed.exists() and queue_history.is_typed(typed):
+        stats = typed_stats(typed)
+        log(f"analysis: {stats['rows']} history rows, stored as queue.parquet")
+    else:
+        raise HistoryError(f"{run_dir}: neither history.jsonl nor a typed queue.parquet")
     if engine == "auto":
         engine = "spark" if spark_master or stats["rows"] > AUTO_SPARK_ROWS else "local"
     where = f"in Spark ({spark_master or 'local[2]'})" if engine == "spark" else "in process"
@@ -163,6 +195,9 @@ def analyze(run_dir: Path, *, engine: str = "auto", spark_master: str | None = N
     except Exception:  # noqa: BLE001 - the verdict stands; the report's failure is shown whole
         import traceback
         log("report: could not be made (the verdict above stands):\n" + traceback.format_exc())
+    import resource
+    log(f"analysis: peak memory of this process (RSS): "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     return results
 
 

@@ -20,8 +20,11 @@ What it shows, from the run directory alone (history, results, node logs):
   clock times; ``history-start.json`` ties them to the history's time axis),
   and every traceback found in a node log.
 
-Large histories are sampled for the scatter plot (at most ``MAX_POINTS``);
-windows, quantiles and rates use every operation.
+The history is streamed, never held whole (``harness.frames``): the scatter
+plot shows a uniform sample of at most ``MAX_POINTS`` operations; windows,
+rates and quantiles use every operation, the quantiles read from a
+per-window latency histogram (bins 2.3 % wide); a run longer than
+``MAX_WINDOWS`` windows gets wider windows.
 """
 from __future__ import annotations
 
@@ -33,9 +36,11 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 MAX_POINTS = 100_000
+MAX_WINDOWS = 2_000  # a plot is about 1,000 pixels wide
 FAULT_COLOURS = {"partition": "#4c78a8", "kill": "#e45756", "power-loss": "#9d1c1c",
                  "pause": "#b279a2", "clock": "#f58518", "packet-loss": "#9d755d",
                  "corrupt": "#333333", "restart-all": "#bab0ac", "scenario": "#54a24b"}
@@ -47,16 +52,6 @@ OPENS = {"start-partition": "partition", "kill": "kill", "power-loss": "power-lo
 CLOSES = {"stop-partition": ("partition",), "start": ("kill", "power-loss", "corrupt"),
           "resume": ("pause",), "clock-reset": ("clock",), "stop-packet-loss": ("packet-loss",)}
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
-
-
-def load_history(run_dir: Path) -> pd.DataFrame:
-    parquet = run_dir / "history.parquet"
-    if parquet.exists():
-        df = pd.read_parquet(parquet)
-    else:
-        df = pd.read_json(run_dir / "history.jsonl", lines=True)
-    df["process"] = df["process"].astype(str)
-    return df.sort_values("index").reset_index(drop=True)
 
 
 def _value(v):
@@ -74,26 +69,36 @@ def _value(v):
 ANSWERED_FAILS = ("cas-mismatch",)
 
 
-def operations(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per completed client operation: start and latency in seconds, type, f, and
+def _ops(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Completed operations of ``frames.pairs``: start and latency in seconds, type, f and
     ``answered`` (ok, or a fail in ``ANSWERED_FAILS``)."""
-    c = df[df["process"] != "nemesis"].sort_values(["process", "index"])
-    prev = c.shift(1)
-    done = (c["type"] != "invoke") & (prev["type"] == "invoke") & (prev["process"] == c["process"])
-    ops = pd.DataFrame({"index": prev["index"][done].astype(int),
-                        "start_s": prev["time"][done] / 1e9,
-                        "latency_ms": (c["time"][done] - prev["time"][done]) / 1e6,
-                        "type": c["type"][done], "f": c["f"][done],
-                        "process": c["process"][done]})
-    error = c["error"][done] if "error" in c else pd.Series(None, index=ops.index, dtype=object)
-    ops["answered"] = (ops["type"] == "ok") | ((ops["type"] == "fail") & error.isin(ANSWERED_FAILS))
+    p = pairs[pairs["type"] != "open"]
+    ops = pd.DataFrame({"index": p["index"].astype(int), "start_s": p["start"] / 1e9,
+                        "latency_ms": (p["end"] - p["start"]) / 1e6, "type": p["type"],
+                        "f": p["f"], "process": p["process"]})
+    ops["answered"] = (ops["type"] == "ok") | ((ops["type"] == "fail")
+                                               & p["error"].isin(ANSWERED_FAILS))
+    return ops
+
+
+def operations(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per completed client operation of the history rows ``df`` (see ``_ops``)."""
+    from .frames import COLUMNS, pairs
+    df = df.assign(**{c: None for c in COLUMNS if c not in df})
+    found = [o for o in (_ops(p) for p in pairs([df])) if len(o)]
+    ops = pd.concat(found) if found else _ops(pd.DataFrame(columns=["index", "start", "end",
+                                                                    "type", "f", "process",
+                                                                    "error"]))
     return ops.sort_values("start_s").reset_index(drop=True)
 
 
-def fault_intervals(df: pd.DataFrame) -> list[tuple[str, float, float, str]]:
-    """(kind, start s, end s, label) for every fault, from the nemesis rows."""
+def fault_intervals(df: pd.DataFrame, end_s: float | None = None
+                    ) -> list[tuple[str, float, float, str]]:
+    """(kind, start s, end s, label) for every fault, from the nemesis rows of ``df``; a fault
+    never closed lasts to ``end_s`` (the history's end)."""
     nem = df[(df["process"] == "nemesis") & (df["type"] == "info")]
-    end_s = float(df["time"].max()) / 1e9 if len(df) else 0.0
+    if end_s is None:
+        end_s = float(df["time"].max()) / 1e9 if len(df) else 0.0
     open_: dict[tuple, tuple[float, str]] = {}
     out = []
     for _, r in nem.iterrows():
@@ -123,6 +128,76 @@ def fault_intervals(df: pd.DataFrame) -> list[tuple[str, float, float, str]]:
     return sorted(merged.values(), key=lambda x: x[1])
 
 
+class Series:
+    """Per time window, from operations added a batch at a time (``add``), in memory that does
+    not grow with the history: completions by type, answered ones, and a latency histogram
+    (log bins of 2.3 %; quantiles are read from it, the maximum is kept exactly); plus a
+    uniform sample of at most ``MAX_POINTS`` operations for the scatter plot. A run longer
+    than ``MAX_WINDOWS`` windows gets wider windows."""
+
+    EDGES = np.logspace(-3, 7, 1001)  # ms
+
+    def __init__(self, end_s: float, window_s: float, seed: int = 1) -> None:
+        self.window_s = max(window_s, end_s / MAX_WINDOWS)
+        n = int(end_s // self.window_s) + 2
+        self.hist = np.zeros((n, len(self.EDGES) + 1), np.int32)
+        self.max = np.full(n, np.nan)
+        self.count = np.zeros((n, len(TYPE_COLOURS)), np.int64)
+        self.answered = np.zeros(n, np.int64)
+        self.rng = np.random.default_rng(seed)
+        self.keep = 1.0
+        self.sample: list[pd.DataFrame] = []
+        self.sampled = 0
+        self.ops = 0
+
+    def add(self, ops: pd.DataFrame) -> None:
+        if not len(ops):
+            return
+        self.ops += len(ops)
+        w = np.clip((ops["start_s"].to_numpy() // self.window_s).astype(np.int64), 0,
+                    len(self.max) - 1)
+        lat = ops["latency_ms"].to_numpy(dtype=float)
+        np.add.at(self.hist, (w, np.searchsorted(self.EDGES, lat)), 1)
+        np.fmax.at(self.max, w, lat)
+        for j, typ in enumerate(TYPE_COLOURS):
+            self.count[:, j] += np.bincount(w[(ops["type"] == typ).to_numpy()],
+                                            minlength=len(self.max))
+        self.answered += np.bincount(w[ops["answered"].to_numpy(dtype=bool)],
+                                     minlength=len(self.max))
+        picked = ops[self.rng.random(len(ops)) < self.keep][["start_s", "latency_ms", "type"]]
+        self.sample.append(picked)
+        self.sampled += len(picked)
+        while self.sampled > 2 * MAX_POINTS:  # halve the sample and the rate of keeping
+            self.keep /= 2
+            self.sample = [s[self.rng.random(len(s)) < 0.5] for s in self.sample]
+            self.sampled = sum(len(s) for s in self.sample)
+
+    def windows(self) -> np.ndarray:
+        """The windows from the first to the last with a completion (a gap between is 0)."""
+        seen = np.nonzero(self.count.sum(axis=1))[0]
+        return np.arange(seen[0], seen[-1] + 1) if len(seen) else seen
+
+    def quantiles(self, qs=(0.5, 0.95, 0.99)) -> pd.DataFrame:
+        w = self.windows()
+        n = self.hist[w].sum(axis=1)
+        cum = self.hist[w].cumsum(axis=1)
+        mid = np.concatenate([[self.EDGES[0]], np.sqrt(self.EDGES[1:] * self.EDGES[:-1]),
+                              [self.EDGES[-1]]])
+        out = {}
+        for q in qs:
+            target = np.maximum(1, np.ceil(q * n))
+            out[f"p{q * 100:g}"] = mid[np.minimum((cum < target[:, None]).sum(axis=1),
+                                                  len(mid) - 1)]
+        out["max"] = self.max[w]
+        df = pd.DataFrame(out, index=w * self.window_s)
+        return df[n > 0]
+
+    def scatter(self) -> pd.DataFrame:
+        s = pd.concat(self.sample) if self.sample else pd.DataFrame(
+            columns=["start_s", "latency_ms", "type"])
+        return s.sample(MAX_POINTS, random_state=1) if len(s) > MAX_POINTS else s
+
+
 def _shade(ax, faults) -> None:
     seen = set()
     for kind, start, end, _ in faults:
@@ -139,12 +214,13 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) -> dict[str, str]:
+def plots(series: Series, faults, clock: dict[str, list]) -> dict[str, str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     out = {}
-    sample = ops.sample(MAX_POINTS, random_state=1) if len(ops) > MAX_POINTS else ops
+    window_s = series.window_s
+    sample = series.scatter()
     fig, ax = plt.subplots(figsize=(11, 3.6))
     for typ, colour in TYPE_COLOURS.items():
         s = sample[sample["type"] == typ]
@@ -152,28 +228,28 @@ def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) ->
                    alpha=0.6, lw=0)
     _shade(ax, faults)
     ax.set_yscale("log")
-    ax.set(xlabel="time (s)", ylabel="latency (ms)", title="Latency over time")
+    title = "Latency over time" + (f" ({len(sample):,} of {series.ops:,} operations, sampled)"
+                                   if len(sample) < series.ops else "")
+    ax.set(xlabel="time (s)", ylabel="latency (ms)", title=title)
     ax.legend(loc="upper right", fontsize=7, ncol=3)
     out["latency"] = _png(fig)
 
-    win = (ops["start_s"] // window_s) * window_s
     fig, ax = plt.subplots(figsize=(11, 3.2))
-    q = ops.groupby(win)["latency_ms"].quantile([0.5, 0.95, 0.99, 1.0]).unstack()
-    for col, name in zip(q.columns, ("p50", "p95", "p99", "max")):
-        ax.plot(q.index, q[col].clip(lower=0.01), label=name, lw=1.2)
+    q = series.quantiles()
+    for col in q.columns:
+        ax.plot(q.index, q[col].clip(lower=0.01), label=col, lw=1.2)
     _shade(ax, faults)
     ax.set_yscale("log")
     ax.set(xlabel="time (s)", ylabel="latency (ms)", title=f"Latency quantiles per {window_s:g} s")
     ax.legend(loc="upper right", fontsize=7, ncol=4)
     out["quantiles"] = _png(fig)
 
-    fig, ax = plt.subplots(figsize=(11, 3.2))
-    rate = ops.groupby([win, "type"]).size().unstack(fill_value=0) / window_s
     # every window, also those where nothing completed (a gap is zero, not a straight line)
-    full = [i * window_s for i in range(int(win.min() // window_s), int(win.max() // window_s) + 1)]
-    rate = rate.reindex(full, fill_value=0)
+    w = series.windows()
+    rate = pd.DataFrame(series.count[w] / window_s, index=w * window_s, columns=list(TYPE_COLOURS))
+    fig, ax = plt.subplots(figsize=(11, 3.2))
     for typ, colour in TYPE_COLOURS.items():
-        if typ in rate:
+        if rate[typ].any():
             ax.plot(rate.index, rate[typ], c=colour, label=typ, lw=1.2)
     _shade(ax, faults)
     ax.set(xlabel="time (s)", ylabel="operations / s", title="Throughput")
@@ -181,10 +257,10 @@ def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) ->
     out["throughput"] = _png(fig)
 
     fig, ax = plt.subplots(figsize=(11, 2.8))
-    total = rate.sum(axis=1)
-    answered = ops["answered"].groupby(win).sum().reindex(full, fill_value=0) / window_s
-    avail = answered / total.where(total > 0)
+    total = series.count[w].sum(axis=1)
     # a window where nothing completed (no client was running) is a gap, not 0
+    avail = pd.Series(np.where(total > 0, series.answered[w] / np.maximum(total, 1), np.nan),
+                      index=w * window_s)
     ax.step(avail.index, avail, where="post", c="#2ca02c")
     _shade(ax, faults)
     ax.set_ylim(-0.02, 1.02)
@@ -204,7 +280,7 @@ def plots(ops: pd.DataFrame, faults, clock: dict[str, list], window_s: float) ->
     return out
 
 
-def clock_offsets(df: pd.DataFrame) -> dict[str, list]:
+def clock_offsets(df: pd.DataFrame, end_s: float | None = None) -> dict[str, list]:
     """Per node, (time s, offset s) steps from the clock faults (measured where we have it)."""
     points: dict[str, list] = {}
     nem = df[(df["process"] == "nemesis") & (df["type"] == "info") & df["f"].str.startswith("clock")]
@@ -221,9 +297,10 @@ def clock_offsets(df: pd.DataFrame) -> dict[str, list]:
         else:
             for n in v.get("nodes", []):
                 points.setdefault(str(n), [(0.0, 0.0)]).append((t, 0.0))
-    end = float(df["time"].max()) / 1e9 if len(df) else 0.0
+    if end_s is None:
+        end_s = float(df["time"].max()) / 1e9 if len(df) else 0.0
     for pts in points.values():
-        pts.append((end, pts[-1][1]))
+        pts.append((end_s, pts[-1][1]))
     return points
 
 
@@ -234,20 +311,17 @@ def _indexes(example, sends: dict | None = None) -> list[int]:
         return []
     found = [v for k, v in example.items() if k.endswith("index") and isinstance(v, int)]
     if not found and sends is not None and "key" in example:
-        values = example.get("values") or ([example["value"]] if "value" in example else [])
-        found = [sends[(example["key"], v)] for v in values if (example["key"], v) in sends]
+        found = [sends[p] for p in _named_sends(example) if p in sends]
     return found
 
 
-def send_index(df: pd.DataFrame) -> dict:
-    """(key, value) -> the history index of the send that invoked it (queue runs)."""
-    s = df[(df["f"] == "send") & (df["type"] == "invoke")]
-    out = {}
-    for i, key, v in zip(s["index"], s["key"], s["value"]):
-        v = _value(v)
-        if isinstance(v, dict) and "value" in v:
-            out[(key, v["value"])] = int(i)
-    return out
+def _named_sends(example) -> list[tuple[str, object]]:
+    """(key as text, value) of the sends an example names by value only."""
+    if not isinstance(example, dict) or "key" not in example or any(
+            k.endswith("index") and isinstance(v, int) for k, v in example.items()):
+        return []
+    values = example.get("values") or ([example["value"]] if "value" in example else [])
+    return [(str(example["key"]), v) for v in values]
 
 
 def anomalies(results: dict) -> list[tuple[str, int, list]]:
@@ -362,18 +436,33 @@ margin-right:4px;color:#fff;font-size:12px} tr:target{background:#ffef99}
 
 
 def render(run_dir: Path, window_s: float = 1.0) -> Path:
-    """Write ``run_dir/report.html``; returns its path."""
+    """Write ``run_dir/report.html``; returns its path. The history is streamed (twice: its
+    span, then its operations), never held whole."""
+    from . import frames
     run_dir = Path(run_dir)
     results = json.loads((run_dir / "results.json").read_text())
-    df = load_history(run_dir)
-    ops = operations(df)
-    faults = fault_intervals(df)
-    clock = clock_offsets(df)
-    images = plots(ops, faults, clock, window_s) if len(ops) else {}
+    span = frames.Span(run_dir)
+    series = Series(span.end_s, window_s)
+    nem: list[pd.DataFrame] = []
+
+    def watched():
+        for b in frames.batches(run_dir):
+            nem.append(b[b["process"] == "nemesis"])
+            yield b
+    for p in frames.pairs(watched()):
+        series.add(_ops(p))
+    nemesis = pd.concat(nem, ignore_index=True) if nem else pd.DataFrame(columns=frames.COLUMNS)
+    faults = fault_intervals(nemesis, span.end_s)
+    clock = clock_offsets(nemesis, span.end_s)
+    images = plots(series, faults, clock) if series.ops else {}
     logs = node_logs(run_dir)
     start = run_dir / "history-start.json"
     start_wall = json.loads(start.read_text())["wall_clock_s"] if start.exists() else None
-    by_index = df.set_index("index")
+    found = anomalies(results)
+    sends = frames.send_indexes(run_dir, {p for _, _, examples in found for ex in examples[:10]
+                                          for p in _named_sends(ex)})
+    named = {i for _, _, examples in found for ex in examples[:10] for i in _indexes(ex, sends)}
+    by_index = frames.rows_at(run_dir, named)
     esc = html.escape
     verdict = results.get("verdict", str(results.get("valid")))
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>chaoskraft report: "
@@ -391,10 +480,8 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     out.append("</table>")
     linked: list[int] = []
     out.append("<h2>Anomalies</h2>")
-    found = anomalies(results)
     if not found:
         out.append("<p id='no-anomalies'>None.</p>")
-    sends = send_index(df) if found else {}
     timed = timed_lines(logs) if found and start_wall is not None else []
     for cls, count, examples in found:
         out.append(f"<h3 class='anomaly'>{esc(cls)}: {count}</h3><table class='examples'>")
@@ -404,7 +491,7 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
             links = " ".join(f"<a href='#op-{i}'>op {i}</a>" for i in idx)
             out.append(f"<tr><td><pre>{esc(json.dumps(ex))}</pre></td><td>{links}</td></tr>")
             if start_wall is not None and idx and timed:
-                t = [by_index.loc[i, "time"] for i in idx if i in by_index.index]
+                t = [by_index[i]["time"] for i in idx if i in by_index]
                 if t:
                     near = lines_around(timed, start_wall + min(t) / 1e9)
                     if near:
@@ -458,15 +545,16 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
                "operation)</p><table id='ops'><tr><th>index</th>"
                "<th>time (s)</th><th>process</th><th>type</th><th>f</th><th>key</th>"
                "<th>value</th><th>error</th></tr>")
-    wanted = sorted(set(linked))
-    rows = by_index.loc[[i for i in wanted if i in by_index.index]]
-    for i, r in rows.iterrows():
-        err = r.get("error") if "error" in r else None
+    for i in sorted(set(linked)):
+        if i not in by_index:
+            continue
+        r = by_index[i]
+        err = r.get("error")
         out.append(f"<tr id='op-{i}'><td><a href='timeline.html#t={r['time'] / 1e9:.3f}&op={i}'>"
                    f"{i}</a></td><td>{r['time'] / 1e9:.3f}</td>"
-                   f"<td>{esc(str(r['process']))}</td><td>{esc(str(r['type']))}</td>"
-                   f"<td>{esc(str(r['f']))}</td><td>{esc(str(r['key']))}</td>"
-                   f"<td>{esc(json.dumps(_value(r['value']), default=str)[:300])}</td>"
+                   f"<td>{esc(str(r.get('process')))}</td><td>{esc(str(r.get('type')))}</td>"
+                   f"<td>{esc(str(r.get('f')))}</td><td>{esc(str(r.get('key')))}</td>"
+                   f"<td>{esc(json.dumps(r.get('value'), default=str)[:300])}</td>"
                    f"<td>{esc(str(err) if isinstance(err, str) else '')}</td></tr>")
     out.append("</table></body></html>")
     path = run_dir / "report.html"

@@ -2,9 +2,10 @@
 
 One lane per process, one bar per operation from invoke to completion
 (green ok, red fail, orange info, grey never completed), faults shaded as
-in the report. The page never holds the whole history: operations are
-written in chunks of ``chunk_s`` seconds (``timeline/c-N.js``, each a call
-``TL.chunk(N, rows)``), and the page loads, by adding script tags, only the
+in the report. Neither the writer nor the page holds the whole history:
+the history is streamed (``harness.frames``) and operations are appended,
+a batch at a time, to chunks of ``chunk_s`` seconds (``timeline/c-N.js``:
+lines ``TL.part(N, rows)`` closed by ``TL.chunk(N)``), and the page loads, by adding script tags, only the
 chunks of the window on screen. An operation that runs past the end of its
 own chunk is written again into every later chunk it overlaps, so a window
 shows it however long before the window it began (an operation never
@@ -22,25 +23,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from .report import fault_intervals, load_history, FAULT_COLOURS
+from .report import FAULT_COLOURS, fault_intervals
 
 TARGET_OPS_PER_CHUNK = 4000
 TYPES = {"ok": 0, "fail": 1, "info": 2, "open": 3}
 
 
-def timeline_ops(df: pd.DataFrame) -> pd.DataFrame:
-    """Operations with start, duration, lane, type code and a short label."""
-    c = df[df["process"] != "nemesis"].sort_values(["process", "index"])
-    nxt = c.shift(-1)
-    inv = c["type"] == "invoke"
-    done = inv & (nxt["process"] == c["process"]) & (nxt["type"] != "invoke")
-    end = nxt["time"].where(done, df["time"].max())
-    label = (c["f"].astype(str) + " " + c["key"].fillna("").astype(str) + " "
-             + c["value"].astype(str).str.slice(0, 40))
-    ops = pd.DataFrame({"start_ms": (c["time"] / 1e6).round(3), "dur_ms": ((end - c["time"]) / 1e6).round(3),
-                        "process": c["process"], "type": nxt["type"].where(done, "open"),
-                        "index": c["index"], "label": label})[inv]
-    return ops.sort_values("start_ms").reset_index(drop=True)
+def timeline_ops(pairs: pd.DataFrame, end_ns: int) -> pd.DataFrame:
+    """Operations of ``frames.pairs`` with start, duration, type and a short label; one never
+    completed lasts to ``end_ns``, the history's end."""
+    end = pairs["end"].astype(float).fillna(end_ns)
+    value = pairs["value"].where(pairs["value"].notna() & (pairs["value"] != "null"), "")
+    label = (pairs["f"].astype(str) + " " + pairs["key"].fillna("").astype(str) + " "
+             + value.astype(str).str.slice(0, 40)).str.strip()
+    return pd.DataFrame({"start_ms": (pairs["start"] / 1e6).round(3),
+                         "dur_ms": ((end - pairs["start"]) / 1e6).round(3),
+                         "process": pairs["process"], "type": pairs["type"],
+                         "index": pairs["index"], "label": label})
 
 
 def with_carried(ops: pd.DataFrame, chunk_s: float) -> pd.DataFrame:
@@ -57,30 +56,47 @@ def with_carried(ops: pd.DataFrame, chunk_s: float) -> pd.DataFrame:
 
 
 def write_timeline(run_dir: Path) -> Path:
+    """Write ``timeline.html`` and its chunks, streaming the history: each batch of operations
+    is appended to the chunk files it falls in (``TL.part``), and every chunk file ends with
+    ``TL.chunk(N)`` once the history is through."""
+    from . import frames
     run_dir = Path(run_dir)
-    df = load_history(run_dir)
-    ops = timeline_ops(df)
+    span = frames.Span(run_dir)
     out = run_dir / "timeline"
     if out.exists():
         shutil.rmtree(out)
     out.mkdir()
-    end_s = float(df["time"].max()) / 1e9 if len(df) else 0.0
-    n = max(len(ops), 1)
+    end_s = span.end_s
+    n = max(span.rows // 2, 1)
     chunk_s = max(0.25, round(end_s * TARGET_OPS_PER_CHUNK / n, 2)) if end_s else 1.0
-    procs = sorted(ops["process"].unique(), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
-    lane = {p: i for i, p in enumerate(procs)}
-    ops["lane"] = ops["process"].map(lane)
-    ops["t"] = ops["type"].map(TYPES)
-    ops["chunk"] = (ops["start_ms"] / 1000 // chunk_s).astype(int)
-    ops = with_carried(ops, chunk_s)
-    chunks = 0
-    for k, group in ops.groupby("chunk"):
-        rows = group[["start_ms", "dur_ms", "lane", "t", "index", "label"]].values.tolist()
-        (out / f"c-{k}.js").write_text(f"TL.chunk({k},{json.dumps(rows, separators=(',', ':'))});\n")
-        chunks += 1
-    meta = {"end_s": end_s, "chunk_s": chunk_s, "lanes": procs, "ops": len(ops),
-            "chunks": [int(k) for k in sorted(ops["chunk"].unique())],
-            "faults": [[k, s, e, lbl] for k, s, e, lbl in fault_intervals(df)],
+    lane = {p: i for i, p in enumerate(span.processes)}
+    nem: list[pd.DataFrame] = []
+
+    def watched():
+        for b in frames.batches(run_dir):
+            nem.append(b[b["process"] == "nemesis"])
+            yield b
+    written: set[int] = set()
+    count = 0
+    for p in frames.pairs(watched()):
+        ops = timeline_ops(p, span.end_ns)
+        count += len(ops)
+        ops["lane"] = ops["process"].map(lane)
+        ops["t"] = ops["type"].map(TYPES)
+        ops["chunk"] = (ops["start_ms"] / 1000 // chunk_s).astype(int)
+        ops = with_carried(ops, chunk_s)
+        for k, group in ops.groupby("chunk"):
+            rows = group[["start_ms", "dur_ms", "lane", "t", "index", "label"]].values.tolist()
+            with open(out / f"c-{k}.js", "a") as f:
+                f.write(f"TL.part({k},{json.dumps(rows, separators=(',', ':'))});\n")
+            written.add(int(k))
+    for k in written:
+        with open(out / f"c-{k}.js", "a") as f:
+            f.write(f"TL.chunk({k});\n")
+    nemesis = pd.concat(nem, ignore_index=True) if nem else pd.DataFrame(columns=frames.COLUMNS)
+    meta = {"end_s": end_s, "chunk_s": chunk_s, "lanes": span.processes, "ops": count,
+            "chunks": sorted(written),
+            "faults": [[k, s, e, lbl] for k, s, e, lbl in fault_intervals(nemesis, end_s)],
             "colours": FAULT_COLOURS}
     (out / "index.js").write_text(f"TL.index({json.dumps(meta)});\n")
     page = run_dir / "timeline.html"
@@ -101,7 +117,13 @@ window <select id='win'><option>1</option><option>5</option><option selected>10<
 const TL = {meta: null, chunks: {}, t0: 0, w: 10, mark: null, started: performance.now(),
             drawnOnce: false};
 TL.index = function (meta) { TL.meta = meta; };
-TL.chunk = function (n, rows) { TL.chunks[n] = rows; if (TL.ready()) draw(); };
+TL.parts = {};
+// a chunk file is TL.part(N, rows) lines, then TL.chunk(N) when all of them are in
+TL.part = function (n, rows) { (TL.parts[n] = TL.parts[n] || []).push(...rows); };
+TL.chunk = function (n, rows) {
+  TL.chunks[n] = (TL.parts[n] || []).concat(rows || []); delete TL.parts[n];
+  if (TL.ready()) draw();
+};
 TL.needed = function () {
   const cs = TL.meta.chunk_s, have = new Set(TL.meta.chunks), out = [];
   for (let k = Math.floor(TL.t0 / cs); k <= Math.floor((TL.t0 + TL.w) / cs); k++)

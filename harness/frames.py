@@ -1,0 +1,262 @@
+"""A run's history in bounded memory, for the report and the timeline, whichever file holds it.
+
+A run directory holds its history as ``history.parquet`` (value as JSON
+text), as the typed ``queue.parquet`` alone (``checkers.queue_history``:
+a queue run written straight to Parquet), or only as ``history.jsonl``
+(not yet analysed). ``batches`` yields it as pandas frames of at most
+``BATCH`` rows with the same columns whatever the source:
+
+    index int64, time int64, process str ("nemesis" or the client's
+    number), type, f, key (str or None), value (JSON text or None), error
+
+A typed poll's reads are not turned back into JSON here (the pages need
+only invoke values); ``rows_at`` returns whole rows, decoded, for the few
+operations a page shows.
+
+``pairs`` turns batches into operations (invoke and completion of one
+process), carrying a process's open invoke from one batch to the next.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from checkers.history import HistoryError, iter_history
+
+BATCH = 100_000
+COLUMNS = ["index", "time", "process", "type", "f", "key", "value", "error"]
+SOURCES = ("history.parquet", "queue.parquet", "history.jsonl")
+
+
+def source(run_dir: Path) -> Path:
+    """The file the run's history is read from: the first of ``SOURCES`` that exists."""
+    for name in SOURCES:
+        if (Path(run_dir) / name).exists():
+            return Path(run_dir) / name
+    raise HistoryError(f"{run_dir}: no history ({', '.join(SOURCES)}) in this run directory")
+
+
+def _typed(path: Path) -> bool:
+    from checkers import queue_history as qh
+    return path.suffix == ".parquet" and qh.is_typed(path)
+
+
+def _text(s: pd.Series) -> pd.Series:
+    return s.astype(object).where(s.notna(), None)
+
+
+def _from_generic(t) -> pd.DataFrame:
+    df = t.to_pandas()
+    for c in COLUMNS:
+        if c not in df:
+            df[c] = None
+    df["process"] = df["process"].astype(str)
+    return df[COLUMNS]
+
+
+def _from_typed(t, names) -> pd.DataFrame:
+    """Typed rows -> the common columns; a send's value as the JSON a run writes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    process = pc.fill_null(pc.cast(t.column("process"), pa.string()), "nemesis")
+    key = pc.take(names, t.column("key"))
+    v, o = pc.cast(t.column("value"), pa.string()), pc.cast(t.column("offset"), pa.string())
+    value = pc.if_else(pc.is_valid(o),
+                       pc.binary_join_element_wise('{"value": ', v, ', "offset": ', o, "}", ""),
+                       pc.binary_join_element_wise('{"value": ', v, "}", ""))
+    df = pd.DataFrame({"index": t.column("index").to_numpy(), "time": t.column("time").to_numpy(),
+                       "process": process.to_numpy(zero_copy_only=False),
+                       "type": t.column("type").to_numpy(zero_copy_only=False),
+                       "f": t.column("f").to_numpy(zero_copy_only=False),
+                       "key": key.to_numpy(zero_copy_only=False),
+                       "value": value.to_numpy(zero_copy_only=False),
+                       "error": None}, columns=COLUMNS)
+    extra = t.column("extra")
+    rows = np.nonzero(extra.is_valid().to_numpy(zero_copy_only=False))[0]
+    if len(rows):
+        texts = extra.to_numpy(zero_copy_only=False)
+        errors, values = df["error"].to_numpy().copy(), df["value"].to_numpy().copy()
+        for i in rows:
+            e = json.loads(texts[i])
+            errors[i] = e.get("error")
+            if "value" in e:
+                values[i] = json.dumps(e["value"])
+        df["error"], df["value"] = errors, values
+    return df
+
+
+def _from_rows(rows: list[dict], start: int) -> pd.DataFrame:
+    return pd.DataFrame({
+        "index": [int(r.get("index", start + i)) for i, r in enumerate(rows)],
+        "time": [r.get("time") for r in rows],
+        "process": [str(r.get("process")) for r in rows],
+        "type": [r.get("type") for r in rows], "f": [r.get("f") for r in rows],
+        "key": [None if r.get("key") is None else str(r["key"]) for r in rows],
+        "value": [json.dumps(r.get("value"), default=str) for r in rows],
+        "error": [None if r.get("error") is None else str(r["error"]) for r in rows]},
+        columns=COLUMNS)
+
+
+def batches(run_dir: Path, batch_rows: int | None = None) -> Iterator[pd.DataFrame]:
+    """The run's history, ``batch_rows`` (default ``BATCH``) rows at a time, in the file's
+    order."""
+    batch_rows = batch_rows or BATCH
+    path = source(run_dir)
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        f = pq.ParquetFile(str(path))
+        if _typed(path):
+            from checkers import queue_history as qh
+            names = pa.array([str(n) for n in qh.key_names(path).names], pa.string())
+            need = [c for c in qh.SCHEMA.names if c != "reads"]  # the pages need no reads
+            for b in f.iter_batches(batch_size=batch_rows, columns=need):
+                yield _from_typed(pa.Table.from_batches([b]), names)
+        else:
+            have = [c for c in COLUMNS if c in f.schema_arrow.names]
+            for b in f.iter_batches(batch_size=batch_rows, columns=have):
+                yield _from_generic(pa.Table.from_batches([b]))
+        return
+    chunk: list[dict] = []
+    n = 0
+    for r in iter_history(path):
+        chunk.append(r)
+        if len(chunk) >= batch_rows:
+            yield _from_rows(chunk, n)
+            n += len(chunk)
+            chunk = []
+    if chunk or not n:
+        yield _from_rows(chunk, n)
+
+
+class Span:
+    """What the pages must know before they stream: the time axis's end, how many rows, and
+    every process (a lane each)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.end_ns = 0
+        self.rows = 0
+        procs: set[str] = set()
+        path = source(run_dir)
+        if path.suffix == ".parquet":
+            import pyarrow.compute as pc
+            import pyarrow.parquet as pq
+            for b in pq.ParquetFile(str(path)).iter_batches(batch_size=1_000_000,
+                                                           columns=["time", "process"]):
+                self.rows += b.num_rows
+                t = pc.max(b.column(0)).as_py()
+                self.end_ns = max(self.end_ns, t or 0)
+                procs.update(str(p) for p in pc.unique(b.column(1)).to_pylist()
+                             if p is not None)
+        else:
+            for b in batches(run_dir):
+                self.rows += len(b)
+                if len(b):
+                    t = b["time"].max()
+                    if t == t:
+                        self.end_ns = max(self.end_ns, int(t))
+                    procs.update(b["process"].unique())
+        procs.discard("nemesis")
+        self.processes = sorted(procs, key=lambda p: (not p.lstrip("-").isdigit(),
+                                                      int(p) if p.lstrip("-").isdigit() else 0, p))
+
+    @property
+    def end_s(self) -> float:
+        return self.end_ns / 1e9
+
+
+OP_COLUMNS = ["index", "process", "f", "key", "value", "start", "end", "type", "error"]
+
+
+def pairs(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """Operations, batch by batch: the invoke's index, process, f, key and value, ``start`` and
+    ``end`` (ns), the completion's type and error. An invoke that never completes (its process
+    invoked again, or the history ended) comes last, with type ``open`` and no end."""
+    carry = pd.DataFrame(columns=COLUMNS)
+    opens = []
+    for b in frames:
+        c = b[b["process"] != "nemesis"]
+        if not len(carry):
+            pass
+        elif len(c):
+            c = pd.concat([carry, c], ignore_index=True)
+        else:
+            continue
+        c = c.sort_values(["process", "index"], kind="stable")
+        nxt = c.shift(-1)
+        inv = (c["type"] == "invoke").to_numpy()
+        same = (nxt["process"] == c["process"]).to_numpy()
+        done = inv & same & (nxt["type"] != "invoke").to_numpy()
+        carry = c[inv & ~same]  # its completion may be in a later batch
+        stuck = c[inv & same & ~done]
+        if len(stuck):
+            opens.append(stuck)
+        if done.any():
+            inv_rows, comp = c[done], nxt[done]
+            yield pd.DataFrame({"index": inv_rows["index"].astype("int64"),
+                                "process": inv_rows["process"], "f": inv_rows["f"],
+                                "key": inv_rows["key"], "value": inv_rows["value"],
+                                "start": inv_rows["time"], "end": comp["time"],
+                                "type": comp["type"], "error": comp["error"]},
+                               columns=OP_COLUMNS).reset_index(drop=True)
+    opens.append(carry)
+    last = pd.concat(opens, ignore_index=True) if any(len(o) for o in opens) else None
+    if last is not None and len(last):
+        yield pd.DataFrame({"index": last["index"].astype("int64"), "process": last["process"],
+                            "f": last["f"], "key": last["key"], "value": last["value"],
+                            "start": last["time"], "end": np.nan, "type": "open",
+                            "error": None}, columns=OP_COLUMNS)
+
+
+def nemesis(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """The nemesis rows of ``frames`` (few: one per fault step's invoke and info)."""
+    parts = [b[b["process"] == "nemesis"] for b in frames]
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def rows_at(run_dir: Path, indexes: Iterable[int]) -> dict[int, dict]:
+    """index -> the whole row (value decoded), for the few operations a page shows."""
+    wanted = set(int(i) for i in indexes)
+    if not wanted:
+        return {}
+    path = source(run_dir)
+    out: dict[int, dict] = {}
+    if path.suffix == ".parquet":
+        import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
+        t = pq.read_table(str(path), filters=ds.field("index").isin(sorted(wanted)))
+        if _typed(path):
+            from checkers import queue_history as qh
+            names = qh.key_names(path)
+            for r in t.to_pylist():
+                out[r["index"]] = qh.untyped_row(r, names)
+        else:
+            from checkers.history import decode_parquet_row
+            for r in t.to_pylist():
+                out[r["index"]] = decode_parquet_row(r)
+        return out
+    for i, r in enumerate(iter_history(path)):
+        if int(r.get("index", i)) in wanted:
+            out[int(r.get("index", i))] = r
+    return out
+
+
+def send_indexes(run_dir: Path, wanted: set[tuple[str, object]]) -> dict[tuple[str, object], int]:
+    """(key, value) -> the index of the send that invoked it, for the (key as text, value)
+    pairs ``wanted`` (an anomaly that names values only: duplicate, inconsistent-offsets)."""
+    if not wanted:
+        return {}
+    keys = {k for k, _ in wanted}
+    out = {}
+    for b in batches(run_dir):
+        s = b[(b["f"] == "send") & (b["type"] == "invoke") & b["key"].isin(keys)]
+        for i, key, v in zip(s["index"], s["key"], s["value"]):
+            v = json.loads(v) if isinstance(v, str) else v
+            if isinstance(v, dict) and (key, v.get("value")) in wanted:
+                out[(key, v["value"])] = int(i)
+    return out

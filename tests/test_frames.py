@@ -1,0 +1,190 @@
+"""The report and the timeline stream the history (harness/frames.py): whatever the batch size,
+and whichever file holds the history (history.jsonl, history.parquet, or a typed queue.parquet
+alone), they must see the same operations and draw the same pages."""
+import json
+import random
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from checkers import queue_history
+from checkers.history import read_history
+from checkers.parquet import write_parquet
+from harness import frames
+from harness.report import Series, operations, render
+from harness.timeline import write_timeline
+from test_report import make_run
+
+
+def messy_history(seed: int, n: int = 1500) -> list[dict]:
+    """Interleaved processes, completions far from their invokes, an invoke never completed,
+    a process that invokes twice (its first invoke never completes), nemesis rows."""
+    rng = random.Random(seed)
+    rows, pending, t = [], {}, 0
+    for _ in range(n):
+        t += rng.randint(1, 3_000_000)
+        p = rng.randrange(7)
+        if rng.random() < 0.01:
+            rows.append({"process": "nemesis", "type": "info", "f": "kill",
+                         "value": {"nodes": [1]}})
+        elif p in pending and rng.random() < 0.97:
+            f, v = pending.pop(p)
+            rows.append({"process": p, "type": rng.choice(["ok", "ok", "fail", "info"]), "f": f,
+                         "key": "k1", "value": {"value": v, "offset": v}})
+        else:
+            v = len(rows)
+            pending[p] = ("send", v)
+            rows.append({"process": p, "type": "invoke", "f": "send", "key": "k1",
+                         "value": {"value": v}})
+        rows[-1].update(index=len(rows) - 1, time=t)
+    return rows
+
+
+def _all(run, batch_rows):
+    ops = pd.concat(frames.pairs(frames.batches(run, batch_rows)), ignore_index=True)
+    return ops.sort_values("index").reset_index(drop=True)
+
+
+@pytest.mark.parametrize("store", ["jsonl", "parquet", "typed"])
+def test_operations_are_the_same_whatever_the_batch_size_and_file(tmp_path, store):
+    rows = messy_history(1)
+    if store == "jsonl":
+        (tmp_path / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif store == "parquet":
+        write_parquet(rows, tmp_path / "history.parquet")
+    else:
+        queue_history.write(rows, tmp_path / "queue.parquet")
+    whole = _all(tmp_path, 10**9)
+    # the same pairs as the in-memory pairing of the report's operations()
+    df = pd.DataFrame(rows)
+    df["process"] = df["process"].astype(str)
+    done = operations(df)
+    assert sorted(whole.loc[whole["type"] != "open", "index"]) == sorted(done["index"])
+    assert (whole["type"] == "open").sum() >= 2  # the double invoke and the tail
+    for b in (2, 7, 100, 1001):
+        part = _all(tmp_path, b)
+        pd.testing.assert_frame_equal(part, whole, check_dtype=False)
+
+
+def test_series_matches_exact_counts_and_quantiles_within_a_bin():
+    rng = np.random.default_rng(3)
+    n = 50_000
+    ops = pd.DataFrame({"start_s": rng.uniform(0, 100, n),
+                        "latency_ms": rng.lognormal(1, 1.5, n),
+                        "type": rng.choice(["ok", "fail", "info"], n),
+                        "answered": rng.random(n) < 0.7})
+    s = Series(100.0, 1.0)
+    for lo in range(0, n, 3000):  # fed in batches
+        s.add(ops.iloc[lo:lo + 3000])
+    win = ops["start_s"] // 1.0
+    got = s.quantiles()
+    assert list(got.index) == sorted(win.unique())
+    for col, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0)):
+        # the order statistic the quantile names (smallest x with F(x) >= q); the histogram
+        # gives the middle of its bin, at most half a bin (1.2 %) away
+        exact = ops.groupby(win)["latency_ms"].apply(
+            lambda x: np.quantile(x, q, method="inverted_cdf")).to_numpy()
+        ratio = got[col].to_numpy() / exact
+        limit = 1e-9 if col == "max" else np.log(1.012)
+        assert np.all(np.abs(np.log(ratio)) < limit), (col, ratio.min(), ratio.max())
+    counts = ops.groupby([win, "type"]).size().unstack(fill_value=0)
+    w = s.windows()
+    for j, typ in enumerate(("ok", "fail", "info")):
+        assert list(s.count[w, j]) == list(counts[typ])
+    assert list(s.answered[w]) == list(ops.groupby(win)["answered"].sum())
+    assert len(s.scatter()) == min(n, 100_000) and s.ops == n
+
+
+def test_series_sample_stays_bounded_and_uniform(monkeypatch):
+    import harness.report as report
+    monkeypatch.setattr(report, "MAX_POINTS", 1000)
+    s = Series(1000.0, 1.0)
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        k = 2000
+        s.add(pd.DataFrame({"start_s": rng.uniform(0, 1000, k), "latency_ms": 1.0,
+                            "type": "ok", "answered": True}))
+        assert s.sampled <= 2 * 1000
+    sample = s.scatter()
+    assert len(sample) == 1000
+    assert 350 < sample["start_s"].mean() < 650  # drawn from the whole run, not its start
+
+
+def _chunks(run):
+    out = {}
+    for path in (run / "timeline").glob("c-*.js"):
+        k = int(re.search(r"c-(\d+)\.js", path.name).group(1))
+        rows = []
+        text = path.read_text()
+        assert text.endswith(f"TL.chunk({k});\n"), "a chunk file is closed once all is in"
+        for m in re.finditer(r"TL\.part\(\d+,(.*)\);\n", text):
+            rows += [tuple(r) for r in json.loads(m.group(1))]
+        out[k] = sorted(rows)
+    return out
+
+
+def test_timeline_chunks_do_not_depend_on_the_batch_size(tmp_path, monkeypatch):
+    import harness.timeline as timeline
+    monkeypatch.setattr(timeline, "TARGET_OPS_PER_CHUNK", 40)
+    rows = messy_history(2)
+    write_parquet(rows, tmp_path / "history.parquet")
+    write_timeline(tmp_path)
+    whole = _chunks(tmp_path)
+    meta = (tmp_path / "timeline" / "index.js").read_text()
+    assert len(whole) > 3
+    monkeypatch.setattr(frames, "BATCH", 13)
+    write_timeline(tmp_path)
+    assert _chunks(tmp_path) == whole
+    assert (tmp_path / "timeline" / "index.js").read_text() == meta
+
+
+def test_report_of_a_run_stored_as_typed_queue_parquet_alone(tmp_path):
+    lost = make_run(tmp_path)
+    queue_history.write(read_history(tmp_path / "history.jsonl"), tmp_path / "queue.parquet")
+    want = render(tmp_path).read_text()
+    (tmp_path / "history.jsonl").unlink()
+    text = render(tmp_path).read_text()
+    row = re.search(rf"<tr id='op-{lost}'>.*?</tr>", text).group(0)
+    assert row == re.search(rf"<tr id='op-{lost}'>.*?</tr>", want).group(0)
+    assert "<td>send</td><td>k0</td>" in row and "&quot;value&quot;: 50" in row
+    for kind in ("partition", "kill", "pause", "clock", "packet-loss", "corrupt"):
+        assert f"<tr><td>{kind}</td>" in text, kind
+    clock = re.search(r"<pre id='clock'>(.*?)</pre>", text).group(1)
+    assert clock == re.search(r"<pre id='clock'>(.*?)</pre>", want).group(1)
+    write_timeline(tmp_path)
+    assert (tmp_path / "timeline" / "index.js").exists()
+
+
+def test_analyze_a_run_stored_as_typed_queue_parquet_alone(tmp_path):
+    """A run written straight to Parquet (no history.jsonl) is checked, reported and drawn as
+    the same run stored as JSON lines."""
+    from harness.analyze import analyze
+    from test_queue_differential import generate
+    rng = random.Random(5)
+    rows = []
+    for h in range(6):
+        rows += generate(rng, h, len(rows))
+    runs = {}
+    for store in ("jsonl", "typed"):
+        run = tmp_path / store
+        run.mkdir()
+        (run / "config.yaml").write_text("workload: queue\n")
+        if store == "jsonl":
+            (run / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            queue_history.write(rows, run / "queue.parquet")
+        lines = []
+        runs[store] = (analyze(run, engine="local", log=lines.append), lines, run)
+    (a, _, ja), (b, lines, tb) = runs["jsonl"], runs["typed"]
+    assert a["verdict"] == "invalid" and b["verdict"] == a["verdict"]
+    assert b["stats"] == a["stats"]
+    assert {k: v["count"] for k, v in b["checkers"]["queue"]["anomalies"].items()} == \
+        {k: v["count"] for k, v in a["checkers"]["queue"]["anomalies"].items()}
+    assert any("stored as queue.parquet" in x for x in lines)
+    assert any(x.startswith("analysis: peak memory of this process (RSS): ") for x in lines)
+    assert not (tb / "history.parquet").exists()
+    ops = re.findall(r"<tr id='op-(\d+)'>", (tb / "report.html").read_text())
+    assert ops and ops == re.findall(r"<tr id='op-(\d+)'>", (ja / "report.html").read_text())
+    assert _chunks(tb) == _chunks(ja)
