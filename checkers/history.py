@@ -165,6 +165,9 @@ def iter_jepsen_log(path: Path) -> Iterator[dict]:
 
 
 def iter_jsonl(path: Path) -> Iterator[dict]:
+    """Rows of a JSON-lines history. A last line that is not JSON and has no newline was cut
+    short as it was written (the machine lost power, the disk filled): it is left out, with a
+    warning on stderr. Anything else that is not JSON is an error naming the line."""
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -172,6 +175,11 @@ def iter_jsonl(path: Path) -> Iterator[dict]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):  # only the file's last line can lack one
+                    import sys
+                    print(f"{path}:{lineno}: the last line is cut short (written when the "
+                          f"harness stopped); left out", file=sys.stderr)
+                    return
                 raise HistoryError(f"{path}:{lineno}: not JSON: {exc}") from None
             if not isinstance(row, dict):
                 raise HistoryError(f"{path}:{lineno}: a history row must be a JSON object")

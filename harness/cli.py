@@ -158,7 +158,8 @@ def cmd_cleanup(args) -> int:
     import docker
 
     from .backends.docker_backend import remove_labelled
-    counts = remove_labelled(docker.from_env(), "chaoskraft=1")
+    counts = remove_labelled(docker.from_env(),
+                             f"chaoskraft.run={args.run}" if args.run else "chaoskraft=1")
     print(f"removed {counts['containers']} containers, {counts['networks']} networks, "
           f"{counts['volumes']} volumes")
     return 0
@@ -347,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--json", action="store_true")
     cl.set_defaults(func=cmd_cluster)
     cu = sub.add_parser("cleanup", help="remove every container, network and volume labelled chaoskraft=1")
+    cu.add_argument("--run", metavar="ID", help="only the resources of this run (the id in "
+                    "its harness.log: `network chaoskraft-ID created`)")
     cu.set_defaults(func=cmd_cleanup)
     b = sub.add_parser("bugs", help="list the planted bugs")
     b.add_argument("--json", action="store_true")
@@ -365,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     if (getattr(args, "nodes", None) or 1) < 1:
         print("chaoskraft: --nodes must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    if args.func in (cmd_run, cmd_campaign, cmd_matrix, cmd_reproduce):
+        # SIGINT and SIGTERM interrupt these however they were started (SIGINT may have been
+        # ignored at exec): teardown, history kept, exit 130
+        from .runner import install_interrupt_handlers
+        install_interrupt_handlers()
     try:
         return args.func(args)
     except HistoryError as exc:

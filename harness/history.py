@@ -1,7 +1,9 @@
 """The history recorder: one JSON line per invoke and completion, written as it happens.
 
-Each row is flushed to the operating system when recorded, so a crash of the
-harness leaves every row recorded so far on disk (an analysable prefix).
+Each row goes to the operating system in one ``write(2)`` when recorded, so a
+crash of the harness, SIGKILL included, leaves every row recorded so far on
+disk, whole (an analysable prefix; a reader also drops a last line cut short
+by a machine that lost power mid-write).
 ``time`` is nanoseconds since the recorder started (monotonic clock). The
 schema is in docs/history.md.
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 class HistoryWriter:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._f = open(self.path, "a", buffering=1)
+        self._f = open(self.path, "ab", buffering=0)
         self._t0 = time.monotonic_ns()
         # the wall clock at time 0, so node log lines can be placed on the history's time axis
         self.path.with_name("history-start.json").write_text(
@@ -32,7 +34,10 @@ class HistoryWriter:
                    "type": type, "f": f, "key": key, "value": value, "node": node}
             if error is not None:
                 row["error"] = error
-            self._f.write(json.dumps(row) + "\n")
+            line = (json.dumps(row) + "\n").encode()
+            done = self._f.write(line)
+            while done < len(line):  # a regular file takes it whole unless the disk is full
+                done += self._f.write(line[done:])
             self.index += 1
             if process != "nemesis":
                 self.counts[type] += 1
@@ -41,5 +46,4 @@ class HistoryWriter:
     def close(self) -> None:
         with self._lock:
             if not self._f.closed:
-                self._f.flush()
                 self._f.close()

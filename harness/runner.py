@@ -555,7 +555,7 @@ async def _nothing() -> None:
     """The undo of a fault step that was skipped."""
 
 
-def _install_sigterm() -> None:
+def install_interrupt_handlers() -> None:
     """SIGTERM and SIGINT interrupt the run (teardown, history kept, exit 130), however the
     process was started: one that inherits SIGINT as ignored (a background job of a
     non-interactive shell, a pytest-xdist worker's child) gets Python's handler back."""
@@ -638,8 +638,10 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
     log(f"run {run_dir} seed {cfg.seed} (reproduce with: chaoskraft run --seed {cfg.seed} ...; "
         f"the resolved config is in config.yaml)")
     history = HistoryWriter(run_dir / "history.jsonl")
-    _install_sigterm()
+    install_interrupt_handlers()
     run_id = f"{uuid.uuid4().hex[:8]}"
+    log(f"run id {run_id}: its Docker resources carry the label chaoskraft.run={run_id} "
+        f"(`chaoskraft cleanup --run {run_id}` removes them if the harness is killed)")
     backend = owner = None
     interrupted = False
     error = None

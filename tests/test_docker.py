@@ -253,6 +253,42 @@ def test_ctrl_c_tears_down_and_keeps_the_history(docker_client, node_image, tmp_
     assert nothing_left(docker_client, out)
 
 
+def test_sigkill_leaves_a_history_analyze_reads_and_cleanup_removes_the_rest(
+        docker_client, node_image, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--seed", "6",
+                             "--time-limit", "30", "--results-dir", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if re.search(r"\d+/30 s: [1-9]\d* ok", line):
+                break
+        proc.kill()  # no teardown, no analysis: as an out-of-memory kill
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(lines)
+    labels = run_labels(out)
+    try:
+        run_id = re.search(r"run id ([0-9a-f]+):", out).group(1)
+        assert labels == [f"chaoskraft.run={run_id}"]
+        assert labelled(docker_client, labels[0])[0] > 0, "the killed harness left its nodes"
+        run_dir = next(tmp_path.glob("register/*/history.jsonl")).parent
+        assert not (run_dir / "results.json").exists()
+        a = chaoskraft("analyze", str(run_dir), timeout=300)
+        assert a.returncode in (0, 1, 2), a.stdout[-3000:] + a.stderr[-3000:]
+        results = json.loads((run_dir / "results.json").read_text())
+        assert results["stats"]["ok"] > 0 and (run_dir / "report.html").exists()
+        c = chaoskraft("cleanup", "--run", run_id, timeout=120)
+        assert c.returncode == 0 and re.search(r"removed [1-9]\d* containers", c.stdout), c.stdout
+        assert nothing_left(docker_client, out)
+    finally:
+        from harness.backends.docker_backend import remove_labelled
+        remove_labelled(docker_client, labels[0], log=lambda *a: None)
+
+
 def test_ssh_backend_runs_the_smoke_campaign(docker_client, node_image, tmp_path):
     p = chaoskraft("run", "--backend", "ssh", "--time-limit", "20", "--seed", "3",
                    "--results-dir", str(tmp_path))

@@ -176,3 +176,33 @@ def _write(tmp_path, text, name="h.edn"):
     f = tmp_path / name
     f.write_text(text)
     return f
+
+
+def test_a_json_line_cut_short_at_the_end_is_left_out_and_anywhere_else_is_an_error(
+        tmp_path, capsys):
+    import json
+    rows = [{"index": i, "time": i, "process": 0, "type": t, "f": "read", "value": None}
+            for i, t in enumerate(["invoke", "ok", "invoke"])]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    path = tmp_path / "history.jsonl"
+    path.write_text(text + '{"index": 3, "time": 3, "proc')  # the write a crash cut short
+    assert read_history(path) == rows
+    assert "history.jsonl:4: the last line is cut short" in capsys.readouterr().err
+    path.write_text('{"index": 0, "ti\n' + text)
+    with pytest.raises(HistoryError, match=r"history.jsonl:1: not JSON"):
+        read_history(path)
+
+
+def test_the_recorder_writes_each_row_whole_in_one_write(tmp_path):
+    import io
+
+    from harness.history import HistoryWriter
+    w = HistoryWriter(tmp_path / "history.jsonl")
+    # unbuffered: FileIO.write is one write(2) of the whole row, which a SIGKILL of the
+    # harness cannot split (a buffered text file writes a long row in pieces)
+    assert isinstance(w._f, io.FileIO)
+    big = {"k1": [[i, i] for i in range(5000)]}  # a poll far larger than a stdio buffer
+    w.record(0, "invoke", "poll")
+    w.record(0, "ok", "poll", value=big)
+    assert read_history(tmp_path / "history.jsonl")[1]["value"] == big  # on disk before close
+    w.close()
