@@ -92,11 +92,13 @@ def cmd_campaign(args) -> int:
         argv += ["-n", str(args.n), "--dist", "load"]
     os.chdir(matrix.path.resolve().parent)
     try:
-        code = int(pytest.main(argv))
+        code = pytest.main(argv)
     finally:
         os.chdir(here)
     print(f"JUnit XML: {junit}")
-    return code
+    if code == pytest.ExitCode.INTERRUPTED:  # a cell's run was interrupted: so is the campaign
+        raise KeyboardInterrupt
+    return int(code)
 
 
 def cmd_serve(args) -> int:

@@ -1,0 +1,46 @@
+"""SIGINT and SIGTERM stop the long commands however they were started, also with SIGINT ignored
+at exec (a background job of a non-interactive shell, a child of a pytest-xdist worker). Here
+on `chaoskraft matrix` over simulator seeds, which needs no Docker; `run` is interrupted the
+same way in test_docker.py."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler installed for ``signum`` (SigCgt in /proc)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_matrix_stops_on_a_signal_though_sigint_was_ignored_at_exec(tmp_path, signum):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "matrix", "--bugs", "forget-vote",
+         "--seeds", "1-50", "--sim-duration-s", "100000", "--results-dir", str(tmp_path)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 60
+        # the signal is sent once the handler is in: before, SIGINT is still ignored
+        while not _catches(proc.pid, signum):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no handler installed within 60 s"
+            time.sleep(0.05)
+        os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert "chaoskraft: interrupted" in err
+    assert "seed 50" not in out  # stopped, not run to the end
