@@ -388,6 +388,13 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except KeyboardInterrupt:
         print("chaoskraft: interrupted", file=sys.stderr)
+        if argv is None:  # the program itself, not a caller in the same process
+            # CPython 3.11 flags a KeyboardInterrupt raised inside exec() (while a dataclass
+            # is made during an import, say) as unhandled even once caught, and then ends the
+            # process by SIGINT instead of with this code. Teardown is done: end here.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         return 130
 
 
