@@ -77,8 +77,10 @@ async def describe_all(nodes, timeout_s: float = 1.0) -> dict:
     return {i: d for i, d in await asyncio.gather(*(one(n) for n in nodes)) if d is not None}
 
 
-async def clock_offsets(nodes, timeout_s: float = 1.0) -> dict[int, float]:
-    """Each answering node's wall clock minus ours, in seconds (from its DescribeQuorum)."""
+async def clock_offsets(nodes, timeout_s: float = 3.0) -> dict[int, float]:
+    """Each answering node's wall clock minus ours, in seconds (from its DescribeQuorum); the
+    error is at most half the round trip, however long the node took to answer (on a loaded
+    machine 1 s was too short for a node to answer at all)."""
     async def one(n):
         c = RegisterClient(n.address, PORT, timeout_s)
         try:

@@ -76,16 +76,3 @@ def browser():
     yield driver
     driver.quit()
 
-
-# CPU-bound modules (simulator sweeps, checkers, Spark) run one after another on one xdist
-# worker (`--dist loadgroup`): the other two run the Docker campaigns, which wait on the
-# clock far more than they compute (about 15 % of the machine each), beside them.
-CPU_BOUND = {"test_sim", "test_bugs", "test_porcupine_corpus", "test_wgl_native",
-             "test_queue_differential", "test_spark", "test_spark_cluster", "test_queue_checker",
-             "test_across", "test_linearizability", "test_frames"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.module.__name__ in CPU_BOUND:
-            item.add_marker(pytest.mark.xdist_group("cpu"))
