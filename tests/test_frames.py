@@ -188,3 +188,23 @@ def test_analyze_a_run_stored_as_typed_queue_parquet_alone(tmp_path):
     ops = re.findall(r"<tr id='op-(\d+)'>", (tb / "report.html").read_text())
     assert ops and ops == re.findall(r"<tr id='op-(\d+)'>", (ja / "report.html").read_text())
     assert _chunks(tb) == _chunks(ja)
+
+
+def test_the_peak_memory_analyze_prints_is_its_own_not_its_parents():
+    """ru_maxrss survives exec, so a child of a process that once held 300 MB would report 300
+    MB; analyze reports VmHWM, which starts afresh at exec."""
+    import subprocess
+    import sys
+    code = ("import json, resource, sys; sys.path.insert(0, '.'); "
+            "from harness.analyze import peak_rss_mb; "
+            "print(json.dumps([peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss "
+            "/ 1024]))")
+    held = bytearray(300 * 1024 * 1024)
+    for i in range(0, len(held), 4096):
+        held[i] = 1
+    del held
+    from conftest import ROOT
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    own, inherited = json.loads(out)
+    assert inherited >= 300 and own < 250, (own, inherited)
