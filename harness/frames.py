@@ -180,12 +180,10 @@ def pairs(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     opens = []
     for b in frames:
         c = b[b["process"] != "nemesis"]
-        if not len(carry):
-            pass
-        elif len(c):
+        if len(carry):
+            if not len(c):
+                continue
             c = pd.concat([carry, c], ignore_index=True)
-        else:
-            continue
         c = c.sort_values(["process", "index"], kind="stable")
         nxt = c.shift(-1)
         inv = (c["type"] == "invoke").to_numpy()
@@ -212,11 +210,25 @@ def pairs(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
                             "error": None}, columns=OP_COLUMNS)
 
 
-def nemesis(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """The nemesis rows of ``frames`` (few: one per fault step's invoke and info)."""
-    parts = [b[b["process"] == "nemesis"] for b in frames]
-    parts = [p for p in parts if len(p)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+class Stream:
+    """The run's operations (``pairs``, iterating the object), keeping the nemesis rows met on
+    the way (``nemesis``, after the iteration: few, one per fault step's invoke and info)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._nemesis: list[pd.DataFrame] = []
+
+    def __iter__(self) -> Iterator[pd.DataFrame]:
+        def watched():
+            for b in batches(self.run_dir):
+                self._nemesis.append(b[b["process"] == "nemesis"])
+                yield b
+        return pairs(watched())
+
+    @property
+    def nemesis(self) -> pd.DataFrame:
+        parts = [p for p in self._nemesis if len(p)]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 
 def rows_at(run_dir: Path, indexes: Iterable[int]) -> dict[int, dict]:

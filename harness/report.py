@@ -443,15 +443,10 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     results = json.loads((run_dir / "results.json").read_text())
     span = frames.Span(run_dir)
     series = Series(span.end_s, window_s)
-    nem: list[pd.DataFrame] = []
-
-    def watched():
-        for b in frames.batches(run_dir):
-            nem.append(b[b["process"] == "nemesis"])
-            yield b
-    for p in frames.pairs(watched()):
+    stream = frames.Stream(run_dir)
+    for p in stream:
         series.add(_ops(p))
-    nemesis = pd.concat(nem, ignore_index=True) if nem else pd.DataFrame(columns=frames.COLUMNS)
+    nemesis = stream.nemesis
     faults = fault_intervals(nemesis, span.end_s)
     clock = clock_offsets(nemesis, span.end_s)
     images = plots(series, faults, clock) if series.ops else {}

@@ -70,15 +70,10 @@ def write_timeline(run_dir: Path) -> Path:
     n = max(span.rows // 2, 1)
     chunk_s = max(0.25, round(end_s * TARGET_OPS_PER_CHUNK / n, 2)) if end_s else 1.0
     lane = {p: i for i, p in enumerate(span.processes)}
-    nem: list[pd.DataFrame] = []
-
-    def watched():
-        for b in frames.batches(run_dir):
-            nem.append(b[b["process"] == "nemesis"])
-            yield b
+    stream = frames.Stream(run_dir)
     written: set[int] = set()
     count = 0
-    for p in frames.pairs(watched()):
+    for p in stream:
         ops = timeline_ops(p, span.end_ns)
         count += len(ops)
         ops["lane"] = ops["process"].map(lane)
@@ -93,7 +88,7 @@ def write_timeline(run_dir: Path) -> Path:
     for k in written:
         with open(out / f"c-{k}.js", "a") as f:
             f.write(f"TL.chunk({k});\n")
-    nemesis = pd.concat(nem, ignore_index=True) if nem else pd.DataFrame(columns=frames.COLUMNS)
+    nemesis = stream.nemesis
     meta = {"end_s": end_s, "chunk_s": chunk_s, "lanes": span.processes, "ops": count,
             "chunks": sorted(written),
             "faults": [[k, s, e, lbl] for k, s, e, lbl in fault_intervals(nemesis, end_s)],
