@@ -201,9 +201,16 @@ class UnifiedLog:
         if not self._epochs or entry.epoch > self._epochs[-1][0]:
             self._epochs.append((entry.epoch, entry.base_offset))
         elif entry.epoch < self._epochs[-1][0]:
-            raise AssertionError(
-                f"batch at {entry.base_offset} has epoch {entry.epoch} below the log's "
-                f"latest epoch {self._epochs[-1][0]}")
+            # Kafka's LeaderEpochFileCache.assign: a batch of an older epoch (a follower copying
+            # a leader whose log kept what a later epoch should have cut away) removes, from the
+            # end, the entries that would break monotonicity, and starts its own.
+            dropped = []
+            while self._epochs and (self._epochs[-1][0] >= entry.epoch
+                                    or self._epochs[-1][1] >= entry.base_offset):
+                dropped.append(self._epochs.pop())
+            self._epochs.append((entry.epoch, entry.base_offset))
+            self._on_event(f"batch at {entry.base_offset} has epoch {entry.epoch}, below the "
+                           f"log's latest; removed epoch entries {dropped[::-1]}")
         self.end_offset = entry.next_offset
 
     def _new_segment(self, base: int) -> None:
@@ -224,10 +231,6 @@ class UnifiedLog:
         if header.base_offset != self.end_offset:
             raise ValueError(
                 f"append at offset {header.base_offset}, log end offset is {self.end_offset}")
-        if self._epochs and header.partition_leader_epoch < self._epochs[-1][0]:
-            raise ValueError(
-                f"append with epoch {header.partition_leader_epoch} below the log's latest "
-                f"epoch {self._epochs[-1][0]}")
         active = self._segments[-1]
         if self._segment_size[active] > 0 and self._segment_size[active] + len(batch) > self.segment_bytes:
             self._new_segment(self.end_offset)

@@ -162,3 +162,22 @@ def test_append_refuses_a_gap():
     log = UnifiedLog(SimDisk(), "/d/log", 1 << 20)
     with pytest.raises(ValueError, match="log end offset is 0"):
         log.append(records.build_batch(5, 1, [(None, b"x")], 0))
+
+
+def test_an_older_epoch_appended_after_a_newer_one_cuts_the_epoch_cache_as_kafka_does(fs_and_dir):
+    """A follower copying a leader that kept what a later epoch should have cut away (the
+    planted skip-epoch-truncation) appends it: Kafka's epoch cache drops the entries that would
+    break monotonicity. The log refused the batch before, and the partition stopped there."""
+    fs, d = fs_and_dir
+    events = []
+    log = UnifiedLog(fs, d, 1 << 20, events.append)
+    fill(log, 3, epoch=0)
+    fill(log, 2, epoch=1)
+    assert log.epoch_entries == [(0, 0), (1, 3)]
+    fill(log, 2, epoch=0)
+    assert log.end_offset == 7 and log.epoch_entries == [(0, 5)]
+    assert any("removed epoch entries [(0, 0), (1, 3)]" in e for e in events), events
+    fill(log, 1, epoch=2)
+    assert log.epoch_entries == [(0, 5), (2, 7)]
+    again = UnifiedLog(fs, d, 1 << 20, events.append)  # recovery reads the same cache back
+    assert again.end_offset == 8 and again.epoch_entries == [(0, 5), (2, 7)]

@@ -135,6 +135,11 @@ class Partition:
                            f"at offset {self.log.end_offset}, ISR {list(reg.isr)}, "
                            f"HW {self.high_watermark}")
             return "leader"
+        if self.is_leader:
+            # a leader handing over (Kafka logs the same): what it keeps, for the log's reader
+            self._on_event(f"{self.topic}-{self.partition}: follower of n{reg.leader} in epoch "
+                           f"{reg.leader_epoch} at offset {self.log.end_offset}, "
+                           f"HW {self.high_watermark}")
         self.is_leader = False
         self.remote = {}
         return "follower"
