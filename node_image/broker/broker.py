@@ -52,7 +52,8 @@ class Broker:
         endpoints = (("PLAINTEXT", host, port), ("INTERNAL", host, options.internal_port))
         self.lifecycle = BrokerLifecycleManager(
             node_id, endpoints, None, heartbeat_interval_ms=options.heartbeat_interval_ms,
-            request_timeout_ms=options.rpc_timeout_ms, rng=rng, outbox=outbox,
+            request_timeout_ms=options.rpc_timeout_ms,
+            retry_backoff_ms=options.retry_backoff_ms, rng=rng, outbox=outbox,
             next_correlation=self._next_correlation, on_event=on_event)
         self.rm = ReplicaManager(node_id, log_dir, fs, options, outbox, self._next_correlation,
                                  on_event, bugs)

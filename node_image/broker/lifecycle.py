@@ -16,6 +16,10 @@ Rules
 - The controller decides fencing: a heartbeat answer saying "fenced" moves a
   RUNNING broker back to RECOVERY. STALE_BROKER_EPOCH means the controller no
   longer knows this registration: register again.
+- No active controller known (the quorum is electing, or this broker is cut
+  off from it): look again every ``retry.backoff.ms``, as Kafka's channel to
+  the controller does, not at every wake-up (a broker that polled at once
+  kept its process busy for as long as the quorum had no leader).
 - Pure: requests go to ``outbox``; time comes in as ``now``.
 """
 from __future__ import annotations
@@ -31,7 +35,7 @@ PENDING_CONTROLLED_SHUTDOWN, SHUTTING_DOWN = "PENDING_CONTROLLED_SHUTDOWN", "SHU
 
 class BrokerLifecycleManager:
     def __init__(self, broker_id: int, endpoints: tuple, rack: str | None, *,
-                 heartbeat_interval_ms: int, request_timeout_ms: int, rng,
+                 heartbeat_interval_ms: int, request_timeout_ms: int, retry_backoff_ms: int, rng,
                  outbox: list, next_correlation: Callable[[], int],
                  on_event: Callable[[str], None]) -> None:
         self.broker_id = broker_id
@@ -40,6 +44,7 @@ class BrokerLifecycleManager:
         self.incarnation_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
         self.outbox = outbox
         self._next_correlation = next_correlation
         self._on_event = on_event
@@ -69,7 +74,10 @@ class BrokerLifecycleManager:
             if now < self._in_flight[1]:
                 return
             self._in_flight = None  # lost; send again
-        if controller_id is None or now < self._next_send_ms or self.state == SHUTTING_DOWN:
+        if now < self._next_send_ms or self.state == SHUTTING_DOWN:
+            return
+        if controller_id is None:
+            self._next_send_ms = now + self.retry_backoff_ms
             return
         corr = self._next_correlation()
         if self.state == STARTING:
