@@ -434,10 +434,11 @@ class Simulation:
             if t > end:
                 break
             self.now = t
+            self.touched = None
             if not self._dispatch(kind, data):
                 continue
             self.events += 1
-            self.invariants.check(self.events)
+            self.invariants.check(self.events, self.touched)
         self.invariants.check_final()
 
     def _dispatch(self, kind: str, data) -> bool:
@@ -455,6 +456,7 @@ class Simulation:
             self._trace(self.now, "deliver", src, dest, type(msg).__name__)
             sn.node.handle(src, msg, sn.local(self.now))
             self._after_node(sn)
+            self.touched = sn
             return True
         if kind == "timer":
             node_id, incarnation = data
@@ -465,6 +467,7 @@ class Simulation:
             self._trace(self.now, "timer", node_id)
             sn.node.poll(sn.local(self.now))
             self._after_node(sn)
+            self.touched = sn
             return True
         if kind == "client":
             self._client_step(self.clients[data[0]])

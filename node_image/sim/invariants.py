@@ -62,29 +62,19 @@ class Invariants:
                 f"node {node_id}'s state after offset {end_offset - 1} differs from node "
                 f"{seen[1]}'s (digest {digest:#x} vs {seen[0]:#x})")
 
-    def check(self, event_index: int) -> None:
+    def check(self, event_index: int, touched=None) -> None:
+        """After an event. ``touched``: the one node the event ran (a message delivered to
+        it, its timer): no other node's epoch, role or log changed, so only its own are
+        checked; None (a start, crash, partition, client step): every node's."""
         sim = self.sim
+        for sn in (sim.nodes.values() if touched is None else (touched,)):
+            if sn.node is not None:
+                self._check_node(sn)
         top = None
         for sn in sim.nodes.values():
-            node = sn.node
-            if node is None:
-                continue
-            raft = node.raft
-            epoch = raft.epoch
-            if epoch < self.max_epoch.get(sn.node_id, 0):
-                raise SafetyViolation("MonotonicEpoch",
-                                      f"node {sn.node_id} went from epoch "
-                                      f"{self.max_epoch[sn.node_id]} to {epoch}")
-            self.max_epoch[sn.node_id] = epoch
-            st = raft.state
-            if isinstance(st, LeaderState):
-                other = self.leader_of_epoch.setdefault(st.epoch, sn.node_id)
-                if other != sn.node_id:
-                    raise SafetyViolation("SingleLeader",
-                                          f"nodes {other} and {sn.node_id} both led epoch {st.epoch}")
-                if top is None or st.epoch > top[1].epoch:
-                    top = (sn.node_id, st)
-            self._check_committed(sn)
+            st = sn.node.raft.state if sn.node is not None else None
+            if isinstance(st, LeaderState) and (top is None or st.epoch > top[1].epoch):
+                top = (sn.node_id, st)
         if top is not None and top[1].high_watermark is not None:
             hwm = top[1].high_watermark
             if hwm < self.cluster_hwm:
@@ -93,6 +83,22 @@ class Invariants:
                                       f"{hwm}, below the earlier {self.cluster_hwm}")
             self.cluster_hwm = hwm
             self._check_majority(top[0], top[1].epoch, hwm)
+
+    def _check_node(self, sn) -> None:
+        raft = sn.node.raft
+        epoch = raft.epoch
+        if epoch < self.max_epoch.get(sn.node_id, 0):
+            raise SafetyViolation("MonotonicEpoch",
+                                  f"node {sn.node_id} went from epoch "
+                                  f"{self.max_epoch[sn.node_id]} to {epoch}")
+        self.max_epoch[sn.node_id] = epoch
+        st = raft.state
+        if isinstance(st, LeaderState):
+            other = self.leader_of_epoch.setdefault(st.epoch, sn.node_id)
+            if other != sn.node_id:
+                raise SafetyViolation("SingleLeader",
+                                      f"nodes {other} and {sn.node_id} both led epoch {st.epoch}")
+        self._check_committed(sn)
 
     def _check_majority(self, leader: int, epoch: int, hwm: int) -> None:
         sim = self.sim
