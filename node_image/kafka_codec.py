@@ -169,5 +169,21 @@ def decode_response(api_key: int, version: int, frame: bytes):
                                         version=version, header=True)
 
 
+def recv_frame(sock) -> bytes:
+    """One response frame from a blocking socket, without its length (for tests and tools);
+    ConnectionError when the peer closes first."""
+    return _recv_exactly(sock, struct.unpack(">i", _recv_exactly(sock, 4))[0])
+
+
+def _recv_exactly(sock, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"the peer closed the connection {len(buf)} of {n} bytes in")
+        buf += chunk
+    return bytes(buf)
+
+
 __all__ = ["KafkaRequest", "KafkaResponse", "RequestError", "RequestHeader", "SUPPORTED",
-           "decode_request", "encode_response", "encode_request", "decode_response"]
+           "decode_request", "encode_response", "encode_request", "decode_response", "recv_frame"]

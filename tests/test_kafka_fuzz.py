@@ -10,6 +10,7 @@ import random
 import socket
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -130,12 +131,7 @@ class Fuzzer:
         try:
             s.sendall(frame + (PING if ping else b""))
             while True:
-                head = self._recv(s, 4)
-                if head is None:
-                    raise ConnectionError
-                body = self._recv(s, struct.unpack(">i", head)[0])
-                if body is None:
-                    raise ConnectionError
+                body = kc.recv_frame(s)
                 if struct.unpack_from(">i", body)[0] == PING_ID:
                     break
                 self.answered += 1
@@ -145,16 +141,6 @@ class Fuzzer:
             s.close()
             self.sock = None
 
-    @staticmethod
-    def _recv(s: socket.socket, n: int) -> bytes | None:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = s.recv(n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return bytes(buf)
-
 
 def test_fuzzed_frames_never_stop_the_node(cluster):
     admin = wait_for_brokers(cluster)
@@ -162,11 +148,11 @@ def test_fuzzed_frames_never_stop_the_node(cluster):
     admin.close()
     rng = random.Random(SEED)
     fuzzers = [Fuzzer(cluster.host(i), cluster.kafka_port) for i in cluster.ids]
-    sent = 0
-    started = time.monotonic()
     pool = [b for _ in range(100) for b in valid_frames(rng)]
-    while sent < FRAMES:
-        fz = fuzzers[sent % len(fuzzers)]
+    # Every frame is drawn from the seed first (frame i goes to node i mod 3), then each node's
+    # share is sent by its own thread: the three nodes work side by side.
+    plans: list[list[tuple[bytes, bool]]] = [[] for _ in fuzzers]
+    for i in range(FRAMES):
         body = rng.choice(pool)
         roll = rng.random()
         if roll < 0.25:
@@ -178,19 +164,32 @@ def test_fuzzed_frames_never_stop_the_node(cluster):
             frame = rng.choice([0x7FFFFFFF, 200_000_000, -1 & 0xFFFFFFFF]).to_bytes(4, "big") + body
         else:  # acks=0 style: valid header, then the connection ends mid-frame
             frame = (len(body) + 100).to_bytes(4, "big") + body
-        if roll >= 0.9:
-            # The node waits for the rest of the frame (or refuses the length): hang up.
-            cut = frame[:rng.randrange(4, len(frame) + 1)] if roll >= 0.95 else frame
-            s = fz._connect()
-            s.sendall(cut)
-            s.close()
-            fz.sock = None
-            fz.closed += 1
-        else:
-            fz.send(frame)
-        sent += 1
-        if sent % 20_000 == 0:
-            print(f"{sent} frames in {time.monotonic() - started:.0f} s")
+            frame = frame[:rng.randrange(4, len(frame) + 1)]
+        # A frame that lies about its length is sent and the connection hung up: the node
+        # waits for the rest of it (or refuses the length).
+        plans[i % len(fuzzers)].append((frame, roll >= 0.9))
+    started = time.monotonic()
+    sent = [0] * len(fuzzers)
+
+    def drive(k: int) -> None:
+        fz = fuzzers[k]
+        for frame, hang_up in plans[k]:
+            if hang_up:
+                s = fz._connect()
+                s.sendall(frame)
+                s.close()
+                fz.sock = None
+                fz.closed += 1
+            else:
+                fz.send(frame)
+            sent[k] += 1
+            if sent[k] % 10_000 == 0:
+                print(f"node {k + 1}: {sent[k]} frames in {time.monotonic() - started:.0f} s")
+
+    with ThreadPoolExecutor(len(fuzzers)) as pool_:
+        for f in [pool_.submit(drive, k) for k in range(len(fuzzers))]:
+            f.result()
+    sent = sum(sent)
     answered = sum(f.answered for f in fuzzers)
     closed = sum(f.closed for f in fuzzers)
     print(f"{sent} frames: {answered} answered, {closed} connections closed, "
