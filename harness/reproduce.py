@@ -56,16 +56,21 @@ def invoked_prefix_ok(run_dir: Path) -> tuple[bool, str]:
         r = json.loads(line)
         generated.setdefault(r["process"], []).append(r)
     done: dict[int, int] = {}
+    assigned: set[int] = set()
     for line in (run_dir / "history.jsonl").read_text().splitlines():
         r = json.loads(line)
         p = r["process"]
         if r["type"] != "invoke" or not isinstance(p, int) or p not in generated \
-                or r["f"] not in ("read", "write", "cas", "send", "poll"):
+                or r["f"] not in ("read", "write", "cas", "send", "poll", "assign"):
+            continue
+        if r["f"] == "assign" and p not in assigned:
+            assigned.add(p)  # a queue process's first assign comes before its generator's
             continue
         i = done.get(p, 0)
         want = generated[p][i] if i < len(generated[p]) else None
         value = r["value"]["value"] if r["f"] == "send" else r["value"]
-        got = {"f": r["f"], "key": r["key"] if r["f"] != "poll" else None, "value": value}
+        got = {"f": r["f"], "key": r["key"] if r["f"] not in ("poll", "assign") else None,
+               "value": value}
         if want is None or {k: want[k] for k in got} != got:
             return False, f"process {p} operation {i}: invoked {got}, generated {want}"
         done[p] = i + 1

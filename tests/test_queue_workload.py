@@ -4,10 +4,10 @@ import itertools
 import pytest
 
 from harness.config import CampaignError, resolve
-from harness.runner import node_config
+from harness.runner import FAULT_DURATION_S, node_config
 from nemesis.faults import grudge, node_targets
 from nemesis.schedule import plan
-from workloads.queue import QueueGenerator
+from workloads.queue import REASSIGN_EVERY, QueueGenerator
 
 
 def test_generator_is_a_function_of_seed_and_process_with_unique_values():
@@ -23,9 +23,23 @@ def test_generator_is_a_function_of_seed_and_process_with_unique_values():
     assert not other & {op.value for op in sends}, "values are unique across processes"
 
 
+def test_every_process_re_assigns_now_and_then():
+    """One operation in REASSIGN_EVERY starts the consumer over: in seed 1's 60 s campaign
+    (300 operations at 5 a second) each of the 15 processes reads every partition again."""
+    for process in range(15):
+        ops = list(itertools.islice(QueueGenerator(1, 4).ops(process), 300))
+        assigns = [i for i, op in enumerate(ops) if op.f == "assign"]
+        assert 1 <= len(assigns) <= 15, (process, assigns)
+        assert all(ops[i].key is None and ops[i].value is None for i in assigns)
+    ops = list(itertools.islice(QueueGenerator(1, 4).ops(0), 50 * REASSIGN_EVERY))
+    assert 25 <= sum(op.f == "assign" for op in ops) <= 80
+
+
 def test_queue_defaults_and_power_loss_node_config():
     cfg = resolve({"workload": "queue"}, {})
-    assert cfg.test == "queue" and cfg.nemesis == ["partition", "kill", "power-loss"]
+    assert cfg.test == "queue" and cfg.nemesis == ["partition", "kill", "power-loss",
+                                                   "depose-leader", "strand-replica"]
+    assert cfg.idempotent is None, "half the producers idempotent, half without retries"
     assert cfg.flush_messages == 1, "queue campaigns fsync every batch unless told otherwise"
     assert node_config(cfg)["chaoskraft.power.loss.enable"] == "true"
     never = resolve({"workload": "queue", "flush_messages": None, "nemesis": ["kill"]}, {})
@@ -61,6 +75,28 @@ def test_queue_plans_aim_at_partition_leaders_and_register_plans_do_not():
     assert r == plan(3, ["partition", "kill"], 300, 5), "plans are a function of the seed"
 
 
+@pytest.mark.parametrize("workload, packages, opening", [
+    ("queue", ["partition", "kill", "power-loss", "depose-leader", "strand-replica"],
+     ["depose-leader", "strand-replica"]),
+    ("register", ["partition", "kill"], ["partition"]),
+])
+def test_default_plans_open_with_the_faults_that_find_the_workloads_bugs(workload, packages,
+                                                                          opening):
+    """Every seed's default 60 s plan starts with the opening: no seed of a default campaign
+    goes without the fault a bug needs."""
+    for seed in range(200):
+        steps = plan(seed, packages, 60, 5, workload=workload,
+                     duration_s=FAULT_DURATION_S[workload])
+        assert [s.kind for s in steps[:len(opening)]] == opening, (seed, steps)
+        assert steps[len(opening) - 1].at_s + steps[len(opening) - 1].duration_s < 50, steps
+        if workload == "register":
+            assert steps[0].spec == "isolate-controller" and steps[0].duration_s >= 7.5
+    # weight 0 takes a package out of the opening too
+    steps = plan(1, packages, 60, 5, workload=workload,
+                 options={opening[0]: {"weight": 0}})
+    assert opening[0] not in {s.kind for s in steps}
+
+
 def test_leader_targets_resolve_to_the_leader():
     import random
     assert node_targets("partition-leader", [1, 2, 3, 4, 5], random.Random(1), leader=4) == [4]
@@ -83,6 +119,11 @@ def test_scenarios_pick_a_partition_the_scenario_can_act_on():
         seen.add(stranded)
     assert seen == {2, 5}, "the leader is never the stranded replica"
     assert strand_choice(infos[:2], controllers, random.Random(0)) is None
+    # partition 3 (led by n5, its preferred replica n4 about to take over) would strand n4,
+    # the leader-to-be: partition 2, led by its preferred replica, comes first
+    infos2 = [(3, 5, [4, 5, 2], [4, 5, 2]), infos[2]]
+    assert {strand_choice(infos2, controllers, random.Random(s))[0] for s in range(20)} == {2}
+    assert strand_choice(infos2[:1], controllers, random.Random(0))[0] == 3, "still, if alone"
     # a partition led by its preferred replica is deposed (it is the one that leads again)
     infos = [(0, 2, [1, 2, 3], [1, 2, 3]), (1, 4, [4, 5, 1], [4, 5, 1]), (2, -1, [2, 3, 4], [2])]
     assert {depose_choice(infos, random.Random(s)) for s in range(20)} == {(1, 4)}
@@ -114,3 +155,23 @@ def test_the_active_controller_is_never_stranded():
         _, stranded, _ = strand_choice(infos, {1, 2, 3}, random.Random(seed), avoid={1})
         assert stranded == 5
     assert strand_choice([(0, 4, [4, 1], [4, 1])], {1, 2, 3}, random.Random(0), avoid={1}) is None
+
+
+def test_scenarios_aim_by_the_freshest_broker(monkeypatch):
+    """A broker just cut off still names itself the leader: per partition, the answer with
+    the highest leader epoch wins, and a broker that does not answer is passed over."""
+    from harness import queue_campaign as qc
+    views = {
+        "n1": [(0, 2, 4, [2, 3, 4], [2, 3]), (1, 5, 0, [5, 1, 2], [5, 1, 2])],  # stale on 1
+        "n2": [(0, 2, 4, [2, 3, 4], [2, 3]), (1, 1, 1, [5, 1, 2], [1, 2])],
+        "n5": [(0, 2, 3, [2, 3, 4], [2, 3, 4]), (1, 5, 0, [5, 1, 2], [5, 1, 2])],
+    }
+
+    def fake(address, topic, timeout_s):
+        if address == "n4":
+            raise ConnectionRefusedError
+        return views[address]
+    monkeypatch.setattr(qc, "broker_metadata", fake)
+    assert qc.freshest_partitions(["n5", "n1", "n4", "n2"], "queue", 1.0) == [
+        (0, 2, [2, 3, 4], [2, 3]), (1, 1, [5, 1, 2], [1, 2])]
+    assert qc.freshest_partitions(["n4"], "queue", 1.0) == []

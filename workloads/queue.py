@@ -6,7 +6,14 @@ process alternates, by its own seeded random choice, between
 - ``send``: one unique value to one key (value = process x 1,000,000 +
   sequence number, so a value read names the send that wrote it), and
 - ``poll``: one poll of its consumer, which is assigned every key and reads
-  each partition in offset order from the beginning.
+  each partition in offset order from the beginning, and
+- ``assign`` (one operation in ``REASSIGN_EVERY``, about every 10 s of a
+  process): the consumer is assigned every key again and reads everything
+  from offset 0 anew. Read once, an offset is seen only through the leader of
+  that moment; read again, through the later ones too: a leader that came
+  back with records its successor never had (a deposed leader that did not
+  truncate) shows them to the readers who start over, beside what they read
+  there before (inconsistent offsets), as Jepsen's clients that re-assign do.
 
 The generator only decides what to do; the client records what happened
 (offsets of acknowledged sends, the messages each poll returned). After the
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 VALUE_STRIDE = 1_000_000
+REASSIGN_EVERY = 50  # one operation in this many (on average) is a re-assign
 
 
 def key_name(partition: int) -> str:
@@ -32,7 +40,7 @@ def key_partition(key: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class QueueOp:
-    f: str  # "send" | "poll"
+    f: str  # "send" | "poll" | "assign"
     key: str | None  # sends only
     value: int | None  # sends only
 
@@ -49,7 +57,9 @@ class QueueGenerator:
         rng = random.Random(f"{self.seed}-queue-{process}")
         seq = 0
         while True:
-            if rng.random() < self.send_ratio:
+            if rng.random() < 1 / REASSIGN_EVERY:
+                yield QueueOp("assign", None, None)
+            elif rng.random() < self.send_ratio:
                 seq += 1
                 yield QueueOp("send", rng.choice(self.keys), process * VALUE_STRIDE + seq)
             else:

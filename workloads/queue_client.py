@@ -94,16 +94,21 @@ class ConfluentQueueClient:
         self.producer = Producer(self._producer_conf)
 
     def assign(self) -> Result:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+        parts = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)]
         if self.consumer is not None:
-            self.consumer.close()
+            # Again: the same consumer starts every partition over from offset 0.
+            try:
+                self.consumer.assign(parts)
+            except KafkaException as exc:
+                return Result("fail", None, exc.args[0].name() if exc.args else str(exc))
+            return Result("ok", [key_name(p) for p in range(self.partitions)])
         self.consumer = Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": f"chaoskraft-{self.process}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100, "error_cb": _quiet, "logger": CLIENT_LOG,
             "socket.connection.setup.timeout.ms": max(1000, int(self.timeout_s * 1000))})
-        self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING)
-                              for p in range(self.partitions)])
+        self.consumer.assign(parts)
         return Result("ok", [key_name(p) for p in range(self.partitions)])
 
     def send(self, key: str, value: int) -> Result:
@@ -175,12 +180,14 @@ class KafkaPythonQueueClient:
 
     def assign(self) -> Result:
         from kafka import KafkaConsumer, TopicPartition
+        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         if self.consumer is not None:
-            self.consumer.close()
+            # Again: the same consumer starts every partition over from offset 0.
+            self.consumer.seek_to_beginning(*tps)
+            return Result("ok", [key_name(p) for p in range(self.partitions)])
         self.consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
                                       auto_offset_reset="earliest", fetch_max_wait_ms=100,
                                       request_timeout_ms=max(int(self.timeout_s * 1000), 1000))
-        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         self.consumer.assign(tps)
         self.consumer.seek_to_beginning(*tps)
         return Result("ok", [key_name(p) for p in range(self.partitions)])
