@@ -17,7 +17,9 @@ from node_image.bugs import BUGS
 from nemesis.schedule import COMBINE, PACKAGES, QUEUE_ONLY, check_options
 
 
-QUEUE_NEMESIS = ("partition", "kill", "power-loss")  # the queue workload's default packages
+# The queue workload's default packages: the scenarios aimed at one partition come first
+# (nemesis.schedule.OPENING), then partitions, kills and power losses.
+QUEUE_NEMESIS = ("partition", "kill", "power-loss", "depose-leader", "strand-replica")
 
 
 class CampaignError(ValueError):
@@ -41,7 +43,9 @@ class RunConfig:
     replication_factor: int = 3
     min_insync_replicas: int = 2
     client: str = "confluent-kafka"
-    idempotent: bool = True
+    # None: half the producers (even processes) idempotent, the others without retries, whose
+    # records a deposed leader keeps are its own (nobody re-sends them to the next leader)
+    idempotent: bool | None = None
     flush_messages: int | None = None  # the topic's flush.messages; None: the broker's (never
     # fsync); the queue workload defaults to 1
     allowed_anomalies: list[str] | None = None  # None: the workload's defaults (Jepsen's)

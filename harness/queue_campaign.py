@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
+import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,7 +37,42 @@ STRAND_CUT_S = 8.0  # strand-replica: the cut outlasts replica.lag.time.max.ms (
 # some acknowledged writes;
 STRAND_DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
 DEPOSE_CUT_S = 12.0  # depose-leader: the cut outlasts the broker session (9 s) and an election
+SCENARIO_WAIT_S = 10.0  # the longest a scenario waits for a partition it can act on
 # These hold however long the docker execs that set the faults up take on a busy machine.
+
+
+def broker_metadata(address: str, topic: str, timeout_s: float) -> list[tuple]:
+    """One broker's own view of ``topic``: (partition, leader, leader epoch, replicas, ISR)
+    per partition, from a Metadata v8 request on a connection of its own."""
+    from kafka.protocol.metadata import MetadataRequest
+    from node_image import kafka_codec as kc
+    req = MetadataRequest[8](topics=[MetadataRequest[8].MetadataRequestTopic(name=topic)],
+                             allow_auto_topic_creation=False,
+                             include_cluster_authorized_operations=False,
+                             include_topic_authorized_operations=False)
+    with socket.create_connection((address, KAFKA_PORT), timeout=timeout_s) as s:
+        s.settimeout(timeout_s)
+        s.sendall(kc.encode_request(kc.METADATA, 8, req))
+        resp = kc.decode_response(kc.METADATA, 8, kc.recv_frame(s))
+    return [(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
+             list(p.isr_nodes))
+            for t in resp.topics if t.name == topic and t.error_code == 0 for p in t.partitions]
+
+
+def freshest_partitions(addresses: list[str], topic: str,
+                        timeout_s: float) -> list[tuple[int, int, list[int], list[int]]]:
+    """(partition, leader, replicas, ISR) from whichever answering broker knows the highest
+    leader epoch of each partition (as clients discard metadata older than what they saw)."""
+    best: dict[int, tuple] = {}
+    for address in addresses:
+        try:
+            parts = broker_metadata(address, topic, timeout_s)
+        except (OSError, ValueError, struct.error):
+            continue  # down, cut off or refusing: the others answer
+        for p in parts:
+            if p[0] not in best or p[2] > best[p[0]][2]:
+                best[p[0]] = p
+    return [(pid, leader, replicas, isr) for pid, (_, leader, _, replicas, isr) in sorted(best.items())]
 
 
 class QueueCampaign(Campaign):
@@ -66,32 +103,39 @@ class QueueCampaign(Campaign):
         return self._admin_client
 
     def _leaders(self) -> dict[int, int]:
-        md = self._admin().list_topics(TOPIC, timeout=5)
-        t = md.topics.get(TOPIC)
-        if t is None or t.error is not None:
-            return {}
-        return {p.id: p.leader for p in t.partitions.values()}
+        return {pid: leader for pid, leader, _, _ in self._partition_infos()}
 
     def _partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
-        md = self._admin().list_topics(TOPIC, timeout=5)
-        t = md.topics.get(TOPIC)
-        if t is None or t.error is not None:
-            return []
-        return [(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()]
+        """Every partition as the freshest broker knows it: the answer with the highest leader
+        epoch among every broker's. One client's metadata may come from a broker that has
+        just been cut off (a deposed leader still names itself), and a scenario aimed by it
+        strands the real leader (unclean-election seed 14 went unseen so)."""
+        return freshest_partitions([n.address for n in self.backend.nodes], TOPIC, 3.0)
+
+    async def _scenario_choice(self, step, rng: random.Random):
+        """The partition (and replicas) the scenario acts on, and the metadata it was chosen
+        from. Right after another fault some ISRs are still short (a deposed leader rejoins
+        them within seconds), so a scenario waits up to SCENARIO_WAIT_S for one that fits."""
+        deadline = time.monotonic() + SCENARIO_WAIT_S
+        while True:
+            try:
+                infos = await asyncio.to_thread(self._partition_infos)
+            except Exception:  # noqa: BLE001 - no metadata now: the scenario finds no partition
+                infos = []
+            if step.kind == "strand-replica":
+                controllers = {n.node_id for n in self.backend.nodes if n.is_controller}
+                # The active controller must stay reachable from the replicas that keep the
+                # data, or they are fenced and cannot shrink the ISR: it is never stranded.
+                active = await active_controller(self.backend.nodes)
+                choice = strand_choice(infos, controllers, rng, avoid={active})
+            else:
+                choice = depose_choice(infos, rng)
+            if choice is not None or time.monotonic() > deadline:
+                return choice, infos
+            await asyncio.sleep(0.5)
 
     async def scenario(self, step, rng: random.Random) -> str | None:
-        try:
-            infos = await asyncio.to_thread(self._partition_infos)
-        except Exception:  # noqa: BLE001 - no metadata now: the scenario finds no partition
-            infos = []
-        if step.kind == "strand-replica":
-            controllers = {n.node_id for n in self.backend.nodes if n.is_controller}
-            # The active controller must stay reachable from the replicas that keep the data,
-            # or they are fenced and cannot shrink the ISR: it is never the stranded one.
-            active = await active_controller(self.backend.nodes)
-            choice = strand_choice(infos, controllers, rng, avoid={active})
-        else:
-            choice = depose_choice(infos, rng)
+        choice, infos = await self._scenario_choice(step, rng)
         if choice is None:
             why = f"no partition of {TOPIC} fits now ({infos})"
             self.history.record("nemesis", "invoke", "skip-scenario", value={"scenario": step.kind})
@@ -171,16 +215,18 @@ class QueueCampaign(Campaign):
 
     async def _wait_for_leaders(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        why = "no answer yet"
         while True:
             try:
                 leaders = await asyncio.to_thread(self._leaders)
-            except Exception:  # noqa: BLE001 - brokers restarting
-                leaders = {}
+                why = f"leaders {leaders}" if leaders else f"no metadata for topic {TOPIC}"
+            except Exception as exc:  # noqa: BLE001 - brokers restarting
+                leaders, why = {}, f"{type(exc).__name__}: {exc}"
             if len(leaders) == self.cfg.partitions and all(v >= 0 for v in leaders.values()):
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"partitions of {TOPIC} without a leader after {timeout_s:.0f} s: "
-                                   f"{leaders}")
+                raise TimeoutError(f"partitions of {TOPIC} without a leader after {timeout_s:.0f} s "
+                                   f"(last answer: {why})")
             await asyncio.sleep(0.5)
 
     # ------------------------------------------------------------ workload
@@ -188,8 +234,9 @@ class QueueCampaign(Campaign):
     def queue_worker(self, process: int, stop_at: float) -> None:
         cfg, h = self.cfg, self.history
         gen = QueueGenerator(cfg.seed, cfg.partitions).ops(process)
+        idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
-                             cfg.idempotent, process)
+                             idempotent, process)
         interval = 1.0 / cfg.rate
         try:
             h.record(process, "invoke", "assign")
@@ -206,6 +253,10 @@ class QueueCampaign(Campaign):
                     if r.type == "ok":
                         done["offset"] = r.value
                     h.record(process, r.type, "send", op.key, done, error=r.error)
+                elif op.f == "assign":
+                    h.record(process, "invoke", "assign")
+                    r = client.assign()
+                    h.record(process, r.type, "assign", value=r.value, error=r.error)
                 else:
                     h.record(process, "invoke", "poll")
                     r = client.poll()

@@ -244,6 +244,10 @@ def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
     Nodes in ``avoid`` (the active controller) are never the stranded replica."""
     order = sorted(partitions)
     rng.shuffle(order)
+    # A partition led by another than its preferred replica is about to get that one back (the
+    # preferred-leader election): the replica chosen as a follower here may lead by the time it
+    # is cut off. Such partitions come last.
+    order.sort(key=lambda p: bool(p[2]) and p[1] != p[2][0])
     for partition, leader, replicas, isr in order:
         if leader < 0 or len(replicas) < 2 or sorted(isr) != sorted(replicas):
             continue

@@ -6,10 +6,13 @@ from pathlib import Path
 import pytest
 
 from harness.config import resolve
+from node_image.bugs import BUGS
 from harness.runner import run
 from harness.store import new_run_dir
 
 pytestmark = pytest.mark.docker
+# The default plan's two scenarios end before 50 s in every seed (test_queue_workload).
+TIME_LIMIT_S = 50
 
 
 def campaign(tmp_path, **fields):
@@ -22,28 +25,48 @@ def campaign(tmp_path, **fields):
 
 
 def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_image, tmp_path):
-    code, results, run_dir = campaign(tmp_path, seed=11, time_limit_s=40)
+    """The default campaign opens with its two scenarios, each doing what it says (the history
+    shows its faults on one partition's replicas), and a correct node stays valid under it."""
+    code, results, run_dir = campaign(tmp_path, seed=11, time_limit_s=TIME_LIMIT_S)
     q = results["checkers"]["queue"]
     assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
     assert q["stats"]["sends"]["ok"] > 100 and q["stats"]["final_polls"]
-    faults = {f["f"] for f in results["stats"]["faults"]}
-    assert {"restart-all"} <= faults and faults & {"kill", "power-loss", "start-partition"}
+    assert {f["f"] for f in results["stats"]["faults"]} >= {"restart-all", "kill", "start-partition"}
+    rows = [r for r in _history(run_dir) if r["process"] == "nemesis" and r["type"] == "info"]
+    cuts = [r["value"] for r in rows if r["f"] == "start-partition"]
+    assert [c["shape"] for c in cuts[:2]] == ["depose-leader", "strand-replica"], rows
+    deposed = {int(k): set(v) for k, v in cuts[0]["grudge"].items()}
+    assert len([n for n, drops in deposed.items() if len(drops) == len(deposed) - 1]) == 1, deposed
+    g = {int(k): set(v) for k, v in cuts[1]["grudge"].items()}
+    kills = [r["value"] for r in rows if r["f"] == "kill" and r["value"].get("target") == "strand-replica"]
+    assert kills and kills[0]["partition"] == cuts[1]["partition"], rows
+    stranded = next(n for n, drops in g.items() if drops and n not in kills[0]["nodes"])
+    assert g[stranded] == set(kills[0]["nodes"]), "cut from exactly the replicas later killed"
 
 
-def test_ack_before_replication_loses_acknowledged_writes(docker_client, node_image, tmp_path):
-    """Detection depends on a leader failing with unreplicated acknowledged writes (4 of 5
-    seeds in `chaoskraft matrix`): the bug must be caught within three seeds."""
-    runs = []
-    for seed in (2, 3, 4):
-        code, results, run_dir = campaign(tmp_path / str(seed), seed=seed, time_limit_s=40,
-                                          bugs=["ack-before-replication"])
-        q = results["checkers"]["queue"]
-        runs.append((seed, results["verdict"], q["bad_anomalies"], str(run_dir)))
-        if results["valid"] is False:
-            assert code == 1
-            assert set(q["bad_anomalies"]) & {"lost-write", "unseen", "durability"}, runs
-            return
-    pytest.fail(f"ack-before-replication not caught in seeds 2-4: {runs}")
+# Every broker bug, in the default queue campaign (no faults chosen), is caught in every seed
+# tried: the matrix in docs/campaigns.md measured 20 seeds each. The correct node is valid under
+# the same campaign (above), so whatever anomaly shows is the bug's.
+# Two bugs are not yet seen in every seed (docs/campaigns.md): skip-epoch-truncation in 19 of
+# 20 (when the new leader commits nothing before the deposed one leads again, nothing it kept
+# is visible), and fetch-above-hw, 20 of 20 when measured, missed seed 1 in one of three CI
+# runs (the campaign made half its usual operations under load). A second seed is tried when
+# the first misses; every other bug is held to its first seed.
+SECOND_CHANCE = {"skip-epoch-truncation": 2, "fetch-above-hw": 2}
+
+
+@pytest.mark.parametrize("bug", [name for name, b in BUGS.items() if b.workload == "queue"])
+def test_default_queue_campaign_catches_planted_bug(docker_client, node_image, tmp_path, bug):
+    seeds = [1] + ([SECOND_CHANCE[bug]] if bug in SECOND_CHANCE else [])
+    for seed in seeds:
+        code, results, run_dir = campaign(tmp_path / f"seed{seed}", seed=seed,
+                                          time_limit_s=TIME_LIMIT_S, bugs=[bug])
+        if results["valid"] is not True:
+            break
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (1, False), (bug, seeds, results["verdict"], run_dir)
+    assert q["bad_anomalies"], run_dir
+    print(f"{bug} seed {seed}: {', '.join(q['bad_anomalies'])}")
 
 
 @pytest.mark.parametrize("flush_messages, loses", [(None, True), (1, False)])
@@ -68,42 +91,3 @@ def test_power_loss_on_every_node_and_the_flush_policy(docker_client, node_image
 
 def _history(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "history.jsonl").read_text().splitlines()]
-
-
-@pytest.mark.parametrize("scenario, bug, fields, expected", [
-    ("strand-replica", "unclean-election", {},
-     {"lost-write", "durability", "inconsistent-offsets"}),
-    ("depose-leader", "skip-epoch-truncation", {"idempotent": False},
-     {"lost-write", "durability", "inconsistent-offsets"}),
-])
-def test_scenario_holds_on_a_correct_node_and_catches_its_bug(docker_client, node_image, tmp_path,
-                                                               scenario, bug, fields, expected):
-    """Each scenario does what it says (the history shows its faults on one partition's
-    replicas), a correct node stays valid under it, and the bug it aims at is caught within
-    three seeds (`chaoskraft matrix` measures it on five)."""
-    code, results, run_dir = campaign(tmp_path / "correct", seed=1, time_limit_s=35,
-                                      nemesis=[scenario], **fields)
-    q = results["checkers"]["queue"]
-    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
-    rows = [r for r in _history(run_dir) if r["process"] == "nemesis" and r["type"] == "info"]
-    cuts = [r["value"] for r in rows if r["f"] == "start-partition"]
-    assert cuts and all(c["shape"] == scenario for c in cuts), rows
-    g = {int(k): set(v) for k, v in cuts[0]["grudge"].items()}
-    if scenario == "strand-replica":
-        kills = [r["value"] for r in rows if r["f"] == "kill"]
-        assert kills and kills[0]["partition"] == cuts[0]["partition"], rows
-        stranded = next(n for n, drops in g.items() if drops and n not in kills[0]["nodes"])
-        assert g[stranded] == set(kills[0]["nodes"]), "cut from exactly the replicas later killed"
-    else:
-        isolated = [n for n, drops in g.items() if len(drops) == len(g) - 1]
-        assert len(isolated) == 1, g
-    runs = []
-    for seed in (1, 2, 3):
-        code, results, run_dir = campaign(tmp_path / str(seed), seed=seed, time_limit_s=35,
-                                          nemesis=[scenario], bugs=[bug], **fields)
-        q = results["checkers"]["queue"]
-        runs.append((seed, results["verdict"], q["bad_anomalies"], str(run_dir)))
-        if results["valid"] is False:
-            assert code == 1 and set(q["bad_anomalies"]) & expected, runs
-            return
-    pytest.fail(f"{bug} not caught by {scenario} in seeds 1-3: {runs}")
