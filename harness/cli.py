@@ -115,23 +115,23 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from .matrix import run_matrix
-    names = [b.strip() for b in args.bugs.split(",") if b.strip()]
-    if names == ["all"]:
-        bugs = list(BUGS)
-    elif names == ["queue"]:
-        bugs = [n for n, b in BUGS.items() if b.workload == "queue"]
-    else:
-        unknown = [n for n in names if n != "none" and n not in BUGS]
-        if unknown:
-            print(f"chaoskraft matrix: unknown bug {unknown[0]!r}; known: none, all, queue, "
+    from .matrix import docker_workload, run_matrix
+    groups = {"all": list(BUGS), "queue": [n for n, b in BUGS.items() if b.workload == "queue"],
+              "docker": [n for n in BUGS if docker_workload(n)], "none": [None]}
+    bugs: list[str | None] = []
+    for name in (b.strip() for b in args.bugs.split(",") if b.strip()):
+        if name not in groups and name not in BUGS:
+            print(f"chaoskraft matrix: unknown bug {name!r}; known: none, all, queue, docker, "
                   f"{', '.join(sorted(BUGS))}", file=sys.stderr)
             return EXIT_USAGE
-        bugs = [None if n == "none" else n for n in names]
+        bugs += [b for b in groups.get(name, [name]) if b not in bugs]
+    if args.jobs < 1:
+        print(f"chaoskraft matrix: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+        return EXIT_USAGE
     cells = run_matrix(bugs, list(args.seeds), args.time_limit, args.sim_duration_s,
-                       args.results_dir)
+                       args.results_dir, jobs=args.jobs)
     # Exit 0 only if every bug was caught in every seed and the correct node never flagged.
-    ok = all(c.detected == (c.bug != "none") for c in cells)
+    ok = all(c.detected == (c.bug != "none") and not c.verdict.startswith("error") for c in cells)
     return 0 if ok else 1
 
 
@@ -198,7 +198,9 @@ def cmd_cluster(args) -> int:
     from .runner import describe_all
     for run_id in sorted(runs):
         c = DockerCluster.attach(run_id)
-        described = asyncio.run(describe_all(c.nodes)) if any(n.address for n in c.nodes) else {}
+        # a node is down when it leaves DescribeQuorum unanswered for 10 s, not one slow second
+        described = (asyncio.run(describe_all([n for n in c.nodes if n.address], 3.0, 10.0))
+                     if any(n.address for n in c.nodes) else {})
         for n in c.nodes:
             d = described.get(n.node_id)
             out.append({"run": run_id, "node_id": n.node_id, "container": n.name,
@@ -291,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="register (default) or queue (real Kafka clients)")
     r.add_argument("--nemesis", help="comma-separated packages: partition, kill, power-loss, "
                                      "and for the queue strand-replica, depose-leader (default "
-                                     "partition,kill; queue: partition,kill,power-loss; '' none)")
+                                     "partition,kill; queue: partition,kill,power-loss,depose-leader,"
+                                     "strand-replica; '' none)")
     r.add_argument("--bug", type=_bug, action="append", help="enable a planted bug on every node")
     r.add_argument("--backend", choices=["docker", "ssh"])
     r.add_argument("--engine", choices=["auto", "spark", "local"])
@@ -323,13 +326,15 @@ def build_parser() -> argparse.ArgumentParser:
     mx = sub.add_parser("matrix", help="run planted bugs (or the correct node) over seeds; print "
                                        "what caught each")
     mx.add_argument("--bugs", default="all",
-                    help="comma-separated bug names, 'all', 'queue' (the broker bugs) or 'none' "
-                         "(the correct node)")
+                    help="comma-separated bug names, 'all', 'queue' (the broker bugs), 'docker' (the bugs "
+                         "Docker campaigns catch) or 'none' (the correct node)")
     mx.add_argument("--seeds", type=_seed_range, default=range(1, 6), help="A-B (default 1-5)")
-    mx.add_argument("--time-limit", type=float, default=60.0, help="seconds per queue campaign")
+    mx.add_argument("--time-limit", type=float, default=60.0, help="seconds per Docker campaign")
     mx.add_argument("--sim-duration-s", type=float, default=600.0,
                     help="simulated seconds per simulator seed")
     mx.add_argument("--results-dir", default="results")
+    mx.add_argument("-j", "--jobs", type=int, default=1,
+                    help="Docker campaigns side by side (default 1; each is a 5-node cluster)")
     mx.set_defaults(func=cmd_matrix)
     a = sub.add_parser("analyze", help="re-check a stored run, or summarise many in Spark")
     a.add_argument("run_dir", nargs="?")

@@ -2,29 +2,37 @@
 
 ``chaoskraft matrix --bugs all --seeds 1-5`` runs, for each bug and seed:
 
-- bugs of the broker (``workload == "queue"`` in ``node_image.bugs``): a
-  Docker queue campaign (``time_limit_s``, the queue workload's default
-  nemesis unless ``TARGETED_QUEUE`` aims other faults at the bug) with the
-  bug on every node, checked in Spark;
-- the Raft, storage and controller bugs (``workload == "register"``): the
-  deterministic simulator, ``sim_duration_s`` simulated seconds per seed,
-  its invariants and the linearizability of its register history. As a
-  nightly matrix gives each cell its nemesis, a bug may come with the
-  faults aimed at it (``TARGETED``: they replace what the seed would draw);
-- ``none``: the correct node in the Docker queue campaign.
+- bugs of the broker (``workload == "queue"`` in ``node_image.bugs``) and the
+  controller bugs of ``DOCKER_REGISTER``: the workload's default Docker
+  campaign (``time_limit_s``, no faults chosen: what a user gets from
+  ``chaoskraft run --workload W``) with the bug on every node, each in its own
+  ``chaoskraft run`` process, ``jobs`` at a time;
+- the other Raft, storage and controller bugs: the deterministic simulator,
+  ``sim_duration_s`` simulated seconds per seed, its invariants and the
+  linearizability of its register history. As a nightly matrix gives each
+  cell its nemesis, a bug may come with the faults aimed at it (``TARGETED``:
+  they replace what the seed would draw);
+- ``none``: the correct node in the default Docker queue campaign.
 
 It prints one row per bug: seeds detected, the anomaly classes or
 invariants that reported it, and the median time to detect (queue: seconds
 from the start of the workload to the earliest operation an anomaly example
-names; simulator: simulated seconds until the invariant broke or, for
+names; register: to the earliest operation of the
+counterexample; simulator: simulated seconds until the invariant broke or, for
 linearizability, until the first operation of the counterexample).
 """
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +51,34 @@ class Cell:
     verdict: str = ""
 
 
-def _detect_time_queue(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None:
+def _history(run_dir: Path) -> tuple[list[dict], int]:
+    """A run's history rows and the time of its first client operation."""
     rows = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
-    start = next((r["time"] for r in rows if r["process"] != "nemesis"), 0)
+    return rows, next((r["time"] for r in rows if r["process"] != "nemesis"), 0)
+
+
+def _detect_time_register(run_dir: Path) -> float | None:
+    """Seconds from the workload's start to the earliest operation of a counterexample, on the
+    earliest key that is not linearizable. The run's own check stops at the first invalid key
+    it finishes, which need not be the earliest: here the keys are checked one at a time in the
+    order they were first used."""
+    from .check_cmd import run_check
+    rows, start = _history(run_dir)
+    by_key: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["process"] != "nemesis" and r.get("key") is not None:
+            by_key.setdefault(r["key"], []).append(r)
+    for key_rows in by_key.values():  # insertion order: first use
+        result = run_check(key_rows, "cas-register", engine="local", nil_read="value",
+                           independent=False, strict=False)
+        for k in result.keys:
+            if k.valid is False and k.counterexample:
+                return (min(rows[c["index"]]["time"] for c in k.counterexample) - start) / 1e9
+    return None
+
+
+def _detect_time_queue(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None:
+    rows, start = _history(run_dir)
     sends = {(r["key"], (r.get("value") or {}).get("value")): r["index"] for r in rows
              if r["f"] == "send" and r["type"] == "invoke" and isinstance(r.get("value"), dict)}
     indexes = []
@@ -60,36 +93,64 @@ def _detect_time_queue(run_dir: Path, anomalies: dict, bad: list[str]) -> float 
     return (min(times) - start) / 1e9 if times else None
 
 
-# Campaign fields aimed at a broker bug: divergent replica logs only show once the deposed
-# leader leads again (depose-leader), and only where they differ: an idempotent producer
-# re-sends what the deposed leader holds to the new one in the same order, so the logs agree
-# even untruncated; producers without retries leave the deposed leader's records its own.
-# An out-of-ISR replica is only elected while it is the one replica alive (strand-replica).
-# The scenarios are in nemesis.faults.
-TARGETED_QUEUE: dict[str, dict] = {
-    "skip-epoch-truncation": {"nemesis": ["depose-leader"], "idempotent": False},
-    "unclean-election": {"nemesis": ["strand-replica"]},
-}
+# Controller bugs a Docker register campaign must catch (the others are the simulator's).
+DOCKER_REGISTER = ("reply-before-commit",)
 
 
-def queue_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: str) -> Cell:
-    from .config import resolve
-    from .runner import run
-    from .store import new_run_dir
-    cfg = resolve(dict(TARGETED_QUEUE.get(bug, {})),
-                  {"workload": "queue", "seed": seed, "time_limit_s": time_limit_s,
-                   "bugs": [bug] if bug else None, "test": f"matrix-{bug or 'none'}",
-                   "results_dir": results_dir})
-    run_dir = new_run_dir(Path(results_dir), cfg.test, seed)
-    with open(run_dir / "progress.log", "w") as quiet:
-        code = run(cfg, stream=quiet, run_dir=run_dir)
+def docker_workload(bug: str | None) -> str | None:
+    """The workload whose default Docker campaign must catch the bug, or None (simulator)."""
+    if bug is None or BUGS[bug].workload == "queue":
+        return "queue"
+    return "register" if bug in DOCKER_REGISTER else None
+
+
+def _cell_command(bug: str | None, seed: int, time_limit_s: float, results_dir: str) -> list[str]:
+    """The workload's default campaign, as a user gets it: no faults chosen."""
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--workload", docker_workload(bug),
+           "--seed", str(seed), "--time-limit", f"{time_limit_s:g}",
+           "--test", f"matrix-{bug or 'none'}", "--results-dir", results_dir]
+    return cmd + (["--bug", bug] if bug else [])
+
+
+def docker_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: str,
+                log_dir: Path, children: set) -> Cell:
+    """One campaign in its own ``chaoskraft run`` process (so cells run side by side, and an
+    interrupted matrix interrupts each: teardown, history kept); its output goes to the run
+    directory's ``progress.log``."""
+    log = log_dir / f"{bug or 'none'}-seed{seed}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(_cell_command(bug, seed, time_limit_s, results_dir),
+                                stdout=out, stderr=subprocess.STDOUT,
+                                cwd=Path(__file__).resolve().parent.parent)
+        children.add(proc)
+        try:
+            code = proc.wait()
+        finally:
+            children.discard(proc)
+    text = log.read_text()
+    found = re.search(r"run directory: (\S+)", text)
     if code == 130:
-        raise KeyboardInterrupt  # the run was interrupted: so is the matrix
+        raise KeyboardInterrupt
+    if code not in (0, 1, 2) or found is None:
+        # The campaign itself failed (no verdict): the cell says so, keeps the output, and the
+        # matrix goes on; it counts as not detected.
+        kept = Path(results_dir) / "matrix-errors" / log.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(log, kept)
+        last = [line for line in text.splitlines() if "run failed" in line or "Error" in line]
+        return Cell(bug or "none", seed, False, [], None, str(kept.resolve()),
+                    f"error (exit {code}{': ' + last[-1].strip() if last else ''})")
+    run_dir = Path(found.group(1))
+    shutil.move(log, run_dir / "progress.log")
     results = json.loads((run_dir / "results.json").read_text())
-    q = results["checkers"]["queue"]
-    bad = q["bad_anomalies"]
-    return Cell(bug or "none", seed, results["valid"] is False, bad,
-                _detect_time_queue(run_dir, q["anomalies"], bad) if bad else None,
+    if docker_workload(bug) == "register":
+        bad = ["Linearizability"] if results["valid"] is False else []
+        detect = _detect_time_register(run_dir) if bad else None
+    else:
+        q = results["checkers"]["queue"]
+        bad = q["bad_anomalies"]
+        detect = _detect_time_queue(run_dir, q["anomalies"], bad) if bad else None
+    return Cell(bug or "none", seed, results["valid"] is False, bad, detect,
                 str(run_dir.resolve()), results["verdict"])
 
 
@@ -119,21 +180,59 @@ def sim_cell(bug: str, seed: int, duration_s: float) -> Cell:
                 "violated")
 
 
+def _line(cell: Cell, wall_s: float) -> str:
+    return (f"{cell.bug} seed {cell.seed}: {cell.verdict}"
+            + (f" ({', '.join(cell.classes)}; first anomalous op at {cell.detect_s:.1f} s)"
+               if cell.detected and cell.detect_s is not None else "")
+            + f" [{wall_s:.0f} s wall] {cell.where}")
+
+
 def run_matrix(bugs: list[str | None], seeds: list[int], time_limit_s: float,
-               sim_duration_s: float, results_dir: str, out=sys.stdout) -> list[Cell]:
-    cells = []
-    for bug in bugs:
-        for seed in seeds:
-            started = time.monotonic()
-            if bug is None or BUGS[bug].workload == "queue":
-                cell = queue_cell(bug, seed, time_limit_s, results_dir)
-            else:
-                cell = sim_cell(bug, seed, sim_duration_s)
-            cells.append(cell)
-            print(f"{cell.bug} seed {seed}: {cell.verdict}"
-                  + (f" ({', '.join(cell.classes)}; first anomalous op at {cell.detect_s:.1f} s)"
-                     if cell.detected and cell.detect_s is not None else "")
-                  + f" [{time.monotonic() - started:.0f} s wall] {cell.where}", file=out, flush=True)
+               sim_duration_s: float, results_dir: str, out=sys.stdout, jobs: int = 1) -> list[Cell]:
+    """Every bug over every seed: Docker campaigns ``jobs`` at a time (each in its own
+    process), simulator seeds in this one. Rows print as cells end; the table at the end
+    lists the bugs in the order given."""
+    Path(results_dir).mkdir(parents=True, exist_ok=True)
+    docker = [(b, s) for b in bugs for s in seeds if docker_workload(b)]
+    sim = [(b, s) for b in bugs for s in seeds if not docker_workload(b)]
+    done: dict[tuple, Cell] = {}
+    children: set = set()
+    total = len(docker) + len(sim)
+
+    def report(cell: Cell, started: float) -> None:
+        print(f"[{len(done)}/{total}] " + _line(cell, time.monotonic() - started),
+              file=out, flush=True)
+
+    def one(bug, seed, log_dir):
+        started = time.monotonic()
+        cell = docker_cell(bug, seed, time_limit_s, results_dir, log_dir, children)
+        done[(bug, seed)] = cell
+        report(cell, started)
+
+    if docker:
+        print(f"matrix: {len(docker)} Docker campaigns ({time_limit_s:g} s each, {jobs} at a "
+              f"time), {len(sim)} simulator seeds", file=out, flush=True)
+    with tempfile.TemporaryDirectory(prefix="matrix-", dir=results_dir) as log_dir:
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="matrix-cell")
+        futures = [pool.submit(one, b, s, Path(log_dir)) for b, s in docker]
+        try:
+            for bug, seed in sim:
+                started = time.monotonic()
+                done[(bug, seed)] = sim_cell(bug, seed, sim_duration_s)
+                report(done[(bug, seed)], started)
+            for f in futures:
+                f.result()
+        except BaseException:
+            # Interrupted (or a cell failed): every running campaign is interrupted in turn and
+            # tears its cluster down, keeping its history; no new one starts.
+            for f in futures:
+                f.cancel()
+            for proc in list(children):
+                proc.send_signal(signal.SIGTERM)
+            pool.shutdown(wait=True)
+            raise
+        pool.shutdown(wait=True)
+    cells = [done[(b, s)] for b in bugs for s in seeds]
     print_table(cells, out)
     return cells
 
@@ -148,9 +247,12 @@ def print_table(cells: list[Cell], out=sys.stdout) -> None:
         detected = [c for c in cs if c.detected]
         classes = Counter(cls for c in detected for cls in c.classes)
         times = [c.detect_s for c in detected if c.detect_s is not None]
-        how = "queue" if bug == "none" or BUGS[bug].workload == "queue" else "simulator"
+        how = docker_workload(None if bug == "none" else bug) or "simulator"
         med = f"{statistics.median(times):.1f} s" if times else "-"
         cls = ", ".join(f"{k} ({v})" for k, v in classes.most_common(3)) or "-"
         if len(classes) > 3:
             cls += ", ..."
+        errors = sum(c.verdict.startswith("error") for c in cs)
+        if errors:
+            cls += f"; {errors} campaign(s) ended in error, no verdict"
         print(f"{bug:<24} {how:<10} {len(detected)}/{len(cs):<7} {med:>21}  {cls}", file=out)
