@@ -40,6 +40,7 @@ from .store import new_run_dir
 PORT = 9093
 FINAL_PROCESS_BASE = 1000
 EXIT = {True: 0, False: 1, "unknown": 2}
+CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
 # How long a fault lasts (uniform in the range). Queue faults outlast the broker session
 # (9 s) often enough for the controller to fence the victim and elect new leaders, which
 # is where acknowledged-but-unreplicated data is lost.
@@ -65,34 +66,51 @@ class Logger:
         self._f.close()
 
 
-async def describe_all(nodes, timeout_s: float = 1.0) -> dict:
+async def _ask_all(nodes, ask, within_s: float) -> dict:
+    """``ask(node)`` of every node, asking those that did not answer (``None``) again until
+    ``within_s`` has passed: on a loaded 2-core machine a node has left a 1 s and a 3 s query
+    unanswered while it served."""
+    seen: dict = {}
+    deadline = time.monotonic() + within_s
+    while True:
+        asked = [n for n in nodes if n.node_id not in seen]
+        seen.update((n.node_id, a) for n, a in zip(asked, await asyncio.gather(*map(ask, asked)))
+                    if a is not None)
+        if len(seen) == len(nodes) or time.monotonic() >= deadline:
+            return seen
+        await asyncio.sleep(0.2)
+
+
+async def describe_all(nodes, timeout_s: float = 1.0, within_s: float = 0.0) -> dict:
+    """Each answering node's DescribeQuorum, by node id."""
     async def one(n):
         c = RegisterClient(n.address, PORT, timeout_s)
         try:
-            return n.node_id, await c.describe()
+            return await c.describe()
         except (Indeterminate, ConnectionRefusedError, OSError):
-            return n.node_id, None
+            return None
         finally:
             await c.close()
-    return {i: d for i, d in await asyncio.gather(*(one(n) for n in nodes)) if d is not None}
+    return await _ask_all(nodes, one, within_s)
 
 
-async def clock_offsets(nodes, timeout_s: float = 3.0) -> dict[int, float]:
+async def clock_offsets(nodes, timeout_s: float = 3.0, within_s: float = 0.0) -> dict[int, float]:
     """Each answering node's wall clock minus ours, in seconds (from its DescribeQuorum); the
     error is at most half the round trip, however long the node took to answer (on a loaded
-    machine 1 s was too short for a node to answer at all)."""
+    machine 1 s was too short for a node to answer at all). With ``within_s``, the nodes that
+    did not answer are asked again until that much time has passed."""
     async def one(n):
         c = RegisterClient(n.address, PORT, timeout_s)
         try:
             before = time.time()
             d = await c.describe()
             after = time.time()
-            return n.node_id, round(d.wall_clock_ms / 1000 - (before + after) / 2, 3)
+            return round(d.wall_clock_ms / 1000 - (before + after) / 2, 3)
         except (Indeterminate, ConnectionRefusedError, OSError):
-            return n.node_id, None
+            return None
         finally:
             await c.close()
-    return {i: o for i, o in await asyncio.gather(*(one(n) for n in nodes)) if o is not None}
+    return await _ask_all(nodes, one, within_s)
 
 
 async def active_controller(nodes) -> int | None:
@@ -324,7 +342,8 @@ class Campaign:
         self.history.record("nemesis", "invoke", "clock-reset", value={"nodes": nodes})
         await self._exec_all(nodes, lambda n: clock_script(0.0))
         self.skewed.difference_update(nodes)
-        measured = await clock_offsets([n for n in self.backend.nodes if n.node_id in nodes])
+        measured = await clock_offsets([n for n in self.backend.nodes if n.node_id in nodes],
+                                       within_s=CLOCK_MEASURE_S)
         self.history.record("nemesis", "info", "clock-reset",
                             value={"nodes": nodes, "measured": {str(k): v for k, v in measured.items()}})
         self.log(f"nemesis: clocks reset on {nodes} (measured offsets {measured})")
@@ -362,7 +381,14 @@ class Campaign:
         fid = next(self._fault_ids)
         if step.kind in SCENARIOS:
             before = set(self.killed)
-            skipped = await self.scenario(step, rng)
+            try:
+                skipped = await self.scenario(step, rng)
+            except asyncio.CancelledError:
+                # The workload ended while the scenario was acting: what it did so far happened.
+                if self.partitioned or self.killed - before:
+                    self.note_fault(step, "happened", "cut short when the workload ended",
+                                    nodes=sorted(self.killed - before))
+                raise
             mine = sorted(self.killed - before)
             if skipped:
                 self.note_fault(step, "skipped", skipped)
@@ -436,7 +462,7 @@ class Campaign:
                 self.history.record("nemesis", "invoke", "clock-bump", value=value)
                 await self._exec_all(targets, lambda n: clock_script(offsets[n]))
                 measured = await clock_offsets([n for n in self.backend.nodes
-                                                if n.node_id in targets])
+                                                if n.node_id in targets], within_s=CLOCK_MEASURE_S)
                 value["measured"] = {str(n): o for n, o in measured.items()}
                 self.history.record("nemesis", "info", "clock-bump", value=value)
                 label = f"clock bump {step.spec} {offsets} (measured {measured})"

@@ -204,26 +204,21 @@ def test_default_campaign_is_valid_and_leaves_nothing(docker_client, node_image,
     assert again.returncode == 0 and "verdict: valid" in again.stdout
 
 
-def test_planted_register_bug_is_invalid_in_4_of_5_seeds(docker_client, node_image, tmp_path):
-    caught = []
-    outputs = ""
-    for seed in range(1, 6):
-        p = chaoskraft("run", "--seed", str(seed), "--bug", "reply-before-commit",
-                       "--results-dir", str(tmp_path))
-        out = p.stdout + p.stderr
-        outputs += out
-        assert p.returncode in (0, 1), out[-3000:]
-        run = Path(re.search(r"run directory: (\S+)", out).group(1))
-        results = json.loads((run / "results.json").read_text())
-        lin = results["checkers"]["linearizability"]
-        if results["valid"] is False:
-            assert p.returncode == 1
-            assert lin["counterexamples"] and all(
-                any(c["role"] == "cannot linearize" for c in ce) for ce in lin["counterexamples"].values())
-            caught.append(seed)
-        print(f"seed {seed}: {results['verdict']}")
-    assert nothing_left(docker_client, outputs)
-    assert len(caught) >= 4, f"reply-before-commit caught only in seeds {caught}"
+@pytest.mark.parametrize("seed", [1, 2])
+def test_planted_register_bug_is_caught_in_every_seed(docker_client, node_image, tmp_path, seed):
+    """The default register campaign catches reply-before-commit in every seed tried (the
+    matrix in docs/campaigns.md: 20 of 20 seeds)."""
+    p = chaoskraft("run", "--seed", str(seed), "--bug", "reply-before-commit",
+                   "--results-dir", str(tmp_path))
+    out = p.stdout + p.stderr
+    assert p.returncode in (0, 1), out[-3000:]
+    run = Path(re.search(r"run directory: (\S+)", out).group(1))
+    results = json.loads((run / "results.json").read_text())
+    lin = results["checkers"]["linearizability"]
+    assert nothing_left(docker_client, out)
+    assert (p.returncode, results["verdict"]) == (1, "invalid"), (results["verdict"], str(run))
+    assert lin["counterexamples"] and all(
+        any(c["role"] == "cannot linearize" for c in ce) for ce in lin["counterexamples"].values())
 
 
 def test_ctrl_c_tears_down_and_keeps_the_history(docker_client, node_image, tmp_path):

@@ -64,6 +64,12 @@ def connects(cluster, src: int, dst: int, tries: int, timeout_s: float = 0.3) ->
     return int(out.strip())
 
 
+async def offsets_of_every_node(nodes) -> dict[int, float]:
+    seen = await clock_offsets(nodes, within_s=30)
+    assert len(seen) == len(nodes), f"unanswered after 30 s: {seen}"
+    return seen
+
+
 def status(cluster, node: int) -> dict:
     return json.loads(cluster.exec(node, ["ck-ctl", "status"])[1])
 
@@ -78,7 +84,10 @@ def test_pause_stops_the_process_and_resume_brings_it_back(cluster, tmp_path):
         assert node not in await describe_all([cluster.node(node)], 1.0), "a paused node answers"
         await stop()
         assert status(cluster, node)["paused"] is False
-        assert node in await describe_all([cluster.node(node)], 2.0)
+        # a resumed process answers again (it may first work through what piled up while it
+        # was stopped: on a loaded machine a single 2 s try went unanswered once in two runs)
+        assert node in await describe_all([cluster.node(node)], 2.0, within_s=30), \
+            "the resumed node does not answer"
         assert rows(history, "resume")[0]["value"]["nodes"] == [node]
     asyncio.run(scenario())
 
@@ -91,13 +100,13 @@ def test_clock_bump_is_seen_in_the_node_clock_and_reset_undoes_it(cluster, tmp_p
         bump = rows(history, "clock-bump")[0]["value"]
         planned = {int(n): o for n, o in bump["offsets"].items()}
         assert sorted(planned) == [1, 2, 3] and all(12 <= abs(o) <= 120 for o in planned.values())
-        seen = await clock_offsets(cluster.nodes)
+        seen = await offsets_of_every_node(cluster.nodes)
         for n, o in planned.items():
             assert abs(seen[n] - o) < 1.0, (n, o, seen)
             assert abs(float(bump["measured"][str(n)]) - o) < 1.0, bump
         print(f"clock bump: planned {planned}, node clocks {seen}")
         await stop()
-        seen = await clock_offsets(cluster.nodes)
+        seen = await offsets_of_every_node(cluster.nodes)
         assert all(abs(o) < 1.0 for o in seen.values()) and len(seen) == 3, seen
         print(f"after reset: {seen}")
         # the skewed nodes kept serving: a controller answers register reads
@@ -121,7 +130,7 @@ def test_clock_strobe_jumps_back_and_forth_until_reset(cluster, tmp_path):
         await stop()
         after = []
         for _ in range(5):
-            after.append((await clock_offsets([cluster.node(node)]))[node])
+            after.append((await offsets_of_every_node([cluster.node(node)]))[node])
             await asyncio.sleep(0.2)
         assert all(abs(o) < 1.0 for o in after), after
     asyncio.run(scenario())
