@@ -48,7 +48,7 @@ sim: $(STAMP)
 	$(BIN)/chaoskraft sim --seeds $(SEEDS) --duration-s 120
 
 test: setup
-	$(BIN)/python -m pytest -n 2 -q -rs --durations=25
+	$(BIN)/python -m pytest -n 4 --dist loadgroup -q -rs --durations=25
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py

@@ -37,9 +37,11 @@ def node_image(docker_client):
     return build_images(docker_client, log=lambda msg: None)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
-    """A Spark session (local[2]) for a test module, stopped after it."""
+    """One Spark session (local[2]) for the whole run of a worker, stopped at its end: the
+    CPU-bound modules share a worker, where pytest-xdist interleaves their tests, and a
+    module-scoped session started a JVM again at each switch (three times in one module)."""
     from checkers import spark as sp
     session = sp.spark_session()
     yield session
@@ -76,3 +78,16 @@ def browser():
     yield driver
     driver.quit()
 
+
+# CPU-bound modules (simulator sweeps, checkers, Spark) run one after another on one xdist
+# worker (`--dist loadgroup`): the other three run the Docker campaigns, which wait on the
+# clock far more than they compute (a default campaign: 28 s of CPU in 81 s), beside them.
+CPU_BOUND = {"test_sim", "test_bugs", "test_porcupine_corpus", "test_wgl_native",
+             "test_queue_differential", "test_spark", "test_spark_cluster", "test_queue_checker",
+             "test_across", "test_linearizability", "test_frames"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__ in CPU_BOUND:
+            item.add_marker(pytest.mark.xdist_group("cpu"))
