@@ -24,7 +24,7 @@ import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from nemesis.faults import depose_choice, grudge, strand_choice
+from nemesis.faults import depose_choice, grudge, refuse_script, strand_choice
 from workloads.queue import QueueGenerator, key_name
 from workloads.queue_client import CLIENT_LOG, make_client, read_to_end
 
@@ -37,6 +37,7 @@ STRAND_CUT_S = 8.0  # strand-replica: the cut outlasts replica.lag.time.max.ms (
 # some acknowledged writes;
 STRAND_DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
 DEPOSE_CUT_S = 12.0  # depose-leader: the cut outlasts the broker session (9 s) and an election
+DEPOSE_REFUSE_S = 5.0  # then its clients are refused, long enough to move to the new leader
 SCENARIO_WAIT_S = 10.0  # the longest a scenario waits for a partition it can act on
 # These hold however long the docker execs that set the faults up take on a busy machine.
 
@@ -167,6 +168,16 @@ class QueueCampaign(Campaign):
             self.active[-1] = f"depose-leader: n{leader} (leader of partition {partition}) cut from every node"
             self.log(f"nemesis: {self.active[-1]}")
             await asyncio.sleep(DEPOSE_CUT_S)
+            # Its clients' sends time out there with no error that sends them elsewhere (a
+            # producer kept writing to the deposed leader for 30 s): connections reset now send
+            # them to the new leader, which fills the offsets the deposed leader filled alone.
+            value = {"nodes": [leader], "port": KAFKA_PORT, "partition": partition}
+            self.history.record("nemesis", "invoke", "refuse-clients", value=value)
+            await self._exec_all([leader], lambda n: refuse_script(KAFKA_PORT), check=True)
+            self.history.record("nemesis", "info", "refuse-clients", value=value)
+            self.active[-1] = f"depose-leader: n{leader} cut off and refusing clients (partition {partition})"
+            self.log(f"nemesis: {self.active[-1]}")
+            await asyncio.sleep(DEPOSE_REFUSE_S)
 
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         if partition is None:

@@ -32,7 +32,9 @@ queue's topic, chosen from the cluster's metadata when the scenario fires:
   member returns. The killed replicas never hold a majority of controllers.
 - depose-leader: the leader (its preferred replica, where one leads) is cut
   from every other node while clients still reach it, long enough to be
-  fenced and replaced; the records it appended alone are uncommitted. After
+  fenced and replaced; the records it appended alone are uncommitted. Then
+  it refuses its clients too (``refuse_script``), so they move to the new
+  leader and write where the deposed leader wrote alone. After
   healing it must truncate them (leader epochs) before it follows, and the
   preferred-leader election then makes it the leader again.
 """
@@ -148,6 +150,12 @@ def _chain_script(chain: str, rules: list[str]) -> list[str]:
 def drop_script(drops: list[str]) -> list[str]:
     """The command that drops every packet from the addresses ``drops``."""
     return _chain_script(PARTITION_CHAIN, [f"-s {a} -j DROP" for a in drops])
+
+
+def refuse_script(port: int) -> list[str]:
+    """The command that answers every new and every open TCP connection to ``port`` with a
+    reset, in the partition chain (healing removes it): a node its clients see go away."""
+    return _chain_script(PARTITION_CHAIN, [f"-p tcp --dport {port} -j REJECT --reject-with tcp-reset"])
 
 
 def loss_script(sources: list[str], probability: float) -> list[str]:

@@ -32,7 +32,7 @@ PACKAGES = ("partition", "kill", "power-loss", "pause", "clock", "packet-loss", 
             "strand-replica", "depose-leader")
 # Scenario packages: a short sequence of faults aimed at one partition of the queue's topic
 # (see nemesis.faults). Each lasts a fixed time, long enough for the controller to act.
-SCENARIOS = {"strand-replica": 24.0, "depose-leader": 13.0}
+SCENARIOS = {"strand-replica": 24.0, "depose-leader": 18.0}
 QUEUE_ONLY = set(SCENARIOS)
 PACKAGE_WEIGHTS = {"partition": 2, "kill": 1, "power-loss": 1, "pause": 1, "clock": 1,
                    "packet-loss": 1, "corrupt": 1, "strand-replica": 1, "depose-leader": 1}
