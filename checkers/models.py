@@ -36,7 +36,7 @@ from typing import Iterable
 
 from .edn import hashable
 from .history import HistoryError, pair
-from .linearizability import INF, UNKNOWN, Model, Operation
+from .lin_model import INF, UNKNOWN, Model, Operation
 
 
 def _register_step(state, inp, out):

@@ -21,7 +21,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .linearizability import CheckResult, KeyResult, combine
+from .lin_model import CheckResult, KeyResult
+from .linearizability import combine
 
 _SESSION = None
 
@@ -116,7 +117,7 @@ def _check_key(pdf, model_name: str, initial, partition: bool, budget_s: float, 
     if parts:
         r = check(hm.model(partition), (), timeout_s=budget_s, keyed=parts).keys[0]
     else:
-        from checkers.linearizability import KeyResult
+        from checkers.lin_model import KeyResult
         r = KeyResult(key, True, 0)
     return pd.DataFrame([{
         "key": None if key is None else str(key),

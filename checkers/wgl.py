@@ -23,7 +23,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from .linearizability import INF, UNKNOWN, KeyResult, Model, Operation, invalid
+from .lin_model import INF, UNKNOWN, KeyResult, Model, Operation, invalid
 
 try:
     from . import _wgl

@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 from checkers.history import read_history, split_independent
-from checkers.linearizability import CheckResult, KeyResult, check, combine
+from checkers.lin_model import CheckResult, KeyResult
+from checkers.linearizability import check, combine
 from checkers.models import get_model, keys_without_ok
 
 EXIT = {True: 0, False: 1, "unknown": 2}

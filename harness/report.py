@@ -385,7 +385,7 @@ ROLE_COLOURS = {"linearized": "#2ca02c", "concurrent": "#9e9e9e", "stuck": "#d62
 
 
 def counterexample_svg(key: str, d: dict) -> str:
-    """An SVG of one invalid key's diagram (see checkers.linearizability.diagram)."""
+    """An SVG of one invalid key's diagram (see checkers.lin_model.diagram)."""
     esc = html.escape
     ops = d.get("operations") or []
     if not ops:

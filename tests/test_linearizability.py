@@ -1,6 +1,7 @@
 """The WGL checker on small hand-made histories with known answers."""
 from checkers.models import get_model
-from checkers.linearizability import INF, UNKNOWN, Operation, check
+from checkers.lin_model import INF, UNKNOWN, Operation
+from checkers.linearizability import check
 from checkers.models import cas_register, register
 
 

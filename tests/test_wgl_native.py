@@ -246,7 +246,7 @@ def test_native_entry_list_equals_the_reference():
     from array import array
 
     from checkers import _wgl
-    from checkers.linearizability import INF, Operation
+    from checkers.lin_model import INF, Operation
     rng = random.Random(7)
     for _ in range(300):
         ops = []
