@@ -36,11 +36,9 @@ from pathlib import Path
 
 import yaml
 
-from .report import ANSWERED_FAILS
+from .report import ANSWERED_FAILS, OPENS
 
-FAULT_KINDS = {"start-partition": "partition", "kill": "kill", "power-loss": "power-loss",
-               "pause": "pause", "clock-bump": "clock", "clock-strobe": "clock",
-               "start-packet-loss": "packet-loss", "corrupt": "corrupt"}
+FAULT_KINDS = OPENS  # the history row that opens a fault -> its package
 
 
 def find_runs(root: Path) -> list[Path]:

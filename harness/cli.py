@@ -195,7 +195,7 @@ def cmd_cluster(args) -> int:
     out = []
     import asyncio
 
-    from .runner import describe_all
+    from .nodes import describe_all
     for run_id in sorted(runs):
         c = DockerCluster.attach(run_id)
         # a node is down when it leaves DescribeQuorum unanswered for 10 s, not one slow second

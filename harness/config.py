@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from node_image.bugs import BUGS
-from nemesis.schedule import COMBINE, PACKAGES, QUEUE_ONLY, check_options
+from nemesis.schedule import COMBINE, PACKAGES, REGISTRY, check_options, package_refusal
 
 
 # The queue workload's default packages: the scenarios aimed at one partition come first
@@ -148,11 +148,10 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
                                         f"(known: {', '.join(sorted(BUGS))})")
     if not cross:
         return
-    aimed = sorted(set(_package_names(values.get("nemesis") or ())) & QUEUE_ONLY)
-    if aimed and values.get("workload", RunConfig.workload) != "queue":
-        raise CampaignError(f"{where('nemesis')}field 'nemesis': package {aimed[0]!r} aims at a "
-                            f"partition of the queue workload's topic; the "
-                            f"{values.get('workload', RunConfig.workload)} workload has none")
+    workload = values.get("workload", RunConfig.workload)
+    for p in sorted(set(_package_names(values.get("nemesis") or ())) & set(PACKAGES)):
+        if (why := package_refusal(p, workload)) is not None:
+            raise CampaignError(f"{where('nemesis')}field 'nemesis': {why}")
     rf = values.get("replication_factor", RunConfig.replication_factor)
     misr = values.get("min_insync_replicas", RunConfig.min_insync_replicas)
     if isinstance(rf, int) and isinstance(misr, int) and misr > rf:
@@ -294,3 +293,17 @@ def resolve(campaign: dict, overrides: dict) -> RunConfig:
         # design. The queue campaign fsyncs every batch unless told otherwise (null: never).
         values.setdefault("flush_messages", 1)
     return RunConfig(**values)
+
+
+def needs_faketime(cfg: RunConfig) -> bool:
+    """Do the nodes run under libfaketime (a package of the campaign moves their clocks)?"""
+    return any(REGISTRY[name].faketime for name in cfg.nemesis)
+
+
+def node_config(cfg: RunConfig) -> dict[str, str]:
+    """Node properties for the run: the campaign's, plus what its nemesis needs."""
+    props = dict(cfg.node_config)
+    for name in cfg.nemesis:
+        for key, value in REGISTRY[name].properties.items():
+            props.setdefault(key, value)
+    return props

@@ -1,6 +1,6 @@
 """The queue campaign: real Kafka clients against the cluster's brokers, under faults.
 
-On top of the register campaign's phases (``runner.Campaign``):
+On top of the register campaign's phases (``campaign.Campaign``):
 
 - set-up: the topic (``partitions`` partitions, ``replication_factor``,
   ``min.insync.replicas``, optional ``flush.messages``) is created and every
@@ -9,7 +9,8 @@ On top of the register campaign's phases (``runner.Campaign``):
   consumer (``workloads.queue_client``), driven by the seeded
   ``QueueGenerator``; every send, poll and assign is recorded;
 - faults may aim at the leader of a random partition of the topic, looked
-  up when the fault fires;
+  up when the fault fires, and scenarios at one partition
+  (``partition_infos``: the freshest broker's metadata);
 - final phase: every node is restarted (a clean stop, then start: the
   durability check asks that acknowledged sends survive it), then the final
   polls read every partition from offset 0 to its high watermark.
@@ -24,21 +25,14 @@ import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from nemesis.faults import depose_choice, grudge, refuse_script, strand_choice
 from workloads.queue import QueueGenerator, key_name
 from workloads.queue_client import CLIENT_LOG, make_client, read_to_end
 
-from .runner import FINAL_PROCESS_BASE, Campaign, active_controller, grudge_value
+from .campaign import FINAL_PROCESS_BASE, Campaign
 
 TOPIC = "queue"
 KAFKA_PORT = 9092
 QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker session (9 s) or less
-STRAND_CUT_S = 8.0  # strand-replica: the cut outlasts replica.lag.time.max.ms (3 s) and then
-# some acknowledged writes;
-STRAND_DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
-DEPOSE_CUT_S = 12.0  # depose-leader: the cut outlasts the broker session (9 s) and an election
-DEPOSE_REFUSE_S = 5.0  # then its clients are refused, long enough to move to the new leader
-SCENARIO_WAIT_S = 10.0  # the longest a scenario waits for a partition it can act on
 # These hold however long the docker execs that set the faults up take on a busy machine.
 
 
@@ -80,6 +74,7 @@ class QueueCampaign(Campaign):
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)
         self.bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self.backend.nodes)
+        self.client_port = KAFKA_PORT
         self.timeout_s = max(self.cfg.op_timeout_s, QUEUE_TIMEOUT_S)
         self._admin_client = None
 
@@ -104,80 +99,14 @@ class QueueCampaign(Campaign):
         return self._admin_client
 
     def _leaders(self) -> dict[int, int]:
-        return {pid: leader for pid, leader, _, _ in self._partition_infos()}
+        return {pid: leader for pid, leader, _, _ in self.partition_infos()}
 
-    def _partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
+    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
         """Every partition as the freshest broker knows it: the answer with the highest leader
         epoch among every broker's. One client's metadata may come from a broker that has
         just been cut off (a deposed leader still names itself), and a scenario aimed by it
         strands the real leader (unclean-election seed 14 went unseen so)."""
         return freshest_partitions([n.address for n in self.backend.nodes], TOPIC, 3.0)
-
-    async def _scenario_choice(self, step, rng: random.Random):
-        """The partition (and replicas) the scenario acts on, and the metadata it was chosen
-        from. Right after another fault some ISRs are still short (a deposed leader rejoins
-        them within seconds), so a scenario waits up to SCENARIO_WAIT_S for one that fits."""
-        deadline = time.monotonic() + SCENARIO_WAIT_S
-        while True:
-            try:
-                infos = await asyncio.to_thread(self._partition_infos)
-            except Exception:  # noqa: BLE001 - no metadata now: the scenario finds no partition
-                infos = []
-            if step.kind == "strand-replica":
-                controllers = {n.node_id for n in self.backend.nodes if n.is_controller}
-                # The active controller must stay reachable from the replicas that keep the
-                # data, or they are fenced and cannot shrink the ISR: it is never stranded.
-                active = await active_controller(self.backend.nodes)
-                choice = strand_choice(infos, controllers, rng, avoid={active})
-            else:
-                choice = depose_choice(infos, rng)
-            if choice is not None or time.monotonic() > deadline:
-                return choice, infos
-            await asyncio.sleep(0.5)
-
-    async def scenario(self, step, rng: random.Random) -> str | None:
-        choice, infos = await self._scenario_choice(step, rng)
-        if choice is None:
-            why = f"no partition of {TOPIC} fits now ({infos})"
-            self.history.record("nemesis", "invoke", "skip-scenario", value={"scenario": step.kind})
-            self.history.record("nemesis", "info", "skip-scenario",
-                                value={"scenario": step.kind, "reason": why})
-            self.log(f"nemesis: {step.kind} skipped: {why}")
-            return why
-        if step.kind == "strand-replica":
-            partition, stranded, others = choice
-            g: dict[int, set[int]] = {i: set() for i in self.ids}
-            for o in others:
-                g[stranded].add(o)
-                g[o].add(stranded)
-            await self.cut(g, {"shape": step.kind, "partition": partition, "grudge": grudge_value(g)})
-            self.active[-1] = f"strand-replica: n{stranded} cut from {others} (partition {partition})"
-            self.log(f"nemesis: {self.active[-1]}")
-            await asyncio.sleep(STRAND_CUT_S)
-            await self.kill("kill", others, {"target": step.kind, "partition": partition,
-                                             "nodes": others})
-            await self.heal_cut()
-            self.active[-1] = f"strand-replica: {others} killed, n{stranded} alone (partition {partition})"
-            self.log(f"nemesis: {self.active[-1]}")
-            await asyncio.sleep(STRAND_DOWN_S)
-            return
-        else:
-            partition, leader = choice
-            g = grudge("isolate-partition-leader", self.ids, rng, leader=leader)
-            await self.cut(g, {"shape": step.kind, "partition": partition, "grudge": grudge_value(g)})
-            self.active[-1] = f"depose-leader: n{leader} (leader of partition {partition}) cut from every node"
-            self.log(f"nemesis: {self.active[-1]}")
-            await asyncio.sleep(DEPOSE_CUT_S)
-            # Its clients' sends time out there with no error that sends them elsewhere (a
-            # producer kept writing to the deposed leader for 30 s): connections reset now send
-            # them to the new leader, which fills the offsets the deposed leader filled alone.
-            value = {"nodes": [leader], "port": KAFKA_PORT, "partition": partition}
-            self.history.record("nemesis", "invoke", "refuse-clients", value=value)
-            await self._exec_all([leader], lambda n: refuse_script(KAFKA_PORT), check=True)
-            self.history.record("nemesis", "info", "refuse-clients", value=value)
-            self.active[-1] = f"depose-leader: n{leader} cut off and refusing clients (partition {partition})"
-            self.log(f"nemesis: {self.active[-1]}")
-            await asyncio.sleep(DEPOSE_REFUSE_S)
 
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         if partition is None:
@@ -220,7 +149,7 @@ class QueueCampaign(Campaign):
                     time.sleep(1)
         await asyncio.to_thread(create)
         await self._wait_for_leaders(90)
-        infos = await asyncio.to_thread(self._partition_infos)
+        infos = await asyncio.to_thread(self.partition_infos)
         self.log("replicas: " + ", ".join(f"{p}={r} (leader n{lead})"
                                           for p, lead, r, _ in sorted(infos)))
 

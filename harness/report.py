@@ -39,18 +39,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from nemesis.packages import report_kinds
+
 MAX_POINTS = 100_000
 MAX_WINDOWS = 2_000  # a plot is about 1,000 pixels wide
-FAULT_COLOURS = {"partition": "#4c78a8", "kill": "#e45756", "power-loss": "#9d1c1c",
-                 "pause": "#b279a2", "clock": "#f58518", "packet-loss": "#9d755d",
-                 "corrupt": "#333333", "restart-all": "#bab0ac", "scenario": "#54a24b"}
+# The nemesis rows that open a fault (row -> package), that close faults (row -> packages),
+# and each package's colour: each fault package names its own (nemesis.package). A
+# workload's restart of every node is a moment, not a fault.
+OPENS, CLOSES, FAULT_COLOURS = report_kinds()
+FAULT_COLOURS["restart-all"] = "#bab0ac"
 TYPE_COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
-# (event, kind, opens) for the nemesis rows that open or close a fault
-OPENS = {"start-partition": "partition", "kill": "kill", "power-loss": "power-loss",
-         "pause": "pause", "clock-bump": "clock", "clock-strobe": "clock",
-         "start-packet-loss": "packet-loss", "corrupt": "corrupt"}
-CLOSES = {"stop-partition": ("partition",), "start": ("kill", "power-loss", "corrupt"),
-          "resume": ("pause",), "clock-reset": ("clock",), "stop-packet-loss": ("packet-loss",)}
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 
 

@@ -8,7 +8,7 @@ import pytest
 from harness import cli
 from harness.campaign_matrix import load_matrix
 from harness.config import CampaignError, load_campaign, resolve
-from harness.runner import fault_plan
+from harness.campaign import fault_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -165,7 +165,8 @@ def test_concurrent_packages_overlap_and_options_shape_the_plan():
 
 
 def test_a_partition_that_cuts_off_the_leader_outlasts_an_election():
-    from nemesis.schedule import LEADER_PARTITION_MIN_S, LEADER_PARTITIONS, plan
+    from nemesis.packages.partition import LEADER_PARTITION_MIN_S, LEADER_PARTITIONS
+    from nemesis.schedule import plan
     for workload in ("register", "queue"):
         steps = [s for seed in range(40) for s in plan(seed, ["partition", "kill"], 120, 5.0,
                                                        workload=workload)]

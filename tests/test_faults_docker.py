@@ -14,8 +14,9 @@ import pytest
 from harness.backends.docker_backend import DockerCluster
 from harness.config import resolve
 from harness.history import HistoryWriter
-from harness.runner import Campaign, clock_offsets, describe_all, wait_for_service
-from nemesis.faults import corrupt_script
+from harness.campaign import Campaign
+from harness.nodes import clock_offsets, describe_all, wait_for_service
+from nemesis.packages.corrupt import corrupt_script
 from nemesis.schedule import FaultStep
 
 pytestmark = pytest.mark.docker

@@ -18,7 +18,7 @@ import yaml
 from harness.analyze import analyze
 from harness.config import RunConfig
 from harness.history import HistoryWriter
-from harness.runner import Campaign
+from harness.campaign import Campaign
 from nemesis.schedule import FaultStep
 
 

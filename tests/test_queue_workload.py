@@ -4,7 +4,8 @@ import itertools
 import pytest
 
 from harness.config import CampaignError, resolve
-from harness.runner import FAULT_DURATION_S, node_config
+from harness.campaign import FAULT_DURATION_S
+from harness.config import node_config
 from nemesis.faults import grudge, node_targets
 from nemesis.schedule import plan
 from workloads.queue import REASSIGN_EVERY, QueueGenerator
@@ -107,7 +108,8 @@ def test_leader_targets_resolve_to_the_leader():
 
 def test_scenarios_pick_a_partition_the_scenario_can_act_on():
     import random
-    from nemesis.faults import depose_choice, strand_choice
+    from nemesis.packages.depose_leader import depose_choice
+    from nemesis.packages.strand_replica import strand_choice
     controllers = {1, 2, 3}
     # partition 0 lives on three controllers: killing two of them would end the quorum;
     # partition 1's ISR is not full; partition 2 fits, stranding one of its followers
@@ -149,7 +151,7 @@ def test_scenario_packages_are_for_the_queue_and_set_what_they_need():
 
 def test_the_active_controller_is_never_stranded():
     import random
-    from nemesis.faults import strand_choice
+    from nemesis.packages.strand_replica import strand_choice
     infos = [(2, 4, [4, 5, 1], [4, 5, 1])]
     for seed in range(20):
         _, stranded, _ = strand_choice(infos, {1, 2, 3}, random.Random(seed), avoid={1})

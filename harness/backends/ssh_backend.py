@@ -155,9 +155,9 @@ def ssh_over_docker(cfg, run_id: str, image: str, log, workdir: Path | None = No
     pkey.write_private_key(buf)
     (workdir / "id_ecdsa").write_text(buf.getvalue())
     (workdir / "id_ecdsa").chmod(0o600)
-    from ..runner import node_config
+    from ..config import needs_faketime, node_config
     owner = DockerCluster(run_id, image, cfg.nodes, cfg.controllers, node_config(cfg), cfg.bugs,
                           seed=cfg.seed, authorized_key=public, log=log,
-                          faketime="clock" in cfg.nemesis)
+                          faketime=needs_faketime(cfg))
     log(f"ssh backend: key and known_hosts in {workdir}; strict host key checking")
     return _SshOverDocker(owner, pkey, workdir), owner

@@ -1,0 +1,337 @@
+"""A campaign: the workload and the nemesis against a cluster that is up, then the heal,
+the recovery wait and the final phase (``Campaign.run``). The register workload's campaign
+is this class; the queue's subclasses it (harness.queue_campaign). The nemesis runs the
+fault packages of nemesis/packages, which act on the campaign through the
+``nemesis.package.FaultContext`` it offers (node lifecycle, partitions, node queries).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+from node_image.messages import ERROR_NAMES
+from nemesis.faults import (PARTITION_CHAIN, aimed_at, drop_script, flush_script, heal_partitions,
+                            target_partition)
+from nemesis.package import Skipped
+from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
+from workloads.register import RegisterGenerator
+from workloads.register_client import Indeterminate, RegisterClient
+
+from .backends import DATA_DIR
+from .config import RunConfig
+from .history import HistoryWriter
+from .nodes import PORT, active_controller, clock_offsets, wait_for_every_node, wait_for_service
+
+FINAL_PROCESS_BASE = 1000
+CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
+# How long a fault lasts (uniform in the range). Queue faults outlast the broker session
+# (9 s) often enough for the controller to fence the victim and elect new leaders, which
+# is where acknowledged-but-unreplicated data is lost.
+FAULT_DURATION_S = {"register": (3.0, 6.0), "queue": (5.0, 15.0)}
+
+
+class Campaign:
+    def __init__(self, cfg: RunConfig, backend, history: HistoryWriter, log) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.history = history
+        self.log = log
+        self.addr = {n.node_id: n.address for n in backend.nodes}
+        self.ids = sorted(self.addr)
+        self.active: dict[int, str] = {}  # fault id -> what it is, for the progress lines
+        self._fault_ids = itertools.count()
+        self.killed: set[int] = set()
+        self.partitioned = False
+        self.data_dir = DATA_DIR
+        self.client_port = PORT
+        # one object per fault package of the campaign, holding its faults' state
+        self.packages = {name: REGISTRY[name]() for name in cfg.nemesis}
+        self.keys: set[str] = set()
+        # what became of each planned fault step (faults.json beside the history)
+        self.fault_outcomes: dict[int, dict] = {}
+        self._faults_path = Path(history.path).with_name("faults.json")
+
+    # ------------------------------------------------------------ workload
+
+    async def worker(self, process: int, stop_at: float) -> None:
+        gen = RegisterGenerator(self.cfg.seed, self.ids, self.cfg.ops_per_key).ops(process)
+        clients: dict[int, RegisterClient] = {}
+        interval = 1.0 / self.cfg.rate
+        try:
+            for op in gen:
+                if time.monotonic() >= stop_at:
+                    break
+                client = clients.get(op.node)
+                if client is None:
+                    client = clients[op.node] = RegisterClient(self.addr[op.node], PORT,
+                                                               self.cfg.op_timeout_s)
+                await self.invoke(client, process, op.f, op.key, op.value, op.node)
+                await asyncio.sleep(interval)
+        finally:
+            for c in clients.values():
+                await c.close()
+
+    async def invoke(self, client: RegisterClient, process, f: str, key: str, value, node: int) -> str:
+        self.keys.add(key)
+        h = self.history
+        h.record(process, "invoke", f, key, value, node)
+        try:
+            if f == "read":
+                r = await client.read(key)
+            elif f == "write":
+                r = await client.write(key, value)
+            else:
+                r = await client.cas(key, value[0], value[1])
+        except ConnectionRefusedError:
+            h.record(process, "fail", f, key, value, node, "connection-refused")
+            return "fail"
+        except Indeterminate as exc:
+            h.record(process, "info", f, key, value, node, f"indeterminate: {exc}")
+            return "info"
+        err = ERROR_NAMES.get(r.error, str(r.error)) if r.error else None
+        if r.outcome == "ok":
+            h.record(process, "ok", f, key, r.value if f == "read" else value, node)
+        elif r.outcome == "fail":
+            h.record(process, "fail", f, key, value, node, err or "cas-mismatch")
+        else:
+            h.record(process, "info", f, key, value, node, err or "unknown")
+        return r.outcome
+
+    # ------------------------------------------------------------- nemesis
+
+    async def nemesis(self, steps: list[FaultStep], t0: float) -> None:
+        """Run the plan: each step starts, lasts its duration and is undone; with
+        ``nemesis_combine: concurrent`` every package runs its own timeline at once."""
+        async def timeline(mine: list[FaultStep]) -> None:
+            for step in mine:
+                await asyncio.sleep(max(0.0, t0 + step.at_s - time.monotonic()))
+                started = time.monotonic()
+                try:
+                    stop = await self.start_fault(step)  # a scenario spends part of its duration
+                except Exception as exc:
+                    self.note_fault(step, "skipped", f"failed to start: {type(exc).__name__}: {exc}")
+                    raise
+                try:
+                    await asyncio.sleep(max(0.0, step.duration_s - (time.monotonic() - started)))
+                finally:
+                    await asyncio.shield(stop())
+        try:
+            if self.cfg.nemesis_combine == "concurrent":
+                groups: dict[str, list[FaultStep]] = {}
+                for step in steps:
+                    groups.setdefault(step.kind, []).append(step)
+                await asyncio.gather(*(timeline(g) for g in groups.values()))
+            else:
+                await timeline(steps)
+        finally:
+            for step in steps:
+                if step.index not in self.fault_outcomes:
+                    self.note_fault(step, "skipped", "the workload ended before its time came")
+            await asyncio.shield(self.stop_faults())
+
+    def note_fault(self, step: FaultStep, status: str, why: str = "",
+                   nodes: list[int] | None = None) -> None:
+        """Record what became of a planned step (happened / skipped, and why) in faults.json,
+        rewritten whole each time (temp + rename), so a crashed harness leaves it readable."""
+        self.fault_outcomes[step.index] = {
+            "step": step.index, "kind": step.kind, "spec": step.spec, "at_s": step.at_s,
+            "status": status, "why": why, "nodes": nodes}
+        tmp = self._faults_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([self.fault_outcomes[i] for i in sorted(self.fault_outcomes)],
+                                  indent=1) + "\n")
+        os.replace(tmp, self._faults_path)
+        if status != "happened":
+            self.log(f"nemesis: step {step.index} ({step.kind} {step.spec}) skipped: {why}")
+
+    async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
+        """The leader of a partition (a random one when None) of the workload's topic (queue
+        workload only)."""
+        return None
+
+    def exec_all(self, nodes, cmd_for, check: bool = False):
+        return asyncio.gather(*(asyncio.to_thread(self.backend.exec, n, cmd_for(n), check)
+                                for n in nodes))
+
+    async def cut(self, g: dict[int, set[int]], value: dict) -> None:
+        self.history.record("nemesis", "invoke", "start-partition", value=value)
+        addr = {n.node_id: n.address for n in self.backend.nodes}
+        await self.exec_all([n for n, drops in g.items() if drops],
+                             lambda n: drop_script([addr[o] for o in sorted(g[n])]), check=True)
+        self.partitioned = True
+        self.history.record("nemesis", "info", "start-partition", value=value)
+
+    async def kill(self, f: str, targets: list[int], value: dict) -> None:
+        self.history.record("nemesis", "invoke", f, value=value)
+        await asyncio.gather(*(asyncio.to_thread(self.backend.kill_node, t) for t in targets))
+        self.killed.update(targets)
+        self.history.record("nemesis", "info", f, value=value)
+
+    async def heal_cut(self) -> None:
+        self.history.record("nemesis", "invoke", "stop-partition")
+        await self.exec_all(self.ids, lambda n: flush_script(PARTITION_CHAIN))
+        self.partitioned = False
+        self.history.record("nemesis", "info", "stop-partition")
+        self.log("nemesis: partition healed")
+
+    async def restart(self, nodes: list[int]) -> None:
+        nodes = sorted(set(nodes) & self.killed)
+        if not nodes:
+            return
+        self.history.record("nemesis", "invoke", "start", value={"nodes": nodes})
+        await asyncio.gather(*(asyncio.to_thread(self.backend.start_node, t) for t in nodes))
+        self.killed.difference_update(nodes)
+        self.history.record("nemesis", "info", "start", value={"nodes": nodes})
+        self.log(f"nemesis: restarted {nodes}")
+
+    async def _aim(self, spec: str, rng: random.Random) -> tuple[int | None, int | None]:
+        controller = leader = None
+        aim = aimed_at(spec)
+        if aim == "controller":
+            controller = await self.active_controller()
+        elif aim == "leader":
+            leader = await self.partition_leader(rng, target_partition(spec))
+        return controller, leader
+
+    async def start_fault(self, step: FaultStep):
+        """Start one step's fault; returns the coroutine function that undoes it."""
+        rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
+        fid = next(self._fault_ids)
+        package = self.packages.get(step.kind) or REGISTRY[step.kind]()
+        opts = package_options(step.kind, self.cfg.nemesis_options.get(step.kind),
+                               self.cfg.workload)
+        controller, leader = await self._aim(step.spec, rng)
+        before = set(self.killed)
+        try:
+            label, undo, nodes = await package.start(self, step, opts, rng, controller, leader)
+        except Skipped as why:
+            self.note_fault(step, "skipped", str(why))
+            return _nothing
+        except asyncio.CancelledError:
+            # The workload ended while a scenario was acting: what it did so far happened.
+            if self.partitioned or self.killed - before:
+                self.note_fault(step, "happened", "cut short when the workload ended",
+                                nodes=sorted(self.killed - before))
+            raise
+        finally:
+            self.active.pop(-1, None)  # a scenario's last phase
+        self.note_fault(step, "happened", nodes=nodes)
+        self.active[fid] = label
+        self.log(f"nemesis: {label}")
+
+        async def stop():
+            try:
+                await undo()
+            finally:
+                self.active.pop(fid, None)
+        return stop
+
+    def status(self, label: str) -> None:
+        """A scenario's phase: shown in the progress lines until the scenario is done."""
+        self.active[-1] = label
+        self.log(f"nemesis: {label}")
+
+    async def measure_clocks(self, nodes: list[int]) -> dict[int, float]:
+        return await clock_offsets([n for n in self.backend.nodes if n.node_id in nodes],
+                                   within_s=CLOCK_MEASURE_S)
+
+    async def active_controller(self) -> int | None:
+        return await active_controller(self.backend.nodes)
+
+    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
+        """(partition, leader, replicas, ISR) of the workload's topic; none for the register."""
+        return []
+
+    async def stop_faults(self) -> None:
+        """Undo every fault still in force."""
+        if self.partitioned:
+            await self.heal_cut()
+        for package in self.packages.values():
+            await package.heal(self)
+        await self.restart(sorted(self.killed))
+        self.active.clear()
+
+    # --------------------------------------------------------------- phases
+
+    async def progress(self, t0: float, limit: float) -> None:
+        while True:
+            await asyncio.sleep(5)
+            c = self.history.counts
+            faults = ", ".join(self.active.values()) or "none"
+            self.log(f"{time.monotonic() - t0:5.0f}/{limit:.0f} s: {c['ok']} ok, {c['fail']} fail, "
+                     f"{c['info']} info; faults: {faults}")
+
+    async def final_reads(self, leader: int) -> None:
+        client = RegisterClient(self.addr[leader], PORT, self.cfg.op_timeout_s)
+        process = FINAL_PROCESS_BASE
+        try:
+            for key in sorted(self.keys):
+                for _attempt in range(5):
+                    outcome = await self.invoke(client, process, "read", key, None, leader)
+                    if outcome == "ok":
+                        break
+                    await asyncio.sleep(0.5)
+        finally:
+            await client.close()
+
+    async def setup(self) -> None:
+        """Workload set-up once the cluster serves (the queue creates its topic)."""
+
+    async def workers(self, stop_at: float) -> None:
+        await asyncio.gather(*(self.worker(p, stop_at) for p in range(self.cfg.concurrency)))
+
+    async def final_phase(self) -> None:
+        leader = await wait_for_service(self.backend.nodes, 60, self.log)
+        self.log(f"final reads of {len(self.keys)} keys on n{leader}")
+        await self.final_reads(leader)
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        self.log("waiting for the cluster to elect a controller")
+        leader = await wait_for_service(self.backend.nodes, 60, self.log)
+        self.log(f"active controller: n{leader}")
+        await wait_for_every_node(self.backend.nodes, 60)
+        self.log("every node serves")
+        await self.setup()
+        for package in self.packages.values():
+            await package.prepare(self)
+        steps = fault_plan(cfg)
+        self.log(f"workload {cfg.workload}: {cfg.concurrency} clients at {cfg.rate:g} ops/s each "
+                 f"for {cfg.time_limit_s:g} s; {len(steps)} faults planned")
+        t0 = time.monotonic()
+        stop_at = t0 + cfg.time_limit_s
+        progress = asyncio.create_task(self.progress(t0, cfg.time_limit_s))
+        nemesis = asyncio.create_task(self.nemesis(steps, t0))
+        try:
+            await self.workers(stop_at)
+        finally:
+            nemesis.cancel()
+            progress.cancel()
+            await asyncio.gather(nemesis, progress, return_exceptions=True)
+        self.log("heal: all partitions flushed, all nodes started")
+        self.history.record("nemesis", "invoke", "heal")
+        await asyncio.to_thread(heal_partitions, self.backend)
+        for n in self.ids:
+            await asyncio.to_thread(self.backend.start_node, n)  # also resumes a paused node
+        for package in self.packages.values():
+            await package.final_heal(self)
+        self.history.record("nemesis", "info", "heal")
+        self.log(f"recovery: waiting {cfg.recovery_s:g} s")
+        await asyncio.sleep(cfg.recovery_s)
+        await self.final_phase()
+
+
+async def _nothing() -> None:
+    """The undo of a fault step that was skipped."""
+
+
+def fault_plan(cfg: RunConfig) -> list[FaultStep]:
+    """The run's fault schedule: a pure function of the resolved config (seed included)."""
+    return plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s,
+                duration_s=FAULT_DURATION_S[cfg.workload], workload=cfg.workload,
+                power_loss_targets=tuple(cfg.power_loss_targets), options=cfg.nemesis_options,
+                combine=cfg.nemesis_combine)

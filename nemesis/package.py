@@ -1,0 +1,277 @@
+"""What a fault package is: everything about one fault, in one object.
+
+As in Jepsen's combined nemesis, a package knows its name, which workloads it
+fits, the options a campaign may give it (each with a check the campaign
+validator runs), how it draws targets, how long its faults last, the node
+properties it needs, how to start a fault and undo it, how to heal whatever
+it left in force, and how reports draw it (the history rows that open and
+close it, its colour). The runner runs packages and knows none by name; a
+new fault is one new module in ``nemesis/packages/`` and its test.
+
+A package acts on a ``FaultContext`` (the campaign): the cluster backend,
+the history, node lifecycle (``kill``/``restart``), partitions
+(``cut``/``heal_cut``), and what the workload can tell about its data
+(``partition_infos``, ``partition_leader``, ``active_controller``). Package
+objects are made per campaign, so they may keep the state of their faults.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Awaitable, Callable, Protocol
+
+from .faults import check_target, node_targets
+
+Undo = Callable[[], Awaitable[None]]
+
+
+class Skipped(Exception):
+    """A fault that cannot act now (no node matches its target, no partition fits); the
+    message says why, and the step is recorded as skipped."""
+
+
+class FaultContext(Protocol):
+    """What a package may use of the campaign running it."""
+    cfg: object  # harness.config.RunConfig: seed, workload, ...
+    backend: object  # nodes, exec, kill_node, start_node
+    history: object  # record(process, type, f, key=None, value=None, ...)
+    ids: list[int]
+    killed: set[int]
+    partitioned: bool
+    data_dir: str
+
+    def log(self, msg: str) -> None: ...
+    def status(self, label: str) -> None: ...  # a scenario's phase, for the progress lines
+    def exec_all(self, nodes, cmd_for, check: bool = False) -> Awaitable: ...
+    async def cut(self, g: dict[int, set[int]], value: dict) -> None: ...
+    async def heal_cut(self) -> None: ...
+    async def kill(self, f: str, targets: list[int], value: dict) -> None: ...
+    async def restart(self, nodes: list[int]) -> None: ...
+    async def measure_clocks(self, nodes: list[int]) -> dict[int, float]: ...
+    async def active_controller(self) -> int | None: ...
+    async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None: ...
+    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]: ...
+
+
+# ----------------------------------------------------------------- option checks
+# Each returns what is wrong with a value, or None when it is fine.
+
+def number(lo: float, hi: float | None = None, what: str = ""):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"{v!r} is not a number"
+        if v < lo or (hi is not None and v > hi):
+            return f"{v!r} is out of range ({what})"
+        return None
+    return check
+
+
+def duration(v):
+    if isinstance(v, list):
+        if len(v) != 2:
+            return f"{v!r}: a duration range is [low, high]"
+        for x in v:
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                return f"{x!r} is not a number"
+            if x < 0:
+                return f"{x!r} is negative"
+        if v[0] > v[1]:
+            return f"{v!r}: low is above high"
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"{v!r} is not a number of seconds or [low, high]"
+    return f"{v!r} is negative" if v < 0 else None
+
+
+def choices(known):
+    def check(v):
+        if not isinstance(v, list) or not v:
+            return f"{v!r} is not a non-empty list"
+        for x in v:
+            if x not in known:
+                return f"unknown value {x!r} (known: {', '.join(known)})"
+        return None
+    return check
+
+
+COMMON = {"duration_s": duration, "interval_s": number(0.1, None, "seconds, above 0"),
+          "weight": number(0, None, "not negative")}
+
+
+class Package:
+    name = ""
+    weight = 1.0  # how often a sequential plan draws it
+    workloads: tuple[str, ...] = ("register", "queue")
+    needs = ""  # what the other workloads lack, for the error that refuses it with them
+    modes: tuple[str, ...] = ()  # e.g. clock: bump, strobe
+    options: dict = {}  # its own options beside COMMON (and ``targets`` where targeted)
+    defaults: dict = {}  # values of its own options when the campaign gives none
+    properties: dict[str, str] = {}  # node properties its faults need
+    opens: tuple[str, ...] = ()  # history rows (f, type info) that open one of its faults
+    closes: tuple[str, ...] = ()  # and that close it
+    colour = "#999999"  # its band in the report and the timeline
+    targeted = True  # takes node targets (``targets``); a scenario chooses its own
+    length_s: float | None = None  # a scenario's fixed length; else drawn by the plan
+    faketime = False  # the nodes must run under libfaketime
+    # target -> weight per workload, and the target of a campaign's first fault of the package
+    target_weights: dict[str, dict[str, float]] = {}
+    first: dict[str, str] = {}
+
+    def __init__(self) -> None:
+        assert self.name, type(self)
+
+    # ------------------------------------------------------------- planning
+
+    @classmethod
+    def option_checks(cls) -> dict:
+        checks = dict(COMMON)
+        if cls.targeted:
+            checks["targets"] = cls.check_targets
+        checks.update(cls.options)
+        if cls.modes:
+            checks["modes"] = choices(cls.modes)
+        return checks
+
+    @classmethod
+    def check_targets(cls, v) -> str | None:
+        if not isinstance(v, list) or not v:
+            return f"{v!r} is not a non-empty list"
+        for x in v:
+            if not isinstance(x, str):
+                return f"{x!r} is not a target"
+            if (why := cls.check_target(x)) is not None:
+                return why
+        return None
+
+    @classmethod
+    def check_target(cls, target: str) -> str | None:
+        return check_target(target)
+
+    @classmethod
+    def run_options(cls, workload: str, options: dict | None) -> dict:
+        """The options its faults run with: its defaults, then the campaign's."""
+        out = {**cls.defaults, **({"modes": list(cls.modes)} if cls.modes else {})}
+        out.update(options or {})
+        return out
+
+    @classmethod
+    def targets_for(cls, workload: str, opts: dict, power_loss_targets: tuple[str, ...]) -> dict:
+        """Target -> weight for this campaign."""
+        if "targets" in opts:
+            return {t: 1 for t in opts["targets"]}
+        if not cls.targeted:
+            return {"partition": 1}
+        return dict(cls.target_weights.get(workload) or cls.target_weights["*"])
+
+    @classmethod
+    def first_target(cls, workload: str, power_loss_targets: tuple[str, ...]) -> str | None:
+        return cls.first.get(workload)
+
+    @classmethod
+    def length(cls, spec: str, rng: random.Random, duration_s: tuple[float, float]) -> float:
+        """How long one fault lasts when the campaign sets no ``duration_s``."""
+        if cls.length_s is not None:
+            return cls.length_s
+        return rng.uniform(*duration_s)
+
+    # -------------------------------------------------------------- running
+
+    async def prepare(self, ctx: FaultContext) -> None:
+        """Before the workload starts (say what the machine allows)."""
+
+    async def start(self, ctx: FaultContext, step, opts: dict, rng: random.Random,
+                    controller: int | None, leader: int | None) -> tuple[str, Undo, list[int]]:
+        """Start one fault: a label for the progress lines, the coroutine function that
+        undoes it, and the nodes it acted on. ``controller`` and ``leader``: the active
+        controller and the aimed partition's leader, looked up when the step's target
+        names them. Raise ``Skipped`` when it cannot act now."""
+        raise NotImplementedError
+
+    async def heal(self, ctx: FaultContext) -> None:
+        """Undo whatever of its faults is still in force (the workload ended mid-fault)."""
+
+    async def final_heal(self, ctx: FaultContext) -> None:
+        """At the end of the run, on every node, whatever its faults may have left behind."""
+
+
+class NodeFault(Package):
+    """A package whose faults act on the nodes a target names (one, minority, the active
+    controller, a partition's leader, ...)."""
+    target_weights = {"*": {"one": 1, "minority": 1, "all": 1}}
+
+    async def start(self, ctx, step, opts, rng, controller, leader):
+        targets = node_targets(step.spec, ctx.ids, rng, controller, leader)
+        if not targets:
+            raise Skipped(f"no node matches the target {step.spec!r} now")
+        label, undo = await self.act(ctx, step, opts, rng, targets)
+        return label, undo, sorted(targets)
+
+    async def act(self, ctx: FaultContext, step, opts: dict, rng: random.Random,
+                  targets: list[int]) -> tuple[str, Undo]:
+        raise NotImplementedError
+
+    @staticmethod
+    async def lift(ctx: FaultContext, held: set[int], nodes, f: str, cmd_for, said: str) -> None:
+        """Undo the fault on those of ``nodes`` still in ``held``: ``cmd_for(node)`` on each,
+        between an invoke and an info row ``f``."""
+        nodes = sorted(set(nodes) & held)
+        if not nodes:
+            return
+        ctx.history.record("nemesis", "invoke", f, value={"nodes": nodes})
+        await ctx.exec_all(nodes, cmd_for)
+        held.difference_update(nodes)
+        ctx.history.record("nemesis", "info", f, value={"nodes": nodes})
+        ctx.log(f"nemesis: {said} {nodes}")
+
+
+class Scenario(Package):
+    """A short sequence of faults aimed at one partition of the workload's topic, chosen
+    from the freshest metadata when the scenario fires (``choose``). It lasts a fixed time
+    (``length_s``), long enough for the controller to act; its rows are the ordinary
+    ``start-partition`` / ``kill`` / ``stop-partition`` ones with the scenario and the
+    partition it chose."""
+    workloads = ("queue",)
+    needs = "aims at a partition of the queue workload's topic"
+    targeted = False
+    colour = "#54a24b"
+    WAIT_S = 10.0  # the longest it waits for a partition it can act on
+    needs_controller = False  # ``choose`` is told the active controller
+
+    def choose(self, infos, controllers: set[int], active: int | None, rng: random.Random):
+        """What to act on, from (partition, leader, replicas, ISR) rows; None if nothing fits."""
+        raise NotImplementedError
+
+    async def act(self, ctx: FaultContext, choice, rng: random.Random) -> None:
+        raise NotImplementedError
+
+    async def start(self, ctx, step, opts, rng, controller, leader):
+        # Right after another fault some ISRs are still short (a deposed leader rejoins them
+        # within seconds): wait up to WAIT_S for a partition that fits.
+        deadline = time.monotonic() + self.WAIT_S
+        while True:
+            try:
+                infos = await asyncio.to_thread(ctx.partition_infos)
+            except Exception:  # noqa: BLE001 - no metadata now: no partition fits
+                infos = []
+            controllers = {n.node_id for n in ctx.backend.nodes if n.is_controller}
+            active = await ctx.active_controller() if self.needs_controller else None
+            choice = self.choose(infos, controllers, active, rng)
+            if choice is not None or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        if choice is None:
+            why = f"no partition of the topic fits now ({infos})"
+            ctx.history.record("nemesis", "invoke", "skip-scenario", value={"scenario": self.name})
+            ctx.history.record("nemesis", "info", "skip-scenario",
+                               value={"scenario": self.name, "reason": why})
+            raise Skipped(why)
+        before = set(ctx.killed)
+        await self.act(ctx, choice, rng)
+        mine = sorted(ctx.killed - before)
+
+        async def undo():
+            if ctx.partitioned:
+                await ctx.heal_cut()
+            await ctx.restart(mine)
+        return self.name, undo, mine

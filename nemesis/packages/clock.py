@@ -1,0 +1,104 @@
+"""clock: skew the nodes' wall clocks through libfaketime, which re-reads the offset from
+``FAKETIME_FILE`` on every call (the nodes run under it when the campaign has this package).
+
+Modes: ``bump`` steps each target's clock by up to ``max_skew_s`` forward or back (at
+least a tenth of it) for the fault's length; ``strobe`` flips it between +``strobe_delta_s``
+and 0 every ``strobe_period_ms``. Every change is measured afterwards (the node's own wall
+clock, from DescribeQuorum) and the measurement recorded beside it.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from ..package import NodeFault, number
+
+FAKETIME_FILE = "/etc/chaoskraft/faketime"  # libfaketime reads the node's offset from here
+
+
+def clock_script(offset_s: float) -> list[str]:
+    """Set the node's wall-clock offset; written to a temporary file and renamed, so the
+    node never reads half of it."""
+    value = f"{offset_s:+.3f}"
+    return ["sh", "-c", f"printf '%s' '{value}' > {FAKETIME_FILE}.tmp && "
+                        f"mv {FAKETIME_FILE}.tmp {FAKETIME_FILE}"]
+
+
+def bump_offsets(nodes: list[int], max_skew_s: float, rng: random.Random) -> dict[int, float]:
+    """A step of up to ``max_skew_s`` forward or back per node, at least a tenth of it."""
+    return {n: round(rng.choice((-1, 1)) * rng.uniform(max_skew_s / 10, max_skew_s), 3)
+            for n in nodes}
+
+
+class Clock(NodeFault):
+    name = "clock"
+    modes = ("bump", "strobe")
+    options = {"max_skew_s": number(0.001, 86400 * 365, "0 < s <= a year"),
+               "strobe_delta_s": number(0.001, 86400, "0 < s <= a day"),
+               "strobe_period_ms": number(50, 60_000, "50..60000 ms")}
+    defaults = {"max_skew_s": 120.0, "strobe_delta_s": 10.0, "strobe_period_ms": 200}
+    opens = ("clock-bump", "clock-strobe")
+    closes = ("clock-reset",)
+    colour = "#f58518"
+    faketime = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skewed: set[int] = set()  # clocks not at offset 0
+        self._strobes: dict[int, asyncio.Task] = {}
+
+    async def act(self, ctx, step, opts, rng, targets):
+        value = {"target": step.spec, "nodes": targets}
+        self.skewed.update(targets)
+        if step.mode == "strobe":
+            delta, period_ms = opts["strobe_delta_s"], opts["strobe_period_ms"]
+            value.update(delta_s=delta, period_ms=period_ms)
+            ctx.history.record("nemesis", "invoke", "clock-strobe", value=value)
+            for n in targets:
+                self._strobes[n] = asyncio.create_task(self._strobe(ctx, n, delta, period_ms / 1000))
+            ctx.history.record("nemesis", "info", "clock-strobe", value=value)
+            label = f"clock strobe {step.spec} {targets} (+{delta:g} s every {period_ms:g} ms)"
+        else:
+            offsets = bump_offsets(targets, opts["max_skew_s"], rng)
+            value["offsets"] = {str(n): o for n, o in offsets.items()}
+            ctx.history.record("nemesis", "invoke", "clock-bump", value=value)
+            await ctx.exec_all(targets, lambda n: clock_script(offsets[n]))
+            measured = await ctx.measure_clocks(targets)
+            value["measured"] = {str(n): o for n, o in measured.items()}
+            ctx.history.record("nemesis", "info", "clock-bump", value=value)
+            label = f"clock bump {step.spec} {offsets} (measured {measured})"
+        return label, lambda: self.reset(ctx, targets)
+
+    async def _strobe(self, ctx, node: int, delta_s: float, period_s: float) -> None:
+        on = False
+        while True:
+            on = not on
+            await asyncio.to_thread(ctx.backend.exec, node, clock_script(delta_s if on else 0.0),
+                                    False)
+            await asyncio.sleep(period_s)
+
+    async def reset(self, ctx, nodes: list[int]) -> None:
+        nodes = sorted(set(nodes) & self.skewed)
+        if not nodes:
+            return
+        for n in nodes:
+            task = self._strobes.pop(n, None)
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        ctx.history.record("nemesis", "invoke", "clock-reset", value={"nodes": nodes})
+        await ctx.exec_all(nodes, lambda n: clock_script(0.0))
+        self.skewed.difference_update(nodes)
+        measured = await ctx.measure_clocks(nodes)
+        ctx.history.record("nemesis", "info", "clock-reset",
+                           value={"nodes": nodes, "measured": {str(k): v for k, v in measured.items()}})
+        ctx.log(f"nemesis: clocks reset on {nodes} (measured offsets {measured})")
+
+    async def heal(self, ctx):
+        await self.reset(ctx, sorted(self.skewed))
+
+    async def final_heal(self, ctx):
+        await ctx.exec_all(ctx.ids, lambda n: clock_script(0.0))
+
+
+PACKAGE = Clock

@@ -1,0 +1,67 @@
+"""depose-leader: a partition's leader (its preferred replica, where one leads) is cut from
+every other node while clients still reach it, for ``CUT_S``, long enough to be fenced and
+replaced; the records it appends alone are uncommitted. Then it also refuses its clients
+for ``REFUSE_S`` (a TCP reset on the client port): a producer whose sends time out on a
+deposed leader gets no error that sends it elsewhere, and the reset moves it to the new
+leader, which fills the offsets the deposed one filled alone. After healing the deposed
+leader must truncate what it appended (leader epochs) before following, and the
+preferred-leader election (``leader.imbalance.check.interval.seconds``, set to 3) makes it
+the leader again.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from ..faults import PARTITION_CHAIN, PartitionInfo, chain_script, grudge, grudge_value
+from ..package import Scenario
+
+CUT_S = 12.0  # the cut outlasts the broker session (9 s) and an election
+REFUSE_S = 5.0  # then its clients are refused, long enough to move to the new leader
+
+
+def refuse_script(port: int) -> list[str]:
+    """The command that answers every new and every open TCP connection to ``port`` with a
+    reset, in the partition chain (healing removes it): a node its clients see go away."""
+    return chain_script(PARTITION_CHAIN, [f"-p tcp --dport {port} -j REJECT --reject-with tcp-reset"])
+
+
+def depose_choice(partitions: list[PartitionInfo],
+                  rng: random.Random) -> tuple[int, int] | None:
+    """(partition, its leader): a partition led by its preferred replica where there is one
+    (the preferred-leader election brings it back), or None when no partition has a leader."""
+    led = sorted(p for p in partitions if p[1] >= 0)
+    preferred = [p for p in led if p[2] and p[2][0] == p[1]]
+    pool = preferred or led
+    if not pool:
+        return None
+    partition, leader, _, _ = pool[rng.randrange(len(pool))]
+    return partition, leader
+
+
+class DeposeLeader(Scenario):
+    name = "depose-leader"
+    length_s = 18.0
+    properties = {"leader.imbalance.check.interval.seconds": "3"}
+
+    def choose(self, infos, controllers, active, rng):
+        return depose_choice(infos, rng)
+
+    async def act(self, ctx, choice, rng):
+        partition, leader = choice
+        g = grudge("isolate-partition-leader", ctx.ids, rng, leader=leader)
+        await ctx.cut(g, {"shape": self.name, "partition": partition, "grudge": grudge_value(g)})
+        ctx.status(f"depose-leader: n{leader} (leader of partition {partition}) cut from every node")
+        await asyncio.sleep(CUT_S)
+        # Its clients' sends time out there with no error that sends them elsewhere (a
+        # producer kept writing to the deposed leader for 30 s): connections reset now send
+        # them to the new leader, which fills the offsets the deposed leader filled alone.
+        value = {"nodes": [leader], "port": ctx.client_port, "partition": partition}
+        ctx.history.record("nemesis", "invoke", "refuse-clients", value=value)
+        await ctx.exec_all([leader], lambda n: refuse_script(ctx.client_port), check=True)
+        ctx.history.record("nemesis", "info", "refuse-clients", value=value)
+        ctx.status(f"depose-leader: n{leader} cut off and refusing clients (partition {partition})")
+        await asyncio.sleep(REFUSE_S)
+
+
+PACKAGE = DeposeLeader

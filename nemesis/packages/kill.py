@@ -1,0 +1,22 @@
+"""kill: SIGKILL the node process (``ck-ctl kill``) and keep it down until the fault ends
+(``ck-ctl start``). Its page cache survives: what it wrote but did not fsync is kept."""
+from __future__ import annotations
+
+from ..package import NodeFault
+
+
+class Kill(NodeFault):
+    name = "kill"
+    opens = ("kill",)
+    closes = ("start",)
+    colour = "#e45756"
+    target_weights = {"register": {"active-controller": 2, "one": 1, "minority": 1},
+                      "queue": {"partition-leader": 3, "active-controller": 1, "one": 1,
+                                "minority": 1}}
+    first = {"register": "active-controller", "queue": "partition-leader"}
+
+    async def act(self, ctx, step, opts, rng, targets):
+        await ctx.kill(self.name, targets, {"target": step.spec, "nodes": targets})
+        return f"{self.name} {step.spec} {targets}", lambda: ctx.restart(targets)
+
+PACKAGE = Kill

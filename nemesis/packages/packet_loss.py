@@ -1,0 +1,64 @@
+"""packet-loss: each target drops packets from the other nodes at random with
+``probability`` (iptables ``statistic`` rules in their own chain, so healing a partition
+leaves them in place). This kernel has no netem: the package says at the start whether
+delay and loss by tc would have been available."""
+from __future__ import annotations
+
+import asyncio
+
+from ..faults import LOSS_CHAIN, chain_script, flush_script
+from ..package import NodeFault, number
+
+
+def loss_script(sources: list[str], probability: float) -> list[str]:
+    """The command that drops packets from ``sources`` at random with ``probability``."""
+    return chain_script(LOSS_CHAIN, [f"-s {a} -m statistic --mode random "
+                                      f"--probability {probability:.4f} -j DROP"
+                                      for a in sources])
+
+
+def netem_probe() -> list[str]:
+    """Whether the kernel has sch_netem: add and remove a 1 ms delay on the loopback."""
+    return ["sh", "-c", "tc qdisc add dev lo root netem delay 1ms 2>&1 && "
+                        "tc qdisc del dev lo root 2>&1"]
+
+
+class PacketLoss(NodeFault):
+    name = "packet-loss"
+    options = {"probability": number(0.0001, 1, "0 < p <= 1")}
+    defaults = {"probability": 0.3}
+    opens = ("start-packet-loss",)
+    closes = ("stop-packet-loss",)
+    colour = "#9d755d"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lossy: set[int] = set()
+
+    async def prepare(self, ctx):
+        rc, out = await asyncio.to_thread(ctx.backend.exec, ctx.ids[0], netem_probe(), False)
+        ctx.log("packet loss: iptables statistic rules; tc netem is "
+                + ("available in this kernel" if rc == 0 else
+                   f"not available in this kernel ({out.strip()[:100]}): no netem "
+                   f"delay or loss in this campaign"))
+
+    async def act(self, ctx, step, opts, rng, targets):
+        p = opts["probability"]
+        value = {"target": step.spec, "nodes": targets, "probability": p}
+        ctx.history.record("nemesis", "invoke", "start-packet-loss", value=value)
+        others = {n.node_id: n.address for n in ctx.backend.nodes}
+        await ctx.exec_all(targets, lambda n: loss_script(
+            [a for i, a in sorted(others.items()) if i != n], p), check=True)
+        self.lossy.update(targets)
+        ctx.history.record("nemesis", "info", "start-packet-loss", value=value)
+        return f"packet loss {step.spec} {targets} (p={p:g})", lambda: self.stop(ctx, targets)
+
+    async def stop(self, ctx, nodes: list[int]) -> None:
+        await self.lift(ctx, self.lossy, nodes, "stop-packet-loss",
+                        lambda n: flush_script(LOSS_CHAIN), "packet loss healed on")
+
+    async def heal(self, ctx):
+        await self.stop(ctx, sorted(self.lossy))
+
+
+PACKAGE = PacketLoss

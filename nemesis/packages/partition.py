@@ -1,0 +1,60 @@
+"""partition: network partitions between nodes (iptables grudges, nemesis.faults.grudge).
+
+Shapes: isolate-one, halves, majorities-ring, bridge, isolate-controller,
+isolate-partition-leader. A cut that isolates the leader the workload depends
+on lasts at least ``LEADER_PARTITION_MIN_S``: with the node's defaults a
+cut-off controller resigns after 3 s (1.5 x controller.quorum.fetch.timeout.ms)
+and the others elect one within 2-4 s. A shorter cut heals first, the old
+leader keeps its log, and what it acknowledged alone is never lost: a bug like
+reply-before-commit or ack-before-replication goes unseen.
+"""
+from __future__ import annotations
+
+from ..faults import PARTITION_SHAPES, grudge, grudge_value
+from ..package import Package, Skipped
+
+LEADER_PARTITIONS = ("isolate-controller", "isolate-partition-leader")
+LEADER_PARTITION_MIN_S = 7.5
+
+
+class Partition(Package):
+    name = "partition"
+    weight = 2
+    opens = ("start-partition",)
+    closes = ("stop-partition",)
+    colour = "#4c78a8"
+    # Cuts aimed at the leader the workload depends on find the most bugs: the active
+    # controller for the register, a partition leader for the queue. They come more often,
+    # and first.
+    target_weights = {
+        "register": {"isolate-controller": 6, "isolate-one": 1, "halves": 1,
+                     "majorities-ring": 1, "bridge": 1},
+        "queue": {"isolate-partition-leader": 4, "isolate-controller": 1, "isolate-one": 1,
+                  "halves": 1, "majorities-ring": 1, "bridge": 1},
+    }
+    first = {"register": "isolate-controller", "queue": "isolate-partition-leader"}
+
+    @classmethod
+    def check_target(cls, target):
+        if target not in PARTITION_SHAPES:
+            return f"unknown partition shape {target!r} (known: {', '.join(PARTITION_SHAPES)})"
+        return None
+
+    @classmethod
+    def length(cls, spec, rng, duration_s):
+        n = rng.uniform(*duration_s)
+        return max(n, LEADER_PARTITION_MIN_S) if spec in LEADER_PARTITIONS else n
+
+    async def start(self, ctx, step, opts, rng, controller, leader):
+        g = grudge(step.spec, ctx.ids, rng, controller, leader)
+        cut = sorted(n for n, drops in g.items() if drops)
+        if not cut:
+            raise Skipped(f"the {step.spec} shape cuts no link now")
+        await ctx.cut(g, {"shape": step.spec, "grudge": grudge_value(g)})
+
+        async def undo():
+            if ctx.partitioned:
+                await ctx.heal_cut()
+        return f"partition {step.spec}", undo, cut
+
+PACKAGE = Partition

@@ -1,0 +1,70 @@
+"""strand-replica: one follower of a partition is cut from the partition's other replicas
+until the leader drops it from the ISR (``replica.lag.time.max.ms``, set to 3 s) while
+acknowledged writes go on; then the ISR's members are killed and the cut healed, so the
+only live replica is the one without those writes. Kafka must leave the partition offline
+(no unclean election) until an ISR member returns. The killed replicas never hold a
+majority of the controllers, and the active controller is never the stranded one (the
+replicas that keep the data must reach it to shrink the ISR).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from ..faults import PartitionInfo, grudge_value
+from ..package import Scenario
+
+CUT_S = 8.0  # the cut outlasts replica.lag.time.max.ms (3 s) and then some acknowledged writes
+DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
+
+def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
+                  rng: random.Random, avoid: set = frozenset()) -> tuple[int, int, list[int]] | None:
+    """(partition, the replica to strand, the replicas to kill later) or None when no
+    partition has a full ISR whose other members can die without the controller quorum.
+    Nodes in ``avoid`` (the active controller) are never the stranded replica."""
+    order = sorted(partitions)
+    rng.shuffle(order)
+    # A partition led by another than its preferred replica is about to get that one back (the
+    # preferred-leader election): the replica chosen as a follower here may lead by the time it
+    # is cut off. Such partitions come last.
+    order.sort(key=lambda p: bool(p[2]) and p[1] != p[2][0])
+    for partition, leader, replicas, isr in order:
+        if leader < 0 or len(replicas) < 2 or sorted(isr) != sorted(replicas):
+            continue
+        followers = sorted(r for r in replicas if r != leader)
+        rng.shuffle(followers)
+        for stranded in followers:
+            if stranded in avoid:
+                continue
+            others = sorted(r for r in replicas if r != stranded)
+            if len(controllers) - len(controllers & set(others)) > len(controllers) // 2:
+                return partition, stranded, others
+    return None
+
+
+class StrandReplica(Scenario):
+    name = "strand-replica"
+    length_s = 24.0
+    properties = {"replica.lag.time.max.ms": "3000"}
+    needs_controller = True
+
+    def choose(self, infos, controllers, active, rng):
+        return strand_choice(infos, controllers, rng, avoid={active})
+
+    async def act(self, ctx, choice, rng):
+        partition, stranded, others = choice
+        g: dict[int, set[int]] = {i: set() for i in ctx.ids}
+        for o in others:
+            g[stranded].add(o)
+            g[o].add(stranded)
+        await ctx.cut(g, {"shape": self.name, "partition": partition, "grudge": grudge_value(g)})
+        ctx.status(f"strand-replica: n{stranded} cut from {others} (partition {partition})")
+        await asyncio.sleep(CUT_S)
+        await ctx.kill("kill", others, {"target": self.name, "partition": partition,
+                                        "nodes": others})
+        await ctx.heal_cut()
+        ctx.status(f"strand-replica: {others} killed, n{stranded} alone (partition {partition})")
+        await asyncio.sleep(DOWN_S)
+
+
+PACKAGE = StrandReplica

@@ -1,0 +1,201 @@
+"""Every fault package against a recording backend, without Docker: what it runs on which
+node, the history rows it writes (those its report metadata says open and close it), and
+that its undo and the campaign's final heal leave nothing in force."""
+import asyncio
+import json
+
+import pytest
+
+from harness.campaign import Campaign
+from harness.config import RunConfig, needs_faketime, node_config
+from harness.history import HistoryWriter
+from harness.backends import NodeControl, NodeInfo
+from nemesis.package import NodeFault, Scenario
+from nemesis.packages import PACKAGES, report_kinds
+from nemesis.packages import depose_leader, strand_replica
+from nemesis.schedule import FaultStep, check_options, plan
+
+CONTROLLER = 2
+# partition 0 led by its preferred replica n3, ISR full; partition 1 by another, ISR short
+INFOS = [(0, 3, [3, 4, 5], [3, 4, 5]), (1, 5, [4, 5, 1], [5, 1])]
+
+
+class RecordingBackend(NodeControl):
+    def __init__(self) -> None:
+        self.nodes = [NodeInfo(i, f"n{i}", f"10.9.0.{i}", ("controller", "broker") if i <= 3
+                               else ("broker",)) for i in range(1, 6)]
+        self.calls: list[tuple[int, str]] = []
+
+    def exec(self, node_id, cmd, check=True):
+        text = " ".join(cmd)
+        self.calls.append((node_id, text))
+        if "netem" in text:
+            return 1, "Error: Specified qdisc not found."
+        if cmd[0] == "python3":  # corrupt_script
+            return 0, json.dumps([{"file": "/d/queue-0/0.log", "size": 10, "flipped": [[1, 2]]}])
+        return 0, ""
+
+
+class RecordingCampaign(Campaign):
+    async def measure_clocks(self, nodes):
+        return {n: 0.0 for n in nodes}
+
+    async def active_controller(self):
+        return CONTROLLER
+
+    async def partition_leader(self, rng, partition=None):
+        return 3
+
+    def partition_infos(self):
+        return INFOS
+
+
+def campaign(tmp_path, packages, workload="queue"):
+    backend = RecordingBackend()
+    history = HistoryWriter(tmp_path / "history.jsonl")
+    cfg = RunConfig(seed=7, workload=workload, nemesis=list(packages))
+    return RecordingCampaign(cfg, backend, history, lambda m: None), backend, history
+
+
+def rows(history, tmp_path):
+    history.close()
+    return [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+
+
+OPENS, CLOSES, _ = report_kinds()
+NODE_FAULTS = [(name, spec, mode) for name, spec, mode in [
+    ("kill", "one", ""), ("power-loss", "minority", ""), ("pause", "active-controller", ""),
+    ("clock", "all", "bump"), ("clock", "one", "strobe"), ("packet-loss", "one", ""),
+    ("corrupt", "one", "bitflip")]]
+
+
+@pytest.mark.parametrize("name, spec, mode", NODE_FAULTS)
+def test_a_node_fault_opens_and_closes_as_its_package_says(tmp_path, name, spec, mode):
+    camp, backend, history = campaign(tmp_path, [name])
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, name, spec, 1.0, mode))
+        await asyncio.sleep(0.05)
+        await stop()
+        await camp.stop_faults()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis" and r["type"] == "info"]
+    opened = [r for r in out if OPENS.get(r["f"]) == name]
+    closed = [r for r in out if name in CLOSES.get(r["f"], ())]
+    assert opened and closed, out
+    assert opened[0]["index"] < closed[-1]["index"]
+    nodes = opened[0]["value"]["nodes"]
+    assert nodes and set(nodes) <= {1, 2, 3, 4, 5}
+    if spec == "active-controller":
+        assert nodes == [CONTROLLER]
+    assert camp.fault_outcomes[0]["status"] == "happened"
+    assert camp.killed == set() and camp.active == {}
+    touched = {n for n, _ in backend.calls}
+    assert touched >= set(nodes), backend.calls
+
+
+def test_each_node_fault_runs_its_own_commands(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["pause", "packet-loss", "clock"])
+
+    async def go():
+        for i, (name, spec, mode) in enumerate([("pause", "one", ""), ("packet-loss", "all", ""),
+                                                ("clock", "all", "bump")]):
+            stop = await camp.start_fault(FaultStep(i, 0.0, name, spec, 1.0, mode))
+            await stop()
+    asyncio.run(go())
+    history.close()
+    texts = [t for _, t in backend.calls]
+    assert any(t == "ck-ctl pause" for t in texts) and any(t == "ck-ctl resume" for t in texts)
+    loss = [t for t in texts if "--probability 0.3000" in t]
+    assert len(loss) == 5 and all("10.9.0." in t for t in loss)
+    assert any("iptables -F ck-loss" in t for t in texts)
+    bumps = [t for t in texts if "/etc/chaoskraft/faketime" in t]
+    assert len(bumps) == 10 and sum("'+0.000'" in t for t in bumps) == 5  # 5 bumps, 5 resets
+
+
+def test_a_partition_cuts_what_its_grudge_says_and_heals(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["partition"], workload="register")
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "partition", "isolate-controller", 1.0))
+        assert camp.partitioned
+        await stop()
+        assert not camp.partitioned
+    asyncio.run(go())
+    out = rows(history, tmp_path)
+    start = next(r for r in out if r["f"] == "start-partition" and r["type"] == "info")
+    assert start["value"]["grudge"][str(CONTROLLER)] == [1, 3, 4, 5]
+    drops = [t for n, t in backend.calls if n == CONTROLLER and "-j DROP" in t]
+    assert drops and all(f"10.9.0.{o}" in drops[0] for o in (1, 3, 4, 5))
+    assert {n for n, t in backend.calls if "iptables -F ck-partition" in t} == {1, 2, 3, 4, 5}
+
+
+def test_scenarios_act_on_the_partition_they_choose(tmp_path, monkeypatch):
+    for module in (strand_replica, depose_leader):
+        for const in ("CUT_S", "DOWN_S", "REFUSE_S"):
+            if hasattr(module, const):
+                monkeypatch.setattr(module, const, 0.0)
+    camp, backend, history = campaign(tmp_path, ["depose-leader", "strand-replica"])
+
+    async def go():
+        for i, name in enumerate(["depose-leader", "strand-replica"]):
+            stop = await camp.start_fault(FaultStep(i, 0.0, name, "partition", 1.0))
+            await stop()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis" and r["type"] == "info"]
+    cuts = [r["value"] for r in out if r["f"] == "start-partition"]
+    assert [c["shape"] for c in cuts] == ["depose-leader", "strand-replica"]
+    assert cuts[0]["partition"] == 0 and cuts[0]["grudge"]["3"] == [1, 2, 4, 5]
+    refused = next(r["value"] for r in out if r["f"] == "refuse-clients")
+    assert refused["nodes"] == [3] and refused["port"] == camp.client_port
+    assert any(n == 3 and "--dport" in t and "tcp-reset" in t for n, t in backend.calls)
+    # strand-replica: only partition 0 has a full ISR; the stranded follower is cut from the
+    # others, which are then killed and brought back by the undo
+    kill = next(r["value"] for r in out if r["f"] == "kill")
+    stranded = next(int(k) for k, v in cuts[1]["grudge"].items() if len(v) == 2)
+    assert stranded in (4, 5) and sorted(kill["nodes"]) == sorted({3, 4, 5} - {stranded})
+    assert any(r["f"] == "start" and r["value"]["nodes"] == kill["nodes"] for r in out)
+    assert [camp.fault_outcomes[i]["status"] for i in (0, 1)] == ["happened", "happened"]
+    assert camp.fault_outcomes[1]["nodes"] == kill["nodes"]
+
+
+def test_a_scenario_with_nothing_to_act_on_is_skipped_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(Scenario, "WAIT_S", 0.0)
+    camp, backend, history = campaign(tmp_path, ["depose-leader"])
+    camp.partition_infos = lambda: [(0, -1, [3, 4, 5], [])]
+    asyncio.run(camp.start_fault(FaultStep(0, 0.0, "depose-leader", "partition", 1.0)))
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "skipped" and "no partition of the topic fits now" in outcome["why"]
+    assert backend.calls == []
+
+
+def test_packages_declare_what_the_campaign_validator_and_the_node_need():
+    assert set(PACKAGES) >= {"partition", "kill", "power-loss", "pause", "clock", "packet-loss",
+                             "corrupt", "strand-replica", "depose-leader"}
+    for name, cls in PACKAGES.items():
+        assert cls.name == name
+        assert issubclass(cls, (NodeFault, Scenario)) or name == "partition", name
+        assert check_options(name, {"weight": 1}) is None
+        assert check_options(name, {"weight": -1})[0] == "weight"
+        assert check_options(name, {"nope": 1})[0] == "nope"
+        if cls.targeted:
+            assert check_options(name, {"targets": ["nowhere"]})[0] == "targets"
+    cfg = RunConfig(workload="queue", nemesis=["power-loss", "clock", "strand-replica"])
+    props = node_config(cfg)
+    assert props["chaoskraft.power.loss.enable"] == "true"
+    assert props["replica.lag.time.max.ms"] == "3000"
+    assert needs_faketime(cfg) and not needs_faketime(RunConfig(nemesis=["kill"]))
+    with pytest.raises(ValueError, match="aims at a partition of the queue workload's topic"):
+        plan(1, ["strand-replica"], 60, 5, workload="register")
+
+
+def test_every_package_is_drawn_by_a_plan_with_its_modes():
+    steps = plan(3, list(PACKAGES), 3000, 5, workload="queue",
+                 duration_s=(1.0, 2.0), combine="concurrent")
+    kinds = {s.kind for s in steps}
+    assert kinds == set(PACKAGES)
+    for s in steps:
+        cls = PACKAGES[s.kind]
+        assert (s.mode in cls.modes) if cls.modes else s.mode == ""
+        if cls.length_s is not None:
+            assert s.duration_s == cls.length_s
