@@ -59,7 +59,7 @@ from ..config import RaftConfig
 from ..log import OffsetAndEpoch, UnifiedLog
 from ..storage import ElectionState, QuorumStateStore, ReplicaKey
 from .state import (CandidateState, FollowerState, LeaderState, ProspectiveState, ReplicaState,
-                    ResignedState, UnattachedState)
+                    ResignedState, UnattachedState, illegal)
 
 logger = logging.getLogger(__name__)
 
@@ -265,6 +265,13 @@ class KafkaRaftClient:
         self._persist(ElectionState(epoch, None, voted, self._voters_tuple()))
         return UnattachedState(epoch, voted, self._election_deadline(now))
 
+    def _become(self, new) -> None:
+        """The one place the epoch state changes: the move must be in state.TRANSITIONS."""
+        why = illegal(self.state, new)
+        if why is not None:
+            raise SafetyViolation("StateTransition", f"node {self.node_id}: {why}")
+        self.state = new
+
     def _leaving(self) -> None:
         s = self.state
         if isinstance(s, LeaderState):
@@ -279,7 +286,7 @@ class KafkaRaftClient:
         if epoch == self.epoch and voted is None and isinstance(self.state, (UnattachedState, ProspectiveState)):
             voted = self.state.voted_key
         self._leaving()
-        self.state = self._persist_unattached(epoch, voted, now)
+        self._become(self._persist_unattached(epoch, voted, now))
         self._on_event(f"unattached in epoch {epoch}" + (f", voted for {voted.node_id}" if voted else ""))
 
     def _to_follower(self, epoch: int, leader_id: int, now: int) -> None:
@@ -304,7 +311,7 @@ class KafkaRaftClient:
             voted = self.local_key
         self._leaving()
         self._persist(ElectionState(epoch, leader_id, voted, self._voters_tuple()))
-        self.state = FollowerState(epoch, leader_id, voted, now + self.config.fetch_timeout_ms)
+        self._become(FollowerState(epoch, leader_id, voted, now + self.config.fetch_timeout_ms))
         self._on_event(f"following leader {leader_id} in epoch {epoch}")
 
     def _to_prospective(self, now: int) -> None:
@@ -314,7 +321,7 @@ class KafkaRaftClient:
             voted = self.local_key
         leader = s.leader_id if isinstance(s, FollowerState) else None
         self._leaving()
-        self.state = ProspectiveState(s.epoch, voted, leader, self._election_deadline(now), {self.node_id})
+        self._become(ProspectiveState(s.epoch, voted, leader, self._election_deadline(now), {self.node_id}))
         self._on_event(f"prospective in epoch {s.epoch}: asking for pre-votes")
         self._maybe_win_prevote(now)
 
@@ -322,7 +329,7 @@ class KafkaRaftClient:
         epoch = self.epoch + 1
         self._leaving()
         self._persist(ElectionState(epoch, None, self.local_key, self._voters_tuple()))
-        self.state = CandidateState(epoch, self._election_deadline(now), {self.node_id})
+        self._become(CandidateState(epoch, self._election_deadline(now), {self.node_id}))
         self._on_event(f"candidate in epoch {epoch}")
         self._maybe_win_election(now)
 
@@ -333,9 +340,9 @@ class KafkaRaftClient:
         self._persist(ElectionState(s.epoch, self.node_id, self.local_key, self._voters_tuple()))
         start = self.log.end_offset
         voters = {v: ReplicaState(directory_id=self.voters[v].directory_id) for v in self.voters}
-        self.state = LeaderState(s.epoch, start, voters, {},
+        self._become(LeaderState(s.epoch, start, voters, {},
                                  now + self.config.check_quorum_timeout_ms(),
-                                 begin_acked={self.node_id})
+                                 begin_acked={self.node_id}))
         body = msgpack.packb({"version": 0, "leaderId": self.node_id,
                               "voters": sorted(self.voters), "grantingVoters": sorted(s.granted)})
         batch = records.build_batch(start, s.epoch, [(records.control_key(
@@ -351,7 +358,7 @@ class KafkaRaftClient:
         others = [v for v in self.voters if v != self.node_id]
         others.sort(key=lambda v: (-(s.voters[v].end_offset or -1), v))
         self._leaving()
-        self.state = ResignedState(s.epoch, self._election_deadline(now), tuple(others), set(others))
+        self._become(ResignedState(s.epoch, self._election_deadline(now), tuple(others), set(others)))
         self._on_event(f"resigned in epoch {s.epoch}: {reason}")
 
     # --------------------------------------------------------------- inputs
@@ -478,7 +485,7 @@ class KafkaRaftClient:
             elif up_to_date:
                 granted = True
                 self._persist(ElectionState(s.epoch, None, candidate, self._voters_tuple()))
-                self.state = UnattachedState(s.epoch, candidate, self._election_deadline(now))
+                self._become(UnattachedState(s.epoch, candidate, self._election_deadline(now)))
                 self.requests.reset()
                 self._on_event(f"voted for {req.candidate_id} in epoch {s.epoch}")
         self._send(src, reply(m.NONE, granted))
@@ -682,8 +689,8 @@ class KafkaRaftClient:
             if s.leader_id is not None:
                 self._to_follower(s.epoch, s.leader_id, now)
             else:
-                self.state = UnattachedState(s.epoch, s.voted_key, self._backoff_deadline(now, 4)
-                                             + self.config.election_timeout_ms)
+                self._become(UnattachedState(s.epoch, s.voted_key, self._backoff_deadline(now, 4)
+                                             + self.config.election_timeout_ms))
                 self.requests.reset()
 
     def _maybe_win_election(self, now: int) -> None:

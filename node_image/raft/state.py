@@ -12,8 +12,10 @@ Transitions (KIP-595 with KIP-996 pre-vote):
 
 Every state knows its epoch; only Unattached and Prospective may hold a vote
 for another replica; Candidate, Leader and Resigned hold a vote for
-themselves. These classes are plain data: the transitions and their
-persistence live in ``node_image.raft.client``.
+themselves. These classes are plain data; ``TRANSITIONS`` is the one table
+of the moves allowed between them and what each does to the epoch, checked
+in one place (``illegal``) by ``node_image.raft.client``, which raises a
+SafetyViolation on any other move.
 """
 from __future__ import annotations
 
@@ -92,3 +94,44 @@ class ResignedState:
 
 EpochState = (UnattachedState | ProspectiveState | CandidateState | LeaderState
               | FollowerState | ResignedState)
+
+
+# (from, to) -> what the move does to the epoch: "same", "next" (one more: a candidate's
+# own), "higher" (a higher epoch was seen) or "same-or-higher".
+TRANSITIONS: dict[tuple[str, str], str] = {
+    ("Unattached", "Unattached"): "same-or-higher",  # a vote granted; a higher epoch seen
+    ("Unattached", "Prospective"): "same",  # election timeout
+    ("Unattached", "Follower"): "same-or-higher",  # a leader heard of
+    ("Prospective", "Prospective"): "same",  # the pre-vote round timed out
+    ("Prospective", "Candidate"): "next",  # a majority of pre-votes
+    ("Prospective", "Unattached"): "same-or-higher",  # pre-votes rejected; a higher epoch
+    ("Prospective", "Follower"): "same-or-higher",
+    ("Candidate", "Leader"): "same",  # a majority of votes
+    ("Candidate", "Prospective"): "same",  # election timeout
+    ("Candidate", "Unattached"): "higher",
+    ("Candidate", "Follower"): "same-or-higher",  # another won this epoch, or a later one
+    ("Leader", "Resigned"): "same",  # check quorum, shutdown
+    ("Leader", "Unattached"): "higher",
+    ("Leader", "Follower"): "higher",
+    ("Follower", "Prospective"): "same",  # fetch timeout (voters)
+    ("Follower", "Unattached"): "same-or-higher",  # fetch timeout (observers); higher epoch
+    ("Follower", "Follower"): "higher",  # the leader of a later epoch (never two in one)
+    ("Resigned", "Prospective"): "same",  # election timeout
+    ("Resigned", "Unattached"): "higher",
+    ("Resigned", "Follower"): "higher",
+}
+_EPOCH_RULES = {"same": lambda a, b: b == a, "next": lambda a, b: b == a + 1,
+                "higher": lambda a, b: b > a, "same-or-higher": lambda a, b: b >= a}
+assert set(TRANSITIONS.values()) <= set(_EPOCH_RULES)
+
+
+def illegal(old, new) -> str | None:
+    """Why the move from state ``old`` to ``new`` breaks the table, or None."""
+    rule = TRANSITIONS.get((old.name, new.name))
+    if rule is None:
+        return f"{old.name} -> {new.name} is not a transition of KRaft"
+    if not _EPOCH_RULES[rule](old.epoch, new.epoch):
+        return (f"{old.name} -> {new.name} must keep the epoch {rule.replace('-', ' ')}, "
+                f"went from {old.epoch} to {new.epoch}")
+    return None
+
