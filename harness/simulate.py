@@ -20,15 +20,18 @@ LINEARIZABILITY_BUDGET_S = 60.0
 
 @dataclass
 class Outcome:
-    seed: int
+    """A seed's run (``result``) and the verdict on it: the invariants', or, when they held,
+    the linearizability checker's on the register history."""
+    result: SimResult
     ok: bool
     invariant: str | None
     detail: str | None
-    event_index: int | None
-    trace_hash: str
-    result: SimResult
-    wall_s: float
+    wall_s: float = 0.0
     counterexample: list | None = None
+
+    seed = property(lambda self: self.result.seed)
+    event_index = property(lambda self: self.result.event_index)
+    trace_hash = property(lambda self: self.result.trace_hash)
 
 
 def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
@@ -41,8 +44,7 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
         from node_image.sim.cluster import SimOptions
         options = dataclasses.replace(SimOptions.draw(seed), **overrides)
     result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options).run()
-    outcome = Outcome(seed, result.ok, result.invariant, result.detail, result.event_index,
-                      result.trace_hash, result, 0.0)
+    outcome = Outcome(result, result.ok, result.invariant, result.detail)
     if result.ok:
         model = get_model("cas-register", nil_read="value")  # nil: the key holds nothing
         lin = check(model.model(), (), timeout_s=LINEARIZABILITY_BUDGET_S,
