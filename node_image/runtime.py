@@ -36,6 +36,7 @@ import time
 
 from . import kafka_codec as kc
 from . import messages as m
+from .framing import read_frame
 from .config import NodeConfig
 from .fs import PowerLossFileSystem, RealFileSystem
 from .node import Node
@@ -47,24 +48,6 @@ CONTROLLED_SHUTDOWN_MS = 8000
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-async def read_frame(reader: asyncio.StreamReader,
-                     limit: int = m.MAX_FRAME_BYTES) -> bytes | None:
-    """One frame body, or None at a clean end of stream. Raises MessageError on bad framing."""
-    try:
-        head = await reader.readexactly(4)
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial:
-            raise m.MessageError("connection closed inside a frame length") from None
-        return None
-    size = int.from_bytes(head, "big")
-    if size > limit:
-        raise m.MessageError(f"frame of {size} bytes exceeds the {limit} byte limit")
-    try:
-        return await reader.readexactly(size)
-    except asyncio.IncompleteReadError:
-        raise m.MessageError(f"connection closed inside a {size} byte frame") from None
 
 
 class _Inbound:

@@ -13,7 +13,7 @@ import asyncio
 import itertools
 
 from node_image import messages as m
-from node_image.runtime import read_frame
+from node_image.framing import read_frame
 
 
 class Indeterminate(Exception):
