@@ -115,7 +115,7 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from .matrix import docker_workload, run_matrix
+    from .bug_matrix import docker_workload, run_matrix
     groups = {"all": list(BUGS), "queue": [n for n, b in BUGS.items() if b.workload == "queue"],
               "docker": [n for n in BUGS if docker_workload(n)], "none": [None]}
     bugs: list[str | None] = []

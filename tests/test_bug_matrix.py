@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from harness import matrix
+from harness import bug_matrix as matrix
 from node_image.bugs import BUGS
 
 
