@@ -203,6 +203,18 @@ def restamp(batch: bytes, base_offset: int, epoch: int | None = None) -> bytes:
     return bytes(buf)
 
 
+ATTRIBUTES_AT = 8 + 4 + 4 + 1 + 4  # base offset, length, leader epoch, magic, crc
+
+
+def peek_attributes(buf: bytes | memoryview, pos: int = 0) -> int | None:
+    """The attributes of the batch at ``pos`` before anything else is checked (a compressed
+    or transactional batch is refused for what it is, not as corrupt), or None when the
+    buffer is too short to hold a batch header."""
+    if len(buf) - pos < HEADER_SIZE:
+        return None
+    return struct.unpack_from(">h", buf, pos + ATTRIBUTES_AT)[0]
+
+
 def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptBatchError(

@@ -32,7 +32,6 @@ order.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from .. import kafka_codec as kc
@@ -47,12 +46,21 @@ PID_WAIT_MS = 1000  # how long an InitProducerId waits for a producer-id block
 
 
 @dataclass(slots=True)
+class _ProduceResult:
+    """One partition's answer to a Produce, until it is sent: a delayed produce (acks=all)
+    turns a NONE into an error when the leader changes, the ISR shrinks or time runs out."""
+    error: int
+    base_offset: int = -1
+    required_end: int = 0  # the high watermark that commits it (last offset + 1)
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
 class _DelayedProduce:
     src: object
     request: KafkaRequest
     deadline_ms: int
-    # (topic, partition) -> [error, base offset, required offset (last + 1), leader epoch]
-    results: dict
+    results: dict[tuple[str, int], _ProduceResult]
     pending: set = field(default_factory=set)
 
 
@@ -152,9 +160,9 @@ class KafkaApis:
             for pd in td.partition_data:
                 key = (td.name, pd.index)
                 if acks not in (0, 1, -1):
-                    results[key] = [m.INVALID_REQUIRED_ACKS, -1, 0, -1]
+                    results[key] = _ProduceResult(m.INVALID_REQUIRED_ACKS)
                 elif body.transactional_id is not None:
-                    results[key] = [m.INVALID_REQUEST, -1, 0, -1]
+                    results[key] = _ProduceResult(m.INVALID_REQUEST)
                 else:
                     results[key] = self._append(td.name, pd.index, pd.records, acks)
         if acks == 0:
@@ -162,49 +170,51 @@ class KafkaApis:
             return
         d = _DelayedProduce(src, req, now + max(body.timeout_ms, 0), results)
         if acks == -1 and "ack-before-replication" not in self.bugs:
-            d.pending = {k for k, r in results.items() if r[0] == m.NONE}
+            d.pending = {k for k, r in results.items() if r.error == m.NONE}
         if d.pending:
             self._delayed_produce.append(d)
             self._check_produce(d, now)
         if not d.pending:
             self._produce_reply(d)
 
-    def _append(self, topic: str, partition: int, data, acks: int) -> list:
+    def _append(self, topic: str, partition: int, data, acks: int) -> _ProduceResult:
         part = self.rm.leader_partition(topic, partition)
         if part is None:
             known = self.rm.image.partition(topic, partition) is not None
-            return [m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION, -1, 0, -1]
+            return _ProduceResult(m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION)
+
+        def refuse(error: int) -> _ProduceResult:
+            return _ProduceResult(error, leader_epoch=part.leader_epoch)
         if acks == -1 and len(part.isr) < self.rm.min_isr(topic):
-            return [m.NOT_ENOUGH_REPLICAS, -1, 0, part.leader_epoch]
+            return refuse(m.NOT_ENOUGH_REPLICAS)
         if not data:
-            return [m.CORRUPT_MESSAGE, -1, 0, part.leader_epoch]
+            return refuse(m.CORRUPT_MESSAGE)
         data = bytes(data)
         batches = []
         pos = 0
         try:
             while pos < len(data):
-                if len(data) - pos >= records.HEADER_SIZE:
-                    attributes = struct.unpack_from(">h", data, pos + 21)[0]
-                    if attributes & records.COMPRESSION_MASK:
-                        return [m.UNSUPPORTED_COMPRESSION_TYPE, -1, 0, part.leader_epoch]
-                    if attributes & ATTR_TRANSACTIONAL:
-                        return [m.INVALID_REQUEST, -1, 0, part.leader_epoch]
+                attributes = records.peek_attributes(data, pos)
+                if attributes is not None and attributes & records.COMPRESSION_MASK:
+                    return refuse(m.UNSUPPORTED_COMPRESSION_TYPE)
+                if attributes is not None and attributes & records.ATTR_TRANSACTIONAL:
+                    return refuse(m.INVALID_REQUEST)
                 header = records.check_batch(data, pos)
                 if header.is_control:
-                    return [m.INVALID_REQUEST, -1, 0, part.leader_epoch]
+                    return refuse(m.INVALID_REQUEST)
                 if header.size > self.options.message_max_bytes:
-                    return [m.MESSAGE_TOO_LARGE, -1, 0, part.leader_epoch]
+                    return refuse(m.MESSAGE_TOO_LARGE)
                 batches.append((header, data[pos:pos + header.size]))
                 pos += header.size
         except records.CorruptBatchError as exc:
             self._on_event(f"produce to {topic}-{partition}: corrupt records: {exc}")
-            return [m.CORRUPT_MESSAGE, -1, 0, part.leader_epoch]
+            return refuse(m.CORRUPT_MESSAGE)
         base = None
         required = 0
         for header, batch in batches:
             error, dup = part.producers.check(header)
             if error != m.NONE:
-                return [error, -1, 0, part.leader_epoch]
+                return refuse(error)
             if dup is not None:
                 first, last = dup.first_offset, dup.last_offset
             else:
@@ -212,20 +222,20 @@ class KafkaApis:
                 first, last = appended.base_offset, appended.last_offset
             base = first if base is None else base
             required = max(required, last + 1)
-        return [m.NONE, base, required, part.leader_epoch]
+        return _ProduceResult(m.NONE, base, required, part.leader_epoch)
 
     def _check_produce(self, d: _DelayedProduce, now: int) -> None:
         for key in list(d.pending):
             result = d.results[key]
             part = self.rm.leader_partition(*key)
-            if part is None or part.leader_epoch != result[3]:
-                result[0] = m.NOT_LEADER_OR_FOLLOWER
-            elif part.high_watermark >= result[2]:
+            if part is None or part.leader_epoch != result.leader_epoch:
+                result.error = m.NOT_LEADER_OR_FOLLOWER
+            elif part.high_watermark >= result.required_end:
                 pass  # committed
             elif len(part.isr) < self.rm.min_isr(key[0]):
-                result[0] = m.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                result.error = m.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             elif now >= d.deadline_ms:
-                result[0] = m.REQUEST_TIMED_OUT
+                result.error = m.REQUEST_TIMED_OUT
             else:
                 continue
             d.pending.discard(key)
@@ -235,10 +245,11 @@ class KafkaApis:
         T = R.TopicProduceResponse
         P = T.PartitionProduceResponse
         by_topic: dict[str, list] = {}
-        for (topic, partition), (error, base, _req, _epoch) in d.results.items():
+        for (topic, partition), r in d.results.items():
             part = self.rm.partitions.get((topic, partition))
             by_topic.setdefault(topic, []).append(P(
-                index=partition, error_code=error, base_offset=base if error == m.NONE else -1,
+                index=partition, error_code=r.error,
+                base_offset=r.base_offset if r.error == m.NONE else -1,
                 log_append_time_ms=-1,
                 log_start_offset=part.log.start_offset if part is not None else -1,
                 record_errors=[], error_message=None))
