@@ -81,3 +81,19 @@ def test_varint_roundtrip():
         out = bytearray()
         records.write_varint(out, n)
         assert records.read_varint(out, 0, len(out)) == (n, len(out))
+
+
+def test_peek_attributes_reads_what_kafka_python_wrote():
+    """A compressed or transactional batch is told by its attributes before anything else."""
+    for compression, transactional, pid in [(0, False, -1), (1, False, -1), (0, True, 7)]:
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=compression,
+                                      is_transactional=transactional, producer_id=pid,
+                                      producer_epoch=0 if pid >= 0 else -1,
+                                      base_sequence=0 if pid >= 0 else -1, batch_size=1 << 20)
+        b.append(0, timestamp=1, key=b"k", value=b"v" * 100, headers=[])
+        data = bytes(b.build())
+        attributes = records.peek_attributes(data)
+        assert attributes & records.COMPRESSION_MASK == compression
+        assert bool(attributes & records.ATTR_TRANSACTIONAL) == transactional
+        assert records.peek_attributes(b"\x00" + data, 1) == attributes
+    assert records.peek_attributes(data[:records.HEADER_SIZE - 1]) is None
