@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checkers.linearizability import check  # noqa: E402
 from checkers.models import get_model  # noqa: E402
-from node_image.sim.cluster import Simulation  # noqa: E402
+from simulator.cluster import Simulation  # noqa: E402
 
 
 def main() -> None:

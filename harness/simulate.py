@@ -1,6 +1,6 @@
 """``chaoskraft sim``: run the deterministic simulator and check its register history.
 
-One seed runs one simulated cluster (node_image.sim) with the fault options
+One seed runs one simulated cluster (simulator/) with the fault options
 the seed draws; the invariants are checked after every event, and at the
 end the register history is checked for linearizability (cas-register model
 per key). A run "holds" when both pass.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from checkers.linearizability import check
 from checkers.models import get_model
-from node_image.sim.cluster import SimResult, Simulation
+from simulator.cluster import SimResult, Simulation
 
 LINEARIZABILITY_BUDGET_S = 60.0
 
@@ -41,7 +41,7 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
     options = None
     if overrides:
         import dataclasses
-        from node_image.sim.cluster import SimOptions
+        from simulator.cluster import SimOptions
         options = dataclasses.replace(SimOptions.draw(seed), **overrides)
     result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options).run()
     outcome = Outcome(result, result.ok, result.invariant, result.detail)

@@ -7,7 +7,7 @@ all of its I/O through a :class:`FileSystem`. Two implementations exist:
 - :class:`PowerLossFileSystem` (here): real files, but data not yet
   fsynced stays in the process's memory, so killing the process loses it
   as a power loss would (the power-loss nemesis).
-- ``node_image.sim.disk.SimDisk``: in memory, keeps for every file what has
+- ``simulator.disk.SimDisk``: in memory, keeps for every file what has
   been fsynced apart from what has only been written, and on a simulated
   power loss throws the un-fsynced part away (optionally keeping a torn
   prefix of it).

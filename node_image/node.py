@@ -1,6 +1,6 @@
 """A KRaft node's core: storage, the Raft client and the controller, without I/O.
 
-The runtime (``node_image.runtime`` over TCP, or ``node_image.sim``) creates a
+The runtime (``node_image.runtime`` over TCP, or ``simulator``) creates a
 :class:`Node` on a :class:`~node_image.fs.FileSystem`, feeds it messages and
 timer ticks with the node's clock reading, and sends what appears in
 ``outbox``: (destination, message) pairs where the destination is a node id

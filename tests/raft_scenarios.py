@@ -43,7 +43,7 @@ from node_image import records
 from node_image.config import RaftConfig
 from node_image.log import UnifiedLog
 from node_image.raft.client import KafkaRaftClient, SafetyViolation
-from node_image.sim.disk import SimDisk
+from simulator.disk import SimDisk
 from node_image.storage import (METADATA_DIR, QuorumStateStore, ReplicaKey, format_storage,
                                 new_directory_id, read_meta_properties)
 

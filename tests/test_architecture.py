@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("checkers", "harness", "nemesis", "workloads", "node_image")
+PACKAGES = ("checkers", "harness", "nemesis", "workloads", "node_image", "simulator")
 
 
 def modules() -> dict[str, Path]:

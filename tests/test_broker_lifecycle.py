@@ -5,7 +5,7 @@ import random
 from node_image import messages as m
 from node_image.broker.lifecycle import RECOVERY, BrokerLifecycleManager
 from node_image.node import Node
-from node_image.sim.cluster import Simulation
+from simulator.cluster import Simulation
 
 
 def manager(outbox):

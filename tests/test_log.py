@@ -7,7 +7,7 @@ import pytest
 from node_image import records
 from node_image.fs import RealFileSystem
 from node_image.log import OffsetAndEpoch, UnifiedLog, segment_name
-from node_image.sim.disk import SimDisk
+from simulator.disk import SimDisk
 
 
 def fill(log, n, epoch=1, size=20):

@@ -12,7 +12,7 @@ from node_image.broker.partition import Partition
 from node_image.broker.producer_state import ProducerStateManager
 from node_image.log import OffsetAndEpoch
 from node_image.metadata_image import MetadataDelta, MetadataImage
-from node_image.sim.disk import SimDisk
+from simulator.disk import SimDisk
 
 
 def image_with(records_, base=None) -> MetadataImage:

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from harness.simulate import run_seed
-from node_image.sim.cluster import Simulation
+from simulator.cluster import Simulation
 
 DURATION_S = 120
 CHUNKS = 10

@@ -6,7 +6,7 @@ import pytest
 from checkers.linearizability import check
 from checkers.models import get_model
 from checkers.parquet import write_parquet
-from node_image.sim.cluster import Simulation
+from simulator.cluster import Simulation
 
 pytestmark = pytest.mark.spark
 

@@ -5,7 +5,7 @@ import pytest
 
 from node_image.config import NodeConfig
 from node_image.node import Node
-from node_image.sim.disk import SimDisk
+from simulator.disk import SimDisk
 from node_image.storage import (ElectionState, QuorumStateStore, ReplicaKey, StorageError,
                                 format_storage)
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A :class:`Simulation` runs N voters (and the observers the seed draws) as
-:class:`~node_image.node.Node` cores on :class:`~node_image.sim.disk.SimDisk`
+:class:`~node_image.node.Node` cores on :class:`~simulator.disk.SimDisk`
 disks, with register clients and a nemesis, in simulated milliseconds. A
 single priority queue orders every event (message delivery, node timer,
 client step, fault); ties break by insertion order. Every random choice
@@ -17,7 +17,7 @@ partitions (one-way too) and power-loss crashes come, whether crashes tear
 unsynced writes, whether a disk is wiped, clock drift per node, segment and
 snapshot sizes. They are printed so a failure can be read.
 
-After every event the invariants of ``node_image.sim.invariants`` are
+After every event the invariants of ``simulator.invariants`` are
 checked; a node core raising :class:`SafetyViolation` counts too. The
 register history (invoke/ok/fail/info per client op) is returned for the
 linearizability checker.
@@ -29,16 +29,20 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from .. import messages as m
-from ..config import NodeConfig, RaftConfig
-from ..node import Node
-from ..raft.client import SafetyViolation
-from ..raft.state import CandidateState, LeaderState, UnattachedState
-from ..storage import ReplicaKey, format_storage, new_directory_id
+from node_image import messages as m
+from node_image.config import NodeConfig, RaftConfig
+from node_image.node import Node
+from node_image.raft.client import SafetyViolation
+from node_image.raft.state import CandidateState, LeaderState, UnattachedState
+from node_image.storage import ReplicaKey, format_storage, new_directory_id
+from nemesis.faults import grudge
+
 from .disk import SimDisk
 from .invariants import Invariants
 
 CLUSTER_ID = "chaoskraft-sim"
+SHAPES = {"isolate": "isolate-one", "halves": "halves", "ring": "majorities-ring",
+          "bridge": "bridge"}
 LOG_DIR = "/data"
 
 
@@ -359,32 +363,17 @@ class Simulation:
         r = self.fault_rng
         ids = sorted(self.nodes)
         shape = r.choice(["isolate", "halves", "one-way", "ring", "bridge"])
-        blocked: set[tuple[int, int]] = set()
-        if shape == "isolate" or len(ids) < 3:
-            victim = r.choice(ids)
-            blocked = {(victim, x) for x in ids if x != victim} | {(x, victim) for x in ids if x != victim}
-        elif shape == "halves":
-            shuffled = ids[:]
-            r.shuffle(shuffled)
-            a = set(shuffled[:len(ids) // 2])
-            blocked = {(x, y) for x in ids for y in ids if (x in a) != (y in a)}
-        elif shape == "one-way":
+        if len(ids) < 3:
+            shape = "isolate"
+        if shape == "one-way":  # asymmetric: iptables grudges have no such shape
             victim = r.choice(ids)
             if r.random() < 0.5:
                 blocked = {(victim, x) for x in ids if x != victim}  # it cannot send
             else:
                 blocked = {(x, victim) for x in ids if x != victim}  # it cannot hear
-        elif shape == "ring":
-            # Every node sees only its neighbours: each has a majority view, none agree.
-            n = len(ids)
-            near = {ids[i]: {ids[(i - 1) % n], ids[(i + 1) % n]} for i in range(n)}
-            blocked = {(x, y) for x in ids for y in ids if x != y and y not in near[x]}
-        else:  # bridge: two halves joined by one node that sees both
-            shuffled = ids[:]
-            r.shuffle(shuffled)
-            rest = shuffled[1:]  # shuffled[0] is the bridge: it keeps every link
-            a = set(rest[:len(rest) // 2])
-            blocked = {(x, y) for x in rest for y in rest if (x in a) != (y in a)}
+        else:  # the Docker nemesis's shapes (nemesis.faults.grudge): x hears nothing from g[x]
+            g = grudge(SHAPES[shape], ids, r)
+            blocked = {(src, dst) for dst, srcs in g.items() for src in srcs}
         self.blocked = blocked
         self.stats["partitions"] += 1
         self._trace(self.now, "partition", shape, sorted(blocked))

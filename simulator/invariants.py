@@ -23,8 +23,8 @@ A violation raises SafetyViolation with the invariant's name.
 """
 from __future__ import annotations
 
-from ..raft.client import SafetyViolation
-from ..raft.state import LeaderState
+from node_image.raft.client import SafetyViolation
+from node_image.raft.state import LeaderState
 
 
 class Invariants:
