@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import random
 import signal
 import socket
@@ -44,6 +45,7 @@ from .node import Node
 logger = logging.getLogger("chaoskraft.node")
 KAFKA_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 CONTROLLED_SHUTDOWN_MS = 8000
+EXIT_BUG = 70  # EX_SOFTWARE: the node stopped on a bug of its own (see _on_loop_error)
 
 
 def now_ms() -> int:
@@ -162,8 +164,23 @@ class NodeRuntime:
     def _on_event(self, msg: str) -> None:
         logger.info("%s", msg)
 
+    def _on_loop_error(self, loop, context) -> None:
+        """An exception no connection or timer caught. A peer that went away (OSError) is
+        asyncio's to log; anything else is a bug of the node (a SafetyViolation, an
+        AssertionError raised while handling a message): the node stops at once, loudly,
+        rather than run on in a state its rules no longer hold for."""
+        exc = context.get("exception")
+        if exc is None or isinstance(exc, (OSError, asyncio.CancelledError, asyncio.TimeoutError)):
+            loop.default_exception_handler(context)
+            return
+        logger.critical("stopping: a bug in the node (%s): %s: %s", context.get("message"),
+                        type(exc).__name__, exc, exc_info=exc)
+        logging.shutdown()
+        os._exit(EXIT_BUG)
+
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(self._on_loop_error)
         self.node = Node(self.config, self._fs, self.rng, now_ms(), self._on_event)
         host, port = self.config.listener
         server = await asyncio.start_server(self._on_connection, host, port)

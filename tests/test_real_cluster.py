@@ -111,3 +111,33 @@ def test_the_workload_waits_for_every_node_to_serve(tmp_path):
         asyncio.run(wait_for_every_node(nodes, 60, c.port))  # returns once node 3 serves
     finally:
         c.close()
+
+
+def test_an_uncaught_bug_stops_the_node_loudly_and_a_lost_peer_does_not(monkeypatch, caplog):
+    """An exception a connection task or timer did not catch is a bug of the node: it logs it
+    with its traceback and exits (70) at once; a peer that went away (OSError) is only logged."""
+    import asyncio
+    import logging
+
+    from node_image import runtime
+    exits = []
+    monkeypatch.setattr(runtime.os, "_exit", lambda code: exits.append(code))
+    monkeypatch.setattr(runtime.logging, "shutdown", lambda: None)
+    rt = runtime.NodeRuntime.__new__(runtime.NodeRuntime)
+    loop = asyncio.new_event_loop()
+    try:
+        with caplog.at_level(logging.ERROR):
+            rt._on_loop_error(loop, {"message": "Task exception was never retrieved",
+                                     "exception": ConnectionResetError("peer reset")})
+            assert exits == []
+            try:
+                raise AssertionError("ISR without the leader")
+            except AssertionError as exc:
+                rt._on_loop_error(loop, {"message": "Task exception was never retrieved",
+                                         "exception": exc})
+    finally:
+        loop.close()
+    assert exits == [runtime.EXIT_BUG]
+    bug = [r for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert bug and "a bug in the node" in bug[0].getMessage() and bug[0].exc_info
+    assert "ISR without the leader" in bug[0].getMessage()
