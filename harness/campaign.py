@@ -201,7 +201,9 @@ class Campaign:
         """Start one step's fault; returns the coroutine function that undoes it."""
         rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
         fid = next(self._fault_ids)
-        package = self.packages.get(step.kind) or REGISTRY[step.kind]()
+        package = self.packages.get(step.kind)
+        if package is None:  # a step of a package the campaign did not list (tests drive so)
+            package = self.packages[step.kind] = REGISTRY[step.kind]()
         opts = package_options(step.kind, self.cfg.nemesis_options.get(step.kind),
                                self.cfg.workload)
         controller, leader = await self._aim(step.spec, rng)

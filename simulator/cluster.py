@@ -423,14 +423,17 @@ class Simulation:
             if t > end:
                 break
             self.now = t
-            self.touched = None
-            if not self._dispatch(kind, data):
+            happened = self._dispatch(kind, data)
+            if happened is False:
                 continue
             self.events += 1
-            self.invariants.check(self.events, self.touched)
+            # a node an event ran alone: only its own invariants can have changed
+            self.invariants.check(self.events, None if happened is True else happened)
         self.invariants.check_final()
 
-    def _dispatch(self, kind: str, data) -> bool:
+    def _dispatch(self, kind: str, data) -> "bool | _SimNode":
+        """False: nothing happened; the node the event ran (a delivery, its timer); True:
+        something that may touch every node (a start, crash, partition, client step)."""
         if kind == "deliver":
             src, dest, msg = data
             if isinstance(dest, tuple):
@@ -445,8 +448,7 @@ class Simulation:
             self._trace(self.now, "deliver", src, dest, type(msg).__name__)
             sn.node.handle(src, msg, sn.local(self.now))
             self._after_node(sn)
-            self.touched = sn
-            return True
+            return sn
         if kind == "timer":
             node_id, incarnation = data
             sn = self.nodes[node_id]
@@ -456,8 +458,7 @@ class Simulation:
             self._trace(self.now, "timer", node_id)
             sn.node.poll(sn.local(self.now))
             self._after_node(sn)
-            self.touched = sn
-            return True
+            return sn
         if kind == "client":
             self._client_step(self.clients[data[0]])
             return True

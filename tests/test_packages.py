@@ -75,7 +75,6 @@ def test_a_node_fault_opens_and_closes_as_its_package_says(tmp_path, name, spec,
 
     async def go():
         stop = await camp.start_fault(FaultStep(0, 0.0, name, spec, 1.0, mode))
-        await asyncio.sleep(0.05)
         await stop()
         await camp.stop_faults()
     asyncio.run(go())
@@ -111,6 +110,16 @@ def test_each_node_fault_runs_its_own_commands(tmp_path):
     assert any("iptables -F ck-loss" in t for t in texts)
     bumps = [t for t in texts if "/etc/chaoskraft/faketime" in t]
     assert len(bumps) == 10 and sum("'+0.000'" in t for t in bumps) == 5  # 5 bumps, 5 resets
+
+
+def test_a_package_the_campaign_did_not_list_is_still_healed_at_the_end(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["kill"])
+
+    async def go():
+        await camp.start_fault(FaultStep(0, 0.0, "pause", "one", 1.0))
+        await camp.stop_faults()  # the workload ended before the step's undo
+    asyncio.run(go())
+    assert [t for _, t in backend.calls] == ["ck-ctl pause", "ck-ctl resume"]
 
 
 def test_a_partition_cuts_what_its_grudge_says_and_heals(tmp_path):
