@@ -91,23 +91,49 @@ class _KafkaConnection:
 
 
 class _Outbound:
-    def __init__(self, runtime: "NodeRuntime", node_id: int, address: tuple[str, int]) -> None:
+    """Our connection to one peer: requests go out, their responses come back on it.
+
+    As Kafka's NetworkClient closes a connection whose request timed out and connects
+    again, a connection that has answered nothing for ``stall_ms`` since a request was
+    written is aborted at the next send and opened afresh. Without this, a connection
+    that lived through a network partition stays silent after the heal until the
+    kernel's back-off retransmission gets through (13 s and more)."""
+
+    def __init__(self, runtime: "NodeRuntime", node_id: int, address: tuple[str, int],
+                 stall_ms: int) -> None:
         self.runtime = runtime
         self.node_id = node_id
         self.address = address
+        self.stall_ms = stall_ms
         self.writer: asyncio.StreamWriter | None = None
         self.connecting = False
         self.queue: list[bytes] = []
+        self.waiting_since: int | None = None  # first write with no frame read since
 
     def send(self, msg) -> None:
         frame = m.encode(msg)
-        if self.writer is not None and not self.writer.is_closing():
-            self.writer.write(frame)
-            return
+        writer = self.writer
+        if writer is not None and not writer.is_closing():
+            now = now_ms()
+            if self.waiting_since is not None and now - self.waiting_since > self.stall_ms:
+                logger.info("connection to node %s answered nothing for %d ms; connecting again",
+                            self.node_id, now - self.waiting_since)
+                self._drop(writer)
+            else:
+                if self.waiting_since is None:
+                    self.waiting_since = now
+                writer.write(frame)
+                return
         self.queue.append(frame)
         if not self.connecting:
             self.connecting = True
             asyncio.get_running_loop().create_task(self._connect())
+
+    def _drop(self, writer: asyncio.StreamWriter) -> None:
+        if self.writer is writer:
+            self.writer = None
+            self.waiting_since = None
+        writer.transport.abort()
 
     async def _connect(self) -> None:
         try:
@@ -119,6 +145,8 @@ class _Outbound:
             return
         self.writer = writer
         self.connecting = False
+        if self.queue:
+            self.waiting_since = now_ms()
         for frame in self.queue:
             writer.write(frame)
         self.queue.clear()
@@ -127,12 +155,13 @@ class _Outbound:
                 body = await read_frame(reader)
                 if body is None:
                     break
+                if self.writer is writer:
+                    self.waiting_since = None
                 self.runtime.deliver(self.node_id, m.decode(body))
         except (m.MessageError, OSError, TypeError) as exc:
             logger.warning("closing connection to node %s: %s", self.node_id, exc)
         finally:
-            self.writer = None
-            writer.close()
+            self._drop(writer)
 
 
 def resolve_advertised(config: NodeConfig) -> NodeConfig:
@@ -160,6 +189,10 @@ class NodeRuntime:
         self._fs = PowerLossFileSystem() if config.power_loss else RealFileSystem()
         self._kafka_server: asyncio.base_events.Server | None = None
         self._kafka_opening = False
+        # The longest a peer may take to answer a request: a parked fetch plus the retry
+        # timeout. A connection silent for longer is dead (see _Outbound).
+        self._stall_ms = max(config.raft.request_timeout_ms,
+                             config.broker.replica_fetch_wait_max_ms + config.broker.rpc_timeout_ms)
 
     def _on_event(self, msg: str) -> None:
         logger.info("%s", msg)
@@ -225,7 +258,7 @@ class NodeRuntime:
             return None
         peer = self._peers.get(node_id)
         if peer is None or peer.address != address:
-            peer = self._peers[node_id] = _Outbound(self, node_id, address)
+            peer = self._peers[node_id] = _Outbound(self, node_id, address, self._stall_ms)
         return peer
 
     def _flush(self) -> None:
