@@ -7,7 +7,8 @@ What it shows, from the run directory alone (history, results, node logs):
   links to that operation in the operation table of the page;
 - plots (matplotlib, PNG embedded as data URIs): latency over time (points
   coloured ok / fail / info), latency quantiles per window, throughput over
-  time, availability per window, and the clock offsets the nemesis applied;
+  time, availability per window, and per node what a fault package sets
+  (its ``series``: the clock offsets the clock nemesis applied);
   fault intervals are shaded on every time plot, one colour per fault kind;
 - for a key that is not linearizable, its counterexample drawn as
   Porcupine draws one: processes as rows, each operation a bar from its
@@ -39,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nemesis.packages import report_kinds
+from nemesis.packages import report_kinds, report_series
 
 MAX_POINTS = 100_000
 MAX_WINDOWS = 2_000  # a plot is about 1,000 pixels wide
@@ -47,6 +48,7 @@ MAX_WINDOWS = 2_000  # a plot is about 1,000 pixels wide
 # and each package's colour: each fault package names its own (nemesis.package). A
 # workload's restart of every node is a moment, not a fault.
 OPENS, CLOSES, FAULT_COLOURS = report_kinds()
+SERIES = report_series()
 FAULT_COLOURS["restart-all"] = "#bab0ac"
 TYPE_COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
@@ -212,7 +214,7 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def plots(series: Series, faults, clock: dict[str, list]) -> dict[str, str]:
+def plots(series: Series, faults, per_node: dict[str, tuple[type, dict]]) -> dict[str, str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -266,40 +268,29 @@ def plots(series: Series, faults, clock: dict[str, list]) -> dict[str, str]:
            title=f"Availability per {window_s:g} s")
     out["availability"] = _png(fig)
 
-    fig, ax = plt.subplots(figsize=(11, 2.8))
-    for node, points in sorted(clock.items()):
-        xs, ys = zip(*points)
-        ax.step(xs, ys, where="post", label=f"n{node}")
-    _shade(ax, faults)
-    ax.set(xlabel="time (s)", ylabel="offset (s)", title="Clock offsets applied (node wall clock)")
-    if clock:
-        ax.legend(loc="upper right", fontsize=7, ncol=6)
-    out["clock"] = _png(fig)
+    for name, (cls, by_node) in per_node.items():
+        fig, ax = plt.subplots(figsize=(11, 2.8))
+        for node, points in sorted(by_node.items()):
+            xs, ys = zip(*points)
+            ax.step(xs, ys, where="post", label=f"n{node}")
+        _shade(ax, faults)
+        ax.set(xlabel="time (s)", ylabel=cls.series_unit, title=cls.series_title)
+        if by_node:
+            ax.legend(loc="upper right", fontsize=7, ncol=6)
+        out[name] = _png(fig)
     return out
 
 
-def clock_offsets(df: pd.DataFrame, end_s: float | None = None) -> dict[str, list]:
-    """Per node, (time s, offset s) steps from the clock faults (measured where we have it)."""
-    points: dict[str, list] = {}
-    nem = df[(df["process"] == "nemesis") & (df["type"] == "info") & df["f"].str.startswith("clock")]
-    for _, r in nem.iterrows():
-        v = _value(r["value"]) or {}
-        t = r["time"] / 1e9
-        if r["f"] == "clock-bump":
-            seen = v.get("measured") or v.get("offsets") or {}
-            for n, o in seen.items():
-                points.setdefault(str(n), [(0.0, 0.0)]).append((t, float(o)))
-        elif r["f"] == "clock-strobe":
-            for n in v.get("nodes", []):
-                points.setdefault(str(n), [(0.0, 0.0)]).append((t, float(v.get("delta_s", 0))))
-        else:
-            for n in v.get("nodes", []):
-                points.setdefault(str(n), [(0.0, 0.0)]).append((t, 0.0))
+def node_series(df: pd.DataFrame, end_s: float | None = None) -> dict[str, tuple[type, dict]]:
+    """Per package that plots one (nemesis.packages.report_series): the package and its
+    per-node (time s, value) steps, from the history's nemesis info rows."""
+    nem = df[(df["process"] == "nemesis") & (df["type"] == "info")]
+    rows = [(r["f"], r["time"] / 1e9, _value(r["value"]) or {}) for _, r in nem.iterrows()]
+    rows = [(f, t, v if isinstance(v, dict) else {}) for f, t, v in rows]
     if end_s is None:
         end_s = float(df["time"].max()) / 1e9 if len(df) else 0.0
-    for pts in points.values():
-        pts.append((end_s, pts[-1][1]))
-    return points
+    return {name: (cls, cls.series([r for r in rows if r[0] in cls.opens + cls.closes], end_s))
+            for name, cls in SERIES.items()}
 
 
 def _indexes(example, sends: dict | None = None) -> list[int]:
@@ -326,7 +317,7 @@ def anomalies(results: dict) -> list[tuple[str, int, list]]:
     """(class, count, examples) of every failing checker."""
     out = []
     for name, r in results.get("checkers", {}).items():
-        if name == "queue":
+        if "anomalies" in r:  # a checker that names anomaly classes (the queue's)
             for a, info in r.get("anomalies", {}).items():
                 out.append((a, info.get("count", 0), info.get("examples", [])))
         elif r.get("valid") is False:
@@ -446,8 +437,8 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
         series.add(_ops(p))
     nemesis = stream.nemesis
     faults = fault_intervals(nemesis, span.end_s)
-    clock = clock_offsets(nemesis, span.end_s)
-    images = plots(series, faults, clock) if series.ops else {}
+    per_node = node_series(nemesis, span.end_s)
+    images = plots(series, faults, per_node) if series.ops else {}
     logs = node_logs(run_dir)
     start = run_dir / "history-start.json"
     start_wall = json.loads(start.read_text())["wall_clock_s"] if start.exists() else None
@@ -525,8 +516,9 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     out.append("</table><h2>Plots</h2>")
     for name, uri in images.items():
         out.append(f"<p><img class='plot' id='plot-{name}' alt='{name}' src='{uri}'></p>")
-    out.append("<h2>Clock offsets applied</h2><pre id='clock'>"
-               + esc(json.dumps(clock) if clock else "none") + "</pre>")
+    for name, (cls, by_node) in per_node.items():
+        out.append(f"<h2>{esc(cls.series_title)}</h2><pre id='{esc(name)}'>"
+                   + esc(json.dumps(by_node) if by_node else "none") + "</pre>")
     tbs = tracebacks(logs)
     out.append(f"<h2>Tracebacks in node logs: {sum(n for _, n, _ in tbs)} "
                f"({len(tbs)} distinct)</h2>")

@@ -111,6 +111,9 @@ class Package:
     opens: tuple[str, ...] = ()  # history rows (f, type info) that open one of its faults
     closes: tuple[str, ...] = ()  # and that close it
     colour = "#999999"  # its band in the report and the timeline
+    # A per-node quantity its faults set, plotted in the report under this title (``series``)
+    series_title = ""
+    series_unit = ""
     targeted = True  # takes node targets (``targets``); a scenario chooses its own
     length_s: float | None = None  # a scenario's fixed length; else drawn by the plan
     faketime = False  # the nodes must run under libfaketime
@@ -120,6 +123,12 @@ class Package:
 
     def __init__(self) -> None:
         assert self.name, type(self)
+
+    @classmethod
+    def series(cls, rows: list[tuple[str, float, dict]], end_s: float) -> dict[str, list]:
+        """Per node, the (time s, value) steps of ``series_title`` from the nemesis rows of a
+        history ((f, time s, value) of each info row); a step at ``end_s`` closes each."""
+        return {}
 
     # ------------------------------------------------------------- planning
 

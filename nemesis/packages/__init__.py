@@ -29,6 +29,11 @@ def _discover() -> dict[str, type[Package]]:
 PACKAGES: dict[str, type[Package]] = _discover()
 
 
+def report_series() -> dict[str, type]:
+    """The packages whose faults set a per-node quantity the report plots (``series``)."""
+    return {name: cls for name, cls in PACKAGES.items() if cls.series_title}
+
+
 def report_kinds() -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, str]]:
     """For reports: history row -> the fault it opens; history row -> the faults it closes;
     fault -> colour."""

@@ -41,6 +41,27 @@ class Clock(NodeFault):
     closes = ("clock-reset",)
     colour = "#f58518"
     faketime = True
+    series_title = "Clock offsets applied (node wall clock)"
+    series_unit = "offset (s)"
+
+    @classmethod
+    def series(cls, rows: list[tuple[str, float, dict]], end_s: float) -> dict[str, list]:
+        """Per node, the offsets its clock was set to (measured where we have it)."""
+        points: dict[str, list] = {}
+        for f, t, v in rows:
+            if f == "clock-bump":
+                seen = v.get("measured") or v.get("offsets") or {}
+                for n, o in seen.items():
+                    points.setdefault(str(n), [(0.0, 0.0)]).append((t, float(o)))
+            elif f == "clock-strobe":
+                for n in v.get("nodes", []):
+                    points.setdefault(str(n), [(0.0, 0.0)]).append((t, float(v.get("delta_s", 0))))
+            elif f in cls.closes:
+                for n in v.get("nodes", []):
+                    points.setdefault(str(n), [(0.0, 0.0)]).append((t, 0.0))
+        for pts in points.values():
+            pts.append((end_s, pts[-1][1]))
+        return points
 
     def __init__(self) -> None:
         super().__init__()
