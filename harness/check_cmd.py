@@ -22,7 +22,7 @@ from pathlib import Path
 from checkers.history import read_history, split_independent
 from checkers.lin_model import CheckResult, KeyResult
 from checkers.linearizability import check, combine
-from checkers.models import get_model, keys_without_ok
+from checkers.models import RegisterModel, get_model, keys_without_ok
 
 EXIT = {True: 0, False: 1, "unknown": 2}
 WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
@@ -42,9 +42,9 @@ def run_check(rows: list[dict], model_name: str, *, initial=None, partition: boo
               engine: str = "auto", master: str | None = None, budget_s: float = 300.0,
               nil_read: str = "unknown", independent: bool | None = None,
               strict: bool = True) -> CheckResult:
-    if model_name in ("register", "cas-register", "etcd"):
-        rows = split_independent(rows, independent)
     hm = get_model(model_name, initial, nil_read)
+    if isinstance(hm, RegisterModel):  # jepsen.independent [key value] tuples are split
+        rows = split_independent(rows, independent)
     keyed = hm.operations(rows, partition)  # validates pairing and fields, naming the row
     total_ok, empty = keys_without_ok(rows, partition and hm.partitioned_by_key)
     engine = choose_engine(engine, len(rows))
