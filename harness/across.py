@@ -60,7 +60,7 @@ def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict]]:
                      "nemesis": ",".join(cfg.get("nemesis") or []),
                      "bugs": ",".join(cfg.get("bugs") or [])})
         for name, r in results.get("checkers", {}).items():
-            if name == "queue":
+            if "anomalies" in r:  # a checker that names anomaly classes (the queue's)
                 bad = set(r.get("bad_anomalies", []))
                 for cls, a in r.get("anomalies", {}).items():
                     anomalies.append({"run": run, "class": cls, "count": int(a.get("count", 0)),

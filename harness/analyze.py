@@ -4,42 +4,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from checkers.history import HistoryError, iter_history, read_history
-from checkers.parquet import HistoryWriter, write_parquet
+from workloads.registry import WORKLOADS
 
-from .check_cmd import run_check
-
-WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
-
-
-class Stats:
-    """The history's totals, a row at a time: client rows by type, and the faults begun."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.counts = dict.fromkeys(("invoke", "ok", "fail", "info"), 0)
-        self.faults: list[dict] = []
-
-    def add(self, r: dict) -> None:
-        self.rows += 1
-        if r.get("process") == "nemesis":
-            if r.get("type") == "invoke":
-                self.faults.append({"f": r["f"], "value": r.get("value")})
-        elif r.get("type") in self.counts:
-            self.counts[r["type"]] += 1
-
-    def result(self) -> dict:
-        return {"rows": self.rows, **self.counts, "faults": self.faults}
-
-
-def history_stats(rows) -> dict:
-    s = Stats()
-    for r in rows:
-        s.add(r)
-    return s.result()
-
-
-CHUNK = 100_000  # rows held at once while a queue history streams into its Parquet files
+from .config import RunConfig
+from .stats import WORD
 
 
 def fault_summary(run_dir: Path) -> dict | None:
@@ -89,88 +57,6 @@ def _run_config(run_dir: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
-def _stream_queue(run_dir: Path, typed: Path) -> dict:
-    """history.jsonl -> history.parquet and the typed queue.parquet, CHUNK rows at a time;
-    returns the history's stats."""
-    from checkers import queue_history
-    st = Stats()
-    hw, qw = HistoryWriter(run_dir / "history.parquet"), queue_history.Writer(typed)
-    try:
-        chunk: list[dict] = []
-        for r in iter_history(run_dir / "history.jsonl"):
-            st.add(r)
-            chunk.append(r)
-            if len(chunk) >= CHUNK:
-                hw.write(chunk)
-                qw.write(chunk)
-                chunk = []
-        hw.write(chunk)
-        qw.write(chunk)
-    except BaseException:
-        qw.abort()
-        raise
-    finally:
-        hw.close()
-    qw.close()
-    return st.result()
-
-
-def typed_stats(path: Path) -> dict:
-    """``Stats`` of a typed queue history, a row group at a time, without decoding its rows."""
-    import pyarrow.parquet as pq
-    st = Stats()
-    for b in pq.ParquetFile(str(path)).iter_batches(batch_size=CHUNK,
-                                                    columns=["process", "type", "f", "extra"]):
-        d = b.to_pandas()
-        st.rows += len(d)
-        client = d["process"].notna()
-        for t, n in d.loc[client, "type"].value_counts().items():
-            if t in st.counts:
-                st.counts[t] += int(n)
-        for f, extra in d.loc[~client & (d["type"] == "invoke"), ["f", "extra"]].itertuples(
-                index=False):
-            st.faults.append({"f": f, "value": json.loads(extra).get("value") if extra else None})
-    return st.result()
-
-
-def analyze_queue(run_dir: Path, cfg: dict, *, spark_master: str | None,
-                  engine: str = "auto", log=print) -> dict:
-    """Streams history.jsonl once into history.parquet and the typed queue.parquet, in
-    chunks of CHUNK rows (a history of any length in bounded memory), then checks. A run
-    stored as a typed queue.parquet alone (written straight to Parquet) is checked as it is."""
-    from checkers import queue_history
-    from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
-    allowed = cfg.get("allowed_anomalies")
-    if allowed is None:
-        allowed = default_allowed(cfg.get("idempotent", True))
-    typed = run_dir / "queue.parquet"
-    if (run_dir / "history.jsonl").exists():
-        stats = _stream_queue(run_dir, typed)
-        log(f"analysis: {stats['rows']} history rows; wrote history.parquet and queue.parquet")
-    elif typed.exists() and queue_history.is_typed(typed):
-        stats = typed_stats(typed)
-        log(f"analysis: {stats['rows']} history rows, stored as queue.parquet")
-    else:
-        raise HistoryError(f"{run_dir}: neither history.jsonl nor a typed queue.parquet")
-    if engine == "auto":
-        engine = "spark" if spark_master or stats["rows"] > AUTO_SPARK_ROWS else "local"
-    where = f"in Spark ({spark_master or 'local[2]'})" if engine == "spark" else "in process"
-    log(f"analysis: queue checkers {where}; allowed: {', '.join(allowed) or 'none'}")
-    spark = None
-    if engine == "spark":
-        from checkers.spark import spark_session
-        spark = spark_session(spark_master)
-    result = check_queue(spark, str(typed), allowed=tuple(allowed), engine=engine)
-    for name, a in result["anomalies"].items():
-        mark = "" if name in result["bad_anomalies"] else " (allowed)"
-        log(f"analysis: {name}{mark}: {a['count']}; e.g. {a['examples'][0]}")
-    if not result["stats"]["final_polls"]:
-        log("analysis: no final poll succeeded, so durability is unknown")
-    results = {"valid": result["valid"], "verdict": WORD[result["valid"]],
-               "checkers": {"queue": result}, "stats": stats}
-    return _finish(run_dir, results, stats, log)
-
-
 def _finish(run_dir: Path, results: dict, stats: dict, log) -> dict:
     faults = fault_summary(run_dir)
     if faults is not None:
@@ -215,35 +101,7 @@ def peak_rss_mb() -> float:
 def _analyze(run_dir: Path, *, engine: str, spark_master: str | None, budget_s: float,
              log) -> dict:
     cfg = _run_config(run_dir)
-    if cfg.get("workload") == "queue":
-        return analyze_queue(run_dir, cfg, spark_master=spark_master, engine=engine, log=log)
-    rows = read_history(run_dir / "history.jsonl")
-    log(f"analysis: {len(rows)} history rows; writing history.parquet")
-    write_parquet(rows, run_dir / "history.parquet")
-    log(f"analysis: linearizability (cas-register per key) with {engine}"
-        + (f" on {spark_master}" if spark_master else (" (local[2])" if engine == "spark" else "")))
-    # A nil read in our own runs means "the key holds no value": checked as a value.
-    result = run_check(rows, "cas-register", engine=engine, master=spark_master, budget_s=budget_s,
-                       nil_read="value", independent=False, strict=True)
-    keys = result.keys
-    lin = {
-        "valid": result.valid,
-        "model": "cas-register",
-        "keys": len(keys),
-        "invalid_keys": [k.key for k in keys if k.valid is False],
-        "unknown_keys": [k.key for k in keys if k.valid == "unknown"],
-        "unknown_reasons": {str(k.key): k.reason for k in keys if k.valid == "unknown"},
-        "counterexamples": {str(k.key): k.counterexample for k in keys if k.valid is False},
-        "diagrams": {str(k.key): k.diagram for k in keys if k.valid is False and k.diagram},
-    }
-    if result.reason:
-        lin["reason"] = result.reason
-    for k in keys:
-        if k.valid is False:
-            log(f"analysis: key {k.key} is not linearizable; counterexample:")
-            for c in k.counterexample:
-                log(f"    {c['role']:>16}: process {c['process']} {c['op']} (history index {c['index']})")
-    stats = history_stats(rows)
-    results = {"valid": result.valid, "verdict": WORD[result.valid],
-               "checkers": {"linearizability": lin}, "stats": stats}
+    workload = WORKLOADS[cfg.get("workload") or RunConfig.workload]
+    results, stats = workload.check(run_dir, cfg, engine=engine, spark_master=spark_master,
+                                    budget_s=budget_s, log=log)
     return _finish(run_dir, results, stats, log)

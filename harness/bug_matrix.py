@@ -2,8 +2,8 @@
 
 ``chaoskraft matrix --bugs all --seeds 1-5`` runs, for each bug and seed:
 
-- bugs of the broker (``workload == "queue"`` in ``node_image.bugs``) and the
-  controller bugs of ``DOCKER_REGISTER``: the workload's default Docker
+- the bugs marked ``docker`` in ``node_image.bugs`` (the broker's, and a
+  controller bug the register campaign shows): their workload's default Docker
   campaign (``time_limit_s``, no faults chosen: what a user gets from
   ``chaoskraft run --workload W``) with the bug on every node, each in its own
   ``chaoskraft run`` process, ``jobs`` at a time;
@@ -12,7 +12,8 @@
   linearizability of its register history. As a nightly matrix gives each
   cell its nemesis, a bug may come with the faults aimed at it (``TARGETED``:
   they replace what the seed would draw);
-- ``none``: the correct node in the default Docker queue campaign.
+- ``none``: the correct node in the default Docker campaign of
+  ``config.CONTROL_WORKLOAD``.
 
 It prints one row per bug: seeds detected, the anomaly classes or
 invariants that reported it, and the median time to detect (queue: seconds
@@ -38,6 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from node_image.bugs import BUGS
+from workloads.registry import WORKLOADS
+
+from .config import CONTROL_WORKLOAD
 
 
 @dataclass
@@ -51,57 +55,22 @@ class Cell:
     verdict: str = ""
 
 
-def _history(run_dir: Path) -> tuple[list[dict], int]:
-    """A run's history rows and the time of its first client operation."""
-    rows = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
-    return rows, next((r["time"] for r in rows if r["process"] != "nemesis"), 0)
-
-
-def _detect_time_register(run_dir: Path) -> float | None:
-    """Seconds from the workload's start to the earliest operation of a counterexample, on the
-    earliest key that is not linearizable. The run's own check stops at the first invalid key
-    it finishes, which need not be the earliest: here the keys are checked one at a time in the
-    order they were first used."""
-    from .check_cmd import run_check
-    rows, start = _history(run_dir)
-    by_key: dict[str, list[dict]] = {}
-    for r in rows:
-        if r["process"] != "nemesis" and r.get("key") is not None:
-            by_key.setdefault(r["key"], []).append(r)
-    for key_rows in by_key.values():  # insertion order: first use
-        result = run_check(key_rows, "cas-register", engine="local", nil_read="value",
-                           independent=False, strict=False)
-        for k in result.keys:
-            if k.valid is False and k.counterexample:
-                return (min(rows[c["index"]]["time"] for c in k.counterexample) - start) / 1e9
-    return None
-
-
-def _detect_time_queue(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None:
-    rows, start = _history(run_dir)
-    sends = {(r["key"], (r.get("value") or {}).get("value")): r["index"] for r in rows
-             if r["f"] == "send" and r["type"] == "invoke" and isinstance(r.get("value"), dict)}
-    indexes = []
-    for name in bad:
-        for ex in anomalies[name]["examples"]:
-            found = [v for k, v in ex.items() if k.endswith("index") and isinstance(v, int)]
-            if not found and "key" in ex:  # duplicate, inconsistent-offsets: name values only
-                values = ex.get("values") or ([ex["value"]] if "value" in ex else [])
-                found = [sends[(ex["key"], v)] for v in values if (ex["key"], v) in sends]
-            indexes += found
-    times = [rows[i]["time"] for i in indexes if 0 <= i < len(rows)]
-    return (min(times) - start) / 1e9 if times else None
-
-
-# Controller bugs a Docker register campaign must catch (the others are the simulator's).
-DOCKER_REGISTER = ("reply-before-commit",)
+def bug_groups() -> dict[str, list[str | None]]:
+    """The names ``--bugs`` takes beside bug names: all, each workload's (the bugs its Docker
+    campaigns are meant to show), docker, none."""
+    groups: dict[str, list[str | None]] = {"all": list(BUGS)}
+    for name in WORKLOADS:
+        groups[name] = [n for n, b in BUGS.items() if b.workload == name and b.docker]
+    groups["docker"] = [n for n in BUGS if docker_workload(n)]
+    groups["none"] = [None]
+    return groups
 
 
 def docker_workload(bug: str | None) -> str | None:
     """The workload whose default Docker campaign must catch the bug, or None (simulator)."""
-    if bug is None or BUGS[bug].workload == "queue":
-        return "queue"
-    return "register" if bug in DOCKER_REGISTER else None
+    if bug is None:
+        return CONTROL_WORKLOAD
+    return BUGS[bug].workload if BUGS[bug].docker else None
 
 
 def _cell_command(bug: str | None, seed: int, time_limit_s: float, results_dir: str) -> list[str]:
@@ -143,13 +112,7 @@ def docker_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: st
     run_dir = Path(found.group(1))
     shutil.move(log, run_dir / "progress.log")
     results = json.loads((run_dir / "results.json").read_text())
-    if docker_workload(bug) == "register":
-        bad = ["Linearizability"] if results["valid"] is False else []
-        detect = _detect_time_register(run_dir) if bad else None
-    else:
-        q = results["checkers"]["queue"]
-        bad = q["bad_anomalies"]
-        detect = _detect_time_queue(run_dir, q["anomalies"], bad) if bad else None
+    bad, detect = WORKLOADS[docker_workload(bug)].detection(run_dir, results)
     return Cell(bug or "none", seed, results["valid"] is False, bad, detect,
                 str(run_dir.resolve()), results["verdict"])
 

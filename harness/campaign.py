@@ -1,8 +1,10 @@
 """A campaign: the workload and the nemesis against a cluster that is up, then the heal,
-the recovery wait and the final phase (``Campaign.run``). The register workload's campaign
-is this class; the queue's subclasses it (harness.queue_campaign). The nemesis runs the
-fault packages of nemesis/packages, which act on the campaign through the
-``nemesis.package.FaultContext`` it offers (node lifecycle, partitions, node queries).
+the recovery wait and the final phase (``Campaign.run``). It knows no workload and no fault
+by name. The workload (``workloads.registry``, by ``cfg.workload``) sets itself up, runs
+its clients and its final phase through the ``workloads.workload.WorkloadRun`` it opens
+on the campaign. The nemesis runs the fault packages of nemesis/packages, which act on the
+campaign through the ``nemesis.package.FaultContext`` it offers (node lifecycle,
+partitions, node queries).
 """
 from __future__ import annotations
 
@@ -14,25 +16,18 @@ import random
 import time
 from pathlib import Path
 
-from node_image.messages import ERROR_NAMES
 from nemesis.faults import (PARTITION_CHAIN, aimed_at, drop_script, flush_script, heal_partitions,
                             target_partition)
 from nemesis.package import Skipped
 from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
-from workloads.register import RegisterGenerator
-from workloads.register_client import Indeterminate, RegisterClient
+from workloads.registry import WORKLOADS
 
 from .backends import DATA_DIR
 from .config import RunConfig
 from .history import HistoryWriter
-from .nodes import PORT, active_controller, clock_offsets, wait_for_every_node, wait_for_service
+from .nodes import active_controller, clock_offsets, wait_for_every_node, wait_for_service
 
-FINAL_PROCESS_BASE = 1000
 CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
-# How long a fault lasts (uniform in the range). Queue faults outlast the broker session
-# (9 s) often enough for the controller to fence the victim and elect new leaders, which
-# is where acknowledged-but-unreplicated data is lost.
-FAULT_DURATION_S = {"register": (3.0, 6.0), "queue": (5.0, 15.0)}
 
 
 class Campaign:
@@ -48,59 +43,16 @@ class Campaign:
         self.killed: set[int] = set()
         self.partitioned = False
         self.data_dir = DATA_DIR
-        self.client_port = PORT
         # one object per fault package of the campaign, holding its faults' state
         self.packages = {name: REGISTRY[name]() for name in cfg.nemesis}
-        self.keys: set[str] = set()
         # what became of each planned fault step (faults.json beside the history)
         self.fault_outcomes: dict[int, dict] = {}
         self._faults_path = Path(history.path).with_name("faults.json")
+        self.workload = WORKLOADS[cfg.workload].open(self)
 
-    # ------------------------------------------------------------ workload
-
-    async def worker(self, process: int, stop_at: float) -> None:
-        gen = RegisterGenerator(self.cfg.seed, self.ids, self.cfg.ops_per_key).ops(process)
-        clients: dict[int, RegisterClient] = {}
-        interval = 1.0 / self.cfg.rate
-        try:
-            for op in gen:
-                if time.monotonic() >= stop_at:
-                    break
-                client = clients.get(op.node)
-                if client is None:
-                    client = clients[op.node] = RegisterClient(self.addr[op.node], PORT,
-                                                               self.cfg.op_timeout_s)
-                await self.invoke(client, process, op.f, op.key, op.value, op.node)
-                await asyncio.sleep(interval)
-        finally:
-            for c in clients.values():
-                await c.close()
-
-    async def invoke(self, client: RegisterClient, process, f: str, key: str, value, node: int) -> str:
-        self.keys.add(key)
-        h = self.history
-        h.record(process, "invoke", f, key, value, node)
-        try:
-            if f == "read":
-                r = await client.read(key)
-            elif f == "write":
-                r = await client.write(key, value)
-            else:
-                r = await client.cas(key, value[0], value[1])
-        except ConnectionRefusedError:
-            h.record(process, "fail", f, key, value, node, "connection-refused")
-            return "fail"
-        except Indeterminate as exc:
-            h.record(process, "info", f, key, value, node, f"indeterminate: {exc}")
-            return "info"
-        err = ERROR_NAMES.get(r.error, str(r.error)) if r.error else None
-        if r.outcome == "ok":
-            h.record(process, "ok", f, key, r.value if f == "read" else value, node)
-        elif r.outcome == "fail":
-            h.record(process, "fail", f, key, value, node, err or "cas-mismatch")
-        else:
-            h.record(process, "info", f, key, value, node, err or "unknown")
-        return r.outcome
+    @property
+    def client_port(self) -> int:
+        return self.workload.client_port
 
     # ------------------------------------------------------------- nemesis
 
@@ -149,9 +101,9 @@ class Campaign:
             self.log(f"nemesis: step {step.index} ({step.kind} {step.spec}) skipped: {why}")
 
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
-        """The leader of a partition (a random one when None) of the workload's topic (queue
-        workload only)."""
-        return None
+        """The leader of a partition (a random one when None) of the workload's data, or None
+        (the workload's data has no partitions, or no leader is known now)."""
+        return await self.workload.partition_leader(rng, partition)
 
     def exec_all(self, nodes, cmd_for, check: bool = False):
         return asyncio.gather(*(asyncio.to_thread(self.backend.exec, n, cmd_for(n), check)
@@ -245,8 +197,8 @@ class Campaign:
         return await active_controller(self.backend.nodes)
 
     def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
-        """(partition, leader, replicas, ISR) of the workload's topic; none for the register."""
-        return []
+        """(partition, leader, replicas, ISR) of the workload's data; none if unpartitioned."""
+        return self.workload.partition_infos()
 
     async def stop_faults(self) -> None:
         """Undo every fault still in force."""
@@ -267,38 +219,20 @@ class Campaign:
             self.log(f"{time.monotonic() - t0:5.0f}/{limit:.0f} s: {c['ok']} ok, {c['fail']} fail, "
                      f"{c['info']} info; faults: {faults}")
 
-    async def final_reads(self, leader: int) -> None:
-        client = RegisterClient(self.addr[leader], PORT, self.cfg.op_timeout_s)
-        process = FINAL_PROCESS_BASE
-        try:
-            for key in sorted(self.keys):
-                for _attempt in range(5):
-                    outcome = await self.invoke(client, process, "read", key, None, leader)
-                    if outcome == "ok":
-                        break
-                    await asyncio.sleep(0.5)
-        finally:
-            await client.close()
-
-    async def setup(self) -> None:
-        """Workload set-up once the cluster serves (the queue creates its topic)."""
-
-    async def workers(self, stop_at: float) -> None:
-        await asyncio.gather(*(self.worker(p, stop_at) for p in range(self.cfg.concurrency)))
-
-    async def final_phase(self) -> None:
-        leader = await wait_for_service(self.backend.nodes, 60, self.log)
-        self.log(f"final reads of {len(self.keys)} keys on n{leader}")
-        await self.final_reads(leader)
-
     async def run(self) -> None:
-        cfg = self.cfg
         self.log("waiting for the cluster to elect a controller")
         leader = await wait_for_service(self.backend.nodes, 60, self.log)
         self.log(f"active controller: n{leader}")
         await wait_for_every_node(self.backend.nodes, 60)
         self.log("every node serves")
-        await self.setup()
+        try:
+            await self._run()
+        finally:
+            await self.workload.close()
+
+    async def _run(self) -> None:
+        cfg = self.cfg
+        await self.workload.setup()
         for package in self.packages.values():
             await package.prepare(self)
         steps = fault_plan(cfg)
@@ -309,7 +243,7 @@ class Campaign:
         progress = asyncio.create_task(self.progress(t0, cfg.time_limit_s))
         nemesis = asyncio.create_task(self.nemesis(steps, t0))
         try:
-            await self.workers(stop_at)
+            await self.workload.workers(stop_at)
         finally:
             nemesis.cancel()
             progress.cancel()
@@ -324,7 +258,7 @@ class Campaign:
         self.history.record("nemesis", "info", "heal")
         self.log(f"recovery: waiting {cfg.recovery_s:g} s")
         await asyncio.sleep(cfg.recovery_s)
-        await self.final_phase()
+        await self.workload.final_phase()
 
 
 async def _nothing() -> None:
@@ -334,6 +268,6 @@ async def _nothing() -> None:
 def fault_plan(cfg: RunConfig) -> list[FaultStep]:
     """The run's fault schedule: a pure function of the resolved config (seed included)."""
     return plan(cfg.seed, cfg.nemesis, cfg.time_limit_s, cfg.nemesis_interval_s,
-                duration_s=FAULT_DURATION_S[cfg.workload], workload=cfg.workload,
+                duration_s=WORKLOADS[cfg.workload].fault_duration_s, workload=cfg.workload,
                 power_loss_targets=tuple(cfg.power_loss_targets), options=cfg.nemesis_options,
                 combine=cfg.nemesis_combine)

@@ -112,7 +112,7 @@ def load_matrix(path: str | Path) -> Matrix:
         for nname, nfields, nwhere in nemeses:
             for seed in seeds:
                 merged = {**base, **wfields, **nfields}
-                names = {"workload": wname or merged.get("workload", "register"),
+                names = {"workload": wname or merged.get("workload", RunConfig.workload),
                          "nemesis": nname or "default", "seed": seed}
                 for match, fields in overrides:
                     if all(names[k] == v for k, v in match.items()):

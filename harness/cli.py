@@ -7,7 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+from checkers.models import MODELS
 from node_image.bugs import BUGS
+from workloads.registry import WORKLOADS
+
+from .config import RunConfig
 
 
 def _seed_range(text: str) -> range:
@@ -115,13 +119,12 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from .bug_matrix import docker_workload, run_matrix
-    groups = {"all": list(BUGS), "queue": [n for n, b in BUGS.items() if b.workload == "queue"],
-              "docker": [n for n in BUGS if docker_workload(n)], "none": [None]}
+    from .bug_matrix import bug_groups, run_matrix
+    groups = bug_groups()
     bugs: list[str | None] = []
     for name in (b.strip() for b in args.bugs.split(",") if b.strip()):
         if name not in groups and name not in BUGS:
-            print(f"chaoskraft matrix: unknown bug {name!r}; known: none, all, queue, docker, "
+            print(f"chaoskraft matrix: unknown bug {name!r}; known: {', '.join(groups)}, "
                   f"{', '.join(sorted(BUGS))}", file=sys.stderr)
             return EXIT_USAGE
         bugs += [b for b in groups.get(name, [name]) if b not in bugs]
@@ -262,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("file", help="chaoskraft history (.jsonl or .parquet), Jepsen/Knossos/Maelstrom "
                                 "EDN, or Jepsen text log (docs/history.md)")
     c.add_argument("--model", required=True,
-                   choices=["register", "cas-register", "etcd", "kv", "mutex"])
+                   choices=MODELS)
     c.add_argument("--initial", type=_json_value, default=None,
                    help="initial register value as JSON (default null, Jepsen's nil)")
     c.add_argument("--nil-read", choices=["unknown", "value"], default="unknown",
@@ -289,8 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--controllers", type=int, help="of which controllers (default 3)")
     r.add_argument("--concurrency", type=int, help="client processes (default 15)")
     r.add_argument("--rate", type=float, help="operations per second per client (default 5)")
-    r.add_argument("--workload", choices=["register", "queue"],
-                   help="register (default) or queue (real Kafka clients)")
+    r.add_argument("--workload", choices=list(WORKLOADS),
+                   help=f"{' or '.join(WORKLOADS)} (default {RunConfig.workload})")
     r.add_argument("--nemesis", help="comma-separated packages: partition, kill, power-loss, "
                                      "and for the queue strand-replica, depose-leader (default "
                                      "partition,kill; queue: partition,kill,power-loss,depose-leader,"
@@ -326,8 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     mx = sub.add_parser("matrix", help="run planted bugs (or the correct node) over seeds; print "
                                        "what caught each")
     mx.add_argument("--bugs", default="all",
-                    help="comma-separated bug names, 'all', 'queue' (the broker bugs), 'docker' (the bugs "
-                         "Docker campaigns catch) or 'none' (the correct node)")
+                    help="comma-separated bug names, 'all', a workload's name (the bugs its "
+                         "campaigns are meant to show), 'docker' (the bugs Docker campaigns "
+                         "catch) or 'none' (the correct node)")
     mx.add_argument("--seeds", type=_seed_range, default=range(1, 6), help="A-B (default 1-5)")
     mx.add_argument("--time-limit", type=float, default=60.0, help="seconds per Docker campaign")
     mx.add_argument("--sim-duration-s", type=float, default=600.0,

@@ -15,11 +15,12 @@ import yaml
 
 from node_image.bugs import BUGS
 from nemesis.schedule import COMBINE, PACKAGES, REGISTRY, check_options, package_refusal
+from workloads.registry import WORKLOADS
 
 
-# The queue workload's default packages: the scenarios aimed at one partition come first
-# (nemesis.schedule.OPENING), then partitions, kills and power losses.
-QUEUE_NEMESIS = ("partition", "kill", "power-loss", "depose-leader", "strand-replica")
+# The planted-bug matrix's control cell ("none"): the correct node in this workload's
+# default campaign, which must read valid.
+CONTROL_WORKLOAD = "queue"
 
 
 class CampaignError(ValueError):
@@ -72,7 +73,7 @@ _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_
              "ops_per_key", "nemesis_interval_s", "check_budget_s", "partitions",
              "replication_factor", "min_insync_replicas", "flush_messages"}
 _NON_NEGATIVE = {"seed", "recovery_s"}
-_CHOICES = {"workload": ("register", "queue"), "backend": ("docker", "ssh"),
+_CHOICES = {"workload": tuple(WORKLOADS), "backend": ("docker", "ssh"),
             "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),
             "nemesis_combine": COMBINE}
 _LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
@@ -285,13 +286,8 @@ def resolve(campaign: dict, overrides: dict) -> RunConfig:
     _normalise_nemesis(values)
     if "test" not in values and "workload" in values:
         values["test"] = values["workload"]
-    if values.get("workload") == "queue":
-        if "nemesis" not in values:
-            values["nemesis"] = list(QUEUE_NEMESIS)
-        # A power loss takes every un-fsynced write with it, on every replica it hits; with
-        # Kafka's default (no fsync) overlapping power losses lose acknowledged writes by
-        # design. The queue campaign fsyncs every batch unless told otherwise (null: never).
-        values.setdefault("flush_messages", 1)
+    # The workload's defaults (its fault packages, its settings) where the campaign is silent.
+    WORKLOADS[values.get("workload", RunConfig.workload)].defaults(values)
     return RunConfig(**values)
 
 

@@ -31,7 +31,7 @@ def anomaly_classes(results: dict) -> list[str]:
     """The classes that made a run invalid: queue anomalies, or the failing checkers."""
     out: list[str] = []
     for name, result in results.get("checkers", {}).items():
-        if name == "queue":
+        if "bad_anomalies" in result:  # a checker that names anomaly classes (the queue's)
             out += result.get("bad_anomalies", [])
         elif result.get("valid") is False:
             out.append(name)

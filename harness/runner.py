@@ -23,13 +23,11 @@ from pathlib import Path
 
 import yaml
 
-from workloads.queue import QueueGenerator
-from workloads.register import RegisterGenerator
+from workloads.registry import WORKLOADS
 
 from .campaign import Campaign, fault_plan
 from .config import RunConfig, needs_faketime, node_config
 from .history import HistoryWriter
-from .queue_campaign import QueueCampaign
 from .store import new_run_dir
 
 EXIT = {True: 0, False: 1, "unknown": 2}
@@ -67,10 +65,7 @@ def generated_ops(cfg: RunConfig, per_process: int | None = None):
     """What the workload generator hands each process, in order: the first ``per_process``
     operations (default: half again what the rate allows in the time limit)."""
     n = per_process or int(cfg.rate * cfg.time_limit_s * 1.5) + 10
-    if cfg.workload == "queue":
-        gen = QueueGenerator(cfg.seed, cfg.partitions)
-    else:
-        gen = RegisterGenerator(cfg.seed, list(range(1, cfg.nodes + 1)), cfg.ops_per_key)
+    gen = WORKLOADS[cfg.workload].generator(cfg)
     for p in range(cfg.concurrency):
         for op in itertools.islice(gen.ops(p), n):
             yield {"process": p, "f": op.f, "key": op.key, "value": op.value}
@@ -124,8 +119,7 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
         (owner or backend).up()
         if owner is not None:
             backend.connect()
-        campaign_cls = QueueCampaign if cfg.workload == "queue" else Campaign
-        asyncio.run(campaign_cls(cfg, backend, history, log).run())
+        asyncio.run(Campaign(cfg, backend, history, log).run())
     except KeyboardInterrupt:
         interrupted = True
         log("interrupted: healing and tearing down; the history is kept")

@@ -19,6 +19,7 @@ class Bug:
     description: str
     expected: tuple[str, ...]
     workload: str = "register"  # what proves it: the simulator's register runs, or queue campaigns
+    docker: bool = False  # the workload's default Docker campaign must catch it (else the simulator)
 
 
 BUGS: dict[str, Bug] = {b.name: b for b in (
@@ -60,34 +61,34 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "a write is acknowledged only once its records are committed",
         "The active controller acknowledges a register write as soon as it is appended to "
         "its own log.",
-        ("Linearizability",)),
+        ("Linearizability",), docker=True),
     Bug("ack-before-replication", "broker",
         "acks=all is answered only once the high watermark passes the batch",
         "The partition leader answers an acks=all produce as soon as the batch is in its "
         "own log, so a leader that dies before its followers fetched it loses an "
         "acknowledged write.",
-        ("lost-write", "unseen", "inconsistent-offsets", "durability"), workload="queue"),
+        ("lost-write", "unseen", "inconsistent-offsets", "durability"), workload="queue", docker=True),
     Bug("hw-ignores-isr", "broker",
         "the high watermark is the smallest log end offset in the ISR",
         "The leader sets the high watermark to its own log end offset, so consumers read, "
         "and acks=all acknowledges, records no follower has.",
-        ("lost-write", "inconsistent-offsets", "unseen", "durability"), workload="queue"),
+        ("lost-write", "inconsistent-offsets", "unseen", "durability"), workload="queue", docker=True),
     Bug("skip-epoch-truncation", "broker",
         "a follower truncates where its log diverges from the leader's (leader epochs)",
         "The leader serves a follower from its fetch offset without comparing leader "
         "epochs, so a follower keeps records a deposed leader never committed and the "
         "replicas' logs diverge at the same offsets.",
-        ("inconsistent-offsets", "lost-write", "duplicate"), workload="queue"),
+        ("inconsistent-offsets", "lost-write", "duplicate"), workload="queue", docker=True),
     Bug("unclean-election", "controller",
         "only an ISR member becomes leader unless the topic allows unclean elections",
         "When a partition needs a new leader the controller takes the first live replica, "
         "in the ISR or not, although unclean.leader.election.enable is false.",
-        ("lost-write", "inconsistent-offsets", "durability"), workload="queue"),
+        ("lost-write", "inconsistent-offsets", "durability"), workload="queue", docker=True),
     Bug("fetch-above-hw", "broker",
         "consumers only read records below the high watermark",
         "Consumer fetches are served up to the leader's log end offset, so a consumer can "
         "read a record that is later truncated away.",
-        ("inconsistent-offsets", "G1a", "lost-write"), workload="queue"),
+        ("inconsistent-offsets", "G1a", "lost-write"), workload="queue", docker=True),
 )}
 
 

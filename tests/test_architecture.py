@@ -85,4 +85,33 @@ def test_no_import_cycle_in_the_project():
 def test_the_cycle_finder_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
-    assert "harness.campaign" in import_graph()["harness.queue_campaign"]
+    assert "harness.campaign" in import_graph()["harness.runner"]
+
+
+def _named_strings(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """String constants of a module that are one of ``names``, except the commands a backend
+    gives the node's supervisor (``ctl(node, "kill")``: its protocol, not a fault)."""
+    tree = ast.parse(path.read_text(), str(path))
+    supervisor = {id(a) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                  and isinstance(node.func, ast.Attribute) and node.func.attr == "ctl"
+                  for a in node.args}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in supervisor]
+
+
+def test_the_harness_names_no_workload_and_no_fault():
+    """The harness runs workloads (workloads.registry) and fault packages (nemesis.packages)
+    through their protocols; only configuration defaults (harness/config.py) name them."""
+    from nemesis.packages import PACKAGES
+    from workloads.registry import WORKLOADS
+    names = set(PACKAGES) | set(WORKLOADS)
+    found = [f"{p.relative_to(ROOT)}:{line}: {value!r}"
+             for p in sorted((ROOT / "harness").rglob("*.py")) if p.name != "config.py"
+             for line, value in _named_strings(p, names)]
+    assert not found, "workload or fault names in harness/:\n" + "\n".join(found)
+
+
+def test_the_name_finder_finds_a_name(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text('if cfg.workload == "queue":\n    backend.ctl(1, "kill")\nf("kill")\n')
+    assert _named_strings(p, {"queue", "kill"}) == [(1, "queue"), (3, "kill")]

@@ -16,6 +16,8 @@ from node_image.bugs import BUGS
 
 def test_each_bug_goes_to_the_campaign_meant_to_catch_it():
     assert matrix.docker_workload(None) == "queue"
+    assert matrix.bug_groups()["queue"] == [n for n, b in BUGS.items() if b.workload == "queue"]
+    assert matrix.bug_groups()["register"] == ["reply-before-commit"]
     for name, bug in BUGS.items():
         expected = "queue" if bug.workload == "queue" else (
             "register" if name == "reply-before-commit" else None)

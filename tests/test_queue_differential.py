@@ -197,7 +197,8 @@ def test_analyze_streams_a_queue_run_in_chunks(tmp_path, monkeypatch):
     import yaml
 
     from harness import analyze as an
-    monkeypatch.setattr(an, "CHUNK", 50)  # many chunks, so their seams are crossed
+    from workloads import queue_workload
+    monkeypatch.setattr(queue_workload, "CHUNK", 50)  # many chunks, so their seams are crossed
     rows = []
     rng = random.Random(5)
     for h in range(6):

@@ -4,7 +4,7 @@ import itertools
 import pytest
 
 from harness.config import CampaignError, resolve
-from harness.campaign import FAULT_DURATION_S
+from workloads.registry import WORKLOADS
 from harness.config import node_config
 from nemesis.faults import grudge, node_targets
 from nemesis.schedule import plan
@@ -87,7 +87,7 @@ def test_default_plans_open_with_the_faults_that_find_the_workloads_bugs(workloa
     goes without the fault a bug needs."""
     for seed in range(200):
         steps = plan(seed, packages, 60, 5, workload=workload,
-                     duration_s=FAULT_DURATION_S[workload])
+                     duration_s=WORKLOADS[workload].fault_duration_s)
         assert [s.kind for s in steps[:len(opening)]] == opening, (seed, steps)
         assert steps[len(opening) - 1].at_s + steps[len(opening) - 1].duration_s < 55, steps
         if workload == "register":
@@ -162,7 +162,7 @@ def test_the_active_controller_is_never_stranded():
 def test_scenarios_aim_by_the_freshest_broker(monkeypatch):
     """A broker just cut off still names itself the leader: per partition, the answer with
     the highest leader epoch wins, and a broker that does not answer is passed over."""
-    from harness import queue_campaign as qc
+    from workloads import queue_workload as qc
     views = {
         "n1": [(0, 2, 4, [2, 3, 4], [2, 3]), (1, 5, 0, [5, 1, 2], [5, 1, 2])],  # stale on 1
         "n2": [(0, 2, 4, [2, 3, 4], [2, 3]), (1, 1, 1, [5, 1, 2], [1, 2])],

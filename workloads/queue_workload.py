@@ -1,6 +1,7 @@
-"""The queue campaign: real Kafka clients against the cluster's brokers, under faults.
+"""The queue workload as a campaign runs it, after Jepsen's ``jepsen.tests.kafka``: real
+Kafka clients against the cluster's brokers, under faults, checked by ``checkers.queue``.
 
-On top of the register campaign's phases (``campaign.Campaign``):
+On top of the campaign's phases (``harness.campaign.Campaign``):
 
 - set-up: the topic (``partitions`` partitions, ``replication_factor``,
   ``min.insync.replicas``, optional ``flush.messages``) is created and every
@@ -18,17 +19,20 @@ On top of the register campaign's phases (``campaign.Campaign``):
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import socket
 import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from workloads.queue import QueueGenerator, key_name
-from workloads.queue_client import CLIENT_LOG, make_client, read_to_end
+from harness.stats import WORD, Stats, run_history
 
-from .campaign import FINAL_PROCESS_BASE, Campaign
+from .queue import QueueGenerator, key_name
+from .queue_client import CLIENT_LOG, make_client, read_to_end
+from .workload import FINAL_PROCESS_BASE, Campaign
 
 TOPIC = "queue"
 KAFKA_PORT = 9092
@@ -70,25 +74,23 @@ def freshest_partitions(addresses: list[str], topic: str,
     return [(pid, leader, replicas, isr) for pid, (_, leader, _, replicas, isr) in sorted(best.items())]
 
 
-class QueueCampaign(Campaign):
-    def __init__(self, *args, **kw) -> None:
-        super().__init__(*args, **kw)
+class QueueRun:
+    def __init__(self, campaign: Campaign) -> None:
+        self.cfg, self.backend, self.history, self.log = (campaign.cfg, campaign.backend,
+                                                          campaign.history, campaign.log)
+        self.ids = campaign.ids
         self.bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self.backend.nodes)
         self.client_port = KAFKA_PORT
         self.timeout_s = max(self.cfg.op_timeout_s, QUEUE_TIMEOUT_S)
         self._admin_client = None
+        self._handler: logging.Handler | None = None
 
-    async def run(self) -> None:
-        handler = logging.FileHandler(self.history.path.parent / "kafka-clients.log")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        CLIENT_LOG.addHandler(handler)
-        CLIENT_LOG.setLevel(logging.DEBUG)
-        try:
-            await super().run()
-        finally:
-            self._admin_client = None
-            CLIENT_LOG.removeHandler(handler)
-            handler.close()
+    async def close(self) -> None:
+        self._admin_client = None
+        if self._handler is not None:
+            CLIENT_LOG.removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
 
     def _admin(self):
         """One admin client for the run, dropped when the run ends (its threads with it)."""
@@ -120,6 +122,10 @@ class QueueCampaign(Campaign):
 
     async def setup(self) -> None:
         from confluent_kafka.admin import NewTopic
+        self._handler = logging.FileHandler(self.history.path.parent / "kafka-clients.log")
+        self._handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        CLIENT_LOG.addHandler(self._handler)
+        CLIENT_LOG.setLevel(logging.DEBUG)
         cfg = self.cfg
         config = {"min.insync.replicas": str(cfg.min_insync_replicas)}
         if cfg.flush_messages is not None:
@@ -186,7 +192,6 @@ class QueueCampaign(Campaign):
                 if time.monotonic() >= stop_at:
                     break
                 if op.f == "send":
-                    self.keys.add(op.key)
                     h.record(process, "invoke", "send", op.key, {"value": op.value})
                     r = client.send(op.key, op.value)
                     done = {"value": op.value}
@@ -237,3 +242,147 @@ class QueueCampaign(Campaign):
             self.log(f"final polls: {total} messages in {len(msgs)} partitions "
                      f"({', '.join(f'{k}={len(msgs[k])}' for k in map(key_name, range(self.cfg.partitions)))})")
             return
+
+
+# ------------------------------------------------------------ checking
+
+CHUNK = 100_000  # rows held at once while a queue history streams into its Parquet files
+
+
+def _stream_queue(run_dir: Path, typed: Path) -> dict:
+    """history.jsonl -> history.parquet and the typed queue.parquet, CHUNK rows at a time;
+    returns the history's stats."""
+    from checkers import queue_history
+    from checkers.history import iter_history
+    from checkers.parquet import HistoryWriter
+    st = Stats()
+    hw, qw = HistoryWriter(run_dir / "history.parquet"), queue_history.Writer(typed)
+    try:
+        chunk: list[dict] = []
+        for r in iter_history(run_dir / "history.jsonl"):
+            st.add(r)
+            chunk.append(r)
+            if len(chunk) >= CHUNK:
+                hw.write(chunk)
+                qw.write(chunk)
+                chunk = []
+        hw.write(chunk)
+        qw.write(chunk)
+    except BaseException:
+        qw.abort()
+        raise
+    finally:
+        hw.close()
+    qw.close()
+    return st.result()
+
+
+def typed_stats(path: Path) -> dict:
+    """``Stats`` of a typed queue history, a row group at a time, without decoding its rows."""
+    import pyarrow.parquet as pq
+    st = Stats()
+    for b in pq.ParquetFile(str(path)).iter_batches(batch_size=CHUNK,
+                                                    columns=["process", "type", "f", "extra"]):
+        d = b.to_pandas()
+        st.rows += len(d)
+        client = d["process"].notna()
+        for t, n in d.loc[client, "type"].value_counts().items():
+            if t in st.counts:
+                st.counts[t] += int(n)
+        for f, extra in d.loc[~client & (d["type"] == "invoke"), ["f", "extra"]].itertuples(
+                index=False):
+            st.faults.append({"f": f, "value": json.loads(extra).get("value") if extra else None})
+    return st.result()
+
+
+def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
+              engine: str = "auto", log=print) -> tuple[dict, dict]:
+    """Streams history.jsonl once into history.parquet and the typed queue.parquet, in
+    chunks of CHUNK rows (a history of any length in bounded memory), then checks. A run
+    stored as a typed queue.parquet alone (written straight to Parquet) is checked as it is."""
+    from checkers import queue_history
+    from checkers.history import HistoryError
+    from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
+    allowed = cfg.get("allowed_anomalies")
+    if allowed is None:
+        allowed = default_allowed(cfg.get("idempotent", True))
+    typed = run_dir / "queue.parquet"
+    if (run_dir / "history.jsonl").exists():
+        stats = _stream_queue(run_dir, typed)
+        log(f"analysis: {stats['rows']} history rows; wrote history.parquet and queue.parquet")
+    elif typed.exists() and queue_history.is_typed(typed):
+        stats = typed_stats(typed)
+        log(f"analysis: {stats['rows']} history rows, stored as queue.parquet")
+    else:
+        raise HistoryError(f"{run_dir}: neither history.jsonl nor a typed queue.parquet")
+    if engine == "auto":
+        engine = "spark" if spark_master or stats["rows"] > AUTO_SPARK_ROWS else "local"
+    where = f"in Spark ({spark_master or 'local[2]'})" if engine == "spark" else "in process"
+    log(f"analysis: queue checkers {where}; allowed: {', '.join(allowed) or 'none'}")
+    spark = None
+    if engine == "spark":
+        from checkers.spark import spark_session  # Spark only when it is asked for
+        spark = spark_session(spark_master)
+    result = check_queue(spark, str(typed), allowed=tuple(allowed), engine=engine)
+    for name, a in result["anomalies"].items():
+        mark = "" if name in result["bad_anomalies"] else " (allowed)"
+        log(f"analysis: {name}{mark}: {a['count']}; e.g. {a['examples'][0]}")
+    if not result["stats"]["final_polls"]:
+        log("analysis: no final poll succeeded, so durability is unknown")
+    results = {"valid": result["valid"], "verdict": WORD[result["valid"]],
+               "checkers": {"queue": result}, "stats": stats}
+    return results, stats
+
+
+def _detect_time(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None:
+    """Seconds from the workload's start to the earliest operation an example of a bad
+    anomaly names (by index, or by the value its send wrote)."""
+    rows, start = run_history(run_dir)
+    sends = {(r["key"], (r.get("value") or {}).get("value")): r["index"] for r in rows
+             if r["f"] == "send" and r["type"] == "invoke" and isinstance(r.get("value"), dict)}
+    indexes = []
+    for name in bad:
+        for ex in anomalies[name]["examples"]:
+            found = [v for k, v in ex.items() if k.endswith("index") and isinstance(v, int)]
+            if not found and "key" in ex:  # duplicate, inconsistent-offsets: name values only
+                values = ex.get("values") or ([ex["value"]] if "value" in ex else [])
+                found = [sends[(ex["key"], v)] for v in values if (ex["key"], v) in sends]
+            indexes += found
+    times = [rows[i]["time"] for i in indexes if 0 <= i < len(rows)]
+    return (min(times) - start) / 1e9 if times else None
+
+
+class QueueWorkload:
+    name = "queue"
+    # Faults outlast the broker session (9 s) often enough for the controller to fence the
+    # victim and elect new leaders, which is where acknowledged-but-unreplicated data is lost.
+    fault_duration_s = (5.0, 15.0)
+    # The default packages: the scenarios aimed at one partition come first
+    # (nemesis.schedule.OPENING), then partitions, kills and power losses.
+    NEMESIS = ("partition", "kill", "power-loss", "depose-leader", "strand-replica")
+
+    def defaults(self, values: dict) -> None:
+        if "nemesis" not in values:
+            values["nemesis"] = list(self.NEMESIS)
+        # A power loss takes every un-fsynced write with it, on every replica it hits; with
+        # Kafka's default (no fsync) overlapping power losses lose acknowledged writes by
+        # design. The queue campaign fsyncs every batch unless told otherwise (null: never).
+        values.setdefault("flush_messages", 1)
+
+    def generator(self, cfg) -> QueueGenerator:
+        return QueueGenerator(cfg.seed, cfg.partitions)
+
+    def open(self, campaign: Campaign) -> QueueRun:
+        return QueueRun(campaign)
+
+    def check(self, run_dir: Path, cfg: dict, *, engine: str, spark_master: str | None,
+              budget_s: float, log) -> tuple[dict, dict]:
+        return check_run(run_dir, cfg, spark_master=spark_master, engine=engine, log=log)
+
+    def detection(self, run_dir: Path, results: dict) -> tuple[list[str], float | None]:
+        q = results["checkers"][self.name]
+        bad = q["bad_anomalies"]
+        return bad, (_detect_time(run_dir, q["anomalies"], bad) if bad else None)
+
+
+WORKLOAD = QueueWorkload()

@@ -1,0 +1,40 @@
+"""What every checker's run shares: the verdict words, and the history's totals."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
+
+
+class Stats:
+    """The history's totals, a row at a time: client rows by type, and the faults begun."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.counts = dict.fromkeys(("invoke", "ok", "fail", "info"), 0)
+        self.faults: list[dict] = []
+
+    def add(self, r: dict) -> None:
+        self.rows += 1
+        if r.get("process") == "nemesis":
+            if r.get("type") == "invoke":
+                self.faults.append({"f": r["f"], "value": r.get("value")})
+        elif r.get("type") in self.counts:
+            self.counts[r["type"]] += 1
+
+    def result(self) -> dict:
+        return {"rows": self.rows, **self.counts, "faults": self.faults}
+
+
+def history_stats(rows) -> dict:
+    s = Stats()
+    for r in rows:
+        s.add(r)
+    return s.result()
+
+
+def run_history(run_dir: Path) -> tuple[list[dict], int]:
+    """A stored run's history rows and the time of its first client operation."""
+    rows = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    return rows, next((r["time"] for r in rows if r["process"] != "nemesis"), 0)

@@ -1,0 +1,71 @@
+"""The workload protocol, after Jepsen's Client and workload maps: everything a campaign
+needs to know about one workload, in one object per workload (``workloads.registry``).
+
+A campaign (``harness.campaign.Campaign``) knows no workload by name. It asks the
+workload for
+
+- its generator (``generator(cfg)``: pure and seeded; ``ops(process)`` yields the
+  operations, each with ``f``, ``key`` and ``value``);
+- its defaults (``defaults(values)``: the default fault packages and settings of a
+  campaign that chose none), and how long its faults last;
+- a ``WorkloadRun`` for one campaign (``open(campaign)``): set-up once the cluster
+  serves, the clients for the time limit, the final phase after the heal, and what
+  the faults aimed at the workload's data ask (a partition's leader);
+- its checker (``check(run_dir, cfg, ...)``): the history of a stored run in, the
+  checker's result and the history's stats out; ``detection`` says, for the
+  planted-bug matrix, which anomaly classes made a stored run invalid and how
+  many seconds into the workload the earliest anomalous operation came.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Protocol
+
+FINAL_PROCESS_BASE = 1000  # the final phase's processes are numbered from here
+
+
+class Campaign(Protocol):
+    """What a workload may use of the campaign running it."""
+    cfg: object  # harness.config.RunConfig
+    backend: object  # nodes (id, address, roles), stop_node, start_node
+    history: object  # record(process, type, f, key=None, value=None, node=None, error=None)
+    ids: list[int]
+    addr: dict[int, str]
+
+    def log(self, msg: str) -> None: ...
+
+
+class WorkloadRun(Protocol):
+    client_port: int  # the port the clients talk to (faults that refuse clients aim at it)
+
+    async def setup(self) -> None: ...
+    async def workers(self, stop_at: float) -> None: ...
+    async def final_phase(self) -> None: ...
+    async def close(self) -> None: ...
+    async def partition_leader(self, rng: random.Random,
+                               partition: int | None = None) -> int | None: ...
+    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]: ...
+
+
+class Workload(Protocol):
+    name: str
+    fault_duration_s: tuple[float, float]  # a fault lasts uniformly this long
+
+    def defaults(self, values: dict) -> None: ...
+    def generator(self, cfg): ...
+    def open(self, campaign: Campaign) -> WorkloadRun: ...
+    def check(self, run_dir: Path, cfg: dict, *, engine: str, spark_master: str | None,
+              budget_s: float, log) -> tuple[dict, dict]: ...
+    def detection(self, run_dir: Path, results: dict) -> tuple[list[str], float | None]: ...
+
+
+class NoPartitions:
+    """For a workload whose data has no partitions: faults aimed at a partition's leader
+    pick their node at random."""
+
+    async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
+        return None
+
+    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
+        return []
