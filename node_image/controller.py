@@ -62,6 +62,7 @@ from . import metadata_records as mr
 from . import replication_control as rc
 from .log import OffsetAndEpoch
 from .metadata_image import MetadataDelta, MetadataImage
+from .outbox import Outbox
 from .raft.client import CommittedBatch, KafkaRaftClient, LeaderAndEpoch
 
 PRODUCER_ID_BLOCK = 1000
@@ -88,7 +89,7 @@ class Deferred:
 
 class QuorumController:
     def __init__(self, node_id: int, *, options: ControllerOptions, bugs: frozenset[str],
-                 outbox: list, can_lead: bool = True,
+                 raft: KafkaRaftClient, outbox: Outbox, can_lead: bool = True,
                  on_event: Callable[[str], None] | None = None) -> None:
         self.node_id = node_id
         self.options = options
@@ -99,7 +100,7 @@ class QuorumController:
         self.outbox = outbox
         self.can_lead = can_lead
         self._on_event = on_event or (lambda msg: None)
-        self.raft: KafkaRaftClient | None = None
+        self.raft = raft
         self.committed = MetadataImage()
         self.current = self.committed
         self.active = False
@@ -112,8 +113,13 @@ class QuorumController:
         self._last_contact_ms: dict[int, int] = {}  # broker id -> last heartbeat (active only)
         self._sessions_start = False
         self._next_rebalance_ms = 0
-        self.on_applied: Callable[[int, int], None] | None = None  # (end offset, digest), for the simulator
-        self.on_publish: Callable[[MetadataDelta | None, MetadataImage], None] | None = None
+        # Kafka's MetadataPublishers: called with (delta or None for a snapshot, image) each
+        # time ``committed`` changes (the broker; the simulator's invariants)
+        self._publishers: list[Callable[[MetadataDelta | None, MetadataImage], None]] = []
+
+    def register_publisher(self, publisher: Callable[[MetadataDelta | None, MetadataImage],
+                                                     None]) -> None:
+        self._publishers.append(publisher)
 
     # ------------------------------------------------------- Raft listener
 
@@ -125,13 +131,11 @@ class QuorumController:
         self.committed = delta.apply(self.applied_offset)
         if not self.active:
             self.current = self.committed
-        if self.on_applied is not None:
-            self.on_applied(self.applied_offset, self.committed.digest())
-        if self.on_publish is not None:
-            self.on_publish(delta, self.committed)
+        for publish in self._publishers:
+            publish(delta, self.committed)
         self._complete_deferred(batch.last_offset)
         self._bytes_since_snapshot += batch.size_bytes
-        if self._bytes_since_snapshot >= self.snapshot_max_bytes and self.raft is not None:
+        if self._bytes_since_snapshot >= self.snapshot_max_bytes:
             self.raft.create_snapshot(self.applied_offset,
                                       [(None, mr.encode(r)) for r in self.committed.records()],
                                       self._last_append_ms)
@@ -146,10 +150,8 @@ class QuorumController:
         self.applied_offset = snapshot_id.offset
         self._bytes_since_snapshot = 0
         self._on_event(f"controller loaded snapshot {snapshot_id.offset}-{snapshot_id.epoch}")
-        if self.on_applied is not None:
-            self.on_applied(self.applied_offset, self.committed.digest())
-        if self.on_publish is not None:
-            self.on_publish(None, self.committed)
+        for publish in self._publishers:
+            publish(None, self.committed)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         if leader.leader_id == self.node_id and self.can_lead:
@@ -180,7 +182,7 @@ class QuorumController:
         deferred, self._deferred = self._deferred, []
         leader_id = -1 if leader.leader_id is None else leader.leader_id
         for d in deferred:
-            self.outbox.append((d.src, d.on_resign(leader_id, leader.epoch)))
+            self.outbox.send(d.src, d.on_resign(leader_id, leader.epoch))
         self._on_event(f"no longer the active controller (leader now {leader.leader_id} "
                        f"in epoch {leader.epoch}); {len(deferred)} parked replies failed")
 
@@ -204,7 +206,7 @@ class QuorumController:
     def _complete_deferred(self, committed_last: int) -> None:
         while self._deferred and self._deferred[0].offset <= committed_last:
             d = self._deferred.pop(0)
-            self.outbox.append((d.src, d.result()))
+            self.outbox.send(d.src, d.result())
         if self._read_marker is not None and self._read_marker <= committed_last:
             self._read_marker = None
 
@@ -245,8 +247,6 @@ class QuorumController:
         return min(times) if times else None
 
     def leader_hint(self) -> tuple[int, int]:
-        if self.raft is None:
-            return -1, -1
         leader = self.raft.leader_id()
         return (-1 if leader is None else leader), self.raft.epoch
 
@@ -275,7 +275,7 @@ class QuorumController:
         def answer(error: int, epoch: int = -1):
             return m.BrokerRegistrationResponse(req.correlation_id, error, epoch)
         if not self._ready():
-            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
+            self.outbox.send(src, answer(m.NOT_CONTROLLER))
             return
         self._start_sessions(now)
         existing = self.current.brokers.get(req.broker_id)
@@ -287,7 +287,7 @@ class QuorumController:
         last = self._last_contact_ms.get(req.broker_id)
         if existing is not None and not existing.fenced and last is not None and \
                 now < last + self.options.session_timeout_ms:
-            self.outbox.append((src, answer(m.DUPLICATE_BROKER_REGISTRATION)))
+            self.outbox.send(src, answer(m.DUPLICATE_BROKER_REGISTRATION))
             return
         epoch = self.raft.log.end_offset  # the offset the record will have
         record = mr.RegisterBrokerRecord(req.broker_id, req.incarnation_id, epoch,
@@ -306,11 +306,11 @@ class QuorumController:
         """The registration a broker request names, or None after answering NOT_CONTROLLER
         (not the ready active controller) or STALE_BROKER_EPOCH (not its registration)."""
         if not self._ready():
-            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
+            self.outbox.send(src, answer(m.NOT_CONTROLLER))
             return None
         reg = self.current.brokers.get(req.broker_id)
         if reg is None or reg.broker_epoch != req.broker_epoch:
-            self.outbox.append((src, answer(m.STALE_BROKER_EPOCH)))
+            self.outbox.send(src, answer(m.STALE_BROKER_EPOCH))
             return None
         return reg
 
@@ -364,7 +364,7 @@ class QuorumController:
         def answer(results):
             return m.CreateTopicsResponse(req.correlation_id, tuple(results))
         if not self._ready():
-            self.outbox.append((src, answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics)))
+            self.outbox.send(src, answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics))
             return
         records, results = rc.create_topics(
             self.current, req.topics, self.raft.log.end_offset,
@@ -389,12 +389,12 @@ class QuorumController:
                                             reg.leader, reg.leader_epoch, reg.isr,
                                             reg.partition_epoch)
         if not self._ready():
-            self.outbox.append((src, answer(m.NOT_CONTROLLER)))
+            self.outbox.send(src, answer(m.NOT_CONTROLLER))
             return
         error, records = rc.alter_partition(self.current, req)
         on_resign = lambda _l, _e: answer(m.NOT_CONTROLLER)  # noqa: E731
         if error != m.NONE:
-            self.outbox.append((src, answer(error)))
+            self.outbox.send(src, answer(error))
         elif records:
             self._park(Deferred(self._write(records, now), src, lambda: answer(m.NONE), on_resign))
         else:
@@ -425,15 +425,15 @@ class QuorumController:
                 req.request_id, outcome, m.NOT_CONTROLLER, None, leader_id, leader_epoch)
         bad = self._validate(req)
         if bad:
-            self.outbox.append((src, reply("fail", m.INVALID_REQUEST)))
+            self.outbox.send(src, reply("fail", m.INVALID_REQUEST))
             return
         if not self._ready():
-            self.outbox.append((src, reply("fail", m.NOT_CONTROLLER)))
+            self.outbox.send(src, reply("fail", m.NOT_CONTROLLER))
             return
         key = req.key
         if req.op == "read":
             if "read-without-barrier" in self.bugs:
-                self.outbox.append((src, reply("ok", value=self.current.registers.get(key))))
+                self.outbox.send(src, reply("ok", value=self.current.registers.get(key)))
                 return
             if self._read_marker is None or self._read_marker != self.last_written_offset:
                 self._read_marker = self._write([mr.NoOpRecord()], now)
@@ -446,7 +446,7 @@ class QuorumController:
             return
         offset = self._write([mr.RegisterValueRecord(key, req.value)], now)
         if "reply-before-commit" in self.bugs:
-            self.outbox.append((src, reply("ok")))
+            self.outbox.send(src, reply("ok"))
             return
         # A write whose record was appended may still commit under the next leader.
         self._park(Deferred(offset, src, lambda: reply("ok"), resign("unknown")))

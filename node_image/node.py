@@ -2,9 +2,13 @@
 
 The runtime (``node_image.runtime`` over TCP, or ``simulator``) creates a
 :class:`Node` on a :class:`~node_image.fs.FileSystem`, feeds it messages and
-timer ticks with the node's clock reading, and sends what appears in
-``outbox``: (destination, message) pairs where the destination is a node id
-for our requests or the opaque ``src`` token a request came with.
+timer ticks with the node's clock reading, and after each input sends what
+``ready()`` returns: (destination, message) pairs where the destination is a
+node id for our requests or the opaque ``src`` token a request came with
+(``node_image.outbox``). The cores get their collaborators at construction,
+as in Kafka: the Raft client its outbox, the controller the Raft client, then
+``raft.register(controller)``; the broker subscribes to the controller's
+published metadata images.
 
 Register requests reaching a node that is not the active controller are
 forwarded to the leader it knows (as Kafka brokers forward admin requests to
@@ -32,6 +36,7 @@ from .config import NodeConfig
 from .controller import ControllerOptions, QuorumController
 from .fs import FileSystem
 from .log import UnifiedLog
+from .outbox import Outbox
 from .broker.broker import Broker
 from .kafka_codec import KafkaRequest
 from .raft.client import KafkaRaftClient
@@ -39,11 +44,16 @@ from .storage import METADATA_DIR, QuorumStateStore, StorageError, read_meta_pro
 
 
 class _Forwarded:
-    """Reply token for a request another node forwarded to this controller."""
+    """Reply token for a request another node forwarded to this controller: the answer goes
+    back to the forwarding node as a ForwardRegisterResponse (``Outbox.send``)."""
     __slots__ = ("src",)
 
     def __init__(self, src) -> None:
         self.src = src
+
+    def reply(self, msg: m.RegisterResponse) -> tuple:
+        return self.src, m.ForwardRegisterResponse(msg.request_id, msg.outcome, msg.error,
+                                                   msg.value, msg.leader_id, msg.leader_epoch)
 
 
 class Node:
@@ -63,7 +73,12 @@ class Node:
                 f"controller.quorum.voters names {sorted(config.voters)} but {self.store.path} "
                 f"was formatted with voters {formatted}")
         self.log = UnifiedLog(fs, metadata_dir, config.segment_bytes, self._on_event)
-        self.outbox: list = []
+        self.outbox = Outbox()
+        self.raft = KafkaRaftClient(
+            node_id=config.node_id, directory_id=self.meta.directory_id,
+            cluster_id=self.meta.cluster_id, voters=election.voters, log=self.log,
+            store=self.store, config=config.raft, rng=rng, outbox=self.outbox,
+            now_ms=now_ms, bugs=config.bugs, on_event=self._on_event)
         b = config.broker
         options = ControllerOptions(
             idle_interval_ms=config.idle_interval_ms, snapshot_max_bytes=config.snapshot_max_bytes,
@@ -72,15 +87,9 @@ class Node:
             auto_leader_rebalance=b.auto_leader_rebalance, default_partitions=b.default_partitions,
             default_replication_factor=b.default_replication_factor)
         self.controller = QuorumController(
-            config.node_id, options=options, bugs=config.bugs, outbox=self.outbox,
-            can_lead="controller" in config.roles, on_event=self._on_event)
-        self.raft = KafkaRaftClient(
-            node_id=config.node_id, directory_id=self.meta.directory_id,
-            cluster_id=self.meta.cluster_id, voters=election.voters, log=self.log,
-            store=self.store, config=config.raft, rng=rng, listener=self.controller,
-            now_ms=now_ms, bugs=config.bugs, on_event=self._on_event)
-        self.raft.outbox = self.outbox
-        self.controller.raft = self.raft
+            config.node_id, options=options, bugs=config.bugs, raft=self.raft,
+            outbox=self.outbox, can_lead="controller" in config.roles, on_event=self._on_event)
+        self.raft.register(self.controller)  # loads the latest snapshot into it
         self.broker: Broker | None = None
         if "broker" in config.roles:
             self.broker = Broker(config.node_id, config.broker, fs, config.log_dir,
@@ -108,12 +117,11 @@ class Node:
         elif isinstance(msg, m.ForwardRegisterResponse):
             self._forward_done(msg)
         elif isinstance(msg, m.DescribeQuorumRequest):
-            self.outbox.append((src, self.describe(msg.request_id)))
+            self.outbox.send(src, self.describe(msg.request_id))
         elif isinstance(msg, (m.RegisterResponse, m.DescribeQuorumResponse)):
             raise TypeError(f"{type(msg).__name__} is not a request a node accepts")
         else:
             self.raft.handle(src, msg, now_ms)
-        self._rewrite_forwarded()
 
     _controller_handlers = {
         m.BrokerRegistrationRequest: QuorumController.handle_broker_registration,
@@ -148,16 +156,16 @@ class Node:
         self._forward_seq += 1
         corr = self._forward_seq
         self._forwards[corr] = (src, req, now_ms + self.config.raft.request_timeout_ms)
-        self.outbox.append((leader, m.ForwardRegisterRequest(corr, req.op, req.key, req.value,
-                                                             req.expected)))
+        self.outbox.send(leader, m.ForwardRegisterRequest(corr, req.op, req.key, req.value,
+                                                             req.expected))
 
     def _forward_done(self, resp: m.ForwardRegisterResponse) -> None:
         entry = self._forwards.pop(resp.correlation_id, None)
         if entry is None:
             return  # timed out already
         src, req, _ = entry
-        self.outbox.append((src, m.RegisterResponse(req.request_id, resp.outcome, resp.error,
-                                                    resp.value, resp.leader_id, resp.leader_epoch)))
+        self.outbox.send(src, m.RegisterResponse(req.request_id, resp.outcome, resp.error,
+                                                    resp.value, resp.leader_id, resp.leader_epoch))
 
     def _expire_forwards(self, now_ms: int) -> None:
         for corr, (src, req, deadline) in list(self._forwards.items()):
@@ -166,16 +174,9 @@ class Node:
                 # No answer from the controller: a write may or may not have happened.
                 outcome = "fail" if req.op == "read" else "unknown"
                 leader = self.raft.leader_id()
-                self.outbox.append((src, m.RegisterResponse(
+                self.outbox.send(src, m.RegisterResponse(
                     req.request_id, outcome, m.REQUEST_TIMED_OUT, None,
-                    -1 if leader is None else leader, self.raft.epoch)))
-
-    def _rewrite_forwarded(self) -> None:
-        """Replies to forwarded requests go back to the forwarding node as ForwardRegisterResponse."""
-        for i, (dest, msg) in enumerate(self.outbox):
-            if isinstance(dest, _Forwarded):
-                self.outbox[i] = (dest.src, m.ForwardRegisterResponse(
-                    msg.request_id, msg.outcome, msg.error, msg.value, msg.leader_id, msg.leader_epoch))
+                    -1 if leader is None else leader, self.raft.epoch))
 
     def poll(self, now_ms: int) -> None:
         self.raft.poll(now_ms)
@@ -185,7 +186,10 @@ class Node:
             self.broker.poll(now_ms)
             self.raft.poll(now_ms)
         self._expire_forwards(now_ms)
-        self._rewrite_forwarded()
+
+    def ready(self) -> list[tuple]:
+        """Everything to send since the last call, in order (etcd-io/raft's Ready)."""
+        return self.outbox.take()
 
     def next_deadline_ms(self) -> int:
         times = [self.raft.next_deadline_ms()]

@@ -262,8 +262,7 @@ class NodeRuntime:
         return peer
 
     def _flush(self) -> None:
-        out, self.node.outbox[:] = list(self.node.outbox), []
-        for dest, msg in out:
+        for dest, msg in self.node.ready():
             if isinstance(msg, m.DescribeQuorumResponse):
                 msg = dataclasses.replace(msg, wall_clock_ms=int(time.time() * 1000))
             if isinstance(dest, int):

@@ -219,8 +219,9 @@ class Simulation:
             if len(sn.log_lines) > 200:
                 del sn.log_lines[:100]
         sn.node = Node(self._config(sn.node_id), sn.disk, rng, sn.local(self.now), on_event)
-        sn.node.controller.on_applied = (
-            lambda off, dig, nid=sn.node_id: self.invariants.on_applied(nid, off, dig))
+        sn.node.controller.register_publisher(
+            lambda delta, image, nid=sn.node_id: self.invariants.on_applied(
+                nid, image.offset, image.digest()))
         self.invariants.on_start(sn)
         self._after_node(sn)
 
@@ -260,8 +261,7 @@ class Simulation:
                     # election is still going on (what a persisted vote is for).
                     self._push(self.now + 1 + self.fault_rng.randrange(5), "quick_crash",
                                sn.node_id)
-        out, node.outbox[:] = list(node.outbox), []
-        for dest, msg in out:
+        for dest, msg in node.ready():
             self._send(sn.node_id, dest, msg)
         deadline = max(sn.to_sim(node.next_deadline_ms()), self.now + 1)
         if sn.timer_at is None or deadline != sn.timer_at:

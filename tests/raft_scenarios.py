@@ -42,6 +42,7 @@ from node_image import messages as m
 from node_image import records
 from node_image.config import RaftConfig
 from node_image.log import UnifiedLog
+from node_image.outbox import Outbox
 from node_image.raft.client import KafkaRaftClient, SafetyViolation
 from simulator.disk import SimDisk
 from node_image.storage import (METADATA_DIR, QuorumStateStore, ReplicaKey, format_storage,
@@ -146,10 +147,9 @@ class Net:
 
     def _collect(self, node_id: int) -> None:
         c = self.nodes[node_id]
-        for dest, msg in c.outbox:
+        for dest, msg in c.outbox.take():
             self.queue.append((node_id, dest, msg))
             self.out.append(f"n{node_id} => n{dest} {show(msg)}")
-        c.outbox.clear()
 
     def _make(self, node_id: int) -> KafkaRaftClient:
         disk = self.disks[node_id]
@@ -160,9 +160,10 @@ class Net:
                          lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"))
         c = KafkaRaftClient(node_id=node_id, directory_id=meta.directory_id, cluster_id=CLUSTER,
                             voters=store.read().voters, log=log, store=store, config=CONFIG,
-                            rng=random.Random(f"raft-{node_id}"), listener=_Listener(self, node_id),
+                            rng=random.Random(f"raft-{node_id}"), outbox=Outbox(),
                             now_ms=self.now, bugs=self.bugs,
                             on_event=lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"))
+        c.register(_Listener(self, node_id))
         return c
 
     def _node(self, arg: str) -> int:

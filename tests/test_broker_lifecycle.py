@@ -5,6 +5,7 @@ import random
 from node_image import messages as m
 from node_image.broker.lifecycle import RECOVERY, BrokerLifecycleManager
 from node_image.node import Node
+from node_image.outbox import Outbox
 from simulator.cluster import Simulation
 
 
@@ -16,14 +17,14 @@ def manager(outbox):
 
 
 def test_without_a_controller_the_broker_looks_again_after_the_backoff():
-    outbox = []
+    outbox = Outbox()
     lm = manager(outbox)
     lm.poll(0, None, 0)
-    assert outbox == [] and lm.next_deadline_ms() == 100
+    assert outbox.take() == [] and lm.next_deadline_ms() == 100
     lm.poll(60, 1, 0)  # a controller appeared: asked at the next look, not before
-    assert outbox == []
+    assert outbox.take() == []
     lm.poll(100, 1, 0)
-    [(dest, req)] = outbox
+    [(dest, req)] = outbox.take()
     assert dest == 1 and isinstance(req, m.BrokerRegistrationRequest)
     assert lm.next_deadline_ms() == 100 + 2000  # the answer's deadline
     lm.handle_registration_response(m.BrokerRegistrationResponse(req.correlation_id, m.NONE, 7), 150)

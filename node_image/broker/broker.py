@@ -28,6 +28,7 @@ from .. import messages as m
 from ..fs import FileSystem
 from ..kafka_codec import KafkaRequest
 from ..metadata_image import MetadataDelta, MetadataImage
+from ..outbox import Outbox
 from .kafka_apis import KafkaApis
 from .lifecycle import SHUTTING_DOWN, BrokerLifecycleManager
 from .replica_manager import ReplicaManager
@@ -37,7 +38,7 @@ CONTROLLER_REQUEST_TIMEOUT_MS = 5000
 
 class Broker:
     def __init__(self, node_id: int, options, fs: FileSystem, log_dir: str, cluster_id: str,
-                 rng: random.Random, outbox: list, raft, controller,
+                 rng: random.Random, outbox: Outbox, raft, controller,
                  on_event: Callable[[str], None], bugs: frozenset[str] = frozenset()) -> None:
         self.node_id = node_id
         self.options = options  # node_image.config.BrokerConfig
@@ -63,7 +64,7 @@ class Broker:
         self._pid_next = 0
         self._pid_end = 0
         self._pid_request: tuple[int, int] | None = None  # (correlation id, deadline)
-        controller.on_publish = self.publish
+        controller.register_publisher(self.publish)
 
     def _next_correlation(self) -> int:
         self._corr += 1
@@ -85,7 +86,7 @@ class Broker:
         if leader is None:
             return None
         corr = self._next_correlation()
-        self.outbox.append((leader, make(corr)))
+        self.outbox.send(leader, make(corr))
         return corr
 
     # ------------------------------------------------------------ metadata

@@ -101,7 +101,7 @@ class KafkaApis:
         handler(src, req, now)
 
     def _reply(self, src, req: KafkaRequest, body) -> None:
-        self.outbox.append((src, KafkaResponse(req, body)))
+        self.outbox.send(src, KafkaResponse(req, body))
 
     def _cls(self, req: KafkaRequest):
         return kc.response_class(req.api_key, req.api_version)

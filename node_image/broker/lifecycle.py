@@ -87,7 +87,7 @@ class BrokerLifecycleManager:
             msg = m.BrokerHeartbeatRequest(corr, self.broker_id, self.broker_epoch,
                                            metadata_offset - 1, False, self.want_shutdown)
         self._in_flight = (corr, now + self.request_timeout_ms)
-        self.outbox.append((controller_id, msg))
+        self.outbox.send(controller_id, msg)
 
     def metadata_advanced(self, now: int, metadata_offset: int) -> None:
         if self.state == RECOVERY and self.caught_up(metadata_offset) and self._in_flight is None:

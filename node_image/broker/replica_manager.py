@@ -146,7 +146,7 @@ class ReplicaManager:
     def handle_replica_fetch(self, src, req: m.ReplicaFetchRequest, now: int) -> None:
         rows, has_data, all_valid = self._serve_fetch(req, now)
         if has_data or not all_valid or req.max_wait_ms <= 0:
-            self.outbox.append((src, m.ReplicaFetchResponse(req.correlation_id, m.NONE, tuple(rows))))
+            self.outbox.send(src, m.ReplicaFetchResponse(req.correlation_id, m.NONE, tuple(rows)))
         else:
             wait = min(req.max_wait_ms, self.options.replica_fetch_wait_max_ms)
             self._parked_fetches.append((src, req, now + wait))
@@ -199,8 +199,8 @@ class ReplicaManager:
                           for t, p, *_ in req.partitions)
             if touched or now >= deadline or self.role_changed:
                 rows, _, _ = self._serve_fetch(req, now)
-                self.outbox.append((src, m.ReplicaFetchResponse(req.correlation_id, m.NONE,
-                                                                tuple(rows))))
+                self.outbox.send(src, m.ReplicaFetchResponse(req.correlation_id, m.NONE,
+                                                                tuple(rows)))
             else:
                 keep.append((src, req, deadline))
         self._parked_fetches = keep
@@ -235,9 +235,9 @@ class ReplicaManager:
             part.pending_isr = new_isr
             part.pending_deadline_ms = now + ALTER_PARTITION_TIMEOUT_MS
             self._alter_in_flight[corr] = (part.key, part.pending_deadline_ms)
-            self.outbox.append((self.controller_id, m.AlterPartitionRequest(
+            self.outbox.send(self.controller_id, m.AlterPartitionRequest(
                 corr, self.node_id, self.broker_epoch, part.topic, part.partition,
-                part.leader_epoch, new_isr, part.partition_epoch)))
+                part.leader_epoch, new_isr, part.partition_epoch))
 
     def handle_alter_partition_response(self, resp: m.AlterPartitionResponse, now: int) -> None:
         entry = self._alter_in_flight.pop(resp.correlation_id, None)
@@ -279,8 +279,8 @@ class ReplicaManager:
                           p.log.last_fetched_epoch) for p in parts)
             wait = self.options.replica_fetch_wait_max_ms
             self._fetch_in_flight[leader] = (corr, now + wait + self.options.rpc_timeout_ms)
-            self.outbox.append((leader, m.ReplicaFetchRequest(corr, self.node_id, self.broker_epoch,
-                                                              wait, rows)))
+            self.outbox.send(leader, m.ReplicaFetchRequest(corr, self.node_id, self.broker_epoch,
+                                                              wait, rows))
 
     def handle_replica_fetch_response(self, src: int, resp: m.ReplicaFetchResponse, now: int) -> None:
         flight = self._fetch_in_flight.get(src)

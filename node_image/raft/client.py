@@ -14,7 +14,9 @@ of the node's clock in milliseconds:
   wants records written.
 
 It never opens sockets, reads clocks or sleeps. What it wants sent goes to
-``self.outbox`` as (destination, message) pairs which the runtime drains;
+the node's ``Outbox`` (given at construction) as (destination, message)
+pairs which the runtime takes; the state machine registers itself with
+``register(listener)``, as with Kafka's ``RaftClient.register``;
 ``next_deadline_ms()`` says when to call ``poll`` at the latest. Durable
 state goes through ``UnifiedLog`` and ``QuorumStateStore``, both on an
 injected ``FileSystem``; every write that a message depends on is flushed
@@ -57,6 +59,7 @@ from .. import messages as m
 from .. import records
 from ..config import RaftConfig
 from ..log import OffsetAndEpoch, UnifiedLog
+from ..outbox import Outbox
 from ..storage import ElectionState, QuorumStateStore, ReplicaKey
 from .requests import RequestManager
 from .state import (CandidateState, FollowerState, LeaderState, ProspectiveState, ReplicaState,
@@ -99,7 +102,7 @@ class Listener(Protocol):
 class KafkaRaftClient:
     def __init__(self, *, node_id: int, directory_id: str, cluster_id: str,
                  voters: tuple[ReplicaKey, ...], log: UnifiedLog, store: QuorumStateStore,
-                 config: RaftConfig, rng: random.Random, listener: Listener,
+                 config: RaftConfig, rng: random.Random, outbox: Outbox,
                  now_ms: int, bugs: frozenset[str] = frozenset(),
                  on_event: Callable[[str], None] | None = None) -> None:
         self.node_id = node_id
@@ -110,9 +113,9 @@ class KafkaRaftClient:
         self.store = store
         self.config = config
         self.rng = rng
-        self.listener = listener
+        self.listener: Listener | None = None  # register(); Kafka's RaftClient.register
         self.bugs = bugs
-        self.outbox: list[tuple[Any, Any]] = []
+        self.outbox = outbox
         self.requests = RequestManager(config.request_timeout_ms, config.retry_backoff_ms)
         self._on_event = on_event or (lambda msg: logger.info(msg))
         self._correlation = rng.randrange(1 << 30)
@@ -130,6 +133,12 @@ class KafkaRaftClient:
                 f"directory id {directory_id} differs from the voter set's {voter.directory_id}: "
                 f"the disk was replaced; running as an observer")
         self.state = self._initial_state(now_ms)
+
+    def register(self, listener: Listener) -> None:
+        """The state machine that committed records, snapshots and leader changes go to; it
+        gets the latest snapshot at once."""
+        assert self.listener is None, "a Raft client has one listener"
+        self.listener = listener
         self._load_snapshot_at_start()
 
     # ------------------------------------------------------------- bootstrap
@@ -198,7 +207,7 @@ class KafkaRaftClient:
         return now + self.rng.randrange(max(1, base))
 
     def _send(self, dest, msg) -> None:
-        self.outbox.append((dest, msg))
+        self.outbox.send(dest, msg)
 
     def _request(self, dest: int, make, now: int) -> None:
         corr = self._next_corr()
