@@ -23,6 +23,7 @@ from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
 from workloads.registry import WORKLOADS
 
 from .backends import DATA_DIR
+from .clock import REAL_CLOCK
 from .config import RunConfig
 from .history import HistoryWriter
 from .nodes import active_controller, clock_offsets, wait_for_every_node, wait_for_service
@@ -31,8 +32,10 @@ CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not ans
 
 
 class Campaign:
-    def __init__(self, cfg: RunConfig, backend, history: HistoryWriter, log) -> None:
+    def __init__(self, cfg: RunConfig, backend, history: HistoryWriter, log,
+                 clock=REAL_CLOCK) -> None:
         self.cfg = cfg
+        self.clock = clock  # harness.clock: the nemesis and the packages wait on it
         self.backend = backend
         self.history = history
         self.log = log
@@ -61,15 +64,16 @@ class Campaign:
         ``nemesis_combine: concurrent`` every package runs its own timeline at once."""
         async def timeline(mine: list[FaultStep]) -> None:
             for step in mine:
-                await asyncio.sleep(max(0.0, t0 + step.at_s - time.monotonic()))
-                started = time.monotonic()
+                await self.clock.sleep(max(0.0, t0 + step.at_s - self.clock.monotonic()))
+                started = self.clock.monotonic()
                 try:
                     stop = await self.start_fault(step)  # a scenario spends part of its duration
                 except Exception as exc:
                     self.note_fault(step, "skipped", f"failed to start: {type(exc).__name__}: {exc}")
                     raise
                 try:
-                    await asyncio.sleep(max(0.0, step.duration_s - (time.monotonic() - started)))
+                    await self.clock.sleep(max(0.0, step.duration_s
+                                               - (self.clock.monotonic() - started)))
                 finally:
                     await asyncio.shield(stop())
         try:
@@ -241,7 +245,7 @@ class Campaign:
         t0 = time.monotonic()
         stop_at = t0 + cfg.time_limit_s
         progress = asyncio.create_task(self.progress(t0, cfg.time_limit_s))
-        nemesis = asyncio.create_task(self.nemesis(steps, t0))
+        nemesis = asyncio.create_task(self.nemesis(steps, self.clock.monotonic()))
         try:
             await self.workload.workers(stop_at)
         finally:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from typing import Awaitable, Callable, Protocol
 
 from .faults import check_target, node_targets
@@ -40,6 +39,7 @@ class FaultContext(Protocol):
     killed: set[int]
     partitioned: bool
     data_dir: str
+    clock: object  # harness.clock: monotonic() and await sleep(s), real or virtual
 
     def log(self, msg: str) -> None: ...
     def status(self, label: str) -> None: ...  # a scenario's phase, for the progress lines
@@ -257,7 +257,7 @@ class Scenario(Package):
     async def start(self, ctx, step, opts, rng, controller, leader):
         # Right after another fault some ISRs are still short (a deposed leader rejoins them
         # within seconds): wait up to WAIT_S for a partition that fits.
-        deadline = time.monotonic() + self.WAIT_S
+        deadline = ctx.clock.monotonic() + self.WAIT_S
         while True:
             try:
                 infos = await asyncio.to_thread(ctx.partition_infos)
@@ -266,9 +266,9 @@ class Scenario(Package):
             controllers = {n.node_id for n in ctx.backend.nodes if n.is_controller}
             active = await ctx.active_controller() if self.needs_controller else None
             choice = self.choose(infos, controllers, active, rng)
-            if choice is not None or time.monotonic() > deadline:
+            if choice is not None or ctx.clock.monotonic() > deadline:
                 break
-            await asyncio.sleep(0.5)
+            await ctx.clock.sleep(0.5)
         if choice is None:
             why = f"no partition of the topic fits now ({infos})"
             ctx.history.record("nemesis", "invoke", "skip-scenario", value={"scenario": self.name})

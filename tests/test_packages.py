@@ -7,6 +7,7 @@ import json
 import pytest
 
 from harness.campaign import Campaign
+from harness.clock import MockClock
 from harness.config import RunConfig, needs_faketime, node_config
 from harness.history import HistoryWriter
 from harness.backends import NodeControl, NodeInfo
@@ -208,3 +209,97 @@ def test_every_package_is_drawn_by_a_plan_with_its_modes():
         assert (s.mode in cls.modes) if cls.modes else s.mode == ""
         if cls.length_s is not None:
             assert s.duration_s == cls.length_s
+
+
+# ------------------------------------------------- the executor in virtual time (MockClock)
+
+class ClockedHistory(HistoryWriter):
+    """The history, with each row's virtual time beside it: (t, type, f)."""
+
+    def __init__(self, path, clock) -> None:
+        super().__init__(path)
+        self.clock = clock
+        self.timed: list[tuple[float, str, str]] = []
+
+    def record(self, process, type_, f, *args, **kw):
+        if process == "nemesis":
+            self.timed.append((self.clock.monotonic(), type_, f))
+        return super().record(process, type_, f, *args, **kw)
+
+
+def clocked_campaign(tmp_path, packages, combine="sequential"):
+    clock = MockClock()
+    history = ClockedHistory(tmp_path / "history.jsonl", clock)
+    cfg = RunConfig(seed=7, workload="queue", nemesis=list(packages), nemesis_combine=combine)
+    return RecordingCampaign(cfg, RecordingBackend(), history, lambda m: None, clock=clock), clock
+
+
+def opened_and_closed(history) -> dict[float, set[str]]:
+    """Virtual time -> the packages whose fault opened ('+name') or closed ('-name') then."""
+    out: dict[float, set[str]] = {}
+    for t, type_, f in history.timed:
+        if type_ != "info":
+            continue
+        for name in ([OPENS[f]] if f in OPENS else []):
+            out.setdefault(round(t, 6), set()).add("+" + name)
+        for name in CLOSES.get(f, ()):
+            out.setdefault(round(t, 6), set()).add("-" + name)
+    return out
+
+
+@pytest.mark.parametrize("combine", ["sequential", "concurrent"])
+def test_the_nemesis_runs_a_plan_on_time_in_virtual_time(tmp_path, combine):
+    """A seed's whole plan (five minutes of faults) runs against the recording backend in
+    virtual time: each step starts at its time and is undone when its duration is up."""
+    packages = ["kill", "pause", "packet-loss"]
+    camp, clock = clocked_campaign(tmp_path, packages, combine)
+    steps = plan(11, packages, 300.0, 10.0, duration_s=(3.0, 6.0), combine=combine)
+    assert len(steps) > 10
+    clock.run(camp.nemesis(steps, clock.monotonic()))
+    camp.history.close()
+    seen = opened_and_closed(camp.history)
+    for step in steps:
+        assert camp.fault_outcomes[step.index]["status"] == "happened", step
+        assert "+" + step.kind in seen.get(round(step.at_s, 6), set()), (step, seen)
+        end = round(step.at_s + step.duration_s, 6)
+        assert "-" + step.kind in seen.get(end, set()), (step, seen)
+    assert clock.monotonic() == pytest.approx(max(s.at_s + s.duration_s for s in steps))
+    if combine == "concurrent":  # some faults of different packages overlap
+        spans = [(s.at_s, s.at_s + s.duration_s) for s in steps]
+        assert any(a0 < b1 and b0 < a1 for i, (a0, a1) in enumerate(spans)
+                   for b0, b1 in spans[i + 1:])
+
+
+def test_a_scenario_plays_its_phases_on_time(tmp_path):
+    """depose-leader: the cut at its start, the clients refused CUT_S later, everything healed
+    when the step's duration is up; the step outlasting the scenario waits out the rest."""
+    camp, clock = clocked_campaign(tmp_path, ["depose-leader"])
+    step = FaultStep(0, 7.0, "depose-leader", "partition", 25.0)
+    clock.run(camp.nemesis([step], clock.monotonic()))
+    camp.history.close()
+    timed = [(t, f) for t, type_, f in camp.history.timed if type_ == "info"]
+    assert timed == [(7.0, "start-partition"), (7.0 + depose_leader.CUT_S, "refuse-clients"),
+                     (32.0, "stop-partition")], timed
+
+
+def test_a_scenario_waits_for_a_partition_that_fits_then_says_why_it_skipped(tmp_path):
+    """Nothing fits: the scenario asks again every 0.5 s for WAIT_S, then is skipped."""
+    camp, clock = clocked_campaign(tmp_path, ["depose-leader"])
+    asked = []
+    camp.partition_infos = lambda: asked.append(clock.monotonic()) or [(0, -1, [3, 4, 5], [])]
+    clock.run(camp.start_fault(FaultStep(0, 0.0, "depose-leader", "partition", 1.0)))
+    assert asked[0] == 0.0 and asked[-1] > Scenario.WAIT_S
+    assert all(b - a == pytest.approx(0.5) for a, b in zip(asked, asked[1:]))
+    assert camp.fault_outcomes[0]["status"] == "skipped"
+
+
+def test_the_mock_clock_stands_still_while_a_thread_works():
+    clock = MockClock()
+
+    async def go():
+        started = clock.monotonic()
+        await asyncio.gather(clock.sleep(5), asyncio.to_thread(sum, range(10**6)))
+        during = clock.monotonic()
+        await asyncio.to_thread(sum, range(10**6))
+        return started, during, clock.monotonic()
+    assert clock.run(go()) == (0.0, 5.0, 5.0)

@@ -96,7 +96,7 @@ class Clock(NodeFault):
             on = not on
             await asyncio.to_thread(ctx.backend.exec, node, clock_script(delta_s if on else 0.0),
                                     False)
-            await asyncio.sleep(period_s)
+            await ctx.clock.sleep(period_s)
 
     async def reset(self, ctx, nodes: list[int]) -> None:
         nodes = sorted(set(nodes) & self.skewed)

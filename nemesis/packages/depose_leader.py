@@ -10,7 +10,6 @@ the leader again.
 """
 from __future__ import annotations
 
-import asyncio
 import random
 
 from ..faults import PARTITION_CHAIN, PartitionInfo, chain_script, grudge, grudge_value
@@ -52,7 +51,7 @@ class DeposeLeader(Scenario):
         g = grudge("isolate-partition-leader", ctx.ids, rng, leader=leader)
         await ctx.cut(g, {"shape": self.name, "partition": partition, "grudge": grudge_value(g)})
         ctx.status(f"depose-leader: n{leader} (leader of partition {partition}) cut from every node")
-        await asyncio.sleep(CUT_S)
+        await ctx.clock.sleep(CUT_S)
         # Its clients' sends time out there with no error that sends them elsewhere (a
         # producer kept writing to the deposed leader for 30 s): connections reset now send
         # them to the new leader, which fills the offsets the deposed leader filled alone.
@@ -61,7 +60,7 @@ class DeposeLeader(Scenario):
         await ctx.exec_all([leader], lambda n: refuse_script(ctx.client_port), check=True)
         ctx.history.record("nemesis", "info", "refuse-clients", value=value)
         ctx.status(f"depose-leader: n{leader} cut off and refusing clients (partition {partition})")
-        await asyncio.sleep(REFUSE_S)
+        await ctx.clock.sleep(REFUSE_S)
 
 
 PACKAGE = DeposeLeader

@@ -8,7 +8,6 @@ replicas that keep the data must reach it to shrink the ISR).
 """
 from __future__ import annotations
 
-import asyncio
 import random
 
 from ..faults import PartitionInfo, grudge_value
@@ -59,12 +58,12 @@ class StrandReplica(Scenario):
             g[o].add(stranded)
         await ctx.cut(g, {"shape": self.name, "partition": partition, "grudge": grudge_value(g)})
         ctx.status(f"strand-replica: n{stranded} cut from {others} (partition {partition})")
-        await asyncio.sleep(CUT_S)
+        await ctx.clock.sleep(CUT_S)
         await ctx.kill("kill", others, {"target": self.name, "partition": partition,
                                         "nodes": others})
         await ctx.heal_cut()
         ctx.status(f"strand-replica: {others} killed, n{stranded} alone (partition {partition})")
-        await asyncio.sleep(DOWN_S)
+        await ctx.clock.sleep(DOWN_S)
 
 
 PACKAGE = StrandReplica
