@@ -35,6 +35,61 @@ print(ok)
 """
 
 
+# Counts distinct datagrams on a UDP port until it has ``n`` or a stop file appears; says
+# when it is bound, and writes the count at the end.
+LISTEN = r"""
+import os, socket, sys
+port, n, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", port))
+s.settimeout(0.1)
+open(out + ".bound", "w").close()
+got = set()
+while len(got) < n and not os.path.exists(out + ".stop"):
+    try:
+        got.add(s.recv(64))
+    except socket.timeout:
+        pass
+s.setblocking(False)
+while len(got) < n:  # told to stop: what already arrived still counts
+    try:
+        got.add(s.recv(64))
+    except BlockingIOError:
+        break
+open(out, "w").write(str(len(got)))
+"""
+SEND = r"""
+import socket, sys
+addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(n):
+    s.sendto(str(i).encode(), (addr, port))
+"""
+
+
+def wait_for_file(cluster, node: int, path: str, timeout_s: float = 15.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rc, out = cluster.exec(node, ["cat", path], check=False)
+        if rc == 0:
+            return out
+        assert time.monotonic() < deadline, f"n{node}: no {path} after {timeout_s:g} s"
+        time.sleep(0.1)
+
+
+def datagrams_heard(cluster, src: int, dst: int, n: int = 20) -> int:
+    """Of ``n`` datagrams node ``src`` sends, how many node ``dst`` receives."""
+    out = f"/tmp/udp-{src}-{dst}-{uuid.uuid4().hex[:6]}"
+    cluster.put_file(dst, "/tmp/listen.py", LISTEN.encode())
+    cluster.exec(dst, ["sh", "-c", f"python3 /tmp/listen.py 7777 {n} {out} >/dev/null 2>&1 &"])
+    wait_for_file(cluster, dst, out + ".bound")
+    cluster.exec(src, ["python3", "-c", SEND, cluster.node(dst).address, "7777", str(n)])
+    # Every datagram that gets through is in the listener's socket buffer by the time the
+    # sender is done (one bridge); those dropped never arrive, however long it waited.
+    cluster.exec(dst, ["touch", out + ".stop"])
+    return int(wait_for_file(cluster, dst, out))
+
+
 @pytest.fixture(scope="module")
 def cluster(docker_client, node_image):
     c = DockerCluster("f" + uuid.uuid4().hex[:7], node_image, nodes=3, controllers=3,
@@ -164,6 +219,23 @@ def test_partition_cuts_traffic_and_healing_restores_it(cluster, tmp_path):
         assert await asyncio.to_thread(connects, cluster, other, node, 10) == 0
         await stop()
         assert await asyncio.to_thread(connects, cluster, other, node, 10, 1.0) == 10
+    asyncio.run(scenario())
+
+
+def test_a_one_way_partition_lets_one_direction_through(cluster, tmp_path):
+    """deaf: the target hears no one, and everyone still hears it; the undo restores both."""
+    c, history = campaign(cluster, tmp_path)
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "one-way", "one", 5, "deaf"))
+        node = rows(history, "start-one-way")[0]["value"]["nodes"][0]
+        other = next(n for n in (1, 2, 3) if n != node)
+        heard = await asyncio.to_thread(datagrams_heard, cluster, other, node)
+        told = await asyncio.to_thread(datagrams_heard, cluster, node, other)
+        print(f"one-way deaf n{node}: hears {heard}/20 from n{other}, is heard {told}/20")
+        assert (heard, told) == (0, 20)
+        await stop()
+        assert await asyncio.to_thread(datagrams_heard, cluster, other, node) == 20
     asyncio.run(scenario())
 
 

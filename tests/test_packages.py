@@ -67,7 +67,7 @@ OPENS, CLOSES, _ = report_kinds()
 NODE_FAULTS = [(name, spec, mode) for name, spec, mode in [
     ("kill", "one", ""), ("power-loss", "minority", ""), ("pause", "active-controller", ""),
     ("clock", "all", "bump"), ("clock", "one", "strobe"), ("packet-loss", "one", ""),
-    ("corrupt", "one", "bitflip")]]
+    ("corrupt", "one", "bitflip"), ("one-way", "active-controller", "deaf")]]
 
 
 @pytest.mark.parametrize("name, spec, mode", NODE_FAULTS)
@@ -111,6 +111,36 @@ def test_each_node_fault_runs_its_own_commands(tmp_path):
     assert any("iptables -F ck-loss" in t for t in texts)
     bumps = [t for t in texts if "/etc/chaoskraft/faketime" in t]
     assert len(bumps) == 10 and sum("'+0.000'" in t for t in bumps) == 5  # 5 bumps, 5 resets
+
+
+@pytest.mark.parametrize("mode", ["deaf", "mute"])
+def test_a_one_way_partition_drops_one_direction_only(tmp_path, mode):
+    """deaf: the target drops what every other node sends it; mute: every other node drops
+    what the target sends. Undone on the nodes it touched, and again everywhere at the end."""
+    camp, backend, history = campaign(tmp_path, ["one-way"])
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "one-way", "active-controller", 1.0, mode))
+        await stop()
+        await camp.stop_faults()
+        for package in camp.packages.values():
+            await package.final_heal(camp)
+    asyncio.run(go())
+    drops = {n: t for n, t in backend.calls if "-j DROP" in t}
+    if mode == "deaf":
+        assert list(drops) == [CONTROLLER]
+        assert all(f"-s 10.9.0.{o} -j DROP" in drops[CONTROLLER] for o in (1, 3, 4, 5))
+        assert f"10.9.0.{CONTROLLER} " not in drops[CONTROLLER]
+    else:
+        assert sorted(drops) == [1, 3, 4, 5]
+        assert all(t.count("-j DROP") == 1 and f"-s 10.9.0.{CONTROLLER} -j DROP" in t
+                   for t in drops.values())
+    assert all("ck-oneway" in t for t in drops.values())
+    flushes = [n for n, t in backend.calls if t.startswith("sh -c iptables -F ck-oneway")]
+    assert sorted(flushes) == sorted(list(drops) + [1, 2, 3, 4, 5])  # the undo, the final heal
+    start = next(r for r in rows(history, tmp_path) if r["f"] == "start-one-way"
+                 and r["type"] == "info")
+    assert start["value"]["mode"] == mode and start["value"]["nodes"] == [CONTROLLER]
 
 
 def test_a_package_the_campaign_did_not_list_is_still_healed_at_the_end(tmp_path):

@@ -1,0 +1,80 @@
+"""one-way: asymmetric partitions. Mode ``deaf``: each target hears no other node, while the
+others still hear it; mode ``mute``: no other node hears the targets, while the targets
+still hear them. iptables DROP rules on the receiving side (INPUT, in a chain of this
+package's own, so healing a symmetric partition leaves them in place).
+
+What it does to TCP is what a one-way link fault does to Kafka: a request crosses and its
+answer does not, so the sender times out on a peer that did get the request (a follower's
+fetch reaches the leader, which counts it, and the answer never comes back); new
+connections fail both ways (the SYN or the SYN-ACK is lost). Datagrams show the asymmetry
+whole.
+"""
+from __future__ import annotations
+
+from ..faults import chain_script, flush_script
+from ..package import NodeFault
+
+CHAIN = "ck-oneway"
+
+
+def deaf_script(sources: list[str]) -> list[str]:
+    """The command that drops every packet from ``sources`` (this node hears none of them)."""
+    return chain_script(CHAIN, [f"-s {a} -j DROP" for a in sources])
+
+
+def one_way_grudge(mode: str, targets: list[int], ids: list[int]) -> dict[int, set[int]]:
+    """For each node, the nodes it will not hear from."""
+    g: dict[int, set[int]] = {n: set() for n in ids}
+    others = set(ids) - set(targets)
+    for t in targets:
+        if mode == "deaf":
+            g[t] |= others
+        else:
+            for o in others:
+                g[o].add(t)
+    return g
+
+
+class OneWay(NodeFault):
+    name = "one-way"
+    modes = ("deaf", "mute")
+    opens = ("start-one-way",)
+    closes = ("stop-one-way",)
+    colour = "#72b7b2"
+    target_weights = {"*": {"one": 1, "minority": 1},
+                      "register": {"active-controller": 2, "one": 1, "minority": 1},
+                      "queue": {"partition-leader": 2, "one": 1, "minority": 1}}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut: set[int] = set()  # nodes with rules in force
+
+    async def act(self, ctx, step, opts, rng, targets):
+        mode = step.mode or self.modes[0]
+        g = one_way_grudge(mode, targets, ctx.ids)
+        address = {n.node_id: n.address for n in ctx.backend.nodes}
+        hearing = sorted(n for n, drops in g.items() if drops)
+        value = {"target": step.spec, "mode": mode, "nodes": targets,
+                 "grudge": {str(n): sorted(g[n]) for n in hearing},
+                 "mechanism": "iptables DROP on the receiving side"}
+        ctx.history.record("nemesis", "invoke", "start-one-way", value=value)
+        await ctx.exec_all(hearing, lambda n: deaf_script([address[o] for o in sorted(g[n])]),
+                           check=True)
+        self.cut.update(hearing)
+        ctx.history.record("nemesis", "info", "start-one-way", value=value)
+        how = "hear no one" if mode == "deaf" else "are heard by no one"
+        return (f"one-way {mode}: {targets} {how} (iptables DROP on {hearing})",
+                lambda: self.stop(ctx, hearing))
+
+    async def stop(self, ctx, nodes: list[int]) -> None:
+        await self.lift(ctx, self.cut, nodes, "stop-one-way", lambda n: flush_script(CHAIN),
+                        "one-way partition healed on")
+
+    async def heal(self, ctx):
+        await self.stop(ctx, sorted(self.cut))
+
+    async def final_heal(self, ctx):
+        await ctx.exec_all(ctx.ids, lambda n: flush_script(CHAIN))
+
+
+PACKAGE = OneWay
