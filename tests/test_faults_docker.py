@@ -67,6 +67,49 @@ for i in range(n):
 """
 
 
+# Receives ``n`` bytes on a TCP port and answers one byte; says when it is bound.
+SINK = r"""
+import socket, sys
+port, n, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", port))
+s.listen(1)
+open(out + ".bound", "w").close()
+c, _ = s.accept()
+got = 0
+while got < n:
+    chunk = c.recv(65536)
+    if not chunk:
+        break
+    got += len(chunk)
+c.sendall(b"k")
+open(out, "w").write(str(got))
+"""
+# Sends ``n`` bytes, waits for the answer; prints the seconds from connect to answer.
+SOURCE = r"""
+import socket, sys, time
+addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t = time.monotonic()
+c = socket.create_connection((addr, port), timeout=60)
+c.sendall(b"x" * n)
+assert c.recv(1) == b"k"
+print(time.monotonic() - t)
+"""
+
+
+def kbit_per_s(cluster, src: int, dst: int, n: int = 400_000) -> float:
+    """The rate ``n`` bytes go from node ``src`` to node ``dst`` at, in kbit/s."""
+    out = f"/tmp/tcp-{src}-{dst}-{uuid.uuid4().hex[:6]}"
+    cluster.put_file(dst, "/tmp/sink.py", SINK.encode())
+    cluster.exec(dst, ["sh", "-c", f"python3 /tmp/sink.py 7778 {n} {out} >/dev/null 2>&1 &"])
+    wait_for_file(cluster, dst, out + ".bound")
+    _, took = cluster.exec(src, ["python3", "-c", SOURCE, cluster.node(dst).address, "7778",
+                                 str(n)])
+    assert int(wait_for_file(cluster, dst, out)) == n
+    return n * 8 / 1000 / float(took)
+
+
 def wait_for_file(cluster, node: int, path: str, timeout_s: float = 15.0) -> str:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -236,6 +279,28 @@ def test_a_one_way_partition_lets_one_direction_through(cluster, tmp_path):
         assert (heard, told) == (0, 20)
         await stop()
         assert await asyncio.to_thread(datagrams_heard, cluster, other, node) == 20
+    asyncio.run(scenario())
+
+
+def test_a_bandwidth_cap_holds_the_targets_sends_to_its_rate(cluster, tmp_path):
+    """A token bucket lets nothing through faster than its rate (the burst aside): the
+    target's sends take at least as long as the cap says; lifted, they go at bridge speed."""
+    c, history = campaign(cluster, tmp_path, bandwidth={"rate_kbit": 2000, "burst_kb": 16})
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "bandwidth", "one", 5))
+        node = rows(history, "start-bandwidth")[0]["value"]["nodes"][0]
+        other = next(n for n in (1, 2, 3) if n != node)
+        capped = await asyncio.to_thread(kbit_per_s, cluster, node, other)
+        incoming = await asyncio.to_thread(kbit_per_s, cluster, other, node)
+        await stop()
+        lifted = await asyncio.to_thread(kbit_per_s, cluster, node, other)
+        print(f"bandwidth cap 2000 kbit/s on n{node}: sends at {capped:.0f} kbit/s, receives "
+              f"at {incoming:.0f}; lifted: {lifted:.0f} kbit/s")
+        # 400 kB through a 16 kB burst: at most 400/384 of the rate, and some for the TCP
+        # and IP headers that the bucket counts too
+        assert capped <= 2000 * 1.1, capped
+        assert incoming > 2000 * 1.1 and lifted > 2000 * 1.1, (incoming, lifted)
     asyncio.run(scenario())
 
 

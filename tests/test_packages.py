@@ -67,7 +67,8 @@ OPENS, CLOSES, _ = report_kinds()
 NODE_FAULTS = [(name, spec, mode) for name, spec, mode in [
     ("kill", "one", ""), ("power-loss", "minority", ""), ("pause", "active-controller", ""),
     ("clock", "all", "bump"), ("clock", "one", "strobe"), ("packet-loss", "one", ""),
-    ("corrupt", "one", "bitflip"), ("one-way", "active-controller", "deaf")]]
+    ("corrupt", "one", "bitflip"), ("one-way", "active-controller", "deaf"),
+    ("bandwidth", "minority", "")]]
 
 
 @pytest.mark.parametrize("name, spec, mode", NODE_FAULTS)
@@ -141,6 +142,21 @@ def test_a_one_way_partition_drops_one_direction_only(tmp_path, mode):
     start = next(r for r in rows(history, tmp_path) if r["f"] == "start-one-way"
                  and r["type"] == "info")
     assert start["value"]["mode"] == mode and start["value"]["nodes"] == [CONTROLLER]
+
+
+def test_a_bandwidth_cap_is_a_token_bucket_on_the_targets_egress(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["bandwidth"])
+    camp.cfg.nemesis_options = {"bandwidth": {"rate_kbit": 400}}
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "bandwidth", "active-controller", 1.0))
+        await stop()
+    asyncio.run(go())
+    calls = [(n, t) for n, t in backend.calls]
+    assert [n for n, _ in calls] == [CONTROLLER, CONTROLLER]
+    assert "tc qdisc replace dev $(ip -o route get 10.9.0.1 " in calls[0][1]
+    assert "root tbf rate 400kbit burst 32kb latency 400ms" in calls[0][1]
+    assert "tc qdisc del dev" in calls[1][1]
 
 
 def test_a_package_the_campaign_did_not_list_is_still_healed_at_the_end(tmp_path):
