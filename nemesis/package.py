@@ -204,6 +204,13 @@ class Package:
         """At the end of the run, on every node, whatever its faults may have left behind."""
 
 
+# Target weights of a node fault that hurts most on the leader the workload depends on: the
+# active controller (register), a partition's leader (queue).
+LEADER_FIRST = {"*": {"one": 1, "minority": 1},
+                "register": {"active-controller": 2, "one": 1, "minority": 1},
+                "queue": {"partition-leader": 2, "one": 1, "minority": 1}}
+
+
 class NodeFault(Package):
     """A package whose faults act on the nodes a target names (one, minority, the active
     controller, a partition's leader, ...)."""

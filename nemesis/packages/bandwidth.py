@@ -6,7 +6,7 @@ in fetching: replication lag and request timeouts without a single packet cut.
 """
 from __future__ import annotations
 
-from ..package import NodeFault, number
+from ..package import LEADER_FIRST, NodeFault, number
 
 
 def _dev(peer: str) -> str:
@@ -32,9 +32,7 @@ class Bandwidth(NodeFault):
     opens = ("start-bandwidth",)
     closes = ("stop-bandwidth",)
     colour = "#bcbd22"
-    target_weights = {"*": {"one": 1, "minority": 1},
-                      "register": {"active-controller": 2, "one": 1, "minority": 1},
-                      "queue": {"partition-leader": 2, "one": 1, "minority": 1}}
+    target_weights = LEADER_FIRST
 
     def __init__(self) -> None:
         super().__init__()

@@ -12,7 +12,7 @@ whole.
 from __future__ import annotations
 
 from ..faults import chain_script, flush_script
-from ..package import NodeFault
+from ..package import LEADER_FIRST, NodeFault
 
 CHAIN = "ck-oneway"
 
@@ -41,9 +41,7 @@ class OneWay(NodeFault):
     opens = ("start-one-way",)
     closes = ("stop-one-way",)
     colour = "#72b7b2"
-    target_weights = {"*": {"one": 1, "minority": 1},
-                      "register": {"active-controller": 2, "one": 1, "minority": 1},
-                      "queue": {"partition-leader": 2, "one": 1, "minority": 1}}
+    target_weights = LEADER_FIRST
 
     def __init__(self) -> None:
         super().__init__()
