@@ -58,7 +58,11 @@ class _Forwarded:
 
 class Node:
     def __init__(self, config: NodeConfig, fs: FileSystem, rng: random.Random, now_ms: int,
-                 on_event: Callable[[str], None] | None = None) -> None:
+                 on_event: Callable[[str], None] | None = None,
+                 wall_clock: Callable[[], int] | None = None) -> None:
+        """``now_ms``: the monotonic clock the cores' timers run on; ``wall_clock``: the wall
+        clock in ms where Kafka reads one (``Time.milliseconds()``: LogAppendTime), the
+        system's unless given (the simulator gives each node its drifting one)."""
         self.config = config
         self.node_id = config.node_id
         self._on_event = on_event or (lambda msg: None)
@@ -94,7 +98,7 @@ class Node:
         if "broker" in config.roles:
             self.broker = Broker(config.node_id, config.broker, fs, config.log_dir,
                                  self.meta.cluster_id, rng, self.outbox, self.raft,
-                                 self.controller, self._on_event, config.bugs)
+                                 self.controller, self._on_event, config.bugs, wall_clock)
         self._forwards: dict[int, tuple] = {}
         self._forward_seq = rng.randrange(1 << 30)
         self.raft.poll(now_ms)

@@ -204,6 +204,22 @@ def restamp(batch: bytes, base_offset: int, epoch: int | None = None) -> bytes:
 
 
 ATTRIBUTES_AT = 8 + 4 + 4 + 1 + 4  # base offset, length, leader epoch, magic, crc
+CRC_AT = 8 + 4 + 4 + 1
+MAX_TIMESTAMP_AT = ATTRIBUTES_AT + 2 + 4 + 8  # attributes, last offset delta, base timestamp
+ATTR_LOG_APPEND_TIME = 0x08  # timestamp type: LogAppendTime (else CreateTime)
+
+
+def set_log_append_time(batch: bytes, timestamp_ms: int) -> bytes:
+    """The batch as a broker appends it to a topic with ``message.timestamp.type=LogAppendTime``
+    (Kafka's ``DefaultRecordBatch.setMaxTimestamp``): the timestamp type bit set, the max
+    timestamp the broker's wall clock, the CRC computed again. Consumers give every record of
+    such a batch the batch's max timestamp."""
+    buf = bytearray(batch)
+    attributes = struct.unpack_from(">h", buf, ATTRIBUTES_AT)[0]
+    struct.pack_into(">h", buf, ATTRIBUTES_AT, attributes | ATTR_LOG_APPEND_TIME)
+    struct.pack_into(">q", buf, MAX_TIMESTAMP_AT, timestamp_ms)
+    struct.pack_into(">I", buf, CRC_AT, crc32c(memoryview(buf)[CRC_START:]))
+    return bytes(buf)
 
 
 def peek_attributes(buf: bytes | memoryview, pos: int = 0) -> int | None:

@@ -50,9 +50,15 @@ TOPIC_CONFIGS = {
     "unclean.leader.election.enable": lambda v: v in ("true", "false"),
     "flush.messages": lambda v: v.isdigit() and int(v) >= 1,
     "cleanup.policy": lambda v: v == "delete",
-    "retention.ms": lambda v: v.lstrip("-").isdigit(),
+    # Records are never deleted by time: only "keep forever" is honest to accept.
+    "retention.ms": lambda v: v == "-1",
+    "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
     "max.message.bytes": lambda v: v.isdigit() and int(v) > 0,
 }
+
+# What a refused value of a config we take only in part may be.
+ONLY = {"retention.ms": "only -1 is supported: records are never deleted by time",
+        "cleanup.policy": "only delete is supported (no compaction)"}
 
 ONLINE, PREFERRED, UNCLEAN = "ONLINE", "PREFERRED", "UNCLEAN"
 
@@ -122,7 +128,8 @@ def create_topics(image: MetadataImage, topics, salt: int,
                 bad = f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
                 break
             if not check(value):
-                bad = f"config {key}: invalid value {value!r}"
+                bad = f"config {key}: invalid value {value!r}" + (
+                    f" ({ONLY[key]})" if key in ONLY else "")
                 break
             if key == "min.insync.replicas" and int(value) > rf:
                 bad = f"min.insync.replicas {value} is larger than the replication factor {rf}"

@@ -44,6 +44,8 @@ CLUSTER_ID = "chaoskraft-sim"
 SHAPES = {"isolate": "isolate-one", "halves": "halves", "ring": "majorities-ring",
           "bridge": "bridge"}
 LOG_DIR = "/data"
+# A simulated node's wall clock: this instant plus its own drifting clock's reading.
+WALL_EPOCH_MS = 1_800_000_000_000
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,8 @@ class Simulation:
             sn.log_lines.append(f"{self.now} {msg}")
             if len(sn.log_lines) > 200:
                 del sn.log_lines[:100]
-        sn.node = Node(self._config(sn.node_id), sn.disk, rng, sn.local(self.now), on_event)
+        sn.node = Node(self._config(sn.node_id), sn.disk, rng, sn.local(self.now), on_event,
+                       wall_clock=lambda sn=sn: WALL_EPOCH_MS + sn.local(self.now))
         sn.node.controller.register_publisher(
             lambda delta, image, nid=sn.node_id: self.invariants.on_applied(
                 nid, image.offset, image.digest()))

@@ -213,6 +213,59 @@ def test_clock_bump_is_seen_in_the_node_clock_and_reset_undoes_it(cluster, tmp_p
     asyncio.run(scenario())
 
 
+def test_a_clock_bump_moves_the_log_append_time_the_leader_stamps(cluster, tmp_path):
+    """A topic with message.timestamp.type=LogAppendTime takes its records' timestamps from
+    the leader's wall clock (Kafka's Time.milliseconds()): bumped, the timestamps move with
+    it, in the produce answer and in what consumers read."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    bootstrap = ",".join(f"{n.address}:9092" for n in cluster.nodes)
+    topic = f"append-time-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={
+        "message.timestamp.type": "LogAppendTime"})])[topic].result(30)
+    c, history = campaign(cluster, tmp_path, clock={"max_skew_s": 1000})
+
+    def produce_one() -> tuple[int, int]:
+        """(timestamp type, timestamp ms) of one acknowledged record."""
+        got = []
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30000})
+        p.produce(topic, b"v", on_delivery=lambda err, msg: got.append((err, msg.timestamp())))
+        p.flush(40)
+        [(err, stamp)] = got
+        assert err is None, err
+        return stamp
+
+    async def scenario():
+        before = await asyncio.to_thread(produce_one)
+        stop = await c.start_fault(FaultStep(0, 0, "clock", "all", 5, "bump"))
+        measured = rows(history, "clock-bump")[0]["value"]["measured"]
+        leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+        during = await asyncio.to_thread(produce_one)
+        await stop()
+        return before, during, measured[str(leader)], leader
+    before, during, offset_s, leader = asyncio.run(scenario())
+    now_ms = time.time() * 1000
+    assert before[0] == during[0] == TIMESTAMP_LOG_APPEND_TIME
+    assert abs(before[1] - now_ms) < 60_000, before
+    print(f"leader n{leader} clock at {offset_s:+.1f} s: LogAppendTime "
+          f"{(during[1] - now_ms) / 1000:+.1f} s from the harness's clock")
+    assert abs(during[1] - now_ms - offset_s * 1000) < 60_000, (during, offset_s)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read = []
+        deadline = time.monotonic() + 30
+        while len(read) < 2 and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                read.append(msg.timestamp())
+    finally:
+        consumer.close()
+    assert read == [before, during]
+
+
 def test_clock_strobe_jumps_back_and_forth_until_reset(cluster, tmp_path):
     c, history = campaign(cluster, tmp_path, clock={"strobe_delta_s": 30, "strobe_period_ms": 200})
 

@@ -69,6 +69,9 @@ def test_placement_is_striped_over_unfenced_brokers():
     (("t", 1, 3, (("min.insync.replicas", "4"),)), m.INVALID_CONFIG, "larger than the replication"),
     (("t", 1, 3, (("retention.bytez", "1"),)), m.INVALID_CONFIG, "unknown topic config"),
     (("t", 1, 3, (("unclean.leader.election.enable", "yes"),)), m.INVALID_CONFIG, "invalid value"),
+    (("t", 1, 3, (("retention.ms", "604800000"),)), m.INVALID_CONFIG,
+     "never deleted by time"),
+    (("t", 1, 3, (("message.timestamp.type", "WallTime"),)), m.INVALID_CONFIG, "invalid value"),
 ])
 def test_create_topics_refuses_bad_requests_with_a_reason(row, code, words):
     recs, [result] = rc.create_topics(cluster_image(), [row], salt=1)

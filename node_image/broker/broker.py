@@ -39,7 +39,8 @@ CONTROLLER_REQUEST_TIMEOUT_MS = 5000
 class Broker:
     def __init__(self, node_id: int, options, fs: FileSystem, log_dir: str, cluster_id: str,
                  rng: random.Random, outbox: Outbox, raft, controller,
-                 on_event: Callable[[str], None], bugs: frozenset[str] = frozenset()) -> None:
+                 on_event: Callable[[str], None], bugs: frozenset[str] = frozenset(),
+                 wall_clock: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
         self.options = options  # node_image.config.BrokerConfig
         self.raft = raft
@@ -58,7 +59,8 @@ class Broker:
             next_correlation=self._next_correlation, on_event=on_event)
         self.rm = ReplicaManager(node_id, log_dir, fs, options, outbox, self._next_correlation,
                                  on_event, bugs)
-        self.apis = KafkaApis(self, self.rm, cluster_id, options, outbox, on_event, bugs)
+        self.apis = KafkaApis(self, self.rm, cluster_id, options, outbox, on_event, bugs,
+                              wall_clock)
         self.published = False
         self._unpublished: MetadataImage | None = None
         self._pid_next = 0

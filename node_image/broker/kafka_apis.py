@@ -32,12 +32,15 @@ order.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .. import kafka_codec as kc
 from .. import messages as m
 from .. import records
 from ..kafka_codec import KafkaRequest, KafkaResponse
+from ..outbox import Outbox
 from .replica_manager import ReplicaManager
 
 NOT_AUTHORIZED_OPERATIONS = None  # encodes as INT32_MIN: operations not requested
@@ -53,6 +56,7 @@ class _ProduceResult:
     base_offset: int = -1
     required_end: int = 0  # the high watermark that commits it (last offset + 1)
     leader_epoch: int = -1
+    log_append_time_ms: int = -1  # the broker's wall clock, for a LogAppendTime topic
 
 
 @dataclass(slots=True)
@@ -74,8 +78,11 @@ class _DelayedFetch:
 
 class KafkaApis:
     def __init__(self, broker, replica_manager: ReplicaManager, cluster_id: str, options,
-                 outbox: list, on_event, bugs: frozenset[str] = frozenset()) -> None:
+                 outbox: Outbox, on_event, bugs: frozenset[str] = frozenset(),
+                 wall_clock: Callable[[], int] | None = None) -> None:
         self.bugs = bugs
+        # Kafka's Time.milliseconds(): the wall clock, which a clock fault moves
+        self.wall_clock = wall_clock or (lambda: int(time.time() * 1000))
         self.broker = broker  # node_image.broker.broker.Broker
         self.rm = replica_manager
         self.cluster_id = cluster_id
@@ -211,6 +218,10 @@ class KafkaApis:
             return refuse(m.CORRUPT_MESSAGE)
         base = None
         required = 0
+        append_time = -1
+        if self.rm.image.topic_config(topic).get("message.timestamp.type") == "LogAppendTime":
+            append_time = self.wall_clock()
+            batches = [(h, records.set_log_append_time(b, append_time)) for h, b in batches]
         for header, batch in batches:
             error, dup = part.producers.check(header)
             if error != m.NONE:
@@ -222,7 +233,7 @@ class KafkaApis:
                 first, last = appended.base_offset, appended.last_offset
             base = first if base is None else base
             required = max(required, last + 1)
-        return _ProduceResult(m.NONE, base, required, part.leader_epoch)
+        return _ProduceResult(m.NONE, base, required, part.leader_epoch, append_time)
 
     def _check_produce(self, d: _DelayedProduce, now: int) -> None:
         for key in list(d.pending):
@@ -250,7 +261,7 @@ class KafkaApis:
             by_topic.setdefault(topic, []).append(P(
                 index=partition, error_code=r.error,
                 base_offset=r.base_offset if r.error == m.NONE else -1,
-                log_append_time_ms=-1,
+                log_append_time_ms=r.log_append_time_ms if r.error == m.NONE else -1,
                 log_start_offset=part.log.start_offset if part is not None else -1,
                 record_errors=[], error_message=None))
         self._reply(d.src, d.request, R(
