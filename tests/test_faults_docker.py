@@ -6,6 +6,7 @@ starts one fault step as a campaign would, looks, stops it, and looks again.
 """
 import asyncio
 import json
+import statistics
 import time
 import uuid
 
@@ -108,6 +109,59 @@ def kbit_per_s(cluster, src: int, dst: int, n: int = 400_000) -> float:
                                  str(n)])
     assert int(wait_for_file(cluster, dst, out)) == n
     return n * 8 / 1000 / float(took)
+
+
+# Answers every datagram on a UDP port with the same bytes; logs the order they came in.
+ECHO = r"""
+import socket, sys
+port, out = int(sys.argv[1]), sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", port))
+open(out + ".bound", "w").close()
+with open(out, "w", buffering=1) as log:
+    while True:
+        data, peer = s.recvfrom(64)
+        log.write(data.decode() + "\n")
+        s.sendto(data, peer)
+"""
+# Sends ``n`` numbered datagrams ``gap`` seconds apart; prints the round trip of each
+# answer in ms (JSON), -1 where none came back.
+PINGS = r"""
+import json, select, socket, sys, time
+addr, port, n, gap = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sent, rtt = {}, {}
+for i in range(n):
+    sent[i] = time.monotonic()
+    s.sendto(str(i).encode(), (addr, port))
+    end = time.monotonic() + gap
+    while time.monotonic() < end:
+        if select.select([s], [], [], max(0, end - time.monotonic()))[0]:
+            i2 = int(s.recv(64))
+            rtt[i2] = (time.monotonic() - sent[i2]) * 1000
+end = time.monotonic() + 3
+while len(rtt) < n and time.monotonic() < end:
+    if select.select([s], [], [], 0.1)[0]:
+        i2 = int(s.recv(64))
+        rtt[i2] = (time.monotonic() - sent[i2]) * 1000
+print(json.dumps([rtt.get(i, -1) for i in range(n)]))
+"""
+
+
+def pings(cluster, src: int, dst: int, n: int, gap_s: float) -> tuple[list[float], list[int]]:
+    """Round trips (ms) of ``n`` datagrams from ``src`` to an echo on ``dst``, and the order
+    ``dst`` received them in."""
+    out = f"/tmp/echo-{src}-{dst}-{uuid.uuid4().hex[:6]}"
+    cluster.put_file(dst, "/tmp/echo.py", ECHO.encode())
+    cluster.exec(dst, ["sh", "-c", f"nohup python3 /tmp/echo.py 7779 {out} >/dev/null 2>&1 &"])
+    try:
+        wait_for_file(cluster, dst, out + ".bound")
+        _, text = cluster.exec(src, ["python3", "-c", PINGS, cluster.node(dst).address, "7779",
+                                     str(n), str(gap_s)])
+        order = [int(x) for x in wait_for_file(cluster, dst, out).split()]
+    finally:
+        cluster.exec(dst, ["pkill", "-f", "/tmp/echo.py"], check=False)
+    return json.loads(text), order
 
 
 def wait_for_file(cluster, node: int, path: str, timeout_s: float = 15.0) -> str:
@@ -355,6 +409,34 @@ def test_a_bandwidth_cap_holds_the_targets_sends_to_its_rate(cluster, tmp_path):
         assert capped <= 2000 * 1.1, capped
         assert incoming > 2000 * 1.1 and lifted > 2000 * 1.1, (incoming, lifted)
     asyncio.run(scenario())
+
+
+def test_delay_adds_its_latency_and_jitter_reorders(cluster, tmp_path):
+    """What the target receives comes delay_ms late (the round trip's median within 20% of
+    the setting above the undelayed one), out of order where the jitter exceeds the gap
+    between packets; lifted, the round trips are back."""
+    c, history = campaign(cluster, tmp_path, delay={"delay_ms": 200, "jitter_ms": 60})
+
+    async def scenario():
+        base, _ = await asyncio.to_thread(pings, cluster, 1, 2, 20, 0.05)
+        stop = await c.start_fault(FaultStep(0, 0, "delay", "one", 30))
+        node = rows(history, "start-delay")[0]["value"]["nodes"][0]
+        other = next(n for n in (1, 2, 3) if n != node)
+        slow, order = await asyncio.to_thread(pings, cluster, other, node, 60, 0.01)
+        await stop()
+        after, _ = await asyncio.to_thread(pings, cluster, other, node, 20, 0.05)
+        return base, slow, order, after
+    base, slow, order, after = asyncio.run(scenario())
+    median = statistics.median
+    added = median(slow) - median(base)
+    inversions = sum(1 for a, b in zip(order, order[1:]) if b < a)
+    print(f"delay 200±60 ms: round trip median {median(base):.1f} -> {median(slow):.1f} ms "
+          f"(+{added:.1f}), {inversions} of 59 neighbours out of order; after: "
+          f"{median(after):.1f} ms")
+    assert -1 not in slow and sorted(order) == list(range(60)), (slow, order)
+    assert 160 <= added <= 240, added
+    assert inversions > 0, order
+    assert median(after) < 100, after
 
 
 def test_kill_stops_the_node_until_it_is_started(cluster, tmp_path):

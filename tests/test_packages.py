@@ -68,7 +68,7 @@ NODE_FAULTS = [(name, spec, mode) for name, spec, mode in [
     ("kill", "one", ""), ("power-loss", "minority", ""), ("pause", "active-controller", ""),
     ("clock", "all", "bump"), ("clock", "one", "strobe"), ("packet-loss", "one", ""),
     ("corrupt", "one", "bitflip"), ("one-way", "active-controller", "deaf"),
-    ("bandwidth", "minority", "")]]
+    ("bandwidth", "minority", ""), ("delay", "partition-leader", "")]]
 
 
 @pytest.mark.parametrize("name, spec, mode", NODE_FAULTS)
@@ -157,6 +157,23 @@ def test_a_bandwidth_cap_is_a_token_bucket_on_the_targets_egress(tmp_path):
     assert "tc qdisc replace dev $(ip -o route get 10.9.0.1 " in calls[0][1]
     assert "root tbf rate 400kbit burst 32kb latency 400ms" in calls[0][1]
     assert "tc qdisc del dev" in calls[1][1]
+
+
+def test_a_delay_holds_the_targets_incoming_packets_in_a_queue_and_lets_them_go(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["delay"])
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "delay", "one", 1.0))
+        await stop()
+        await camp.stop_faults()
+    asyncio.run(go())
+    [(node, hold), (n2, rules), (n3, stop)] = backend.calls
+    assert node == n2 == n3
+    assert "nohup python3 /tmp/ck-delay-hold.py 7 100 50" in hold  # the defaults
+    others = sorted({1, 2, 3, 4, 5} - {node})
+    assert rules.count("-j NFQUEUE --queue-num 7 --queue-bypass") == 4
+    assert all(f"-s 10.9.0.{o} " in rules for o in others)
+    assert "iptables -F ck-delay" in stop and "pkill -f /tmp/ck-delay-hold.py" in stop
 
 
 def test_a_package_the_campaign_did_not_list_is_still_healed_at_the_end(tmp_path):

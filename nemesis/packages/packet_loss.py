@@ -1,7 +1,8 @@
 """packet-loss: each target drops packets from the other nodes at random with
 ``probability`` (iptables ``statistic`` rules in their own chain, so healing a partition
 leaves them in place). This kernel has no netem: the package says at the start whether
-delay and loss by tc would have been available."""
+delay and loss by tc would have been available (the delay package holds packets in an NFQUEUE
+program instead)."""
 from __future__ import annotations
 
 import asyncio
@@ -39,8 +40,9 @@ class PacketLoss(NodeFault):
         rc, out = await asyncio.to_thread(ctx.backend.exec, ctx.ids[0], netem_probe(), False)
         ctx.log("packet loss: iptables statistic rules; tc netem is "
                 + ("available in this kernel" if rc == 0 else
-                   f"not available in this kernel ({out.strip()[:100]}): no netem "
-                   f"delay or loss in this campaign"))
+                   f"not available in this kernel ({out.strip()[:100]}): loss by iptables "
+                   f"statistic rules, delay and reordering by the delay package's NFQUEUE "
+                   f"program"))
 
     async def act(self, ctx, step, opts, rng, targets):
         p = opts["probability"]
