@@ -439,6 +439,25 @@ def test_delay_adds_its_latency_and_jitter_reorders(cluster, tmp_path):
     assert median(after) < 100, after
 
 
+def test_duplication_delivers_copies_until_it_stops(cluster, tmp_path):
+    c, history = campaign(cluster, tmp_path, duplicate={"probability": 0.5})
+
+    async def scenario():
+        stop = await c.start_fault(FaultStep(0, 0, "duplicate", "one", 30))
+        node = rows(history, "start-duplicate")[0]["value"]["nodes"][0]
+        other = next(n for n in (1, 2, 3) if n != node)
+        _, during = await asyncio.to_thread(pings, cluster, other, node, 200, 0.002)
+        await stop()
+        _, after = await asyncio.to_thread(pings, cluster, other, node, 100, 0.002)
+        return during, after
+    during, after = asyncio.run(scenario())
+    copies = len(during) - len(set(during))
+    print(f"duplicate p=0.5: {copies} copies of 200 datagrams; after: "
+          f"{len(after) - len(set(after))} of 100")
+    assert set(during) == set(range(200)) and 40 <= copies <= 160, copies
+    assert sorted(after) == list(range(100))
+
+
 def test_kill_stops_the_node_until_it_is_started(cluster, tmp_path):
     c, history = campaign(cluster, tmp_path)
 

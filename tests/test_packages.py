@@ -176,6 +176,22 @@ def test_a_delay_holds_the_targets_incoming_packets_in_a_queue_and_lets_them_go(
     assert "iptables -F ck-delay" in stop and "pkill -f /tmp/ck-delay-hold.py" in stop
 
 
+def test_duplication_clones_on_every_sender_what_goes_to_the_targets(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["duplicate"])
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "duplicate", "active-controller", 1.0))
+        await stop()
+    asyncio.run(go())
+    tees = {n: t for n, t in backend.calls if "-j TEE" in t}
+    assert sorted(tees) == [1, 3, 4, 5]  # every node but the target
+    assert all(f"-d 10.9.0.{CONTROLLER} -m statistic --mode random --probability 0.2000 -j TEE "
+               f"--gateway 10.9.0.{CONTROLLER}" in t for t in tees.values())
+    assert sorted(n for n, t in backend.calls if "iptables -t mangle -F ck-dup" in t) == [1, 3, 4, 5]
+    opened = next(r for r in rows(history, tmp_path) if r["f"] == "start-duplicate")
+    assert opened["value"]["nodes"] == [CONTROLLER]
+
+
 def test_a_package_the_campaign_did_not_list_is_still_healed_at_the_end(tmp_path):
     camp, backend, history = campaign(tmp_path, ["kill"])
 
