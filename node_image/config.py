@@ -32,6 +32,8 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | log.flush.interval.messages | 9223372036854775807 | fsync a data partition after this many messages; the default (Kafka's) never fsyncs explicitly and relies on replication; topics override with ``flush.messages`` |
 | log.segment.bytes | 1073741824 | data partition segment size |
 | message.max.bytes | 1048588 | largest record batch a producer may send |
+| log.message.timestamp.before.max.ms | 9223372036854775807 | a CreateTime record stamped more than this before the leader's wall clock is refused (INVALID_TIMESTAMP); topics override with ``message.timestamp.before.max.ms`` |
+| log.message.timestamp.after.max.ms | 9223372036854775807 | and more than this after it; topics override with ``message.timestamp.after.max.ms`` |
 | num.partitions | 1 | partitions of a topic created without a count |
 | default.replication.factor | 1 | replication factor of a topic created without one |
 | auto.leader.rebalance.enable | true | move leadership back to preferred replicas |
@@ -81,6 +83,8 @@ class BrokerConfig:
     flush_interval_messages: int = (1 << 63) - 1
     segment_bytes: int = 1024 * 1024 * 1024
     message_max_bytes: int = 1048588
+    timestamp_before_max_ms: int = (1 << 63) - 1
+    timestamp_after_max_ms: int = (1 << 63) - 1
     default_partitions: int = 1
     default_replication_factor: int = 1
     auto_leader_rebalance: bool = True
@@ -134,6 +138,8 @@ _INT_KEYS = {
     "log.flush.interval.messages": ("broker", "flush_interval_messages"),
     "log.segment.bytes": ("broker", "segment_bytes"),
     "message.max.bytes": ("broker", "message_max_bytes"),
+    "log.message.timestamp.before.max.ms": ("broker", "timestamp_before_max_ms"),
+    "log.message.timestamp.after.max.ms": ("broker", "timestamp_after_max_ms"),
     "num.partitions": ("broker", "default_partitions"),
     "default.replication.factor": ("broker", "default_replication_factor"),
     "leader.imbalance.check.interval.seconds": ("broker", "leader_imbalance_check_interval_ms"),

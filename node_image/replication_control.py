@@ -53,6 +53,8 @@ TOPIC_CONFIGS = {
     # Records are never deleted by time: only "keep forever" is honest to accept.
     "retention.ms": lambda v: v == "-1",
     "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
+    "message.timestamp.before.max.ms": lambda v: v.isdigit(),
+    "message.timestamp.after.max.ms": lambda v: v.isdigit(),
     "max.message.bytes": lambda v: v.isdigit() and int(v) > 0,
 }
 

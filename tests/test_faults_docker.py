@@ -320,6 +320,39 @@ def test_a_clock_bump_moves_the_log_append_time_the_leader_stamps(cluster, tmp_p
     assert read == [before, during]
 
 
+def test_a_leader_whose_clock_went_back_refuses_records_from_its_future(cluster, tmp_path):
+    """message.timestamp.after.max.ms (KIP-937) bounds CreateTime by the leader's wall clock:
+    set 300 s back, the leader finds the producer's timestamps 5 minutes in its future and
+    refuses them (INVALID_TIMESTAMP); reset, it takes them again."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from nemesis.packages.clock import clock_script
+    bootstrap = ",".join(f"{n.address}:9092" for n in cluster.nodes)
+    topic = f"bounded-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={
+        "message.timestamp.after.max.ms": "60000"})])[topic].result(30)
+
+    def produce_one():
+        got = []
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0,
+                      "message.timeout.ms": 30000})
+        p.produce(topic, b"v", on_delivery=lambda err, msg: got.append(err))
+        p.flush(40)
+        return got[0]
+    assert produce_one() is None
+    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    try:
+        cluster.exec(leader, clock_script(-300.0))
+        seen = asyncio.run(offsets_of_every_node([cluster.node(leader)]))
+        assert seen[leader] < -290, seen
+        err = produce_one()
+        assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, err
+    finally:
+        cluster.exec(leader, clock_script(0.0))
+    assert produce_one() is None
+
+
 def test_clock_strobe_jumps_back_and_forth_until_reset(cluster, tmp_path):
     c, history = campaign(cluster, tmp_path, clock={"strobe_delta_s": 30, "strobe_period_ms": 200})
 

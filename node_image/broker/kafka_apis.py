@@ -48,6 +48,9 @@ ATTR_TRANSACTIONAL = 0x10
 PID_WAIT_MS = 1000  # how long an InitProducerId waits for a producer-id block
 
 
+UNBOUNDED = (1 << 63) - 1  # Long.MAX_VALUE: no timestamp bound
+
+
 @dataclass(slots=True)
 class _ProduceResult:
     """One partition's answer to a Produce, until it is sent: a delayed produce (acks=all)
@@ -219,9 +222,12 @@ class KafkaApis:
         base = None
         required = 0
         append_time = -1
-        if self.rm.image.topic_config(topic).get("message.timestamp.type") == "LogAppendTime":
+        config = self.rm.image.topic_config(topic)
+        if config.get("message.timestamp.type") == "LogAppendTime":
             append_time = self.wall_clock()
             batches = [(h, records.set_log_append_time(b, append_time)) for h, b in batches]
+        elif self._timestamp_out_of_range(topic, config, batches):
+            return refuse(m.INVALID_TIMESTAMP)
         for header, batch in batches:
             error, dup = part.producers.check(header)
             if error != m.NONE:
@@ -234,6 +240,26 @@ class KafkaApis:
             base = first if base is None else base
             required = max(required, last + 1)
         return _ProduceResult(m.NONE, base, required, part.leader_epoch, append_time)
+
+    def _timestamp_out_of_range(self, topic: str, config: dict, batches) -> bool:
+        """Kafka's CreateTime bounds (KIP-937): a record stamped more than
+        ``message.timestamp.before.max.ms`` before the leader's wall clock, or more than
+        ``message.timestamp.after.max.ms`` after it, is refused with its whole batch."""
+        before = int(config.get("message.timestamp.before.max.ms",
+                                self.options.timestamp_before_max_ms))
+        after = int(config.get("message.timestamp.after.max.ms",
+                               self.options.timestamp_after_max_ms))
+        if before >= UNBOUNDED and after >= UNBOUNDED:
+            return False
+        now = self.wall_clock()
+        for header, batch in batches:
+            for rec in records.decode_records(batch)[1]:
+                if rec.timestamp < now - before or rec.timestamp > now + after:
+                    self._on_event(f"produce to {topic}: timestamp {rec.timestamp} is out of "
+                                   f"range [{now - before}, {now + after}] of this broker's "
+                                   f"wall clock; refused (INVALID_TIMESTAMP)")
+                    return True
+        return False
 
     def _check_produce(self, d: _DelayedProduce, now: int) -> None:
         for key in list(d.pending):
