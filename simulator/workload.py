@@ -1,4 +1,5 @@
-"""The simulated register clients: each reads, writes or cas-es a key drawn from the seed,
+"""The simulated register clients: each reads, writes or cas-es (in the register workload's
+mix, ``workloads.register.OPS``) a key drawn from the seed,
 sends it to the leader it last heard of (80%) or to any node, and records invoke and
 ok / fail / info in the history the linearizability checker reads. A cas expects the
 value the client last saw of the key; every written value is unique."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 import random
 
 from node_image import messages as m
+from workloads.register import OPS  # the register workload's mix of operations
 
 TIMEOUT_MS = 5_000
 
@@ -42,7 +44,7 @@ class SimClients:
         if sim.now >= self.stop_at_ms:
             return
         key = f"k{r.randrange(self.keys)}"
-        f = r.choice(["read", "read", "write", "cas"])
+        f = r.choice(OPS)
         value = expected = None
         if f == "write":
             value = self._next_value
