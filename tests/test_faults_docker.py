@@ -19,6 +19,7 @@ from harness.campaign import Campaign
 from harness.nodes import clock_offsets, describe_all, wait_for_service
 from nemesis.packages.corrupt import corrupt_script
 from nemesis.schedule import FaultStep
+from workloads.queue_workload import broker_metadata
 
 pytestmark = pytest.mark.docker
 
@@ -267,17 +268,46 @@ def test_clock_bump_is_seen_in_the_node_clock_and_reset_undoes_it(cluster, tmp_p
     asyncio.run(scenario())
 
 
+def create_topic(bootstrap: str, topic: str, config: dict):
+    """A 1-partition, 3-replica topic, once every broker is back: a test before may have
+    killed or paused one, which stays fenced until its session is renewed."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, 1, 3, config=config)])[topic].result(30)
+            break
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:  # an earlier try got through
+                break
+            if time.monotonic() > deadline or not (
+                    err.retriable() or "available brokers" in err.str()):
+                raise
+            time.sleep(0.5)
+    while True:  # every broker knows the partition and its leader (metadata propagates)
+        views = []
+        for address in (a.rsplit(":", 1)[0] for a in bootstrap.split(",")):
+            try:
+                views.append(broker_metadata(address, topic, 5.0))
+            except OSError:
+                views.append([])
+        if all(v and v[0][1] >= 0 for v in views):
+            return admin
+        assert time.monotonic() < deadline, f"{topic}: no leader known everywhere after 60 s"
+        time.sleep(0.2)
+
+
 def test_a_clock_bump_moves_the_log_append_time_the_leader_stamps(cluster, tmp_path):
     """A topic with message.timestamp.type=LogAppendTime takes its records' timestamps from
     the leader's wall clock (Kafka's Time.milliseconds()): bumped, the timestamps move with
     it, in the produce answer and in what consumers read."""
     from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
     bootstrap = ",".join(f"{n.address}:9092" for n in cluster.nodes)
     topic = f"append-time-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 3, config={
-        "message.timestamp.type": "LogAppendTime"})])[topic].result(30)
+    admin = create_topic(bootstrap, topic, {"message.timestamp.type": "LogAppendTime"})
     c, history = campaign(cluster, tmp_path, clock={"max_skew_s": 1000})
 
     def produce_one() -> tuple[int, int]:
@@ -325,13 +355,10 @@ def test_a_leader_whose_clock_went_back_refuses_records_from_its_future(cluster,
     set 300 s back, the leader finds the producer's timestamps 5 minutes in its future and
     refuses them (INVALID_TIMESTAMP); reset, it takes them again."""
     from confluent_kafka import KafkaError, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
     from nemesis.packages.clock import clock_script
     bootstrap = ",".join(f"{n.address}:9092" for n in cluster.nodes)
     topic = f"bounded-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 3, config={
-        "message.timestamp.after.max.ms": "60000"})])[topic].result(30)
+    admin = create_topic(bootstrap, topic, {"message.timestamp.after.max.ms": "60000"})
 
     def produce_one():
         got = []
