@@ -148,6 +148,14 @@ def run() -> int:
     return 0
 
 
+def _signal(pid: int, sig: int) -> None:
+    """Signal the node; one that has just exited by itself needs no signal."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def ctl(command: str) -> int:
     os.makedirs(RUN, exist_ok=True)
     pid = _pid()
@@ -160,15 +168,16 @@ def ctl(command: str) -> int:
         open(HOLD, "w").close()
         if pid is not None:
             if command == "stop":
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGTERM)
+                _signal(pid, signal.SIGCONT)
+                _signal(pid, signal.SIGTERM)
             else:
-                os.kill(pid, signal.SIGKILL)
+                _signal(pid, signal.SIGKILL)
             deadline = time.monotonic() + 15
             while _pid() is not None and time.monotonic() < deadline:
                 time.sleep(0.02)
             if _pid() is not None:
-                os.kill(pid, signal.SIGKILL)
+                print(f"node {pid} still running after 15 s; killing it", file=sys.stderr)
+                _signal(pid, signal.SIGKILL)
         return 0
     if command == "start":
         if pid is not None and _state(pid) == "T":
