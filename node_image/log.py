@@ -368,29 +368,37 @@ class UnifiedLog:
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Batches from ``offset`` (a batch start) up to about ``max_bytes``; at least one."""
-        i = bisect.bisect_left(self._bases, offset)
-        out = bytearray()
-        while i < len(self._batches):
-            entry = self._batches[i]
-            if out and len(out) + entry.size > max_bytes:
-                break
-            out += self.read_entry(entry)
-            i += 1
-        return bytes(out)
+        return self._read_from(bisect.bisect_left(self._bases, offset), offset, max_bytes,
+                               self.end_offset)
 
     def read_range(self, offset: int, max_bytes: int, upper: int) -> bytes:
         """Whole batches from the one holding ``offset``, each ending at or below ``upper``
         (a data partition's high watermark), up to about ``max_bytes`` (at least one batch)."""
-        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        out = bytearray()
+        return self._read_from(max(bisect.bisect_right(self._bases, offset) - 1, 0), offset,
+                               max_bytes, upper)
+
+    def _read_from(self, i: int, offset: int, max_bytes: int, upper: int) -> bytes:
+        """The batches from entry ``i`` on that end after ``offset`` and at or below ``upper``,
+        up to about ``max_bytes`` (at least one). Batches lying end to end in one segment are
+        read with one call, as Kafka sends a file range: a consumer starting over from offset
+        0 costs a read per segment, not a file opened per batch."""
+        runs: list[list[int]] = []  # [segment, position, size]
+        total = 0
         while i < len(self._batches):
             entry = self._batches[i]
-            if entry.next_offset > upper or (out and len(out) + entry.size > max_bytes):
+            if entry.next_offset > upper or (total and total + entry.size > max_bytes):
                 break
             if entry.next_offset > offset:
-                out += self.read_entry(entry)
+                last = runs[-1] if runs else None
+                if last is not None and last[0] == entry.segment \
+                        and last[1] + last[2] == entry.position:
+                    last[2] += entry.size
+                else:
+                    runs.append([entry.segment, entry.position, entry.size])
+                total += entry.size
             i += 1
-        return bytes(out)
+        return b"".join(self.fs.read_at(self._path(segment_name(seg)), pos, size)
+                        for seg, pos, size in runs)
 
     def batch_headers(self, start: int = 0):
         """Headers of the batches starting at or after ``start``, read from disk."""

@@ -181,3 +181,39 @@ def test_an_older_epoch_appended_after_a_newer_one_cuts_the_epoch_cache_as_kafka
     assert log.epoch_entries == [(0, 5), (2, 7)]
     again = UnifiedLog(fs, d, 1 << 20, events.append)  # recovery reads the same cache back
     assert again.end_offset == 8 and again.epoch_entries == [(0, 5), (2, 7)]
+
+
+def test_reads_return_the_batches_one_by_one_would_with_one_call_per_segment(fs_and_dir):
+    """A consumer starting over from offset 0 reads thousands of small batches: they are read
+    as a file range per segment (as Kafka sends them), and the bytes are exactly those of
+    the batches read one at a time, for every start, size limit and upper bound."""
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 700)  # several segments
+    fill(log, 60)
+    entries = log.batch_entries(0, log.end_offset)
+    segments = sorted({e.segment for e in entries})
+    assert len(segments) > 3
+
+    def one_by_one(offset, max_bytes, upper):
+        out = b""
+        for e in entries:
+            if e.next_offset > upper or (out and len(out) + e.size > max_bytes):
+                break
+            if e.next_offset > offset:
+                out += log.read_entry(e)
+        return out
+
+    rng = random.Random(7)
+    for _ in range(300):
+        offset = rng.randrange(0, log.end_offset)
+        max_bytes = rng.choice([1, 50, 300, 2000, 1 << 20])
+        upper = rng.randrange(offset, log.end_offset + 1)
+        assert log.read_range(offset, max_bytes, upper) == one_by_one(offset, max_bytes, upper)
+    assert log.read(0, 1 << 20) == one_by_one(0, 1 << 20, log.end_offset)
+
+    everything = one_by_one(0, 1 << 20, log.end_offset)
+    calls = []
+    real = fs.read_at
+    fs.read_at = lambda path, pos, size: calls.append(path) or real(path, pos, size)
+    assert log.read_range(0, 1 << 20, log.end_offset) == everything
+    assert len(calls) == len(segments)
