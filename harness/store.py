@@ -15,14 +15,18 @@ from pathlib import Path
 def new_run_dir(root: Path, test: str, seed: int) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     base = root / test / f"{stamp}-{seed}"
+    base.parent.mkdir(parents=True, exist_ok=True)
     path = base
     n = 1
-    while path.exists():
-        n += 1
-        path = Path(f"{base}-{n}")
-    path.mkdir(parents=True)
+    while True:  # mkdir, not a test of existence: two runs started together each get one
+        try:
+            path.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+            path = Path(f"{base}-{n}")
     latest = root / "latest"
-    tmp = root / f".latest-{os.getpid()}"
+    tmp = root / f".latest-{os.getpid()}-{path.name}"
     if tmp.is_symlink() or tmp.exists():
         tmp.unlink()
     tmp.symlink_to(path.relative_to(root))
