@@ -61,8 +61,10 @@ class Node:
                  on_event: Callable[[str], None] | None = None,
                  wall_clock: Callable[[], int] | None = None) -> None:
         """``now_ms``: the monotonic clock the cores' timers run on; ``wall_clock``: the wall
-        clock in ms where Kafka reads one (``Time.milliseconds()``: LogAppendTime), the
-        system's unless given (the simulator gives each node its drifting one)."""
+        clock in ms where Kafka reads one (``Time.milliseconds()``): the Raft timers (see
+        ``KafkaRaftClient``) and LogAppendTime. The runtime gives the system's, the
+        simulator each node's drifting one; without it the Raft timers run on ``now_ms``
+        and the broker reads the system's wall clock."""
         self.config = config
         self.node_id = config.node_id
         self._on_event = on_event or (lambda msg: None)
@@ -82,7 +84,7 @@ class Node:
             node_id=config.node_id, directory_id=self.meta.directory_id,
             cluster_id=self.meta.cluster_id, voters=election.voters, log=self.log,
             store=self.store, config=config.raft, rng=rng, outbox=self.outbox,
-            now_ms=now_ms, bugs=config.bugs, on_event=self._on_event)
+            now_ms=now_ms, bugs=config.bugs, on_event=self._on_event, clock=wall_clock)
         b = config.broker
         options = ControllerOptions(
             idle_interval_ms=config.idle_interval_ms, snapshot_max_bytes=config.snapshot_max_bytes,

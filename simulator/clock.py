@@ -1,7 +1,9 @@
 """A simulated node's clock: its own offset and drift (ppm) against simulated time, drawn
 from the seed. The node's cores read it for their timers (``local``); the simulator turns
-a core's deadline back into simulated time (``to_sim``), and the wall clock the broker
-reads is ``WALL_EPOCH_MS`` plus the same reading."""
+a core's deadline back into simulated time (``to_sim``), and the wall clock (the Raft
+timers, LogAppendTime) is ``WALL_EPOCH_MS`` plus the same reading plus ``step_ms``: what
+the nemesis's clock steps move, as the clock package moves a container's through
+libfaketime."""
 from __future__ import annotations
 
 import random
@@ -14,6 +16,7 @@ class NodeClock:
     def __init__(self, offset: int = 0, ppm: int = 0) -> None:
         self.offset = offset
         self.ppm = ppm
+        self.step_ms = 0
 
     @staticmethod
     def draw(rng: random.Random, max_drift_ppm: int) -> "NodeClock":
@@ -27,4 +30,4 @@ class NodeClock:
         return -((-(local - self.offset) * 1_000_000) // (1_000_000 + self.ppm))
 
     def wall(self, t: int) -> int:
-        return WALL_EPOCH_MS + self.local(t)
+        return WALL_EPOCH_MS + self.local(t) + self.step_ms

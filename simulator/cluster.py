@@ -14,13 +14,13 @@ proves it.
 As in TigerBeetle's simulator the seed also draws the fault *options* (swarm
 testing): how lossy, duplicating and slow the network is, how often
 partitions (one-way too) and power-loss crashes come, whether crashes tear
-unsynced writes, whether a disk is wiped, clock drift per node, segment and
-snapshot sizes. They are printed so a failure can be read.
+unsynced writes, whether a disk is wiped, clock drift per node and wall-clock
+steps, segment and snapshot sizes. They are printed so a failure can be read.
 
 Each simulated resource is a file of its own with its own seeded random
 stream: ``network`` (loss, duplication, delay, blocked links), ``clock``
 (offset and drift), ``disk``, ``workload`` (the register clients),
-``nemesis`` (partitions and crashes); this module holds the event queue, the
+``nemesis`` (partitions, crashes and clock steps); this module holds the event queue, the
 nodes and the dispatch of events to them.
 
 After every event the invariants of ``simulator.invariants`` are
@@ -72,6 +72,7 @@ class SimOptions:
     snapshot_bytes: int
     fetch_max_bytes: int
     election_crash_prob: float
+    clock_step_mean_ms: int | None = None
 
     @staticmethod
     def draw(seed: int) -> "SimOptions":
@@ -99,6 +100,9 @@ class SimOptions:
             snapshot_bytes=r.choice([1024, 8192, 1 << 20]),
             fetch_max_bytes=r.choice([256, 4096, 8 << 20]),
             election_crash_prob=r.choice([0.0, 0.0, 0.5]),
+            # its own stream, so the options above are those the seed drew before steps existed
+            clock_step_mean_ms=random.Random(f"{seed}-clock-steps").choice(
+                [None, None, 5000, 15000]),
         )
 
     def describe(self) -> str:
@@ -168,7 +172,8 @@ class Simulation:
         self.voters = tuple(ReplicaKey(i, self.dir_ids[i]) for i in self.voter_ids)
         for i, sn in self.nodes.items():
             format_storage(sn.disk, LOG_DIR, CLUSTER_ID, i, self.voters, self.dir_ids[i])
-        self.stats = {"crashes": 0, "partitions": 0, "wipes": 0, "delivered": 0, "dropped": 0}
+        self.stats = {"crashes": 0, "partitions": 0, "wipes": 0, "clock_steps": 0,
+                      "delivered": 0, "dropped": 0}
         # one file per simulated resource, each with its own seeded random.Random
         self.network = SimNetwork(random.Random(f"{seed}-net"), o.drop_rate, o.duplicate_rate,
                                   o.max_delay_ms, self.stats)
@@ -342,6 +347,13 @@ class Simulation:
             if self.now < self.duration_ms:
                 self.nemesis.crash()
             return True
+        if kind == "clock_step":
+            if self.now < self.duration_ms:
+                self.nemesis.clock_step()
+            return True
+        if kind == "clock_reset":
+            self.nemesis.clock_reset(data[0])
+            return True
         if kind == "quick_crash":
             self.nemesis.quick_crash(data[0])
             return True
@@ -354,6 +366,8 @@ class Simulation:
         if kind == "end_faults":
             # Heal everything, the lossy network included, and see the cluster recover.
             self.network.heal_all()
+            for sn in self.nodes.values():
+                sn.clock.step_ms = 0
             self.trace(self.now, "end_faults")
             for sn in self.nodes.values():
                 if sn.node is None:

@@ -4,7 +4,8 @@
 - MonotonicEpoch: a node's epoch never goes down, across restarts too (the
   epoch is persisted before it is used, so a restart must find it again).
 - MonotonicHighWatermark: the high watermark of the cluster's leader (the
-  leader with the highest epoch) never goes down, across leader changes.
+  leader with the highest epoch, never one of an epoch older than a leader
+  seen before) never goes down, across leader changes.
 - MajorityReachedHighWatermark: a majority of voters hold, durably, every
   offset below the leader's high watermark (for a crashed voter: what its
   disk kept at the crash). A voter whose disk was wiped comes back with a
@@ -33,6 +34,7 @@ class Invariants:
         self.leader_of_epoch: dict[int, int] = {}
         self.max_epoch: dict[int, int] = {}
         self.cluster_hwm = 0
+        self.leader_epoch = 0  # the highest epoch a leader was seen in
         self.committed_batches: dict[int, tuple[int, int, int]] = {}
         self.checked_to: dict[int, int] = {}
         self.digest_at: dict[int, tuple[int, int]] = {}
@@ -75,7 +77,12 @@ class Invariants:
             st = sn.node.raft.state if sn.node is not None else None
             if isinstance(st, LeaderState) and (top is None or st.epoch > top[1].epoch):
                 top = (sn.node_id, st)
-        if top is not None and top[1].high_watermark is not None:
+        # A leader of an epoch older than one already led is stale (cut off, its clock held
+        # back): it can commit nothing more, and its high watermark is not the cluster's.
+        if top is not None:
+            self.leader_epoch = max(self.leader_epoch, top[1].epoch)
+        if top is not None and top[1].epoch == self.leader_epoch \
+                and top[1].high_watermark is not None:
             hwm = top[1].high_watermark
             if hwm < self.cluster_hwm:
                 raise SafetyViolation("MonotonicHighWatermark",

@@ -1,8 +1,10 @@
-"""The simulated nemesis: partitions and crashes at seeded exponential intervals while the
-faults last. Partitions take the Docker nemesis's shapes (``nemesis.faults.grudge``) and
+"""The simulated nemesis: partitions, crashes and wall-clock steps at seeded exponential
+intervals while the faults last. Partitions take the Docker nemesis's shapes (``nemesis.faults.grudge``) and
 one-way ones; a crash takes one node or a minority, may tear its unsynced writes (the
-disk) and, rarely, wipe its disk (at most one voter per run). One seeded ``random.Random``
-decides every fault."""
+disk) and, rarely, wipe its disk (at most one voter per run). A clock step moves one
+node's wall clock (half the time the leader's) 1 to 30 s forward or back for 1 to 20 s,
+as the Docker clock package's bump does. One seeded ``random.Random`` decides every
+fault."""
 from __future__ import annotations
 
 import random
@@ -26,6 +28,8 @@ class SimNemesis:
             sim.push(int(self.rng.expovariate(1 / o.partition_mean_ms)), "partition")
         if o.crash_mean_ms:
             sim.push(int(self.rng.expovariate(1 / o.crash_mean_ms)), "crash")
+        if o.clock_step_mean_ms:
+            sim.push(int(self.rng.expovariate(1 / o.clock_step_mean_ms)), "clock_step")
 
     def partition(self) -> None:
         o, sim, r = self.options, self.sim, self.rng
@@ -63,6 +67,24 @@ class SimNemesis:
                 sim.push(sim.now + 1 + r.randrange(o.down_ms), "restart", victim)
         if sim.now < sim.duration_ms:
             sim.push(sim.now + int(r.expovariate(1 / o.crash_mean_ms)) + 1, "crash")
+
+    def clock_step(self) -> None:
+        o, sim, r = self.options, self.sim, self.rng
+        leader = sim.leader()
+        victim = leader[0] if leader is not None and r.random() < 0.5 else r.choice(sorted(sim.nodes))
+        if not sim.nodes[victim].clock.step_ms:  # a stepped clock is left until its reset
+            step = r.choice((-1, 1)) * r.randint(1000, 30000)
+            sim.nodes[victim].clock.step_ms = step
+            sim.stats["clock_steps"] += 1
+            sim.trace(sim.now, "clock_step", victim, step)
+            sim.push(sim.now + r.randint(1000, 20000), "clock_reset", victim)
+        sim.push(sim.now + int(r.expovariate(1 / o.clock_step_mean_ms)) + 1, "clock_step")
+
+    def clock_reset(self, node_id: int) -> None:
+        sn = self.sim.nodes[node_id]
+        if sn.clock.step_ms:
+            self.sim.trace(self.sim.now, "clock_reset", node_id)
+            sn.clock.step_ms = 0
 
     def crash_after_vote(self, node_id: int) -> None:
         """A targeted fault, drawn when a voter has just voted: restart it while the

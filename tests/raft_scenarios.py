@@ -32,6 +32,12 @@ Commands:
   restart N               node N starts again from its disk
   snapshot N              node N snapshots at its committed offset
   status                  every node: role, epoch, leader, high watermark, log
+  clock N ms=T            node N's wall clock steps T ms (negative: back); its Raft
+                          timers run on it, never backward, as Kafka's do
+  lease N                 does node N hold a leader lease now (``lease_holds``)
+
+Each node's Raft clock is its wall clock: ``WALL_MS`` plus the scenario's time plus
+the steps ``clock`` gave it.
 """
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ from node_image.storage import (METADATA_DIR, QuorumStateStore, ReplicaKey, form
                                 new_directory_id, read_meta_properties)
 
 LOG_DIR = "/data"
+WALL_MS = 1_800_000_000_000
 CLUSTER = "raft-scenarios"
 CONFIG = RaftConfig(election_timeout_ms=1000, election_backoff_max_ms=1000,
                     fetch_timeout_ms=2000, request_timeout_ms=2000, retry_backoff_ms=20,
@@ -123,6 +130,7 @@ class Net:
         self.cut: set[tuple[int, int]] = set()
         self.out: list[str] = []
         self.bugs: frozenset[str] = frozenset()
+        self.skew: dict[int, int] = {}  # clock steps per node, ms
         self._appended = 0
 
     # ---------------------------------------------------------------- plumbing
@@ -162,9 +170,13 @@ class Net:
                             voters=store.read().voters, log=log, store=store, config=CONFIG,
                             rng=random.Random(f"raft-{node_id}"), outbox=Outbox(),
                             now_ms=self.now, bugs=self.bugs,
-                            on_event=lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"))
+                            on_event=lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"),
+                            clock=lambda i=node_id: self.wall(i))
         c.register(_Listener(self, node_id))
         return c
+
+    def wall(self, node_id: int) -> int:
+        return WALL_MS + self.now + self.skew.get(node_id, 0)
 
     def _node(self, arg: str) -> int:
         n = int(arg.lstrip("n"))
@@ -195,7 +207,7 @@ class Net:
             s = c.state
             for attr in ("election_deadline_ms", "fetch_deadline_ms"):
                 if hasattr(s, attr):
-                    setattr(s, attr, self.now)
+                    setattr(s, attr, self.wall(n))
             c.poll(self.now)
         self._run(n, expire)
 
@@ -301,7 +313,18 @@ class Net:
                             f"last epoch {c.log.last_fetched_epoch} "
                             f"voted {c.persisted.voted_key.node_id if c.persisted.voted_key else '-'}")
 
-    COMMANDS = {"add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
+    def clock(self, args, kw) -> None:
+        n = self._node(args[0])
+        step = int(kw["ms"])
+        self.skew[n] = self.skew.get(n, 0) + step
+        self.out.append(f"n{n} clock {step:+d} ms")
+
+    def lease(self, args, kw) -> None:
+        n = self._node(args[0])
+        holds = self.nodes[n].lease_holds(self.now)
+        self.out.append(f"n{n} lease {'holds' if holds else 'does not hold'}")
+
+    COMMANDS = {"clock": clock, "lease": lease,"add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
                 "stabilize": stabilize, "partition": partition, "heal": heal, "append": append,
                 "resign": resign, "crash": crash, "restart": restart, "snapshot": snapshot,
                 "status": status}

@@ -245,3 +245,51 @@ def test_producer_state_dedups_the_last_five_batches_and_refuses_gaps():
     assert ps.check(hdr(0, epoch=1)) == (m.NONE, None), "a new epoch starts at 0"
     ps.update(hdr(0, epoch=1, base=offset))
     assert ps.check(hdr(1, epoch=0)) == (m.INVALID_PRODUCER_EPOCH, None)
+
+
+def test_replica_lag_is_measured_on_the_wall_clock_as_kafkas():
+    """Kafka's Partition.getOutOfSyncReplicas reads Time.milliseconds(): a leader whose wall
+    clock jumps forward past replica.lag.time.max.ms drops a follower that has not fetched
+    since, though on the monotonic clock (``now``) it was away only a moment."""
+    from node_image.broker.replica_manager import ReplicaManager
+    from node_image.config import BrokerConfig
+    image = with_topic(cluster_image(3), partitions=1, rf=3)
+    reg = image.partition("t", 0)
+    leader, fetching, silent = reg.leader, *[r for r in reg.replicas if r != reg.leader]
+    from node_image.outbox import Outbox
+    wall = [1_000_000]
+    outbox = Outbox()
+    corr = iter(range(1, 1000))
+    rm = ReplicaManager(leader, "/data", SimDisk(), BrokerConfig(), outbox, lambda: next(corr),
+                        lambda msg: None, wall_clock=lambda: wall[0])
+    rm.controller_id, rm.broker_epoch = fetching, 10
+
+    def fetch(follower, now):
+        rm.handle_replica_fetch(f"n{follower}", m.ReplicaFetchRequest(
+            next(corr), follower, 10, 0, (("t", 0, reg.leader_epoch, 0, -1),)), now)
+
+    def alters():
+        return [x for _, x in outbox if isinstance(x, m.AlterPartitionRequest)]
+    rm.apply_image(image, None, now=0)
+    fetch(fetching, 10)
+    fetch(silent, 10)
+    rm.poll(20)
+    assert not alters()
+    wall[0] += 40_000  # 40 s on the wall clock; 20 ms on the monotonic one
+    fetch(fetching, 40)
+    rm.poll(40 + 15_000)  # the next ISR check
+    [alter] = alters()
+    assert set(alter.new_isr) == {leader, fetching}, alter
+    # the same, with no wall clock given: lag on ``now``, and 15 s is no lag
+    outbox.take()
+    rm2 = ReplicaManager(leader, "/data2", SimDisk(), BrokerConfig(), outbox, lambda: next(corr),
+                         lambda msg: None)
+    rm2.controller_id, rm2.broker_epoch = fetching, 10
+    rm, wall[0] = rm2, 0
+    rm.apply_image(image, None, now=0)
+    fetch(fetching, 10)
+    fetch(silent, 10)
+    rm.poll(20)
+    fetch(fetching, 40)
+    rm.poll(40 + 15_000)
+    assert not alters()

@@ -1,8 +1,8 @@
 """clock: skew the nodes' wall clocks through libfaketime, which re-reads the offset from
 ``FAKETIME_FILE`` on every call (the nodes run under it when the campaign has this package).
 
-Modes: ``bump`` steps each target's clock by up to ``max_skew_s`` forward or back (at
-least a tenth of it) for the fault's length; ``strobe`` flips it between +``strobe_delta_s``
+Modes: ``bump`` steps each target's clock by up to ``max_skew_s`` (at least a tenth of
+it), forward or back as ``directions`` allows, for the fault's length; ``strobe`` flips it between +``strobe_delta_s``
 and 0 every ``strobe_period_ms``. Every change is measured afterwards (the node's own wall
 clock, from DescribeQuorum) and the measurement recorded beside it.
 """
@@ -24,10 +24,22 @@ def clock_script(offset_s: float) -> list[str]:
                         f"mv {FAKETIME_FILE}.tmp {FAKETIME_FILE}"]
 
 
-def bump_offsets(nodes: list[int], max_skew_s: float, rng: random.Random) -> dict[int, float]:
-    """A step of up to ``max_skew_s`` forward or back per node, at least a tenth of it."""
-    return {n: round(rng.choice((-1, 1)) * rng.uniform(max_skew_s / 10, max_skew_s), 3)
+DIRECTIONS = {"back": -1, "forward": 1}
+
+
+def bump_offsets(nodes: list[int], max_skew_s: float, rng: random.Random,
+                 directions=("back", "forward")) -> dict[int, float]:
+    """A step of up to ``max_skew_s`` per node, at least a tenth of it, in one of
+    ``directions``."""
+    signs = [DIRECTIONS[d] for d in DIRECTIONS if d in directions]
+    return {n: round(rng.choice(signs) * rng.uniform(max_skew_s / 10, max_skew_s), 3)
             for n in nodes}
+
+
+def _check_directions(v) -> str | None:
+    if not isinstance(v, list) or not v or any(d not in DIRECTIONS for d in v):
+        return f"{v!r} is not a non-empty list of {', '.join(DIRECTIONS)}"
+    return None
 
 
 class Clock(NodeFault):
@@ -35,8 +47,10 @@ class Clock(NodeFault):
     modes = ("bump", "strobe")
     options = {"max_skew_s": number(0.001, 86400 * 365, "0 < s <= a year"),
                "strobe_delta_s": number(0.001, 86400, "0 < s <= a day"),
-               "strobe_period_ms": number(50, 60_000, "50..60000 ms")}
-    defaults = {"max_skew_s": 120.0, "strobe_delta_s": 10.0, "strobe_period_ms": 200}
+               "strobe_period_ms": number(50, 60_000, "50..60000 ms"),
+               "directions": _check_directions}
+    defaults = {"max_skew_s": 120.0, "strobe_delta_s": 10.0, "strobe_period_ms": 200,
+                "directions": ["back", "forward"]}
     opens = ("clock-bump", "clock-strobe")
     closes = ("clock-reset",)
     colour = "#f58518"
@@ -80,7 +94,7 @@ class Clock(NodeFault):
             ctx.history.record("nemesis", "info", "clock-strobe", value=value)
             label = f"clock strobe {step.spec} {targets} (+{delta:g} s every {period_ms:g} ms)"
         else:
-            offsets = bump_offsets(targets, opts["max_skew_s"], rng)
+            offsets = bump_offsets(targets, opts["max_skew_s"], rng, opts["directions"])
             value["offsets"] = {str(n): o for n, o in offsets.items()}
             ctx.history.record("nemesis", "invoke", "clock-bump", value=value)
             await ctx.exec_all(targets, lambda n: clock_script(offsets[n]))

@@ -58,7 +58,7 @@ class Broker:
             retry_backoff_ms=options.retry_backoff_ms, rng=rng, outbox=outbox,
             next_correlation=self._next_correlation, on_event=on_event)
         self.rm = ReplicaManager(node_id, log_dir, fs, options, outbox, self._next_correlation,
-                                 on_event, bugs)
+                                 on_event, bugs, wall_clock)
         self.apis = KafkaApis(self, self.rm, cluster_id, options, outbox, on_event, bugs,
                               wall_clock)
         self.published = False

@@ -43,9 +43,14 @@ ALTER_PARTITION_TIMEOUT_MS = 5000
 class ReplicaManager:
     def __init__(self, node_id: int, log_dir: str, fs: FileSystem, options, outbox: list,
                  next_correlation: Callable[[], int], on_event: Callable[[str], None],
-                 bugs: frozenset[str] = frozenset()) -> None:
+                 bugs: frozenset[str] = frozenset(),
+                 wall_clock: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
         self.bugs = bugs
+        # Replica lag is measured on the wall clock, as Kafka's (Time.milliseconds() in
+        # Partition.updateFollowerFetchState and getOutOfSyncReplicas): a leader whose clock
+        # jumps forward finds every follower lagging. Without one, on ``now``.
+        self._wall_clock = wall_clock
         self.log_dir = log_dir
         self.fs = fs
         self.options = options  # node_image.config.BrokerConfig
@@ -123,8 +128,9 @@ class ReplicaManager:
                 part = self.partitions[key] = Partition(
                     self.node_id, key[0], key[1], self.fs, self.log_dir,
                     self.options.segment_bytes, self._checkpoint.get(key, 0), self._on_event,
-                    hw_ignores_isr="hw-ignores-isr" in self.bugs)
-            if part.apply_registration(reg, now) is not None:
+                    hw_ignores_isr="hw-ignores-isr" in self.bugs,
+                    skip_fsync="skip-fsync" in self.bugs)
+            if part.apply_registration(reg, self._lag_clock(now)) is not None:
                 self.role_changed = True
                 self.hw_changed.add(key)
             if part.is_leader and part.maybe_increment_hw(self.min_isr(key[0])):
@@ -178,7 +184,8 @@ class ReplicaManager:
                 rows.append((topic, partition, m.NONE, part.high_watermark, part.log.start_offset,
                              oe.epoch, oe.offset, b""))
                 continue
-            part.remote[req.replica_id].update_fetch_state(fetch_offset, part.log.end_offset, now)
+            part.remote[req.replica_id].update_fetch_state(fetch_offset, part.log.end_offset,
+                                                           self._lag_clock(now))
             if part.maybe_increment_hw(self.min_isr(topic)):
                 self.hw_changed.add(part.key)
             data = b""
@@ -205,6 +212,9 @@ class ReplicaManager:
                 keep.append((src, req, deadline))
         self._parked_fetches = keep
 
+    def _lag_clock(self, now: int) -> int:
+        return self._wall_clock() if self._wall_clock is not None else now
+
     def _maybe_alter_isr(self, now: int) -> None:
         if self.controller_id is None or self.broker_epoch < 0:
             return
@@ -216,7 +226,8 @@ class ReplicaManager:
                     continue
                 part.pending_isr = None  # no answer: the image will tell; try again
             new_isr = None
-            out = part.out_of_sync_replicas(now, self.options.replica_lag_time_max_ms)
+            out = part.out_of_sync_replicas(self._lag_clock(now),
+                                            self.options.replica_lag_time_max_ms)
             if out:
                 new_isr = tuple(b for b in part.isr if b not in out)
                 self._on_event(f"{part.topic}-{part.partition}: shrinking ISR {list(part.isr)} "

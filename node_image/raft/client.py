@@ -13,7 +13,15 @@ of the node's clock in milliseconds:
 - ``append(entries, now_ms)``: the state machine (controller) on the leader
   wants records written.
 
-It never opens sockets, reads clocks or sleeps. What it wants sent goes to
+It never opens sockets or sleeps, and reads no clock but the one it is given
+(``clock``). Its timers run on that clock as Kafka's do: ``KafkaRaftClient``
+reads ``Time.milliseconds()``, the wall clock, and its ``Timer`` never runs
+backward (``Timer.update`` keeps the largest time it has seen), so a clock
+stepped back holds every Raft timer until it catches up, and a clock stepped
+forward expires them at once. Deadlines are given back on the caller's clock
+(``now_ms``, monotonic): ``next_deadline_ms`` is the last input's ``now_ms``
+plus the time left on the Raft clock. Without ``clock`` the timers run on
+``now_ms`` itself (the scenario tests). What it wants sent goes to
 the node's ``Outbox`` (given at construction) as (destination, message)
 pairs which the runtime takes; the state machine registers itself with
 ``register(listener)``, as with Kafka's ``RaftClient.register``;
@@ -104,7 +112,8 @@ class KafkaRaftClient:
                  voters: tuple[ReplicaKey, ...], log: UnifiedLog, store: QuorumStateStore,
                  config: RaftConfig, rng: random.Random, outbox: Outbox,
                  now_ms: int, bugs: frozenset[str] = frozenset(),
-                 on_event: Callable[[str], None] | None = None) -> None:
+                 on_event: Callable[[str], None] | None = None,
+                 clock: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
         self.cluster_id = cluster_id
@@ -122,7 +131,10 @@ class KafkaRaftClient:
         self._parked_fetches: list[tuple[Any, m.FetchRequest, int]] = []
         self._next_listener_offset = 0
         self._bootstrap_index = node_id
-        self._now = now_ms
+        self._clock = clock
+        self._input_ms = now_ms  # the caller's clock at the last input
+        self._now = -1  # the Raft clock at the last input
+        now_ms = self._input(now_ms)
         self._fired: LeaderAndEpoch | None = None
         self.high_watermark: int | None = None
         self.local_key = ReplicaKey(node_id, directory_id)
@@ -133,6 +145,13 @@ class KafkaRaftClient:
                 f"directory id {directory_id} differs from the voter set's {voter.directory_id}: "
                 f"the disk was replaced; running as an observer")
         self.state = self._initial_state(now_ms)
+
+    def _input(self, now_ms: int) -> int:
+        """An input at the caller's ``now_ms``: the Raft clock then (never below its last
+        reading), kept as ``_now`` beside ``_input_ms``."""
+        self._input_ms = now_ms
+        self._now = max(self._now, now_ms if self._clock is None else self._clock())
+        return self._now
 
     def register(self, listener: Listener) -> None:
         """The state machine that committed records, snapshots and leader changes go to; it
@@ -332,6 +351,9 @@ class KafkaRaftClient:
     # --------------------------------------------------------------- inputs
 
     def poll(self, now: int) -> None:
+        self._poll(self._input(now))
+
+    def _poll(self, now: int) -> None:
         self._now = now
         s = self.state
         if isinstance(s, LeaderState):
@@ -393,14 +415,15 @@ class KafkaRaftClient:
         rd = self.requests.next_deadline(self._now)
         if rd is not None:
             times.append(rd)
-        return min(times)
+        return self._input_ms + max(min(times) - self._now, 0)
 
     def handle(self, src, msg, now: int) -> None:
+        now = self._input(now)
         handler = self._HANDLERS.get(type(msg))
         if handler is None:
             raise TypeError(f"not a raft message: {type(msg).__name__}")
         handler(self, src, msg, now)
-        self.poll(now)
+        self._poll(now)
 
     # ------------------------------------------------------------- requests
 
@@ -851,6 +874,7 @@ class KafkaRaftClient:
 
     def append(self, entries: list[tuple[bytes | None, bytes]], now: int) -> int:
         """Append records as leader (flushed before return). Returns the last offset."""
+        now = self._input(now)
         s = self.state
         if not isinstance(s, LeaderState):
             raise AssertionError("append on a replica that is not the leader")
@@ -927,6 +951,24 @@ class KafkaRaftClient:
         self._fired = current
         self.listener.handle_leader_change(current)
 
+    def lease_holds(self, now: int) -> bool:
+        """A leader's lease: a majority of voters (this one among them) fetched within
+        ``fetch_timeout_ms``, on the Raft clock. Until then no other voter can win a
+        PreVote (each rejects one for ``fetch_timeout_ms`` after it last heard from the
+        leader), so no other leader can exist. Only as safe as the clock it is measured on:
+        nothing in the correct node relies on it (reads take the barrier); the planted bug
+        ``lease-read`` does."""
+        s = self.state
+        if not isinstance(s, LeaderState):
+            return False
+        now = self._input(now)
+        need = self.majority() - 1
+        if need == 0:
+            return True
+        fetched = sorted((rs.last_fetch_ms for v, rs in s.voters.items()
+                          if v != self.node_id and rs.last_fetch_ms is not None), reverse=True)
+        return len(fetched) >= need and now - fetched[need - 1] < self.config.fetch_timeout_ms
+
     def listener_caught_up_as_leader(self) -> bool:
         s = self.state
         return isinstance(s, LeaderState) and self._fired == LeaderAndEpoch(self.node_id, s.epoch)
@@ -934,6 +976,7 @@ class KafkaRaftClient:
     def create_snapshot(self, end_offset: int, entries: list[tuple[bytes | None, bytes]],
                         now: int) -> OffsetAndEpoch:
         """Write a snapshot of the state machine at ``end_offset`` (<= committed)."""
+        now = self._input(now)
         if end_offset > self.committed_offset() or end_offset <= self.log.start_offset:
             raise AssertionError(f"snapshot at {end_offset} outside ({self.log.start_offset}, "
                                  f"{self.committed_offset()}]")
@@ -956,9 +999,10 @@ class KafkaRaftClient:
 
     def resign(self, now: int) -> None:
         """Controlled shutdown of a leader: hand over through EndQuorumEpoch."""
+        now = self._input(now)
         if isinstance(self.state, LeaderState):
             self._to_resigned(now, "shutting down")
-            self.poll(now)
+            self._poll(now)
 
     _HANDLERS = {
         m.VoteRequest: _handle_vote_request,
