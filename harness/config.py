@@ -291,15 +291,27 @@ def resolve(campaign: dict, overrides: dict) -> RunConfig:
     return RunConfig(**values)
 
 
+def _package_options(cfg: RunConfig):
+    for name in cfg.nemesis:
+        package = REGISTRY[name]
+        yield package, package.run_options(cfg.workload, cfg.nemesis_options.get(name))
+
+
 def needs_faketime(cfg: RunConfig) -> bool:
     """Do the nodes run under libfaketime (a package of the campaign moves their clocks)?"""
-    return any(REGISTRY[name].faketime for name in cfg.nemesis)
+    return any(package.faketime for package, _ in _package_options(cfg))
+
+
+def needs_faultfs(cfg: RunConfig) -> bool:
+    """Is each node's data directory a faultfs mount (a package of the campaign fails or
+    forgets from outside the node)?"""
+    return any(package.needs_faultfs(opts) for package, opts in _package_options(cfg))
 
 
 def node_config(cfg: RunConfig) -> dict[str, str]:
     """Node properties for the run: the campaign's, plus what its nemesis needs."""
     props = dict(cfg.node_config)
-    for name in cfg.nemesis:
-        for key, value in REGISTRY[name].properties.items():
+    for package, opts in _package_options(cfg):
+        for key, value in package.node_properties(opts).items():
             props.setdefault(key, value)
     return props

@@ -7,7 +7,8 @@
    already uses (read at run time from /etc/apt/sources.list.d/*.sources or
    /etc/apt/sources.list; never written anywhere), with Debian's python3,
    python3-crc32c, python3-msgpack, openssh-server, iptables, iproute2,
-   procps and faketime; ``docker import`` turns the tarball into an image.
+   procps, faketime, fuse3 and python3-pyfuse3 (for faultfs); ``docker import``
+   turns the tarball into an image.
 2. The node image (``chaoskraft-node:<hash>``): the top-level Dockerfile,
    FROM the base, adds ``node_image/``, the supervisor, and the pure-Python
    ``kafka`` package of the pinned kafka-python (the node's Kafka protocol
@@ -35,7 +36,7 @@ import docker
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-crc32c", "python3-msgpack", "openssh-server", "iptables",
-            "iproute2", "procps", "faketime", "netbase")
+            "iproute2", "procps", "faketime", "netbase", "fuse3", "python3-pyfuse3")
 LABELS = {"chaoskraft": "1"}
 
 

@@ -26,7 +26,7 @@ import yaml
 from workloads.registry import WORKLOADS
 
 from .campaign import Campaign, fault_plan
-from .config import RunConfig, needs_faketime, node_config
+from .config import RunConfig, needs_faketime, needs_faultfs, node_config
 from .history import HistoryWriter
 from .store import new_run_dir
 
@@ -85,7 +85,8 @@ def make_backend(cfg: RunConfig, run_id: str, image: str, log):
     from .backends.docker_backend import DockerCluster
     if cfg.backend == "docker":
         return DockerCluster(run_id, image, cfg.nodes, cfg.controllers, node_config(cfg), cfg.bugs,
-                             seed=cfg.seed, log=log, faketime=needs_faketime(cfg)), None
+                             seed=cfg.seed, log=log, faketime=needs_faketime(cfg),
+                             faultfs=needs_faultfs(cfg)), None
     from .backends.ssh_backend import ssh_over_docker
     return ssh_over_docker(cfg, run_id, image, log)
 

@@ -117,6 +117,7 @@ class Package:
     targeted = True  # takes node targets (``targets``); a scenario chooses its own
     length_s: float | None = None  # a scenario's fixed length; else drawn by the plan
     faketime = False  # the nodes must run under libfaketime
+    faultfs = False  # each node's data directory must be a faultfs mount
     # target -> weight per workload, and the target of a campaign's first fault of the package
     target_weights: dict[str, dict[str, float]] = {}
     first: dict[str, str] = {}
@@ -163,6 +164,16 @@ class Package:
         out = {**cls.defaults, **({"modes": list(cls.modes)} if cls.modes else {})}
         out.update(options or {})
         return out
+
+    @classmethod
+    def node_properties(cls, opts: dict) -> dict[str, str]:
+        """The node properties its faults need, given its run options."""
+        return dict(cls.properties)
+
+    @classmethod
+    def needs_faultfs(cls, opts: dict) -> bool:
+        """Must each node's data directory be a faultfs mount, given its run options?"""
+        return cls.faultfs
 
     @classmethod
     def targets_for(cls, workload: str, opts: dict, power_loss_targets: tuple[str, ...]) -> dict:
@@ -253,6 +264,27 @@ class Scenario(Package):
     colour = "#54a24b"
     WAIT_S = 10.0  # the longest it waits for a partition it can act on
     needs_controller = False  # ``choose`` is told the active controller
+
+    async def await_partition(self, ctx: FaultContext, partition: int, holds,
+                              patience_s: float):
+        """Ask the freshest metadata every 0.5 s until ``holds`` is true of ``partition``'s
+        (partition, leader, replicas, ISR) row, for at most ``patience_s``: a phase that must
+        have happened before the next one means anything (a new leader elected, a replica out
+        of the ISR) is waited for, not assumed, on a machine that may be slow. Returns the
+        row (None if it never held) and the seconds waited."""
+        start = ctx.clock.monotonic()
+        while True:
+            try:
+                infos = await asyncio.to_thread(ctx.partition_infos)
+            except Exception:  # noqa: BLE001 - no metadata now: not yet
+                infos = []
+            row = next((p for p in infos if p[0] == partition), None)
+            waited = ctx.clock.monotonic() - start
+            if row is not None and holds(row):
+                return row, waited
+            if waited >= patience_s:
+                return None, waited
+            await ctx.clock.sleep(0.5)
 
     def choose(self, infos, controllers: set[int], active: int | None, rng: random.Random):
         """What to act on, from (partition, leader, replicas, ISR) rows; None if nothing fits."""

@@ -17,7 +17,7 @@ import logging
 import sys
 
 from .config import ConfigError, load_config, parse_properties
-from .fs import RealFileSystem
+from .fs import LogDirFailure, RealFileSystem
 from .storage import ReplicaKey, StorageError, format_storage, new_directory_id
 
 
@@ -67,12 +67,18 @@ def main(argv=None) -> int:
             print(f"formatted {config.log_dir}: cluster.id={meta.cluster_id} "
                   f"node.id={meta.node_id} directory.id={meta.directory_id}")
             return 0
-        from .runtime import NodeRuntime
-        asyncio.run(NodeRuntime(config).run())
+        from .runtime import NodeRuntime, halt_on_log_dir_failure
+        try:
+            asyncio.run(NodeRuntime(config).run())
+        except LogDirFailure as exc:  # while opening the logs, before the loop ran
+            halt_on_log_dir_failure(config.log_dir, exc)
         return 0
     except (ConfigError, StorageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except LogDirFailure as exc:  # format on a failing disk
+        print(f"error: the log directory failed: {exc}", file=sys.stderr)
+        return 74
 
 
 if __name__ == "__main__":

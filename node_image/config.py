@@ -39,7 +39,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | auto.leader.rebalance.enable | true | move leadership back to preferred replicas |
 | leader.imbalance.check.interval.seconds | 300 | how often |
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
-| chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on |
+| chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
 """
 from __future__ import annotations

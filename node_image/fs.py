@@ -6,11 +6,17 @@ all of its I/O through a :class:`FileSystem`. Two implementations exist:
 - :class:`RealFileSystem` (here): plain POSIX calls, ``fsync`` for real.
 - :class:`PowerLossFileSystem` (here): real files, but data not yet
   fsynced stays in the process's memory, so killing the process loses it
-  as a power loss would (the power-loss nemesis).
+  as a power loss would (the power-loss nemesis with ``via: process``; by default
+  it drops un-fsynced data from outside the process, through ``node_image.faultfs``).
 - ``simulator.disk.SimDisk``: in memory, keeps for every file what has
   been fsynced apart from what has only been written, and on a simulated
   power loss throws the un-fsynced part away (optionally keeping a torn
   prefix of it).
+
+A disk error (EIO, ENOSPC, EDQUOT, EROFS) from the real file systems is
+raised as :class:`LogDirFailure` naming the call and the path (Kafka's
+``KafkaStorageException``); other ``OSError`` errors (a missing file) stay what
+they are.
 
 Rules: a write is not durable until ``fsync(path)``; a created, renamed or
 removed name is not durable until ``fsync_dir(dir)``. Callers that need
@@ -18,8 +24,45 @@ durability (quorum-state, flushed log data) must call both as appropriate.
 """
 from __future__ import annotations
 
+import errno
+import functools
 import os
 from typing import Protocol
+
+# What a failing or full disk answers: the log directory has failed.
+DISK_ERRORS = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+_CALLS = ("listdir", "makedirs", "read", "read_at", "size", "append", "write", "truncate",
+          "fsync", "fsync_dir", "rename", "remove")
+
+
+class LogDirFailure(Exception):
+    """A call on the log directory failed with a disk error. Not an ``OSError``: nothing that
+    handles a lost connection may swallow it."""
+
+    def __init__(self, call: str, path: str, error: OSError) -> None:
+        self.call, self.path, self.errno = call, path, error.errno
+        name = errno.errorcode.get(error.errno, str(error.errno))
+        super().__init__(f"{call} {path}: {name} ({error.strerror})")
+
+
+def disk_errors_fail_the_log_dir(cls):
+    """Class decorator: each file-system call of ``cls`` raises :class:`LogDirFailure` where
+    the operating system answered a disk error."""
+    for call in _CALLS:
+        if call not in cls.__dict__:
+            continue
+        f = cls.__dict__[call]
+
+        @functools.wraps(f)
+        def wrapped(self, path, *args, _f=f, _call=call):
+            try:
+                return _f(self, path, *args)
+            except OSError as exc:
+                if exc.errno in DISK_ERRORS:
+                    raise LogDirFailure(_call, path, exc) from exc
+                raise
+        setattr(cls, call, wrapped)
+    return cls
 
 
 class FileSystem(Protocol):
@@ -47,6 +90,7 @@ def write_durably(fs: FileSystem, path: str, data: bytes) -> None:
     fs.fsync_dir(os.path.dirname(path) or ".")
 
 
+@disk_errors_fail_the_log_dir
 class RealFileSystem:
     """POSIX files. Append handles are cached so a segment is not reopened per batch."""
 
@@ -142,6 +186,7 @@ class _Pending:
         self.extra = bytearray()
 
 
+@disk_errors_fail_the_log_dir
 class PowerLossFileSystem(RealFileSystem):
     """Real files whose un-fsynced data lives only in this process's memory.
 

@@ -39,17 +39,34 @@ from . import kafka_codec as kc
 from . import messages as m
 from .framing import read_frame
 from .config import NodeConfig
-from .fs import PowerLossFileSystem, RealFileSystem
+from .fs import LogDirFailure, PowerLossFileSystem, RealFileSystem
 from .node import Node
 
 logger = logging.getLogger("chaoskraft.node")
 KAFKA_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 CONTROLLED_SHUTDOWN_MS = 8000
 EXIT_BUG = 70  # EX_SOFTWARE: the node stopped on a bug of its own (see _on_loop_error)
+EXIT_LOG_DIR_FAILED = 74  # EX_IOERR: the disk under the log directory failed
+
+
+def halt_on_log_dir_failure(log_dir: str, exc: LogDirFailure) -> None:
+    """Kafka halts when its metadata log directory fails; ours holds the metadata log and
+    every partition, so any disk error there stops the node at once, before it serves or
+    acknowledges anything it may not have written."""
+    logger.critical("stopping: the log directory %s failed: %s. It holds the metadata log, "
+                    "so the node halts, as Kafka does when its metadata log dir fails; "
+                    "nothing it could not write was acknowledged", log_dir, exc)
+    logging.shutdown()
+    os._exit(EXIT_LOG_DIR_FAILED)
 
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def wall_ms() -> int:
+    """Kafka's ``Time.milliseconds()``: the wall clock, which a clock fault moves."""
+    return int(time.time() * 1000)
 
 
 class _Inbound:
@@ -203,6 +220,9 @@ class NodeRuntime:
         AssertionError raised while handling a message): the node stops at once, loudly,
         rather than run on in a state its rules no longer hold for."""
         exc = context.get("exception")
+        if isinstance(exc, LogDirFailure):
+            halt_on_log_dir_failure(self.config.log_dir, exc)
+            return
         if exc is None or isinstance(exc, (OSError, asyncio.CancelledError, asyncio.TimeoutError)):
             loop.default_exception_handler(context)
             return
@@ -214,11 +234,14 @@ class NodeRuntime:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(self._on_loop_error)
-        self.node = Node(self.config, self._fs, self.rng, now_ms(), self._on_event)
+        self.node = Node(self.config, self._fs, self.rng, now_ms(), self._on_event,
+                         wall_clock=wall_ms)
         host, port = self.config.listener
         server = await asyncio.start_server(self._on_connection, host, port)
-        logger.info("node %s listening on %s:%s (roles %s)", self.config.node_id, host, port,
-                    ",".join(self.config.roles))
+        logger.info("node %s listening on %s:%s (roles %s); log dir %s, %s", self.config.node_id,
+                    host, port, ",".join(self.config.roles), self.config.log_dir,
+                    "un-fsynced data in this process's memory (power loss seam on)"
+                    if self.config.power_loss else "writes go to the file system")
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self._stop.set)
@@ -264,7 +287,7 @@ class NodeRuntime:
     def _flush(self) -> None:
         for dest, msg in self.node.ready():
             if isinstance(msg, m.DescribeQuorumResponse):
-                msg = dataclasses.replace(msg, wall_clock_ms=int(time.time() * 1000))
+                msg = dataclasses.replace(msg, wall_clock_ms=wall_ms())
             if isinstance(dest, int):
                 peer = self._peer(dest)
                 if peer is not None:

@@ -6,7 +6,8 @@
 Commands: ``kill`` (SIGKILL the node and keep it down), ``start`` (let it
 run again and wait until it does), ``stop`` (SIGTERM: controlled shutdown,
 then keep it down), ``pause`` / ``resume`` (SIGSTOP / SIGCONT), ``status``
-(JSON: running, pid, paused, held).
+(JSON: running, pid, paused, held), ``disk JSON`` (a request to faultfs: see
+``node_image.faultfs``).
 
 State lives in /run/chaoskraft: ``node.pid`` and ``hold`` (present while the
 node must stay down). On first start the data directory is formatted from
@@ -14,6 +15,11 @@ node must stay down). On first start the data directory is formatted from
 and logs to /var/log/chaoskraft/node.log. When /etc/chaoskraft/faketime
 exists the node (and only the node) runs under libfaketime, reading its
 offset from that file (see the clock nemesis).
+
+When /etc/chaoskraft/faultfs exists, the data directory is a faultfs mount
+(``node_image.faultfs``) of /var/lib/chaoskraft/backing, mounted before the
+node first starts and mounted again should its process die; the node is not
+started while the mount is missing.
 
 The supervisor itself is not under libfaketime, so it may sleep.
 """
@@ -36,6 +42,11 @@ FAKETIME = f"{ETC}/faketime"
 LOG_DIR = "/var/log/chaoskraft"
 NODE_LOG = f"{LOG_DIR}/node.log"
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+RESTART_PAUSE_S = 0.5  # as a service manager's restart delay: a failing disk is no busy loop
+FAULTFS = f"{ETC}/faultfs"
+FAULTFS_BACKING = "/var/lib/chaoskraft/backing"
+FAULTFS_SOCKET = f"{RUN}/faultfs.sock"
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"
 
 
 def _log(msg: str) -> None:
@@ -85,6 +96,38 @@ def _format_if_needed() -> None:
     _log(f"format: rc={out.returncode} {out.stdout.strip()} {out.stderr.strip()}")
 
 
+def _data_dir() -> str:
+    if os.path.exists(FORMAT):
+        return json.load(open(FORMAT))["log_dir"]
+    for line in open(CONFIG):
+        if line.startswith("log.dirs="):
+            return line.split("=", 1)[1].strip()
+    raise SystemExit(f"no log.dirs in {CONFIG}")
+
+
+def _mount_faultfs() -> subprocess.Popen | None:
+    """Mount faultfs on the data directory; None if it did not come up in 10 s."""
+    data = _data_dir()
+    subprocess.run(["fusermount3", "-u", "-z", data], capture_output=True)  # a dead one's
+    os.makedirs(LOG_DIR, exist_ok=True)
+    log = open(f"{LOG_DIR}/faultfs.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "node_image.faultfs", "mount",
+                             FAULTFS_BACKING, data, "--control", FAULTFS_SOCKET],
+                            stdout=log, stderr=subprocess.STDOUT, cwd="/")
+    log.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if os.path.ismount(data) and os.path.exists(FAULTFS_SOCKET):
+            _log(f"faultfs mounted on {data}, pid {proc.pid}")
+            return proc
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    _log(f"faultfs did not mount on {data} (see {LOG_DIR}/faultfs.log)")
+    proc.kill()
+    return None
+
+
 def _start_node() -> subprocess.Popen:
     _format_if_needed()
     env = dict(os.environ)
@@ -114,13 +157,19 @@ def run() -> int:
         stopping = True
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    if not os.path.exists("/etc/ssh/ssh_host_ed25519_key"):
-        subprocess.run(["ssh-keygen", "-A"], capture_output=True)
+    if not os.path.exists(HOST_KEY):
+        # Only the ed25519 key: it takes milliseconds, where `ssh-keygen -A` (RSA 3072 among
+        # them) took over 20 s on a machine busy with other containers.
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", HOST_KEY],
+                       capture_output=True)
     os.makedirs("/run/sshd", exist_ok=True)
-    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e"], stdout=subprocess.DEVNULL,
+    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-o", f"HostKey={HOST_KEY}"],
+                            stdout=subprocess.DEVNULL,
                             stderr=open(f"{LOG_DIR}/sshd.log", "ab") if os.path.isdir(LOG_DIR)
                             else subprocess.DEVNULL)
     proc: subprocess.Popen | None = None
+    fs: subprocess.Popen | None = None
+    not_before = 0.0  # a node that stopped on an error of its own starts again after a pause
     while not stopping:
         # Reap every exited child (we are PID 1 and adopt orphans).
         try:
@@ -131,11 +180,26 @@ def run() -> int:
                 if proc is not None and pid == proc.pid:
                     _log(f"node exited with status {status}")
                     proc = None
+                    if status != 0 and not os.path.exists(HOLD):
+                        not_before = time.monotonic() + RESTART_PAUSE_S
+                if fs is not None and pid == fs.pid:
+                    _log(f"faultfs exited with status {status}")
+                    fs = None
         except ChildProcessError:
             pass
         if proc is not None and _pid() is None:
             proc = None
-        if proc is None and not os.path.exists(HOLD):
+        if fs is None and os.path.exists(FAULTFS):
+            if proc is not None:  # its files are gone with the mount: as a failed disk
+                _log("faultfs is gone: stopping the node until it is mounted again")
+                proc.kill()
+                proc.wait()
+                proc = None
+            fs = _mount_faultfs()
+            if fs is None:
+                time.sleep(1)
+                continue
+        if proc is None and not os.path.exists(HOLD) and time.monotonic() >= not_before:
             proc = _start_node()
         time.sleep(0.05)
     if proc is not None:
@@ -144,6 +208,13 @@ def run() -> int:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+    if fs is not None:
+        fs.terminate()  # it writes what it holds to the disk, then unmounts
+        try:
+            fs.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fs.kill()
+        subprocess.run(["fusermount3", "-u", "-z", _data_dir()], capture_output=True)
     sshd.terminate()
     return 0
 
@@ -154,6 +225,26 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def disk(request: str) -> int:
+    """Pass one JSON request to faultfs and print its answer."""
+    from .faultfs import ctl as faultfs_ctl
+    if not os.path.exists(FAULTFS_SOCKET):
+        print(f"faultfs is not mounted here (no {FAULTFS_SOCKET}; the node runs on faultfs "
+              f"only when {FAULTFS} exists)", file=sys.stderr)
+        return 1
+    try:
+        req = json.loads(request)
+    except ValueError as exc:
+        print(f"disk: the request is not JSON: {exc}", file=sys.stderr)
+        return 2
+    out = faultfs_ctl(FAULTFS_SOCKET, req)
+    print(json.dumps(out))
+    if "error" in out:
+        print(f"disk: {out['error']}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def ctl(command: str) -> int:
@@ -194,7 +285,8 @@ def ctl(command: str) -> int:
             return 1
         os.kill(pid, signal.SIGSTOP if command == "pause" else signal.SIGCONT)
         return 0
-    print(f"unknown command {command!r}: kill, start, stop, pause, resume, status", file=sys.stderr)
+    print(f"unknown command {command!r}: kill, start, stop, pause, resume, status, disk JSON",
+          file=sys.stderr)
     return 2
 
 
@@ -203,6 +295,8 @@ def main(argv: list[str]) -> int:
         return run()
     if argv[:1] == ["ctl"] and len(argv) == 2:
         return ctl(argv[1])
+    if argv[:2] == ["ctl", "disk"] and len(argv) == 3:
+        return disk(argv[2])
     print("usage: python3 -m node_image.supervisor run | ctl COMMAND", file=sys.stderr)
     return 2
 

@@ -12,10 +12,7 @@ import uuid
 
 import pytest
 
-from harness.backends.docker_backend import DockerCluster
-from harness.config import resolve
-from harness.history import HistoryWriter
-from harness.campaign import Campaign
+from fault_steps import campaign, module_cluster, rows
 from harness.nodes import clock_offsets, describe_all, wait_for_service
 from nemesis.packages.corrupt import corrupt_script
 from nemesis.schedule import FaultStep
@@ -190,25 +187,7 @@ def datagrams_heard(cluster, src: int, dst: int, n: int = 20) -> int:
 
 @pytest.fixture(scope="module")
 def cluster(docker_client, node_image):
-    c = DockerCluster("f" + uuid.uuid4().hex[:7], node_image, nodes=3, controllers=3,
-                      log=lambda m: None, faketime=True, seed=3)
-    try:
-        c.up()
-        asyncio.run(wait_for_service(c.nodes, 60, print))
-        yield c
-    finally:
-        c.down()
-
-
-def campaign(cluster, tmp_path, **options):
-    cfg = resolve({"seed": 7, "nemesis_options": options}, {})
-    history = HistoryWriter(tmp_path / "history.jsonl")
-    return Campaign(cfg, cluster, history, lambda m: None), history
-
-
-def rows(history, f):
-    lines = history.path.read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["f"] == f and r["type"] == "info"]
+    yield from module_cluster(node_image, "f", faketime=True, seed=3)
 
 
 def connects(cluster, src: int, dst: int, tries: int, timeout_s: float = 0.3) -> int:

@@ -94,3 +94,65 @@ def test_power_loss_file_system_keeps_only_fsynced_data(tmp_path):
     log.append(records.build_batch(2, 0, [(None, b"lost")], 1))
     assert log.end_offset == 3
     assert UnifiedLog(PowerLossFileSystem(), log_dir, 1 << 20).end_offset == 2
+
+
+def test_a_disk_error_fails_the_log_dir_and_names_the_call_and_file(tmp_path, monkeypatch):
+    """EIO, ENOSPC, EDQUOT, EROFS from the operating system are the log directory failing
+    (Kafka's KafkaStorageException), raised as LogDirFailure, which no handler of lost
+    connections (OSError) can swallow; a missing file stays FileNotFoundError."""
+    import errno
+    import os
+
+    from node_image.fs import LogDirFailure, PowerLossFileSystem, RealFileSystem
+    for fs in (RealFileSystem(), PowerLossFileSystem()):
+        path = str(tmp_path / f"{type(fs).__name__}.log")
+        fs.append(path, b"abc")
+
+        def full(fd, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def eio(fd):
+            raise OSError(errno.EIO, "Input/output error")
+        with monkeypatch.context() as m:
+            m.setattr(os, "write", full)
+            with pytest.raises(LogDirFailure) as exc:
+                fs.append(path, b"more")
+                fs.fsync(path)  # the power-loss file system writes at fsync
+        assert not isinstance(exc.value, OSError)
+        assert (exc.value.path, exc.value.errno) == (path, errno.ENOSPC)
+        assert str(exc.value).endswith(f"{path}: ENOSPC (No space left on device)")
+        with monkeypatch.context() as m:
+            m.setattr(os, "fsync", eio)
+            with pytest.raises(LogDirFailure) as exc:
+                fs.fsync(path)
+        assert str(exc.value) == f"fsync {path}: EIO (Input/output error)"
+        with pytest.raises(FileNotFoundError):
+            fs.read(str(tmp_path / "missing"))
+        fs.close()
+
+
+def test_the_node_halts_on_a_failed_log_dir_and_says_so(monkeypatch, caplog):
+    """A LogDirFailure reaching the event loop stops the node at once (exit 74), logged as
+    the log directory failing, not as a bug and not as a lost peer."""
+    import asyncio
+    import errno
+    import logging
+
+    from node_image import runtime
+    from node_image.fs import LogDirFailure
+    exits = []
+    monkeypatch.setattr(runtime.os, "_exit", lambda code: exits.append(code))
+    monkeypatch.setattr(runtime.logging, "shutdown", lambda: None)
+    rt = runtime.NodeRuntime.__new__(runtime.NodeRuntime)
+    rt.config = type("C", (), {"log_dir": "/data"})()
+    loop = asyncio.new_event_loop()
+    failure = LogDirFailure("fsync", "/data/t-0/00000000000000000000.log",
+                            OSError(errno.EIO, "Input/output error"))
+    try:
+        with caplog.at_level(logging.CRITICAL):
+            rt._on_loop_error(loop, {"message": "Exception in callback", "exception": failure})
+    finally:
+        loop.close()
+    assert exits == [runtime.EXIT_LOG_DIR_FAILED]
+    msg = caplog.records[-1].getMessage()
+    assert "the log directory /data failed" in msg and "fsync /data/t-0/" in msg and "EIO" in msg

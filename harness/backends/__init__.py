@@ -39,7 +39,8 @@ class ClusterBackend(Protocol):
 
 
 DATA_DIR = "/var/lib/chaoskraft/data"  # the node's log.dirs in the image
-NODE_LOGS = ("/var/log/chaoskraft/node.log", "/var/log/chaoskraft/supervisor.log")
+NODE_LOGS = ("/var/log/chaoskraft/node.log", "/var/log/chaoskraft/supervisor.log",
+             "/var/log/chaoskraft/faultfs.log")  # the last only where the disk packages run
 
 
 class NodeControl:

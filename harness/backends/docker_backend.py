@@ -68,7 +68,8 @@ class DockerCluster(NodeControl):
     def __init__(self, run_id: str, image: str, nodes: int = 5, controllers: int = 3,
                  overrides: dict[str, str] | None = None, bugs: list[str] | None = None,
                  seed: int = 0, authorized_key: str | None = None, log=print,
-                 client: docker.DockerClient | None = None, faketime: bool = False) -> None:
+                 client: docker.DockerClient | None = None, faketime: bool = False,
+                 faultfs: bool = False) -> None:
         if not 1 <= controllers <= nodes:
             raise ValueError(f"controllers must be between 1 and nodes ({nodes}), got {controllers}")
         self.client = client or docker.from_env()
@@ -81,6 +82,7 @@ class DockerCluster(NodeControl):
         self.seed = seed
         self.authorized_key = authorized_key
         self.faketime = faketime  # the node runs under libfaketime (the clock nemesis)
+        self.faultfs = faultfs  # the data directory is a faultfs mount (the disk nemeses)
         self.log = log
         self.labels = {LABEL: "1", f"{LABEL}.run": run_id}
         self.network_name = f"chaoskraft-{run_id}"
@@ -103,9 +105,13 @@ class DockerCluster(NodeControl):
         for i in range(1, self.n + 1):
             roles = ("controller", "broker") if i in voters else ("broker",)
             volume = self.client.volumes.create(name=f"{self.name(i)}-data", labels=self.labels)
+            # faultfs mounts FUSE in the container: the device, and the capability to mount
+            fuse = dict(devices=["/dev/fuse:/dev/fuse:rwm"], cap_add=["NET_ADMIN", "SYS_ADMIN"],
+                        security_opt=["apparmor:unconfined"]) if self.faultfs else \
+                dict(cap_add=["NET_ADMIN"])
             c = self.client.containers.create(
                 self.image, name=self.name(i), hostname=f"n{i}", detach=True,
-                labels={**self.labels, f"{LABEL}.node": str(i)}, cap_add=["NET_ADMIN"],
+                labels={**self.labels, f"{LABEL}.node": str(i)}, **fuse,
                 network=self.network_name, volumes={volume.name: {"bind": "/var/lib/chaoskraft",
                                                                   "mode": "rw"}})
             files = {
@@ -116,6 +122,8 @@ class DockerCluster(NodeControl):
             }
             if self.faketime:
                 files["faketime"] = b"+0.000"  # the supervisor preloads libfaketime when present
+            if self.faultfs:
+                files["faultfs"] = b""  # the supervisor mounts faultfs on the data directory
             c.put_archive("/etc/chaoskraft", _tar(files))
             if self.authorized_key:
                 c.put_archive("/root/.ssh", _tar({"authorized_keys": self.authorized_key.encode()}))

@@ -98,11 +98,14 @@ class SshCluster(NodeControl):
             raise BackendError(f"n{node_id}: sftp get {path}: {exc}") from None
 
 
-def host_keys_from_docker(docker_cluster, timeout_s: float = 20.0) -> str:
-    """known_hosts lines for every container, read through the Docker API (a trusted channel)."""
+def host_keys_from_docker(docker_cluster, timeout_s: float = 60.0) -> str:
+    """known_hosts lines for every container, read through the Docker API (a trusted channel).
+
+    The containers make their keys as they boot; on a busy machine that is seconds, so all of
+    them share one generous deadline."""
     lines = []
+    deadline = time.monotonic() + timeout_s
     for n in docker_cluster.nodes:
-        deadline = time.monotonic() + timeout_s
         while True:
             rc, out = docker_cluster.exec(n.node_id, ["cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
                                           check=False)
@@ -132,7 +135,7 @@ class _SshOverDocker(SshCluster):
     def connect(self) -> None:
         self.nodes = list(self.docker.nodes)
         self.known_hosts.write_text(host_keys_from_docker(self.docker))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # sshd starts once its key is made
         while True:
             try:
                 super().connect()
@@ -155,9 +158,9 @@ def ssh_over_docker(cfg, run_id: str, image: str, log, workdir: Path | None = No
     pkey.write_private_key(buf)
     (workdir / "id_ecdsa").write_text(buf.getvalue())
     (workdir / "id_ecdsa").chmod(0o600)
-    from ..config import needs_faketime, node_config
+    from ..config import needs_faketime, needs_faultfs, node_config
     owner = DockerCluster(run_id, image, cfg.nodes, cfg.controllers, node_config(cfg), cfg.bugs,
                           seed=cfg.seed, authorized_key=public, log=log,
-                          faketime=needs_faketime(cfg))
+                          faketime=needs_faketime(cfg), faultfs=needs_faultfs(cfg))
     log(f"ssh backend: key and known_hosts in {workdir}; strict host key checking")
     return _SshOverDocker(owner, pkey, workdir), owner
