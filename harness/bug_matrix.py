@@ -15,6 +15,13 @@
 - ``none``: the correct node in the default Docker campaign of
   ``config.CONTROL_WORKLOAD``.
 
+A bug that only some faults can show (``needs_faults``, a clock that steps
+back for ``lease-read``) comes with its own campaign file, which its cells run
+instead of the workload's default; ``--campaign FILE`` runs every Docker cell
+under that file instead. ``--without PKG`` drops packages from the campaign a
+cell runs (the file is written beside the results): a bug that needs one of
+them must then go unseen in every seed, the control row for its ``needs_faults``.
+
 It prints one row per bug: seeds detected, the anomaly classes or
 invariants that reported it, and the median time to detect (queue: seconds
 from the start of the workload to the earliest operation an anomaly example
@@ -25,6 +32,7 @@ linearizability, until the first operation of the counterexample).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -37,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from node_image.bugs import BUGS
 from workloads.registry import WORKLOADS
@@ -73,24 +83,65 @@ def docker_workload(bug: str | None) -> str | None:
     return BUGS[bug].workload if BUGS[bug].docker else None
 
 
-def _cell_command(bug: str | None, seed: int, time_limit_s: float, results_dir: str) -> list[str]:
-    """The workload's default campaign, as a user gets it: no faults chosen."""
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--workload", docker_workload(bug),
-           "--seed", str(seed), "--time-limit", f"{time_limit_s:g}",
-           "--test", f"matrix-{bug or 'none'}", "--results-dir", results_dir]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def expected_detection(bug: str | None, without=()) -> bool:
+    """Must the cell find the bug: a bug, unless a package it needs was taken away."""
+    return bug is not None and not set(BUGS[bug].needs_faults) & set(without)
+
+
+def cell_campaign(bug: str | None, campaign: str | None, without, results_dir: str) -> str | None:
+    """The campaign file a Docker cell runs: ``campaign``, else the bug's own, else None (the
+    workload's default); without the packages in ``without`` (a copy written to
+    ``results_dir``). Raises ValueError naming the file and package when that cannot be."""
+    path = campaign or (BUGS[bug].campaign if bug else None)
+    if path is None:
+        if without:
+            raise ValueError(f"--without {','.join(without)}: the {bug or 'none'} cells run the "
+                             f"workload's default campaign; give --campaign FILE")
+        return None
+    # --campaign is the user's path (from where they are); a bug's own is the project's.
+    path = os.path.abspath(campaign) if campaign else str(ROOT / path)
+    if not os.path.isfile(path):
+        raise ValueError(f"--campaign {campaign}: no such file" if campaign
+                         else f"{bug}'s campaign {path} is missing")
+    if not without:
+        return path
+    data = yaml.safe_load(Path(path).read_text())
+    entries = data.get("nemesis") or []
+    names = [e if isinstance(e, str) else e.get("package") for e in entries]
+    for w in without:
+        if w not in names:
+            raise ValueError(f"{path}: --without {w}: the campaign has no package {w!r} "
+                             f"(it has {', '.join(map(str, names)) or 'none'})")
+    data["nemesis"] = [e for e, n in zip(entries, names) if n not in without]
+    out = Path(results_dir) / f"{Path(path).stem}-without-{'-'.join(without)}.yaml"
+    out.write_text(f"# {path} without {', '.join(without)} (chaoskraft matrix --without)\n"
+                   + yaml.safe_dump(data, sort_keys=False))
+    return str(out.resolve())
+
+
+def _cell_command(bug: str | None, seed: int, time_limit_s: float, results_dir: str,
+                  campaign: str | None = None) -> list[str]:
+    """The campaign file given, else the workload's default campaign, as a user gets it: no
+    faults chosen."""
+    cmd = [sys.executable, "-m", "harness.cli", "run"]
+    cmd += ["--campaign", campaign] if campaign else ["--workload", docker_workload(bug)]
+    cmd += ["--seed", str(seed), "--time-limit", f"{time_limit_s:g}",
+            "--test", f"matrix-{bug or 'none'}", "--results-dir", results_dir]
     return cmd + (["--bug", bug] if bug else [])
 
 
 def docker_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: str,
-                log_dir: Path, children: set) -> Cell:
+                log_dir: Path, children: set, campaign: str | None = None) -> Cell:
     """One campaign in its own ``chaoskraft run`` process (so cells run side by side, and an
     interrupted matrix interrupts each: teardown, history kept); its output goes to the run
     directory's ``progress.log``."""
     log = log_dir / f"{bug or 'none'}-seed{seed}.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(_cell_command(bug, seed, time_limit_s, results_dir),
-                                stdout=out, stderr=subprocess.STDOUT,
-                                cwd=Path(__file__).resolve().parent.parent)
+        proc = subprocess.Popen(_cell_command(bug, seed, time_limit_s, results_dir, campaign),
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
         children.add(proc)
         try:
             code = proc.wait()
@@ -112,7 +163,9 @@ def docker_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: st
     run_dir = Path(found.group(1))
     shutil.move(log, run_dir / "progress.log")
     results = json.loads((run_dir / "results.json").read_text())
-    bad, detect = WORKLOADS[docker_workload(bug)].detection(run_dir, results)
+    # the workload the run ran: a --campaign file may name another than the bug's default
+    workload = yaml.safe_load((run_dir / "config.yaml").read_text())["workload"]
+    bad, detect = WORKLOADS[workload].detection(run_dir, results)
     return Cell(bug or "none", seed, results["valid"] is False, bad, detect,
                 str(run_dir.resolve()), results["verdict"])
 
@@ -151,11 +204,14 @@ def _line(cell: Cell, wall_s: float) -> str:
 
 
 def run_matrix(bugs: list[str | None], seeds: list[int], time_limit_s: float,
-               sim_duration_s: float, results_dir: str, out=sys.stdout, jobs: int = 1) -> list[Cell]:
+               sim_duration_s: float, results_dir: str, out=sys.stdout, jobs: int = 1,
+               campaign: str | None = None, without=()) -> list[Cell]:
     """Every bug over every seed: Docker campaigns ``jobs`` at a time (each in its own
     process), simulator seeds in this one. Rows print as cells end; the table at the end
-    lists the bugs in the order given."""
+    lists the bugs in the order given. ``campaign``, ``without``: see the module's doc."""
     Path(results_dir).mkdir(parents=True, exist_ok=True)
+    campaigns = {b: cell_campaign(b, campaign, without, results_dir)
+                 for b in bugs if docker_workload(b)}
     docker = [(b, s) for b in bugs for s in seeds if docker_workload(b)]
     sim = [(b, s) for b in bugs for s in seeds if not docker_workload(b)]
     done: dict[tuple, Cell] = {}
@@ -168,13 +224,17 @@ def run_matrix(bugs: list[str | None], seeds: list[int], time_limit_s: float,
 
     def one(bug, seed, log_dir):
         started = time.monotonic()
-        cell = docker_cell(bug, seed, time_limit_s, results_dir, log_dir, children)
+        cell = docker_cell(bug, seed, time_limit_s, results_dir, log_dir, children,
+                           campaigns[bug])
         done[(bug, seed)] = cell
         report(cell, started)
 
     if docker:
         print(f"matrix: {len(docker)} Docker campaigns ({time_limit_s:g} s each, {jobs} at a "
               f"time), {len(sim)} simulator seeds", file=out, flush=True)
+        for b, path in campaigns.items():
+            if path is not None:
+                print(f"matrix: {b or 'none'} runs {path}", file=out, flush=True)
     with tempfile.TemporaryDirectory(prefix="matrix-", dir=results_dir) as log_dir:
         pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="matrix-cell")
         futures = [pool.submit(one, b, s, Path(log_dir)) for b, s in docker]

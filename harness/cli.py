@@ -119,7 +119,7 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from .bug_matrix import bug_groups, run_matrix
+    from .bug_matrix import bug_groups, expected_detection, run_matrix
     groups = bug_groups()
     bugs: list[str | None] = []
     for name in (b.strip() for b in args.bugs.split(",") if b.strip()):
@@ -131,10 +131,18 @@ def cmd_matrix(args) -> int:
     if args.jobs < 1:
         print(f"chaoskraft matrix: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
         return EXIT_USAGE
-    cells = run_matrix(bugs, list(args.seeds), args.time_limit, args.sim_duration_s,
-                       args.results_dir, jobs=args.jobs)
-    # Exit 0 only if every bug was caught in every seed and the correct node never flagged.
-    ok = all(c.detected == (c.bug != "none") and not c.verdict.startswith("error") for c in cells)
+    without = tuple(w.strip() for w in (args.without or "").split(",") if w.strip())
+    try:
+        cells = run_matrix(bugs, list(args.seeds), args.time_limit, args.sim_duration_s,
+                           args.results_dir, jobs=args.jobs, campaign=args.campaign,
+                           without=without)
+    except ValueError as exc:
+        print(f"chaoskraft matrix: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # Exit 0 only if every bug was caught in every seed where it must be (not where a package
+    # it needs was taken away) and the correct node never flagged.
+    ok = all(c.detected == expected_detection(None if c.bug == "none" else c.bug, without)
+             and not c.verdict.startswith("error") for c in cells)
     return 0 if ok else 1
 
 
@@ -223,12 +231,15 @@ def cmd_cluster(args) -> int:
 
 def cmd_bugs(args) -> int:
     rows = [{"name": b.name, "layer": b.layer, "rule": b.rule, "description": b.description,
-             "detected_by": list(b.expected), "workload": b.workload} for b in BUGS.values()]
+             "detected_by": list(b.expected), "workload": b.workload,
+             "needs_faults": list(b.needs_faults), "campaign": b.campaign} for b in BUGS.values()]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         for r in rows:
-            print(f"{r['name']:<24} {r['layer']:<11} {r['workload']:<9} breaks: {r['rule']}")
+            needs = f" (needs {', '.join(r['needs_faults'])}: {r['campaign']})" \
+                if r["needs_faults"] else ""
+            print(f"{r['name']:<24} {r['layer']:<11} {r['workload']:<9} breaks: {r['rule']}{needs}")
     return 0
 
 
@@ -339,6 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--results-dir", default="results")
     mx.add_argument("-j", "--jobs", type=int, default=1,
                     help="Docker campaigns side by side (default 1; each is a 5-node cluster)")
+    mx.add_argument("--campaign", metavar="FILE",
+                    help="run every Docker cell under this campaign file instead of the bug's "
+                         "own or the workload's default")
+    mx.add_argument("--without", metavar="PKG[,PKG]",
+                    help="drop these fault packages from the campaign each Docker cell runs; a "
+                         "bug that needs one of them (needs_faults) must then go unseen")
     mx.set_defaults(func=cmd_matrix)
     a = sub.add_parser("analyze", help="re-check a stored run, or summarise many in Spark")
     a.add_argument("run_dir", nargs="?")

@@ -20,6 +20,10 @@ class Bug:
     expected: tuple[str, ...]
     workload: str = "register"  # what proves it: the simulator's register runs, or queue campaigns
     docker: bool = False  # the workload's default Docker campaign must catch it (else the simulator)
+    # The fault packages without which it cannot show, and the campaign (a file under
+    # campaigns/) that has them, which then replaces the workload's default campaign.
+    needs_faults: tuple[str, ...] = ()
+    campaign: str | None = None
 
 
 BUGS: dict[str, Bug] = {b.name: b for b in (
@@ -57,6 +61,15 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "The active controller answers reads at once from its in-memory state, which may "
         "hold uncommitted writes or be stale after it was deposed.",
         ("Linearizability",)),
+    Bug("lease-read", "controller",
+        "a register read is answered only after a marker appended in the leader's epoch commits",
+        "The active controller answers reads at once while a majority of voters fetched "
+        "from it within controller.quorum.fetch.timeout.ms (a leader lease), measured on the "
+        "Raft clock: the wall clock, as Kafka's Raft timers read it. With clocks that agree "
+        "no other leader can be elected within the lease; a leader whose clock is stepped "
+        "back keeps its lease, and its leadership, while the others elect a new leader.",
+        ("Linearizability",), docker=True, needs_faults=("clock",),
+        campaign="campaigns/clock-partition.yaml"),
     Bug("reply-before-commit", "controller",
         "a write is acknowledged only once its records are committed",
         "The active controller acknowledges a register write as soon as it is appended to "
@@ -89,6 +102,13 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "Consumer fetches are served up to the leader's log end offset, so a consumer can "
         "read a record that is later truncated away.",
         ("inconsistent-offsets", "G1a", "lost-write"), workload="queue", docker=True),
+    Bug("skip-fsync", "storage",
+        "flush.messages=N fsyncs a partition's log every N messages",
+        "The partition counts its log as flushed when the flush policy says so but never "
+        "fsyncs it, so with flush.messages=1 an acknowledged batch is still only in the "
+        "page cache, and a power loss of every replica loses it.",
+        ("lost-write", "unseen", "durability"), workload="queue", docker=True,
+        needs_faults=("power-loss",), campaign="campaigns/power-loss-fuse.yaml"),
 )}
 
 

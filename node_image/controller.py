@@ -435,6 +435,9 @@ class QuorumController:
             if "read-without-barrier" in self.bugs:
                 self.outbox.send(src, reply("ok", value=self.current.registers.get(key)))
                 return
+            if "lease-read" in self.bugs and self.raft.lease_holds(now):
+                self.outbox.send(src, reply("ok", value=self.committed.registers.get(key)))
+                return
             if self._read_marker is None or self._read_marker != self.last_written_offset:
                 self._read_marker = self._write([mr.NoOpRecord()], now)
             self._park(Deferred(self._read_marker, src,

@@ -2,12 +2,14 @@
 Docker cells' own processes (here a stand-in for `chaoskraft run` that writes a run directory)
 running side by side, read back, tabled in the order asked, and stopped on an interrupt."""
 import io
+import os
 import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
+import yaml
 
 from conftest import ROOT
 from harness import bug_matrix as matrix
@@ -17,10 +19,10 @@ from node_image.bugs import BUGS
 def test_each_bug_goes_to_the_campaign_meant_to_catch_it():
     assert matrix.docker_workload(None) == "queue"
     assert matrix.bug_groups()["queue"] == [n for n, b in BUGS.items() if b.workload == "queue"]
-    assert matrix.bug_groups()["register"] == ["reply-before-commit"]
+    assert matrix.bug_groups()["register"] == ["lease-read", "reply-before-commit"]
     for name, bug in BUGS.items():
         expected = "queue" if bug.workload == "queue" else (
-            "register" if name == "reply-before-commit" else None)
+            "register" if name in ("reply-before-commit", "lease-read") else None)
         assert matrix.docker_workload(name) == expected, name
     cmd = matrix._cell_command("unclean-election", 7, 60, "/r")
     assert cmd[cmd.index("--workload") + 1] == "queue" and "--nemesis" not in cmd, \
@@ -28,9 +30,46 @@ def test_each_bug_goes_to_the_campaign_meant_to_catch_it():
     assert cmd[-2:] == ["--bug", "unclean-election"] and cmd[cmd.index("--seed") + 1] == "7"
 
 
+def test_a_bug_that_needs_a_fault_runs_its_own_campaign_and_without_it_must_go_unseen(tmp_path):
+    """lease-read needs the clock package: its cells run its campaign file; --without clock
+    writes that file without the package, and a detection there would be a failure."""
+    bug = BUGS["lease-read"]
+    assert bug.needs_faults == ("clock",)
+    own = matrix.cell_campaign("lease-read", None, (), str(tmp_path))
+    assert own == str(ROOT / bug.campaign)
+    cmd = matrix._cell_command("lease-read", 3, 60, "/r", own)
+    assert cmd[cmd.index("--campaign") + 1] == own and "--workload" not in cmd
+    assert cmd[-2:] == ["--bug", "lease-read"]
+    without = matrix.cell_campaign("lease-read", None, ("clock",), str(tmp_path))
+    data = yaml.safe_load(open(without))
+    assert [e["package"] for e in data["nemesis"]] == ["partition"]
+    assert data["nemesis"][0] == yaml.safe_load(open(own))["nemesis"][0]
+    assert matrix.expected_detection("lease-read", ()) is True
+    assert matrix.expected_detection("lease-read", ("clock",)) is False
+    assert matrix.expected_detection("lease-read", ("kill",)) is True
+    assert matrix.expected_detection(None, ()) is False
+    with pytest.raises(ValueError, match="has no package 'kill'"):
+        matrix.cell_campaign("lease-read", None, ("kill",), str(tmp_path))
+    with pytest.raises(ValueError, match="give --campaign FILE"):
+        matrix.cell_campaign("ack-before-replication", None, ("clock",), str(tmp_path))
+    assert matrix.cell_campaign("ack-before-replication", None, (), str(tmp_path)) is None
+    with pytest.raises(ValueError, match="--campaign nope.yaml: no such file"):
+        matrix.cell_campaign(None, "nope.yaml", (), str(tmp_path))
+    # a relative --campaign is the user's, from where they ran the matrix (cells run elsewhere)
+    (tmp_path / "mine.yaml").write_text("workload: register\n")
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert matrix.cell_campaign(None, "mine.yaml", (), str(tmp_path)) == \
+            str(tmp_path / "mine.yaml")
+    finally:
+        os.chdir(here)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--bugs", "docker,nope"], "unknown bug 'nope'"),
     (["--bugs", "none", "--jobs", "0"], "--jobs must be at least 1"),
+    (["--bugs", "lease-read", "--without", "kill"], "has no package 'kill'"),
 ])
 def test_bad_arguments_are_named(args, words):
     p = subprocess.run([sys.executable, "-m", "harness.cli", "matrix", *args], cwd=ROOT,
@@ -64,6 +103,7 @@ FAKE_RUN = textwrap.dedent("""
             {"index": 1, "time": 2_500_000_000, "process": 0, "type": "ok", "f": "send",
              "key": "k0", "value": {"value": 7, "offset": 0}}]
     (run / "history.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in rows))
+    (run / "config.yaml").write_text("workload: queue\\n")
     caught = bug == "ack-before-replication"
     anomalies = {"lost-write": {"count": 1, "examples": [{"index": 1}]}} if caught else {}
     (run / "results.json").write_text(json.dumps({
@@ -76,7 +116,7 @@ FAKE_RUN = textwrap.dedent("""
 def _fake(monkeypatch, tmp_path, sleep, together=1):
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN.replace("TOGETHER", str(together)).replace("SLEEP", str(sleep)))
-    monkeypatch.setattr(matrix, "_cell_command", lambda bug, seed, t, results: [
+    monkeypatch.setattr(matrix, "_cell_command", lambda bug, seed, t, results, campaign=None: [
         sys.executable, str(script), "--seed", str(seed), "--results-dir", results]
         + (["--bug", bug] if bug else []))
 

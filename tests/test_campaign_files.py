@@ -54,6 +54,12 @@ BAD = [
           - package: clock
             targets: [one, half]
         """, 4, "nemesis[0].targets", "unknown target 'half'"),
+    ("direction", """
+        workload: register
+        nemesis:
+          - package: clock
+            directions: [backward]
+        """, 4, "nemesis[0].directions", "['backward'] is not a non-empty list of back, forward"),
     ("field", """
         workload: register
         time_limt_s: 30

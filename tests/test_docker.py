@@ -87,9 +87,12 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
                 await asyncio.sleep(0.2)
         before = asyncio.run(described(2)).log_end_offset
 
-        status = json.loads(chaoskraft("cluster", "status", run_id, "--json", timeout=60).stdout)
+        p = chaoskraft("cluster", "status", run_id, "--json", timeout=120)
+        assert p.returncode == 0 and p.stdout.strip(), (p.returncode, p.stderr[-3000:])
+        status = json.loads(p.stdout)
         assert {r["node_id"] for r in status} == {1, 2, 3, 4, 5}
-        assert all(r["up"] and r["address"] and r["container"] for r in status)
+        down = [r for r in status if not (r["up"] and r["address"] and r["container"])]
+        assert not down, f"cluster status calls these nodes down: {down}"
         assert [r["roles"] for r in status] == [["controller", "broker"]] * 3 + [["broker"]] * 2
 
         # Kafka data on every broker (replication factor 5), then docker kill + docker start.
@@ -219,6 +222,27 @@ def test_planted_register_bug_is_caught_in_every_seed(docker_client, node_image,
     assert (p.returncode, results["verdict"]) == (1, "invalid"), (results["verdict"], str(run))
     assert lin["counterexamples"] and all(
         any(c["role"] == "cannot linearize" for c in ce) for ce in lin["counterexamples"].values())
+
+
+@pytest.mark.parametrize("without", ["", "clock"])
+def test_lease_read_is_seen_with_the_clock_package_and_only_with_it(docker_client, node_image,
+                                                                   tmp_path, without):
+    """lease-read needs a clock that steps (needs_faults): its own campaign (partitions that
+    cut off the active controller, whose clock is stepped back) catches it; the same campaign
+    without the clock package cannot, since with clocks that agree no new leader is elected
+    before the cut-off one's lease ends. Through `chaoskraft matrix`, whose exit code says
+    whether each cell came out as it must (docs/campaigns.md: 10 of 10 and 0 of 10)."""
+    args = ["matrix", "--bugs", "lease-read", "--seeds", "1-1", "--results-dir", str(tmp_path)]
+    p = chaoskraft(*args, *(["--without", without] if without else []))
+    out = p.stdout + p.stderr
+    cell = re.search(r"^\[1/1\] lease-read seed 1: (\w+).* (\S+)$", out, re.M)
+    assert cell, out[-3000:]
+    verdict, run = cell.group(1), Path(cell.group(2))
+    assert nothing_left(docker_client, (run / "progress.log").read_text())
+    packages = {step["kind"] for step in json.loads((run / "plan.json").read_text())}
+    assert packages == ({"partition"} if without else {"partition", "clock"}), packages
+    assert verdict == ("valid" if without else "invalid"), out[-3000:]
+    assert p.returncode == 0, out[-3000:]
 
 
 def test_ctrl_c_tears_down_and_keeps_the_history(docker_client, node_image, tmp_path):

@@ -206,3 +206,14 @@ def test_the_recorder_writes_each_row_whole_in_one_write(tmp_path):
     w.record(0, "ok", "poll", value=big)
     assert read_history(tmp_path / "history.jsonl")[1]["value"] == big  # on disk before close
     w.close()
+
+
+def test_runs_started_in_the_same_second_with_the_same_seed_get_their_own_directories(tmp_path):
+    """Two `chaoskraft run` started together (a matrix, a shell loop) once collided on
+    results/<test>/<time>-<seed> and the second failed with FileExistsError."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.store import new_run_dir
+    with ThreadPoolExecutor(8) as pool:
+        dirs = list(pool.map(lambda _: new_run_dir(tmp_path, "t", 1), range(8)))
+    assert len(set(dirs)) == 8 and all(d.is_dir() for d in dirs)

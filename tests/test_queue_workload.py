@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from harness.config import CampaignError, resolve
+from harness.config import CampaignError, needs_faultfs, resolve
 from workloads.registry import WORKLOADS
 from harness.config import node_config
 from nemesis.faults import grudge, node_targets
@@ -42,9 +42,12 @@ def test_queue_defaults_and_power_loss_node_config():
                                                    "depose-leader", "strand-replica"]
     assert cfg.idempotent is None, "half the producers idempotent, half without retries"
     assert cfg.flush_messages == 1, "queue campaigns fsync every batch unless told otherwise"
-    assert node_config(cfg)["chaoskraft.power.loss.enable"] == "true"
+    # power loss through faultfs, from outside the node: the node's own seam stays off
+    assert "chaoskraft.power.loss.enable" not in node_config(cfg) and needs_faultfs(cfg)
     never = resolve({"workload": "queue", "flush_messages": None, "nemesis": ["kill"]}, {})
-    assert never.flush_messages is None and "chaoskraft.power.loss.enable" not in node_config(never)
+    assert never.flush_messages is None and not needs_faultfs(never)
+    seam = resolve({"workload": "queue", "nemesis_options": {"power-loss": {"via": "process"}}}, {})
+    assert node_config(seam)["chaoskraft.power.loss.enable"] == "true" and not needs_faultfs(seam)
     assert resolve({}, {}).nemesis == ["partition", "kill"], "the register default is unchanged"
 
 

@@ -68,9 +68,10 @@ class RemoteReplica:
 class Partition:
     def __init__(self, node_id: int, topic: str, partition: int, fs: FileSystem, log_dir: str,
                  segment_bytes: int, high_watermark: int, on_event,
-                 hw_ignores_isr: bool = False) -> None:
+                 hw_ignores_isr: bool = False, skip_fsync: bool = False) -> None:
         self.node_id = node_id
         self.hw_ignores_isr = hw_ignores_isr  # planted bug
+        self.skip_fsync = skip_fsync  # planted bug
         self.topic = topic
         self.partition = partition
         self.fs = fs
@@ -155,7 +156,10 @@ class Partition:
     def _after_append(self, count: int, flush_messages: int) -> None:
         self.unflushed_messages += count
         if self.unflushed_messages >= flush_messages:
-            self.log.flush()
+            if self.skip_fsync:  # counted as flushed, never synced
+                self.log.flushed_end_offset = self.log.end_offset
+            else:
+                self.log.flush()
             self.unflushed_messages = 0
         self._checkpoint_epochs()
 
