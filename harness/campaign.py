@@ -31,6 +31,21 @@ from .nodes import active_controller, clock_offsets, wait_for_every_node, wait_f
 CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
 
 
+def machine_pressure() -> str:
+    """The machine's CPU and I/O pressure over the last 10 s (Linux PSI: the share of time
+    some task waited), for the progress lines: a run that went wrong on a stalled machine
+    says so. Empty where the kernel has no PSI."""
+    parts = []
+    for what in ("cpu", "io"):
+        try:
+            with open(f"/proc/pressure/{what}") as f:
+                some = f.readline().split()[1].split("=")[1]
+        except (OSError, IndexError):
+            return ""
+        parts.append(f"{what} {float(some):.0f}%")
+    return f"; machine waiting on {', '.join(parts)}"
+
+
 class Campaign:
     def __init__(self, cfg: RunConfig, backend, history: HistoryWriter, log,
                  clock=REAL_CLOCK) -> None:
@@ -221,7 +236,7 @@ class Campaign:
             c = self.history.counts
             faults = ", ".join(self.active.values()) or "none"
             self.log(f"{time.monotonic() - t0:5.0f}/{limit:.0f} s: {c['ok']} ok, {c['fail']} fail, "
-                     f"{c['info']} info; faults: {faults}")
+                     f"{c['info']} info; faults: {faults}{machine_pressure()}")
 
     async def run(self) -> None:
         self.log("waiting for the cluster to elect a controller")

@@ -8,7 +8,7 @@ import pytest
 
 from harness.campaign import Campaign
 from harness.clock import MockClock
-from harness.config import RunConfig, needs_faketime, node_config
+from harness.config import RunConfig, needs_faketime, needs_faultfs, node_config
 from harness.history import HistoryWriter
 from harness.backends import NodeControl, NodeInfo
 from nemesis.package import NodeFault, Scenario
@@ -32,6 +32,8 @@ class RecordingBackend(NodeControl):
         self.calls.append((node_id, text))
         if "netem" in text:
             return 1, "Error: Specified qdisc not found."
+        if cmd[:2] == ["ck-ctl", "disk"]:
+            return 0, json.dumps({"files": 2, "unsynced_bytes": 8192, "torn_bytes_kept": 0})
         if cmd[0] == "python3":  # corrupt_script
             return 0, json.dumps([{"file": "/d/queue-0/0.log", "size": 10, "flipped": [[1, 2]]}])
         return 0, ""
@@ -68,7 +70,9 @@ NODE_FAULTS = [(name, spec, mode) for name, spec, mode in [
     ("kill", "one", ""), ("power-loss", "minority", ""), ("pause", "active-controller", ""),
     ("clock", "all", "bump"), ("clock", "one", "strobe"), ("packet-loss", "one", ""),
     ("corrupt", "one", "bitflip"), ("one-way", "active-controller", "deaf"),
-    ("bandwidth", "minority", ""), ("delay", "partition-leader", "")]]
+    ("bandwidth", "minority", ""), ("delay", "partition-leader", ""),
+    ("disk-error", "one", ""), ("disk-full", "minority", ""),
+    ("slow-fsync", "partition-leader", "")]]
 
 
 @pytest.mark.parametrize("name, spec, mode", NODE_FAULTS)
@@ -221,7 +225,7 @@ def test_a_partition_cuts_what_its_grudge_says_and_heals(tmp_path):
 
 def test_scenarios_act_on_the_partition_they_choose(tmp_path, monkeypatch):
     for module in (strand_replica, depose_leader):
-        for const in ("CUT_S", "DOWN_S", "REFUSE_S"):
+        for const in ("CUT_S", "DOWN_S", "REFUSE_S", "PATIENCE_S"):
             if hasattr(module, const):
                 monkeypatch.setattr(module, const, 0.0)
     camp, backend, history = campaign(tmp_path, ["depose-leader", "strand-replica"])
@@ -258,6 +262,49 @@ def test_a_scenario_with_nothing_to_act_on_is_skipped_and_says_why(tmp_path, mon
     assert backend.calls == []
 
 
+def test_disk_faults_are_set_and_cleared_in_faultfs_each_under_its_own_name(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["disk-error", "slow-fsync"])
+    camp.cfg.nemesis_options = {"disk-error": {"ops": ["read"], "files": "*.log"},
+                                "slow-fsync": {"delay_ms": 250}}
+
+    async def go():
+        stops = [await camp.start_fault(FaultStep(i, 0.0, name, "one", 1.0))
+                 for i, name in enumerate(["disk-error", "slow-fsync"])]
+        for stop in stops:
+            await stop()
+    asyncio.run(go())
+    history.close()
+    sets = [json.loads(t.split(" ", 2)[2]) for _, t in backend.calls if t.startswith("ck-ctl disk")]
+    assert {"cmd": "set", "name": "disk-error",
+            "errors": [{"ops": ["read"], "path": "*.log", "errno": "EIO"}]} in sets
+    assert {"cmd": "set", "name": "slow-fsync", "fsync_delay_ms": 250} in sets
+    assert {"cmd": "clear", "name": "disk-error"} in sets and \
+        {"cmd": "clear", "name": "slow-fsync"} in sets
+    cfg = RunConfig(workload="queue", nemesis=["slow-fsync"])
+    assert needs_faultfs(cfg) and not needs_faultfs(RunConfig(nemesis=["kill"]))
+
+
+def test_power_loss_through_faultfs_kills_then_drops_and_turns_the_node_seam_off(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["power-loss"])
+    camp.cfg.nemesis_options = {"power-loss": {"torn": True}}  # via fuse: the default
+    assert needs_faultfs(camp.cfg) and "chaoskraft.power.loss.enable" not in node_config(camp.cfg)
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "power-loss", "minority", 1.0))
+        await stop()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis" and r["type"] == "info"]
+    assert [r["f"] for r in out] == ["power-loss", "drop-unsynced", "start"]
+    nodes = out[0]["value"]["nodes"]
+    assert out[1]["value"]["dropped"] == {str(n): {"files": 2, "unsynced_bytes": 8192,
+                                                   "torn_bytes_kept": 0} for n in nodes}
+    texts = [(n, t) for n, t in backend.calls]
+    kills = [i for i, (n, t) in enumerate(texts) if t == "ck-ctl kill"]
+    drops = [i for i, (n, t) in enumerate(texts) if "drop-unsynced" in t]
+    assert len(kills) == len(drops) == len(nodes) and max(kills) < min(drops), "killed first"
+    assert all('"torn": true' in texts[i][1] for i in drops)
+
+
 def test_packages_declare_what_the_campaign_validator_and_the_node_need():
     assert set(PACKAGES) >= {"partition", "kill", "power-loss", "pause", "clock", "packet-loss",
                              "corrupt", "strand-replica", "depose-leader"}
@@ -271,8 +318,12 @@ def test_packages_declare_what_the_campaign_validator_and_the_node_need():
             assert check_options(name, {"targets": ["nowhere"]})[0] == "targets"
     cfg = RunConfig(workload="queue", nemesis=["power-loss", "clock", "strand-replica"])
     props = node_config(cfg)
-    assert props["chaoskraft.power.loss.enable"] == "true"
+    assert "chaoskraft.power.loss.enable" not in props and needs_faultfs(cfg), \
+        "power loss through faultfs by default"
     assert props["replica.lag.time.max.ms"] == "3000"
+    cfg.nemesis_options = {"power-loss": {"via": "process"}}
+    assert node_config(cfg)["chaoskraft.power.loss.enable"] == "true"
+    assert not needs_faultfs(cfg)
     assert needs_faketime(cfg) and not needs_faketime(RunConfig(nemesis=["kill"]))
     with pytest.raises(ValueError, match="aims at a partition of the queue workload's topic"):
         plan(1, ["strand-replica"], 60, 5, workload="register")
@@ -349,16 +400,32 @@ def test_the_nemesis_runs_a_plan_on_time_in_virtual_time(tmp_path, combine):
                    for b0, b1 in spans[i + 1:])
 
 
-def test_a_scenario_plays_its_phases_on_time(tmp_path):
-    """depose-leader: the cut at its start, the clients refused CUT_S later, everything healed
-    when the step's duration is up; the step outlasting the scenario waits out the rest."""
+@pytest.mark.parametrize("elected_after_s, refused_at, healed_at", [
+    (0.0, 7.0 + depose_leader.CUT_S, 32.0),
+    (3.0, 7.0 + depose_leader.CUT_S + 3.0, 32.0),
+    (None, 7.0 + depose_leader.CUT_S + depose_leader.PATIENCE_S,
+     7.0 + depose_leader.CUT_S + depose_leader.PATIENCE_S + depose_leader.REFUSE_S)])
+def test_a_scenario_plays_its_phases_on_time(tmp_path, elected_after_s, refused_at, healed_at):
+    """depose-leader: the cut at its start, the clients refused CUT_S later once the other
+    nodes name a new leader (waited for up to PATIENCE_S), everything healed when the step's
+    duration is up; the step outlasting the scenario waits out the rest, and a scenario
+    outlasting its step ends when its phases are done."""
     camp, clock = clocked_campaign(tmp_path, ["depose-leader"])
+    cut_ends = 7.0 + depose_leader.CUT_S
+
+    def infos():
+        elected = elected_after_s is not None and clock.monotonic() >= cut_ends + elected_after_s
+        return [(0, 4 if elected else 3, [3, 4, 5], [3, 4, 5])]
+    camp.partition_infos = infos
     step = FaultStep(0, 7.0, "depose-leader", "partition", 25.0)
     clock.run(camp.nemesis([step], clock.monotonic()))
     camp.history.close()
     timed = [(t, f) for t, type_, f in camp.history.timed if type_ == "info"]
-    assert timed == [(7.0, "start-partition"), (7.0 + depose_leader.CUT_S, "refuse-clients"),
-                     (32.0, "stop-partition")], timed
+    assert timed == [(7.0, "start-partition"), (refused_at, "refuse-clients"),
+                     (healed_at, "stop-partition")], timed
+    refused = [json.loads(line)["value"] for line in (tmp_path / "history.jsonl").read_text()
+               .splitlines() if '"refuse-clients"' in line and '"info"' in line][0]
+    assert refused["new_leader"] == (None if elected_after_s is None else 4), refused
 
 
 def test_a_scenario_waits_for_a_partition_that_fits_then_says_why_it_skipped(tmp_path):
@@ -382,3 +449,35 @@ def test_the_mock_clock_stands_still_while_a_thread_works():
         await asyncio.to_thread(sum, range(10**6))
         return started, during, clock.monotonic()
     assert clock.run(go()) == (0.0, 5.0, 5.0)
+
+
+def test_clock_bumps_go_the_directions_the_campaign_allows():
+    import random
+
+    from nemesis.packages.clock import bump_offsets
+    rng = random.Random(5)
+    back = [o for _ in range(50) for o in bump_offsets([1, 2, 3], 60, rng, ["back"]).values()]
+    assert all(-60 <= o <= -6 for o in back)
+    both = [o for _ in range(50) for o in bump_offsets([1, 2, 3], 60, rng).values()]
+    assert min(both) < 0 < max(both)
+
+
+def test_strand_replica_kills_once_the_stranded_replica_is_out_of_the_isr(tmp_path):
+    """The ISR members die only once the freshest metadata shows the stranded replica out of
+    the ISR (the shrink took 2 s longer than CUT_S here); before, they would take with them
+    nothing the stranded one lacks."""
+    camp, clock = clocked_campaign(tmp_path, ["strand-replica"])
+    cut_ends = 7.0 + strand_replica.CUT_S
+
+    def infos():
+        shrunk = clock.monotonic() >= cut_ends + 2.0
+        return [(0, 3, [3, 4, 5], [3] if shrunk else [3, 4, 5])]
+    camp.partition_infos = infos
+    step = FaultStep(0, 7.0, "strand-replica", "partition", 30.0)
+    clock.run(camp.nemesis([step], clock.monotonic()))
+    camp.history.close()
+    timed = [(t, f) for t, type_, f in camp.history.timed if type_ == "info"]
+    assert timed[:2] == [(7.0, "start-partition"), (cut_ends + 2.0, "kill")], timed
+    kill = [json.loads(line)["value"] for line in (tmp_path / "history.jsonl").read_text()
+            .splitlines() if '"kill"' in line and '"info"' in line][0]
+    assert kill["isr"] == [3] and kill["waited_s"] == 2.0, kill

@@ -3,7 +3,9 @@ every other node while clients still reach it, for ``CUT_S``, long enough to be 
 replaced; the records it appends alone are uncommitted. Then it also refuses its clients
 for ``REFUSE_S`` (a TCP reset on the client port): a producer whose sends time out on a
 deposed leader gets no error that sends it elsewhere, and the reset moves it to the new
-leader, which fills the offsets the deposed one filled alone. After healing the deposed
+leader, which fills the offsets the deposed one filled alone. The clients are refused only
+once the other nodes name a new leader (waited for up to ``PATIENCE_S`` more: on a slow
+machine the election can take longer than ``CUT_S``). After healing the deposed
 leader must truncate what it appended (leader epochs) before following, and the
 preferred-leader election (``leader.imbalance.check.interval.seconds``, set to 3) makes it
 the leader again.
@@ -17,6 +19,7 @@ from ..package import Scenario
 
 CUT_S = 12.0  # the cut outlasts the broker session (9 s) and an election
 REFUSE_S = 5.0  # then its clients are refused, long enough to move to the new leader
+PATIENCE_S = 15.0  # the longest the cut goes on past CUT_S while no new leader is named
 
 
 def refuse_script(port: int) -> list[str]:
@@ -52,10 +55,16 @@ class DeposeLeader(Scenario):
         await ctx.cut(g, {"shape": self.name, "partition": partition, "grudge": grudge_value(g)})
         ctx.status(f"depose-leader: n{leader} (leader of partition {partition}) cut from every node")
         await ctx.clock.sleep(CUT_S)
+        row, waited = await self.await_partition(
+            ctx, partition, lambda p: p[1] >= 0 and p[1] != leader, PATIENCE_S)
+        if row is None:
+            ctx.log(f"depose-leader: no new leader of partition {partition} named within "
+                    f"{CUT_S + waited:.0f} s of the cut")
         # Its clients' sends time out there with no error that sends them elsewhere (a
         # producer kept writing to the deposed leader for 30 s): connections reset now send
         # them to the new leader, which fills the offsets the deposed leader filled alone.
-        value = {"nodes": [leader], "port": ctx.client_port, "partition": partition}
+        value = {"nodes": [leader], "port": ctx.client_port, "partition": partition,
+                 "new_leader": row[1] if row else None, "waited_s": round(waited, 1)}
         ctx.history.record("nemesis", "invoke", "refuse-clients", value=value)
         await ctx.exec_all([leader], lambda n: refuse_script(ctx.client_port), check=True)
         ctx.history.record("nemesis", "info", "refuse-clients", value=value)

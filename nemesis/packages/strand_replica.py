@@ -4,7 +4,9 @@ acknowledged writes go on; then the ISR's members are killed and the cut healed,
 only live replica is the one without those writes. Kafka must leave the partition offline
 (no unclean election) until an ISR member returns. The killed replicas never hold a
 majority of the controllers, and the active controller is never the stranded one (the
-replicas that keep the data must reach it to shrink the ISR).
+replicas that keep the data must reach it to shrink the ISR). The kill waits until the
+freshest metadata shows the stranded replica out of the ISR (up to ``PATIENCE_S`` past
+``CUT_S``): on a slow machine the shrink can take longer.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ..package import Scenario
 
 CUT_S = 8.0  # the cut outlasts replica.lag.time.max.ms (3 s) and then some acknowledged writes
 DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
+PATIENCE_S = 15.0  # the longest the cut goes on past CUT_S while the ISR still holds it
 
 def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
                   rng: random.Random, avoid: set = frozenset()) -> tuple[int, int, list[int]] | None:
@@ -59,8 +62,14 @@ class StrandReplica(Scenario):
         await ctx.cut(g, {"shape": self.name, "partition": partition, "grudge": grudge_value(g)})
         ctx.status(f"strand-replica: n{stranded} cut from {others} (partition {partition})")
         await ctx.clock.sleep(CUT_S)
+        row, waited = await self.await_partition(
+            ctx, partition, lambda p: stranded not in p[3], PATIENCE_S)
+        if row is None:
+            ctx.log(f"strand-replica: n{stranded} still in the ISR of partition {partition} "
+                    f"{CUT_S + waited:.0f} s into the cut")
         await ctx.kill("kill", others, {"target": self.name, "partition": partition,
-                                        "nodes": others})
+                                        "nodes": others, "isr": row[3] if row else None,
+                                        "waited_s": round(waited, 1)})
         await ctx.heal_cut()
         ctx.status(f"strand-replica: {others} killed, n{stranded} alone (partition {partition})")
         await ctx.clock.sleep(DOWN_S)
