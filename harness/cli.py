@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -178,23 +179,109 @@ def cmd_cleanup(args) -> int:
     return 0
 
 
+def _node_settings(items: list[str]) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+    """``--set [nID:]KEY=VALUE`` items: (properties for every node, per node id)."""
+    common: dict[str, str] = {}
+    per_node: dict[int, dict[str, str]] = {}
+    for item in items or []:
+        target, key, value = None, *item.partition("=")[::2]
+        m = re.fullmatch(r"n(\d+):(.+)", key)
+        if m:
+            target, key = int(m.group(1)), m.group(2)
+        if not key or "=" not in item:
+            raise SystemExit(f"chaoskraft cluster up: --set {item!r}: expected [nID:]KEY=VALUE")
+        (common if target is None else per_node.setdefault(target, {}))[key] = value
+    return common, per_node
+
+
+def _cluster_view(run_id: str, nodes, states) -> dict:
+    """One cluster as ``cluster up --json`` and ``cluster status --json`` print it."""
+    from .nodes import KAFKA_PORT
+    rows = []
+    for n in nodes:
+        s = states.get(n.node_id)
+        rows.append({"run": run_id, "node_id": n.node_id, "container": n.name,
+                     "address": n.address, "roles": list(n.roles),
+                     "up": bool(s and s.answers), "raft_role": s.raft_role if s else None,
+                     "epoch": s.epoch if s else None, "leader_id": s.leader_id if s else None,
+                     "broker_state": s.broker_state if s else None,
+                     "registered": s.registered if s else None,
+                     "fenced": s.fenced if s else None,
+                     "metadata_brokers": list(s.brokers) if s and s.brokers is not None else None})
+    bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in nodes
+                         if "broker" in n.roles and n.address)
+    return {"run_id": run_id, "bootstrap_servers": bootstrap, "nodes": rows}
+
+
+def _print_cluster(view: dict) -> None:
+    for r in view["nodes"]:
+        broker = ("-" if r["broker_state"] is None else
+                  f"{'registered' if r['registered'] else 'unregistered'}/"
+                  f"{'fenced' if r['fenced'] else 'unfenced'}")
+        print(f"{view['run_id']} n{r['node_id']} {r['address'] or '-':<15} "
+              f"{'/'.join(r['roles']):<17} {'up' if r['up'] else 'DOWN':<4} "
+              f"{r['raft_role'] or '-':<9} epoch {r['epoch'] if r['epoch'] is not None else '-':<4} "
+              f"broker {broker}")
+    print(f"{view['run_id']} bootstrap.servers={view['bootstrap_servers']}")
+
+
+def _cluster_up(args) -> int:
+    import asyncio
+    import random
+    import uuid
+
+    from .backends.docker_backend import DockerCluster
+    from .images import build_images
+    from .nodes import NotServing, wait_until_serving
+    common, per_node = _node_settings(args.set)
+    unknown = sorted(set(per_node) - set(range(1, args.nodes + 1)))
+    if unknown:
+        raise SystemExit(f"chaoskraft cluster up: --set names node n{unknown[0]}, but the "
+                         f"cluster has nodes n1..n{args.nodes}")
+    say = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    run_id = uuid.uuid4().hex[:8]
+    c = DockerCluster(run_id, build_images(log=say), args.nodes, args.controllers, common,
+                      node_overrides=per_node, seed=random.SystemRandom().randrange(1 << 31),
+                      log=say)
+    try:
+        c.up()
+        say(f"waiting up to {args.timeout:.0f} s for a quorum leader and every broker "
+            "registered, unfenced and listing all brokers")
+        states = asyncio.run(wait_until_serving(c.nodes, args.timeout, say))
+    except NotServing as exc:
+        logs = Path(args.results_dir) / "cluster" / run_id
+        try:
+            c.collect_logs(logs)
+        except Exception as err:  # noqa: BLE001 - the error below matters more
+            say(f"could not collect node logs: {err}")
+        print(f"error: cluster {run_id} did not come up: {exc}", file=sys.stderr)
+        for i in exc.culprits:
+            log = logs / f"n{i}" / "node.log"
+            lines = [line for line in log.read_text(errors="replace").splitlines()
+                     if line.strip()] if log.exists() else []
+            tail = [line for k, line in enumerate(lines[-20:]) if line not in lines[-20:][k + 1:]][-3:]
+            print(f"  n{i}: its log {log} ends:" if tail else f"  n{i}: no node log at {log}",
+                  *(f"    {line}" for line in tail), sep="\n", file=sys.stderr)
+        print(f"node logs of every node: {logs}; the cluster is removed", file=sys.stderr)
+        c.down()
+        return 1
+    except BaseException:
+        c.down()
+        raise
+    view = _cluster_view(run_id, c.nodes, states)
+    if args.json:
+        print(json.dumps(view, indent=2))
+    else:
+        print(f"cluster {run_id} is up: the quorum has a leader and {sum('broker' in n.roles for n in c.nodes)} "
+              f"brokers serve; `chaoskraft cluster down {run_id}` removes it")
+        print(f"bootstrap.servers={view['bootstrap_servers']}")
+    return 0
+
+
 def cmd_cluster(args) -> int:
     from .backends.docker_backend import DockerCluster, remove_labelled, running_runs
     if args.action == "up":
-        import random
-        import uuid
-
-        from .images import build_images
-        run_id = uuid.uuid4().hex[:8]
-        c = DockerCluster(run_id, build_images(), args.nodes, args.controllers,
-                          seed=random.SystemRandom().randrange(1 << 31))
-        try:
-            c.up()
-        except BaseException:
-            c.down()
-            raise
-        print(f"cluster {run_id} is up; `chaoskraft cluster down {run_id}` removes it")
-        return 0
+        return _cluster_up(args)
     if args.action == "down":
         import docker
         label = f"chaoskraft.run={args.run_id}" if args.run_id else "chaoskraft=1"
@@ -203,28 +290,26 @@ def cmd_cluster(args) -> int:
     runs = running_runs()
     if args.run_id:
         runs = {k: v for k, v in runs.items() if k == args.run_id}
-    out = []
+        if not runs:
+            print(f"error: no chaoskraft cluster with run id {args.run_id} is running",
+                  file=sys.stderr)
+            return 1
     import asyncio
 
-    from .nodes import describe_all
+    from .nodes import node_states
+    views = []
     for run_id in sorted(runs):
         c = DockerCluster.attach(run_id)
+        reachable = [n for n in c.nodes if n.address]
         # a node is down when it leaves DescribeQuorum unanswered for 10 s, not one slow second
-        described = (asyncio.run(describe_all([n for n in c.nodes if n.address], 3.0, 10.0))
-                     if any(n.address for n in c.nodes) else {})
-        for n in c.nodes:
-            d = described.get(n.node_id)
-            out.append({"run": run_id, "node_id": n.node_id, "container": n.name,
-                        "address": n.address, "roles": list(n.roles), "up": d is not None,
-                        "raft_role": d.role if d else None, "epoch": d.epoch if d else None,
-                        "leader_id": d.leader_id if d else None})
+        states = asyncio.run(node_states(reachable, 3.0, within_s=10.0)) if reachable else {}
+        views.append(_cluster_view(run_id, c.nodes, states))
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(json.dumps(views, indent=2))
     else:
-        for r in out:
-            print(f"{r['run']} n{r['node_id']} {r['address']:<15} {'/'.join(r['roles']):<10} "
-                  f"{'up' if r['up'] else 'DOWN':<4} {r['raft_role'] or '-'} epoch {r['epoch']}")
-        if not out:
+        for view in views:
+            _print_cluster(view)
+        if not views:
             print("no chaoskraft cluster is running")
     return 0
 
@@ -373,7 +458,15 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("run_id", nargs="?")
     cl.add_argument("--nodes", type=int, default=5)
     cl.add_argument("--controllers", type=int, default=3)
-    cl.add_argument("--json", action="store_true")
+    cl.add_argument("--json", action="store_true",
+                    help="up: the cluster as JSON (run id, bootstrap servers, nodes); status: "
+                         "a list of those")
+    cl.add_argument("--set", action="append", metavar="[nID:]KEY=VALUE",
+                    help="up: a node property for every node, or for node ID only (repeat)")
+    cl.add_argument("--timeout", type=float, default=120.0,
+                    help="up: seconds to wait for the cluster to serve (default 120)")
+    cl.add_argument("--results-dir", default="results",
+                    help="up: node logs go to <results>/cluster/<run id>/ if it fails")
     cl.set_defaults(func=cmd_cluster)
     cu = sub.add_parser("cleanup", help="remove every container, network and volume labelled chaoskraft=1")
     cu.add_argument("--run", metavar="ID", help="only the resources of this run (the id in "

@@ -1,13 +1,18 @@
 """Questions the harness asks the nodes themselves (DescribeQuorum and a register read on
-the node's admin port): who leads, which nodes answer, how far each node's clock is off."""
+the node's admin port, Metadata on its Kafka port): who leads, which nodes answer, which
+brokers are registered and unfenced, how far each node's clock is off."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import time
+from dataclasses import dataclass
 
 from workloads.register_client import Indeterminate, RegisterClient
 
 PORT = 9093
+KAFKA_PORT = 9092
 
 
 async def _ask_all(nodes, ask, within_s: float) -> dict:
@@ -105,3 +110,138 @@ async def wait_for_every_node(nodes, timeout_s: float, port: int = PORT) -> None
     missing = [n.node_id for n, ok in zip(nodes, served) if not ok]
     if missing:
         raise TimeoutError(f"nodes {missing} did not serve register reads within {timeout_s:.0f} s")
+
+
+def metadata(address: str, topics: list[str] | None, timeout_s: float, port: int = KAFKA_PORT):
+    """A Metadata v8 response from the broker at ``address`` itself, on a connection of its own
+    (a client library would ask whichever broker it likes). ``topics=[]`` asks for none: the
+    broker list alone."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    from node_image import kafka_codec as kc
+    req = MetadataRequest[8](
+        topics=None if topics is None else
+        [MetadataRequest[8].MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False)
+    with socket.create_connection((address, port), timeout=timeout_s) as s:
+        s.settimeout(timeout_s)
+        s.sendall(kc.encode_request(kc.METADATA, 8, req))
+        return kc.decode_response(kc.METADATA, 8, kc.recv_frame(s))
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What one node says of itself (DescribeQuorum) and, a broker, of the cluster (Metadata)."""
+    node_id: int
+    answers: bool  # DescribeQuorum answered
+    raft_role: str | None = None
+    epoch: int | None = None
+    leader_id: int | None = None
+    broker_state: str | None = None  # Kafka's BrokerState; None for a controller only
+    brokers: tuple[int, ...] | None = None  # the brokers its Metadata lists; None: no answer
+
+    @property
+    def registered(self) -> bool | None:
+        return None if not self.broker_state else self.broker_state != "STARTING"
+
+    @property
+    def fenced(self) -> bool | None:
+        return None if not self.broker_state else self.broker_state != "RUNNING"
+
+
+async def node_states(nodes, timeout_s: float = 3.0, within_s: float = 0.0) -> dict[int, NodeState]:
+    """Every node's :class:`NodeState`, asked of all of them at once (DescribeQuorum again of
+    those that did not answer, until ``within_s``)."""
+    described = await describe_all(nodes, timeout_s, within_s)
+
+    def listed(n):
+        try:
+            return tuple(sorted(b.node_id for b in metadata(n.address, [], timeout_s).brokers))
+        except (OSError, ValueError, struct.error):
+            return None
+    brokers = [n for n in nodes if "broker" in n.roles]
+    lists = dict(zip((n.node_id for n in brokers),
+                     await asyncio.gather(*(asyncio.to_thread(listed, n) for n in brokers))))
+    out = {}
+    for n in nodes:
+        d = described.get(n.node_id)
+        out[n.node_id] = NodeState(
+            n.node_id, d is not None, d.role if d else None, d.epoch if d else None,
+            d.leader_id if d else None, (d.broker_state or None) if d else None,
+            lists.get(n.node_id))
+    return out
+
+
+def not_serving(nodes, states: dict[int, NodeState]) -> dict[int, str]:
+    """Why each node that does not serve yet does not, by node id; empty once the quorum has
+    a leader and every broker is registered, unfenced and lists every broker in Metadata."""
+    want = tuple(sorted(n.node_id for n in nodes if "broker" in n.roles))
+    leaders = {s.leader_id for s in states.values() if s.answers and s.leader_id is not None
+               and s.leader_id >= 0}
+    why = {}
+    for n in nodes:
+        s = states[n.node_id]
+        if not s.answers:
+            why[n.node_id] = "does not answer"
+        elif s.leader_id is None or s.leader_id < 0:
+            why[n.node_id] = f"knows no quorum leader ({s.raft_role}, epoch {s.epoch})"
+        elif "broker" in n.roles and s.broker_state != "RUNNING":
+            why[n.node_id] = {"STARTING": "broker not registered yet",
+                              "RECOVERY": "broker registered but fenced"}.get(
+                s.broker_state, f"broker is {s.broker_state}")
+        elif "broker" in n.roles and s.brokers != want:
+            missing = sorted(set(want) - set(s.brokers or ()))
+            why[n.node_id] = ("does not answer Metadata" if s.brokers is None else
+                              f"its Metadata lists brokers {list(s.brokers)}"
+                              + (f", not {', '.join(f'n{b}' for b in missing)}" if missing else ""))
+    if not leaders and not why:
+        why = {n.node_id: "knows no quorum leader" for n in nodes}
+    return why
+
+
+def said(why: dict[int, str]) -> str:
+    """``why`` in a line, nodes with the same reason together: "n3: does not answer; n1, n2,
+    n4, n5: its Metadata lists brokers [1, 2, 4, 5], not n3"."""
+    by: dict[str, list[int]] = {}
+    for i, w in sorted(why.items()):
+        by.setdefault(w, []).append(i)
+    return "; ".join(f"{', '.join(f'n{i}' for i in ids)}: {w}"
+                     for w, ids in sorted(by.items(), key=lambda kv: kv[1]))
+
+
+class NotServing(TimeoutError):
+    """The cluster did not serve in time; ``why``: the reason of each node that did not."""
+
+    def __init__(self, timeout_s: float, why: dict[int, str]) -> None:
+        self.why = why
+        super().__init__(f"not serving after {timeout_s:.0f} s: {said(why)}")
+
+    @property
+    def culprits(self) -> list[int]:
+        """The nodes that are themselves down or unregistered (the others wait for them);
+        all of them when there is none such."""
+        own = [i for i, w in sorted(self.why.items())
+               if w == "does not answer" or "not registered" in w]
+        return own or sorted(self.why)
+
+
+async def wait_until_serving(nodes, timeout_s: float, log=print,
+                             every_s: float = 5.0) -> dict[int, NodeState]:
+    """Wait until the cluster serves as a whole (:func:`not_serving` is empty), saying every
+    ``every_s`` what it still waits for; :class:`NotServing` naming each node that does not
+    and why, after ``timeout_s``."""
+    start = time.monotonic()
+    last_said = start
+    while True:
+        states = await node_states(nodes)
+        why = not_serving(nodes, states)
+        if not why:
+            return states
+        now = time.monotonic()
+        if now - start > timeout_s:
+            raise NotServing(timeout_s, why)
+        if now - last_said >= every_s:
+            last_said = now
+            log(f"[{now - start:5.1f}s] waiting: {said(why)}")
+        await asyncio.sleep(0.3)

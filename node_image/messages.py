@@ -245,6 +245,8 @@ class DescribeQuorumResponse:
     committed_offset: int
     wall_clock_ms: int = 0  # the node's wall clock when it answered (runtime only; the clock
     # nemesis skews it, and the harness reads the skew from here)
+    broker_state: str = ""  # the broker role's lifecycle state, Kafka's BrokerState: STARTING
+    # (not registered yet), RECOVERY (registered, fenced), RUNNING (unfenced); "" without it
 
 
 # ---------------------------------------------------------------- broker <-> controller

@@ -228,4 +228,5 @@ class Node:
         return m.DescribeQuorumResponse(
             request_id, self.node_id, raft.role, raft.epoch, -1 if leader is None else leader,
             -1 if hwm is None else hwm, self.log.end_offset, self.log.start_offset,
-            raft.committed_offset())
+            raft.committed_offset(),
+            broker_state="" if self.broker is None else self.broker.lifecycle.state)

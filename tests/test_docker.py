@@ -89,7 +89,9 @@ def test_cluster_lifecycle_labels_and_restart_on_same_data(docker_client, node_i
 
         p = chaoskraft("cluster", "status", run_id, "--json", timeout=120)
         assert p.returncode == 0 and p.stdout.strip(), (p.returncode, p.stderr[-3000:])
-        status = json.loads(p.stdout)
+        [view] = json.loads(p.stdout)
+        assert view["run_id"] == run_id
+        status = view["nodes"]
         assert {r["node_id"] for r in status} == {1, 2, 3, 4, 5}
         down = [r for r in status if not (r["up"] and r["address"] and r["container"])]
         assert not down, f"cluster status calls these nodes down: {down}"

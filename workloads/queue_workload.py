@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 import random
-import socket
 import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,16 +42,8 @@ QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker sessi
 def broker_metadata(address: str, topic: str, timeout_s: float) -> list[tuple]:
     """One broker's own view of ``topic``: (partition, leader, leader epoch, replicas, ISR)
     per partition, from a Metadata v8 request on a connection of its own."""
-    from kafka.protocol.metadata import MetadataRequest
-    from node_image import kafka_codec as kc
-    req = MetadataRequest[8](topics=[MetadataRequest[8].MetadataRequestTopic(name=topic)],
-                             allow_auto_topic_creation=False,
-                             include_cluster_authorized_operations=False,
-                             include_topic_authorized_operations=False)
-    with socket.create_connection((address, KAFKA_PORT), timeout=timeout_s) as s:
-        s.settimeout(timeout_s)
-        s.sendall(kc.encode_request(kc.METADATA, 8, req))
-        resp = kc.decode_response(kc.METADATA, 8, kc.recv_frame(s))
+    from harness.nodes import metadata
+    resp = metadata(address, [topic], timeout_s, KAFKA_PORT)
     return [(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
              list(p.isr_nodes))
             for t in resp.topics if t.name == topic and t.error_code == 0 for p in t.partitions]

@@ -69,7 +69,10 @@ class DockerCluster(NodeControl):
                  overrides: dict[str, str] | None = None, bugs: list[str] | None = None,
                  seed: int = 0, authorized_key: str | None = None, log=print,
                  client: docker.DockerClient | None = None, faketime: bool = False,
-                 faultfs: bool = False) -> None:
+                 faultfs: bool = False,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
+        """``overrides``: node properties for every node; ``node_overrides``: for one node id
+        (over those)."""
         if not 1 <= controllers <= nodes:
             raise ValueError(f"controllers must be between 1 and nodes ({nodes}), got {controllers}")
         self.client = client or docker.from_env()
@@ -78,6 +81,7 @@ class DockerCluster(NodeControl):
         self.n = nodes
         self.controllers = controllers
         self.overrides = overrides or {}
+        self.node_overrides = node_overrides or {}
         self.bugs = bugs or []
         self.seed = seed
         self.authorized_key = authorized_key
@@ -115,7 +119,9 @@ class DockerCluster(NodeControl):
                 network=self.network_name, volumes={volume.name: {"bind": "/var/lib/chaoskraft",
                                                                   "mode": "rw"}})
             files = {
-                "server.properties": node_properties(i, voters, roles, self.overrides, self.bugs).encode(),
+                "server.properties": node_properties(
+                    i, voters, roles, {**self.overrides, **self.node_overrides.get(i, {})},
+                    self.bugs).encode(),
                 "format.json": json.dumps({"cluster_id": f"chaoskraft-{self.run_id}",
                                            "directory_id": dir_ids[i], "log_dir": DATA_DIR,
                                            "initial_controllers": initial}).encode(),

@@ -1,0 +1,173 @@
+"""`chaoskraft cluster up` returns a cluster that serves, and says how to reach it.
+
+The readiness rule (``harness.nodes.not_serving``) is checked here on node states as a
+table; the Docker tests run the command itself as a user would: one that then uses the
+cluster at once with their own Kafka client, one whose node cannot start."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.backends import NodeInfo
+from harness.nodes import NodeState, NotServing, not_serving
+from tests.conftest import ROOT, labelled
+
+NODES = [NodeInfo(i, f"n{i}", f"10.0.0.{i}", ("controller", "broker") if i <= 3 else ("broker",))
+         for i in range(1, 6)]
+ALL = (1, 2, 3, 4, 5)
+
+
+def state(i, role="Follower", leader=1, broker="RUNNING", brokers=ALL, answers=True):
+    if not answers:
+        return NodeState(i, False)
+    return NodeState(i, True, role, 3, leader, broker if i in ALL else None, brokers)
+
+
+def states(**changes):
+    out = {i: state(i, role="Leader" if i == 1 else "Follower") for i in ALL}
+    for name, kwargs in changes.items():
+        i = int(name[1:])
+        out[i] = state(i, **kwargs)
+    return out
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({}, {}),
+    ({"n5": {"answers": False}}, {5: "does not answer"}),
+    ({"n4": {"broker": "STARTING", "brokers": (1, 2, 3, 5)}},
+     {4: "broker not registered yet"}),
+    ({"n4": {"broker": "RECOVERY"}}, {4: "broker registered but fenced"}),
+    ({"n2": {"brokers": (1, 2, 3, 4)}}, {2: "its Metadata lists brokers [1, 2, 3, 4], not n5"}),
+    ({"n2": {"brokers": None}}, {2: "does not answer Metadata"}),
+    ({"n3": {"leader": -1, "role": "Candidate"}}, {3: "knows no quorum leader (Candidate, epoch 3)"}),
+])
+def test_a_cluster_serves_once_it_has_a_leader_and_every_broker_is_unfenced_and_listed(
+        changes, expected):
+    assert not_serving(NODES, states(**changes)) == expected
+
+
+def test_the_nodes_that_do_not_come_up_are_named_before_those_that_wait_for_them():
+    why = not_serving(NODES, states(n3={"answers": False},
+                                    n1={"brokers": (1, 2, 4, 5)}, n2={"brokers": (1, 2, 4, 5)}))
+    assert why[3] == "does not answer" and "not n3" in why[1]
+    err = NotServing(40, why)
+    assert err.culprits == [3]
+    assert str(err) == ("not serving after 40 s: n1, n2: its Metadata lists brokers "
+                        "[1, 2, 4, 5], not n3; n3: does not answer")
+    assert NotServing(40, {2: "broker registered but fenced"}).culprits == [2]
+
+
+def test_waiting_says_what_it_waits_for_and_returns_once_the_cluster_serves(monkeypatch):
+    import asyncio
+
+    import harness.nodes as nodes
+    answers = [states(n5={"answers": False}), states(n4={"broker": "RECOVERY"}), states()]
+
+    async def fake(asked, timeout_s=3.0, within_s=0.0):
+        return answers.pop(0)
+    monkeypatch.setattr(nodes, "node_states", fake)
+    lines = []
+    assert asyncio.run(nodes.wait_until_serving(NODES, 600, lines.append, every_s=0)) == states()
+    assert [line.split("] ")[1] for line in lines] == [
+        "waiting: n5: does not answer", "waiting: n4: broker registered but fenced"]
+
+    answers[:] = [states(n5={"answers": False})] * 2
+    with pytest.raises(NotServing) as exc:
+        asyncio.run(nodes.wait_until_serving(NODES, 0, lines.append))
+    assert exc.value.why == {5: "does not answer"}
+
+
+def chaoskraft(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+def down(run_id: str) -> None:
+    chaoskraft("cluster", "down", run_id, timeout=180)
+
+
+@pytest.mark.docker
+def test_cluster_up_serves_at_once_a_topic_of_five_replicas_and_down_leaves_nothing(
+        docker_client, node_image):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    p = chaoskraft("cluster", "up", "--json")
+    run_id = None
+    try:
+        assert p.returncode == 0, p.stderr[-3000:]
+        view = json.loads(p.stdout)
+        run_id = view["run_id"]
+        boot = view["bootstrap_servers"]
+        assert boot == ",".join(f"{r['address']}:9092" for r in view["nodes"])
+        assert [(r["registered"], r["fenced"], r["broker_state"]) for r in view["nodes"]] == \
+            [(True, False, "RUNNING")] * 5
+        assert sum(r["raft_role"] == "Leader" for r in view["nodes"]) == 1
+
+        # At once: no waiting for brokers here, that is what `cluster up` did.
+        admin = AdminClient({"bootstrap.servers": boot})
+        admin.create_topics([NewTopic("five", 1, 5, config={"min.insync.replicas": "3"})])[
+            "five"].result(60)
+        del admin  # a librdkafka handle must not outlive the cluster
+        producer = Producer({"bootstrap.servers": boot, "acks": "all",
+                             "enable.idempotence": True})
+        for i in range(1000):
+            producer.produce("five", value=str(i).encode())
+        assert producer.flush(120) == 0
+        producer.close()
+        consumer = Consumer({"bootstrap.servers": boot, "group.id": "five",
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition("five", 0, OFFSET_BEGINNING)])
+        values, deadline = [], time.monotonic() + 120
+        while len(values) < 1000 and time.monotonic() < deadline:
+            values += [int(m.value()) for m in consumer.consume(500, 1.0) if not m.error()]
+        consumer.close()
+        assert values == list(range(1000))
+
+        s = chaoskraft("cluster", "status", run_id, "--json", timeout=180)
+        assert s.returncode == 0, s.stderr[-3000:]
+        [status] = json.loads(s.stdout)
+        assert status["run_id"] == run_id and status["bootstrap_servers"] == boot
+        assert [(r["node_id"], r["up"], r["fenced"]) for r in status["nodes"]] == \
+            [(i, True, False) for i in ALL]
+        text = chaoskraft("cluster", "status", run_id, timeout=180).stdout
+        assert f"{run_id} bootstrap.servers={boot}" in text
+        assert text.count("broker registered/unfenced") == 5
+    finally:
+        if run_id:
+            d = chaoskraft("cluster", "down", run_id, timeout=180)
+            assert d.returncode == 0, d.stderr[-2000:]
+            assert labelled(docker_client, f"chaoskraft.run={run_id}") == (0, 0, 0)
+
+
+@pytest.mark.docker
+def test_cluster_up_names_the_node_that_cannot_start_and_leaves_nothing(docker_client,
+                                                                        node_image, tmp_path):
+    p = chaoskraft("cluster", "up", "--set", "n3:log.segment.bytes=lots", "--timeout", "30",
+                   "--results-dir", str(tmp_path))
+    m = re.search(r"cluster ([0-9a-f]{8}) did not come up", p.stderr)
+    try:
+        assert p.returncode == 1 and m, p.stderr[-3000:]
+        assert "not serving after 30 s" in p.stderr and "n3: does not answer" in p.stderr
+        # the node's own words, from the log the error points to
+        assert "log.segment.bytes: 'lots' is not an integer" in p.stderr
+        assert (tmp_path / "cluster" / m.group(1) / "n3" / "node.log").exists()
+        assert "bootstrap.servers" not in p.stdout
+    finally:
+        if m:
+            assert labelled(docker_client, f"chaoskraft.run={m.group(1)}") == (0, 0, 0)
+        else:
+            down_ids = re.findall(r"network chaoskraft-([0-9a-f]+) created", p.stdout + p.stderr)
+            for run_id in down_ids:
+                down(run_id)
+
+
+def test_a_bad_set_item_is_refused_naming_it():
+    p = chaoskraft("cluster", "up", "--set", "log.segment.bytes", timeout=60)
+    assert p.returncode != 0 and "--set 'log.segment.bytes': expected [nID:]KEY=VALUE" in p.stderr
+    p = chaoskraft("cluster", "up", "--set", "n9:a=b", timeout=60)
+    assert p.returncode != 0 and "n9" in p.stderr and "n1..n5" in p.stderr
