@@ -43,7 +43,7 @@ def cmd_sim(args) -> int:
     failed = []
     by_invariant: dict[str, int] = {}
     for seed in seeds:
-        o = run_seed(seed, args.nodes, args.duration_s, bugs)
+        o = run_seed(seed, args.nodes, args.duration_s, bugs, workload=args.workload)
         print_outcome(o, args.nodes, args.duration_s, bugs, verbose=len(seeds) == 1 or args.verbose)
         sys.stdout.flush()
         if not o.ok:
@@ -351,9 +351,18 @@ def build_parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--seed", type=int, help="one seed")
     g.add_argument("--seeds", type=_seed_range, help="a range of seeds, A-B inclusive")
-    s.add_argument("--nodes", type=int, default=5, help="voters (default 5); the seed may add observers")
+    from simulator import DEFAULT_WORKLOAD, WORKLOAD_NAMES
+    s.add_argument("--workload", choices=WORKLOAD_NAMES, default=DEFAULT_WORKLOAD,
+                   help=f"default {DEFAULT_WORKLOAD}: every node a controller, register "
+                        "clients; or the data plane: nodes 1-3 controllers and brokers, the "
+                        "rest brokers, Kafka producers and consumers, the queue checker "
+                        "(docs/simulator.md)")
+    s.add_argument("--nodes", type=int, default=5,
+                   help="nodes (default 5): all voters for the register workload, 3 voters and "
+                        "the rest brokers for the queue; the seed may add observers")
     s.add_argument("--duration-s", type=float, default=600.0,
-                   help="simulated seconds of faults and load (default 600), then 20 s of recovery")
+                   help="simulated seconds of faults and load (default 600), then 20 s of "
+                        "recovery (queue: 75 s)")
     s.add_argument("--bug", type=_bug, action="append", default=[], help="enable a planted bug")
     s.add_argument("--verbose", action="store_true", help="print options and stats for every seed")
     s.set_defaults(func=cmd_sim)

@@ -1,9 +1,11 @@
-"""``chaoskraft sim``: run the deterministic simulator and check its register history.
+"""``chaoskraft sim``: run the deterministic simulator and check its history.
 
 One seed runs one simulated cluster (simulator/) with the fault options
 the seed draws; the invariants are checked after every event, and at the
-end the register history is checked for linearizability (cas-register model
-per key). A run "holds" when both pass.
+end the history is checked: the register workload's for linearizability
+(cas-register model per key), the queue workload's by the queue checker
+(``checkers.queue``, in process, with the allowances of idempotent
+producers). A run "holds" when both pass.
 """
 from __future__ import annotations
 
@@ -11,11 +13,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from checkers.linearizability import check
-from checkers.models import get_model
+from simulator import DEFAULT_WORKLOAD
 from simulator.cluster import SimResult, Simulation
-
-LINEARIZABILITY_BUDGET_S = 60.0
 
 
 @dataclass
@@ -35,7 +34,7 @@ class Outcome:
 
 
 def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
-             overrides: dict | None = None) -> Outcome:
+             overrides: dict | None = None, workload: str = DEFAULT_WORKLOAD) -> Outcome:
     """One seed; ``overrides`` replace some of the fault options the seed draws."""
     started = time.monotonic()
     options = None
@@ -43,26 +42,23 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
         import dataclasses
         from simulator.cluster import SimOptions
         options = dataclasses.replace(SimOptions.draw(seed), **overrides)
-    result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options).run()
+    result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options,
+                        workload=workload).run()
     outcome = Outcome(result, result.ok, result.invariant, result.detail)
     if result.ok:
-        model = get_model("cas-register", nil_read="value")  # nil: the key holds nothing
-        lin = check(model.model(), (), timeout_s=LINEARIZABILITY_BUDGET_S,
-                    keyed=model.operations(result.history))
-        if lin.valid is not True:
-            bad = next(k for k in lin.keys if k.valid is not True)
+        verdict = result.check_history()
+        if verdict is not None:
             outcome.ok = False
-            outcome.invariant = "Linearizability" if lin.valid is False else "LinearizabilityUnknown"
-            outcome.detail = (f"register history of key {bad.key} ({bad.operations} ops) is "
-                              + ("not linearizable" if lin.valid is False else
-                                 f"not decided within {LINEARIZABILITY_BUDGET_S:.0f} s"))
-            outcome.counterexample = bad.counterexample
+            outcome.invariant, outcome.detail, outcome.counterexample = verdict
     outcome.wall_s = time.monotonic() - started
     return outcome
 
 
-def reproduce_line(seed: int, nodes: int, duration_s: float, bugs: frozenset[str]) -> str:
+def reproduce_line(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
+                   workload: str = DEFAULT_WORKLOAD) -> str:
     line = f"chaoskraft sim --seed {seed} --nodes {nodes} --duration-s {duration_s:g}"
+    if workload != DEFAULT_WORKLOAD:
+        line += f" --workload {workload}"
     for b in sorted(bugs):
         line += f" --bug {b}"
     return line
@@ -71,8 +67,11 @@ def reproduce_line(seed: int, nodes: int, duration_s: float, bugs: frozenset[str
 def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str],
                   verbose: bool, out=sys.stdout) -> None:
     r = o.result
+    workload = r.workload
     if verbose:
-        print(f"seed {o.seed}: options {r.options.describe()}", file=out)
+        print(f"seed {o.seed}: options {r.options.describe()}"
+              + (f" {r.queue_options.describe()}" if r.queue_options is not None else ""),
+              file=out)
         print(f"seed {o.seed}: {r.events} events, {r.sim_ms / 1000:.1f} simulated s, "
               f"{o.wall_s:.2f} wall s, faults {r.stats}", file=out)
     status = "ok" if o.ok else f"FAIL {o.invariant}"
@@ -81,6 +80,10 @@ def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str
         where = f" at event {o.event_index}" if o.event_index is not None else " (end of run)"
         print(f"  {o.invariant}{where}: {o.detail}", file=out)
         for c in o.counterexample or []:
+            if "anomaly" in c:
+                print(f"    {c['anomaly']}: {c['example']}", file=out)
+                continue
             print(f"    {c['role']:>16}: process {c['process']} {c['op']} "
                   f"[{c['call']}, {c['return']}] (history index {c['index']})", file=out)
-        print(f"  reproduce with: {reproduce_line(o.seed, nodes, duration_s, bugs)}", file=out)
+        print(f"  reproduce with: {reproduce_line(o.seed, nodes, duration_s, bugs, workload)}",
+              file=out)

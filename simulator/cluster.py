@@ -35,20 +35,27 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from node_image.config import NodeConfig, RaftConfig
+from node_image import kafka_codec as kc
+from node_image.config import BrokerConfig, NodeConfig, RaftConfig
 from node_image.node import Node
 from node_image.raft.client import SafetyViolation
 from node_image.raft.state import CandidateState, LeaderState, UnattachedState
 from node_image.storage import ReplicaKey, format_storage, new_directory_id
 
 from .clock import NodeClock
+from .data_invariants import DataInvariants
 from .disk import SimDisk
 from .invariants import Invariants
+from . import DEFAULT_WORKLOAD, WORKLOAD_NAMES, kafka_clients
+from . import workload as register_workload
+from .kafka_clients import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS, SimKafkaClients
 from .nemesis import SimNemesis
 from .network import SimNetwork
 from .workload import TIMEOUT_MS, SimClients
 
 CLUSTER_ID = "chaoskraft-sim"
+# The simulated workloads: name -> the module whose ``check_history`` judges its history.
+WORKLOADS = dict(zip(WORKLOAD_NAMES, (register_workload, kafka_clients)))
 LOG_DIR = "/data"
 
 
@@ -109,6 +116,27 @@ class SimOptions:
         return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
 
 
+@dataclass(frozen=True)
+class QueueOptions:
+    """What the queue workload's seed draws, from a stream of its own (the register
+    workload's options stay those its seeds always drew)."""
+    partitions: int
+    producers: int
+    consumers: int
+    power_loss_mean_ms: int | None  # every node loses power at once (the disks keep only
+    # what was fsynced, tearing the rest as the crashes do), at this mean interval
+
+    @staticmethod
+    def draw(seed: int) -> "QueueOptions":
+        r = random.Random(f"{seed}-queue-options")
+        return QueueOptions(partitions=r.choice([1, 2, 3]), producers=r.choice([1, 2, 3]),
+                            consumers=r.choice([1, 2]),
+                            power_loss_mean_ms=r.choice([None, 60000, 120000]))
+
+    def describe(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
+
+
 @dataclass
 class SimResult:
     seed: int
@@ -122,6 +150,13 @@ class SimResult:
     history: list[dict]
     options: SimOptions
     stats: dict = field(default_factory=dict)
+    queue_options: "QueueOptions | None" = None
+    workload: str = DEFAULT_WORKLOAD
+
+    def check_history(self) -> tuple[str, str, list | None] | None:
+        """The workload's checker on the history: None, or (invariant, detail,
+        counterexample)."""
+        return WORKLOADS[self.workload].check_history(self.history)
 
 
 class _SimNode:
@@ -146,13 +181,37 @@ class _SimNode:
 
 class Simulation:
     RECOVERY_MS = 20_000
+    QUEUE_RECOVERY_MS = 75_000
 
     def __init__(self, seed: int, nodes: int = 5, duration_s: float = 600,
-                 bugs: frozenset[str] = frozenset(), options: SimOptions | None = None) -> None:
+                 bugs: frozenset[str] = frozenset(), options: SimOptions | None = None,
+                 workload: str = DEFAULT_WORKLOAD) -> None:
+        """``workload``: "register" (every node a controller, the register clients) or
+        "queue" (nodes 1-3 controllers and brokers, the others brokers, as in a Docker
+        cluster, with the Kafka clients of ``kafka_clients``)."""
         if nodes < 1:
             raise ValueError("--nodes must be at least 1")
+        if workload not in WORKLOADS:
+            raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}")
+        if workload == "queue" and nodes < 3:
+            raise ValueError("the queue workload needs at least 3 nodes (replication factor 3)")
         self.seed = seed
+        self.workload_name = workload
+        if workload == "queue":
+            # sends in flight when the faults stop run out their delivery timeout (10 s),
+            # then the final reader reads every partition to a stable end
+            self.RECOVERY_MS = self.QUEUE_RECOVERY_MS
         self.options = options or SimOptions.draw(seed)
+        if workload == "queue":
+            # A broker whose disk is wiped comes back empty under the same id; Kafka then
+            # loses acknowledged records by design (KIP-966 is what addresses it). And a
+            # broker publishes metadata only once it has caught up with the high watermark,
+            # as Kafka's MetadataLoader; 256-byte metadata fetches (a stress option of the
+            # Raft layer) never catch up with a quorum that writes faster.
+            import dataclasses
+            self.options = dataclasses.replace(
+                self.options, wipe_prob=0.0,
+                fetch_max_bytes=max(self.options.fetch_max_bytes, 4096))
         self.duration_ms = int(duration_s * 1000)
         self.bugs = bugs
         self.now = 0
@@ -163,8 +222,9 @@ class Simulation:
         o = self.options
         self.disk_rng = random.Random(f"{seed}-disk")
         clock_rng = random.Random(f"{seed}-clocks")
-        self.voter_ids = list(range(1, nodes + 1))
-        self.nodes = {i: _SimNode(i, i <= nodes) for i in range(1, nodes + o.observers + 1)}
+        self.voter_ids = list(range(1, (nodes if workload == "register" else 3) + 1))
+        self.nodes = {i: _SimNode(i, i in self.voter_ids)
+                      for i in range(1, nodes + o.observers + 1)}
         for sn in self.nodes.values():
             sn.clock = NodeClock.draw(clock_rng, o.clock_drift_ppm)
         dir_rng = random.Random(f"{seed}-dirs")
@@ -174,14 +234,25 @@ class Simulation:
             format_storage(sn.disk, LOG_DIR, CLUSTER_ID, i, self.voters, self.dir_ids[i])
         self.stats = {"crashes": 0, "partitions": 0, "wipes": 0, "clock_steps": 0,
                       "delivered": 0, "dropped": 0}
+        if workload == "queue":
+            self.stats["power_losses"] = 0
         # one file per simulated resource, each with its own seeded random.Random
         self.network = SimNetwork(random.Random(f"{seed}-net"), o.drop_rate, o.duplicate_rate,
                                   o.max_delay_ms, self.stats)
-        self.workload = SimClients(self, random.Random(f"{seed}-clients"), o.clients, o.keys,
-                                   o.op_interval_ms,
-                                   self.duration_ms + self.RECOVERY_MS - TIMEOUT_MS)
+        self.queue_options = QueueOptions.draw(seed) if workload == "queue" else None
+        if workload == "register":
+            self.workload = SimClients(self, random.Random(f"{seed}-clients"), o.clients, o.keys,
+                                       o.op_interval_ms,
+                                       self.duration_ms + self.RECOVERY_MS - TIMEOUT_MS)
+        else:
+            q = self.queue_options
+            self.workload = SimKafkaClients(
+                self, random.Random(f"{seed}-kafka-clients"), q.producers, q.consumers,
+                q.partitions, 3, o.op_interval_ms, self.duration_ms + WRITES_BACK_WITHIN_MS,
+                self.duration_ms + FINAL_READ_AFTER_MS)
         self.nemesis = SimNemesis(self, random.Random(f"{seed}-faults"), o)
         self.invariants = Invariants(self)
+        self.data_invariants = DataInvariants(self) if workload == "queue" else None
         self.voter_wipes = 0
         self.failure: tuple[str, str] | None = None
         self._elections_seen: set[tuple[int, int]] = set()
@@ -203,9 +274,16 @@ class Simulation:
 
     def _config(self, node_id: int) -> NodeConfig:
         o = self.options
+        if self.workload_name == "queue":
+            roles = ("controller", "broker") if node_id in self.voter_ids else ("broker",)
+        else:
+            roles = ("controller",) if node_id in self.voter_ids else ("broker",)
         return NodeConfig(
             node_id=node_id, voters={v: ("sim", 0) for v in self.voter_ids}, log_dir=LOG_DIR,
-            roles=("controller",) if node_id in self.voter_ids else ("broker",),
+            roles=roles,
+            # queue campaigns fsync every batch (docs/queue.md: power loss)
+            broker=BrokerConfig(flush_interval_messages=1, segment_bytes=o.segment_bytes)
+            if self.workload_name == "queue" else BrokerConfig(),
             raft=RaftConfig(fetch_max_bytes=o.fetch_max_bytes, snapshot_chunk_bytes=4096),
             segment_bytes=o.segment_bytes, snapshot_max_bytes=o.snapshot_bytes,
             idle_interval_ms=500, bugs=self.bugs)
@@ -259,6 +337,12 @@ class Simulation:
                 self._elections_seen.add((sn.node_id, st.epoch))
                 self.nemesis.crash_after_vote(sn.node_id)
         for dest, msg in node.ready():
+            if isinstance(msg, kc.KafkaResponse):
+                if msg.body is None:
+                    continue  # acks=0: no answer
+                if self.data_invariants is not None:
+                    self.data_invariants.on_response(sn, msg)
+                msg = kc.encode_response(msg.request, msg.body)[4:]  # as the runtime writes it
             self.send(sn.node_id, dest, msg)
         deadline = max(sn.to_sim(node.next_deadline_ms()), self.now + 1)
         if sn.timer_at is None or deadline != sn.timer_at:
@@ -280,13 +364,16 @@ class Simulation:
         return SimResult(self.seed, ok, None if ok else self.failure[0],
                          None if ok else self.failure[1], None if ok else self.events,
                          self._hash.hexdigest(), self.events, self.now, self.history,
-                         self.options, dict(self.stats))
+                         self.options, dict(self.stats), self.queue_options,
+                         self.workload_name)
 
     def _run(self) -> None:
         for sn in self.nodes.values():
             self._start(sn)
         self.workload.start()
         self.nemesis.schedule()
+        if self.queue_options is not None and self.queue_options.power_loss_mean_ms:
+            self.nemesis.schedule_power_loss(self.queue_options.power_loss_mean_ms)
         self.push(self.duration_ms, "end_faults")
         end = self.duration_ms + self.RECOVERY_MS
         while self._queue:
@@ -300,7 +387,11 @@ class Simulation:
             self.events += 1
             # a node an event ran alone: only its own invariants can have changed
             self.invariants.check(self.events, None if happened is True else happened)
+            if self.data_invariants is not None:
+                self.data_invariants.check()
         self.invariants.check_final()
+        if self.data_invariants is not None:
+            self.data_invariants.check_final()
 
     def _dispatch(self, kind: str, data) -> "bool | _SimNode":
         """False: nothing happened; the node the event ran (a delivery, its timer); True:
@@ -308,7 +399,8 @@ class Simulation:
         if kind == "deliver":
             src, dest, msg = data
             if isinstance(dest, tuple):
-                self.trace(self.now, "reply", src, dest[1], type(msg).__name__, msg.outcome)
+                self.trace(self.now, "reply", src, dest[1], type(msg).__name__,
+                           len(msg) if isinstance(msg, bytes) else msg.outcome)
                 self.workload.reply(dest[1], msg)
                 return True
             sn = self.nodes[dest]
@@ -317,7 +409,10 @@ class Simulation:
                 return False
             self.stats["delivered"] += 1
             self.trace(self.now, "deliver", src, dest, type(msg).__name__)
-            sn.node.handle(src, msg, sn.local(self.now))
+            if isinstance(msg, bytes):  # a Kafka client's request frame
+                sn.node.handle_kafka(src, kc.decode_request(msg), sn.local(self.now))
+            else:
+                sn.node.handle(src, msg, sn.local(self.now))
             self._after_node(sn)
             return sn
         if kind == "timer":
@@ -335,6 +430,9 @@ class Simulation:
             return True
         if kind == "client_timeout":
             return self.workload.timeout(*data)
+        if kind == "kafka":
+            self.trace(self.now, "kafka", *data)
+            return self.workload.event(*data)
         if kind == "partition":
             if self.now < self.duration_ms:
                 self.nemesis.partition()
@@ -346,6 +444,10 @@ class Simulation:
         if kind == "crash":
             if self.now < self.duration_ms:
                 self.nemesis.crash()
+            return True
+        if kind == "power_loss":
+            if self.now < self.duration_ms:
+                self.nemesis.power_loss(data[0])
             return True
         if kind == "clock_step":
             if self.now < self.duration_ms:

@@ -3,8 +3,9 @@ intervals while the faults last. Partitions take the Docker nemesis's shapes (``
 one-way ones; a crash takes one node or a minority, may tear its unsynced writes (the
 disk) and, rarely, wipe its disk (at most one voter per run). A clock step moves one
 node's wall clock (half the time the leader's) 1 to 30 s forward or back for 1 to 20 s,
-as the Docker clock package's bump does. One seeded ``random.Random`` decides every
-fault."""
+as the Docker clock package's bump does. For the queue workload the seed may also draw
+power losses of every node at once (the Docker power-loss package's target ``all``). One
+seeded ``random.Random`` decides every fault."""
 from __future__ import annotations
 
 import random
@@ -53,6 +54,20 @@ class SimNemesis:
         if sim.now < sim.duration_ms:
             sim.push(sim.now + o.partition_length_ms + int(r.expovariate(1 / o.partition_mean_ms)),
                      "partition")
+
+    def schedule_power_loss(self, mean_ms: int) -> None:
+        self.sim.push(int(self.rng.expovariate(1 / mean_ms)), "power_loss", mean_ms)
+
+    def power_loss(self, mean_ms: int) -> None:
+        """Every node that is up loses power at once; each comes back on its own."""
+        o, sim, r = self.options, self.sim, self.rng
+        alive = [i for i in sorted(sim.nodes) if sim.nodes[i].node is not None]
+        sim.trace(sim.now, "power_loss", alive)
+        sim.stats["power_losses"] += 1
+        for victim in alive:
+            sim.crash(sim.nodes[victim], False)
+            sim.push(sim.now + 1 + r.randrange(o.down_ms), "restart", victim)
+        sim.push(sim.now + int(r.expovariate(1 / mean_ms)) + 1, "power_loss", mean_ms)
 
     def crash(self) -> None:
         o, sim, r = self.options, self.sim, self.rng

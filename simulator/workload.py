@@ -11,6 +11,7 @@ from node_image import messages as m
 from workloads.register import OPS  # the register workload's mix of operations
 
 TIMEOUT_MS = 5_000
+LINEARIZABILITY_BUDGET_S = 60.0
 
 
 class _Client:
@@ -107,3 +108,21 @@ class SimClients:
             self._complete(c, "fail", p["value"], m.ERROR_NAMES.get(resp.error, str(resp.error)))
         else:
             self._complete(c, "info", p["value"], m.ERROR_NAMES.get(resp.error, str(resp.error)))
+
+
+def check_history(history: list[dict]) -> tuple[str, str, list | None] | None:
+    """The register history's verdict: None when every key is linearizable (cas-register
+    model, nil reads: the key holds nothing), else (invariant, detail, counterexample)."""
+    from checkers.linearizability import check
+    from checkers.models import get_model
+    model = get_model("cas-register", nil_read="value")
+    lin = check(model.model(), (), timeout_s=LINEARIZABILITY_BUDGET_S,
+                keyed=model.operations(history))
+    if lin.valid is True:
+        return None
+    bad = next(k for k in lin.keys if k.valid is not True)
+    return ("Linearizability" if lin.valid is False else "LinearizabilityUnknown",
+            f"register history of key {bad.key} ({bad.operations} ops) is "
+            + ("not linearizable" if lin.valid is False else
+               f"not decided within {LINEARIZABILITY_BUDGET_S:.0f} s"),
+            bad.counterexample)

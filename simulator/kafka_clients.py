@@ -1,0 +1,521 @@
+"""The simulated Kafka clients of the queue workload: an admin that creates the topic,
+idempotent producers, consumers that ``assign`` every partition, and a final reader.
+
+They speak the Kafka protocol to the brokers: each request is a frame encoded with the
+same codec real clients' requests are decoded with (``node_image.kafka_codec``), and each
+response is decoded from the bytes the broker encoded. Their operations go to the history
+in the shape of the Docker queue workload's (``workloads/queue_workload.py``), so the same
+queue checker reads both.
+
+- **Producers** are idempotent, as Kafka's with ``enable.idempotence=true`` and
+  ``max.in.flight.requests.per.connection=1``: InitProducerId first; each send is one
+  record in one batch with the partition's next sequence, sent to the partition's leader
+  with ``acks=all``; a retriable error or a request without an answer sends the same batch
+  again (same sequence) after refreshing metadata, until the delivery timeout, when the
+  send is indeterminate (``info``) and the producer starts over with a new producer id, as
+  Kafka's does when a batch expires.
+- **Consumers** are assigned every partition and fetch from each partition's leader, at
+  their position, with the leader epoch they know (Fetch v11); a poll is one round of
+  fetches. Now and then one re-assigns and reads every partition from offset 0 again (as
+  ``workloads.queue``'s processes do).
+- **The final reader**, after the faults end and every node is back, reads every
+  partition from 0 to its high watermark (``final-poll``). Producers and consumers go on
+  for a while after the faults end, so that a cluster that no longer takes writes shows.
+
+One seeded ``random.Random`` draws every choice.
+"""
+from __future__ import annotations
+
+import random
+
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+
+from node_image import kafka_codec as kc
+from node_image import messages as m
+from node_image import records
+from workloads.queue import REASSIGN_EVERY, VALUE_STRIDE, key_name
+
+TOPIC = "queue"
+REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then is given up (and retried)
+DELIVERY_TIMEOUT_MS = 10_000  # a send not acknowledged by then is indeterminate
+PRODUCE_TIMEOUT_MS = 2_000  # the Produce request's own timeout_ms (acks=all wait)
+FETCH_MAX_WAIT_MS = 100
+BACKOFF_MS = 100
+STABLE_END_MS = 1_000
+# After the faults end every node restarts; producers and consumers go on until a send made
+# since then is acknowledged (at least FINAL_READ_AFTER_MS, at most WRITES_BACK_WITHIN_MS:
+# after a restart of every node, registering brokers wait out their old sessions), and then
+# the final reader reads, once no send is in progress (one acknowledged after the final
+# read would look lost).
+FINAL_READ_AFTER_MS = 15_000
+WRITES_BACK_WITHIN_MS = 45_000
+RETRIABLE = {m.NOT_LEADER_OR_FOLLOWER, m.UNKNOWN_TOPIC_OR_PARTITION, m.LEADER_NOT_AVAILABLE,
+             m.NOT_ENOUGH_REPLICAS, m.NOT_ENOUGH_REPLICAS_AFTER_APPEND, m.REQUEST_TIMED_OUT,
+             m.FENCED_LEADER_EPOCH, m.UNKNOWN_LEADER_EPOCH, m.KAFKA_STORAGE_ERROR}
+# The broker no longer knows the producer's state in a way the producer can go on from:
+# the send is indeterminate and the producer starts over with a new id.
+PRODUCER_RESET = {m.OUT_OF_ORDER_SEQUENCE_NUMBER, m.UNKNOWN_PRODUCER_ID,
+                  m.INVALID_PRODUCER_EPOCH}
+
+
+def read_records(data, position: int, into: list) -> int:
+    """Append ``[offset, value]`` of each record in the fetched ``data`` at or after
+    ``position`` to ``into`` (a fetch returns whole batches, which may start before it);
+    returns the position after the last."""
+    for _, batch in records.iter_batches(bytes(data or b"")):
+        for rec in records.decode_records(batch)[1]:
+            if rec.offset >= position:
+                into.append([rec.offset, int(rec.value)])
+                position = rec.offset + 1
+    return position
+
+
+class _Producer:
+    def __init__(self, process: int) -> None:
+        self.process = process
+        self.producer_id: int | None = None
+        self.epoch = -1
+        self.sequence: dict[int, int] = {}
+        self.count = 0
+        self.op: dict | None = None  # the send in progress
+
+
+class _Consumer:
+    def __init__(self, process: int) -> None:
+        self.process = process
+        self.position: dict[int, int] = {}
+        self.poll: dict | None = None  # the poll in progress: fetches out, messages so far
+
+
+class SimKafkaClients:
+    """The queue workload in the simulator: ``sim`` gives time, the event queue, the nodes
+    and the network; events for the clients come back through :meth:`event` and
+    :meth:`reply`."""
+
+    def __init__(self, sim, rng: random.Random, producers: int, consumers: int,
+                 partitions: int, replication: int, op_interval_ms: int, stop_at_ms: int,
+                 final_at_ms: int) -> None:
+        self.sim = sim
+        self.rng = rng
+        self.partitions = partitions
+        self.replication = replication
+        self.op_interval_ms = op_interval_ms
+        self.stop_at_ms = stop_at_ms
+        self.final_at_ms = final_at_ms
+        self.producers = [_Producer(p) for p in range(producers)]
+        self.consumers = [_Consumer(producers + c) for c in range(consumers)]
+        self.final_process = producers + consumers
+        self.history: list[dict] = []
+        self.topic_ready = False
+        self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (leader, leader epoch)
+        self._pending: dict[int, tuple] = {}  # correlation id -> (api, version, on_reply, on_lost)
+        self._correlation = 0
+        self._metadata_out = False
+        self._final: dict | None = None
+        self.acked: list[tuple[int, int, int]] = []  # (partition, offset, value) acknowledged
+        self.acked_after_faults = 0  # sends invoked after the faults stopped and acknowledged
+
+    # ------------------------------------------------------------ plumbing
+
+    def start(self) -> None:
+        self.sim.push(500, "kafka", "create_topic")
+        self.sim.push(self.final_at_ms, "kafka", "final_read")
+
+    def event(self, kind: str, *args) -> bool:
+        """A client event of the simulation's queue; True if something happened."""
+        if kind == "timeout":
+            entry = self._pending.pop(args[0], None)
+            if entry is None:
+                return False
+            entry[3]()
+            return True
+        getattr(self, "_" + kind)(*args)
+        return True
+
+    def _later(self, delay_ms: int, kind: str, *args) -> None:
+        self.sim.push(self.sim.now + max(1, delay_ms), "kafka", kind, *args)
+
+    def _request(self, process: int, node: int, api: int, version: int, body, on_reply,
+                 on_lost) -> None:
+        """Send a request to ``node``; ``on_reply(body)`` with the decoded response, or
+        ``on_lost()`` if none came within REQUEST_TIMEOUT_MS."""
+        self._correlation += 1
+        corr = self._correlation
+        frame = kc.encode_request(api, version, body, correlation_id=corr,
+                                  client_id=f"sim-{process}")[4:]
+        self._pending[corr] = (api, version, on_reply, on_lost)
+        self.sim.send(("kafka", process), node, frame)
+        self._later(REQUEST_TIMEOUT_MS, "timeout", corr)
+
+    def reply(self, process: int, frame: bytes) -> None:
+        corr = int.from_bytes(frame[:4], "big", signed=True)
+        entry = self._pending.pop(corr, None)
+        if entry is None:
+            return  # too late: given up already
+        api, version, on_reply, _ = entry
+        on_reply(kc.decode_response(api, version, frame))
+
+    def _any_node(self) -> int:
+        return self.rng.choice(sorted(self.sim.nodes))
+
+    def _record(self, process, type_: str, f: str, key=None, value=None, error=None) -> dict:
+        row = {"index": len(self.history), "time": self.sim.now, "process": process,
+               "type": type_, "f": f, "key": key, "value": value, "node": None}
+        if error is not None:
+            row["error"] = error
+        self.history.append(row)
+        return row
+
+    # ------------------------------------------------------------ topic and metadata
+
+    def _create_topic(self) -> None:
+        T = CreateTopicsRequest[4].CreatableTopic
+        body = CreateTopicsRequest[4](
+            topics=[T(name=TOPIC, num_partitions=self.partitions,
+                      replication_factor=self.replication, assignments=[],
+                      configs=[T.CreatableTopicConfig(name="min.insync.replicas", value="2")])],
+            timeout_ms=5000, validate_only=False)
+
+        def on_reply(resp) -> None:
+            error = resp.topics[0].error_code
+            if error in (m.NONE, m.TOPIC_ALREADY_EXISTS):
+                self._refresh_metadata()
+                self._later(BACKOFF_MS, "wait_for_leaders")
+            else:
+                self._later(1000, "create_topic")
+        self._request(-1, self._any_node(), kc.CREATE_TOPICS, 4, body, on_reply,
+                      lambda: self._later(BACKOFF_MS, "create_topic"))
+
+    def _wait_for_leaders(self) -> None:
+        if len(self.leaders) == self.partitions:
+            self.topic_ready = True
+            for c in self.producers + self.consumers:
+                self._later(1 + self.rng.randrange(self.op_interval_ms), "step", c.process)
+            return
+        self._refresh_metadata()
+        self._later(200, "wait_for_leaders")
+
+    def _refresh_metadata(self, node: int | None = None, done=None) -> None:
+        """Ask ``node`` (any, by default) for the topic's partitions; the leader of the
+        highest epoch seen is kept, as clients discard older metadata. ``done()`` after the
+        answer or its loss (then several may be out at once)."""
+        if done is None:
+            if self._metadata_out:
+                return
+            self._metadata_out = True
+        body = MetadataRequest[8](topics=[MetadataRequest[8].MetadataRequestTopic(name=TOPIC)],
+                                  allow_auto_topic_creation=False,
+                                  include_cluster_authorized_operations=False,
+                                  include_topic_authorized_operations=False)
+
+        def on_reply(resp) -> None:
+            for t in resp.topics:
+                if t.name != TOPIC or t.error_code != m.NONE:
+                    continue
+                for p in t.partitions:
+                    known = self.leaders.get(p.partition_index)
+                    if p.leader_id >= 0 and (known is None or p.leader_epoch >= known[1]):
+                        self.leaders[p.partition_index] = (p.leader_id, p.leader_epoch)
+            on_lost()
+
+        def on_lost() -> None:
+            if done is None:
+                self._metadata_out = False
+            else:
+                done()
+        self._request(-1, self._any_node() if node is None else node, kc.METADATA, 8, body,
+                      on_reply, on_lost)
+
+    def _stale(self, partition: int) -> None:
+        """The partition's leader answered that it is not (or no longer) the leader."""
+        self._refresh_metadata()
+
+    # ------------------------------------------------------------ operations
+
+    def _step(self, process: int) -> None:
+        if self.sim.now >= self.stop_at_ms or self._final is not None:
+            return
+        if process < len(self.producers):
+            self._send(self.producers[process])
+        else:
+            self._consume(self.consumers[process - len(self.producers)])
+
+    def _next(self, process: int) -> None:
+        self._later(1 + self.rng.randrange(self.op_interval_ms), "step", process)
+
+    # producers
+
+    def _send(self, p: _Producer) -> None:
+        if p.producer_id is None:
+            self._init_producer_id(p)
+            return
+        partition = self.rng.randrange(self.partitions)
+        p.count += 1
+        value = p.process * VALUE_STRIDE + p.count
+        row = self._record(p.process, "invoke", "send", key_name(partition), {"value": value})
+        p.op = {"partition": partition, "value": value, "key": row["key"],
+                "invoked_at": self.sim.now,
+                "deadline": self.sim.now + DELIVERY_TIMEOUT_MS,
+                "sequence": p.sequence.get(partition, 0)}
+        self._attempt(p)
+
+    def _init_producer_id(self, p: _Producer) -> None:
+        body = InitProducerIdRequest[1](transactional_id=None, transaction_timeout_ms=60000)
+
+        def on_reply(resp) -> None:
+            if resp.error_code == m.NONE:
+                p.producer_id, p.epoch, p.sequence = resp.producer_id, resp.producer_epoch, {}
+                self._next(p.process)
+            else:
+                self._later(BACKOFF_MS, "step", p.process)
+        self._request(p.process, self._any_node(), kc.INIT_PRODUCER_ID, 1, body, on_reply,
+                      lambda: self._later(BACKOFF_MS, "step", p.process))
+
+    def _attempt(self, p: _Producer) -> None:
+        op = p.op
+        if op is None:
+            return
+        if self.sim.now >= op["deadline"]:
+            self._send_done(p, "info", {"value": op["value"]}, "delivery timeout")
+            p.producer_id = None  # the batch expired: start over with a new producer id
+            return
+        leader = self.leaders.get(op["partition"])
+        if leader is None:
+            self._refresh_metadata()
+            self._later(BACKOFF_MS, "retry", p.process)
+            return
+        batch = records.build_batch(0, 0, [(None, str(op["value"]).encode())], self.sim.now,
+                                    producer_id=p.producer_id, producer_epoch=p.epoch,
+                                    base_sequence=op["sequence"])
+        TD = ProduceRequest[8].TopicProduceData
+        body = ProduceRequest[8](transactional_id=None, acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS,
+                                 topic_data=[TD(name=TOPIC, partition_data=[
+                                     TD.PartitionProduceData(index=op["partition"],
+                                                             records=batch)])])
+        sent = op
+
+        def on_reply(resp) -> None:
+            if p.op is not sent:
+                return
+            r = resp.responses[0].partition_responses[0]
+            if r.error_code == m.NONE:
+                p.sequence[op["partition"]] = op["sequence"] + 1
+                self.acked.append((op["partition"], r.base_offset, op["value"]))
+                if op["invoked_at"] >= self.sim.duration_ms:
+                    self.acked_after_faults += 1
+                self._send_done(p, "ok", {"value": op["value"], "offset": r.base_offset})
+            elif r.error_code in PRODUCER_RESET:
+                self._send_done(p, "info", {"value": op["value"]},
+                                m.ERROR_NAMES.get(r.error_code, str(r.error_code)))
+                p.producer_id = None
+            else:
+                if r.error_code not in RETRIABLE:
+                    raise AssertionError(f"Produce answered {r.error_code}, which the "
+                                         "simulated producer does not expect")
+                self._stale(op["partition"])
+                self._later(BACKOFF_MS, "retry", p.process)
+
+        def on_lost() -> None:
+            if p.op is sent:
+                self._refresh_metadata()
+                self._attempt(p)
+        self._request(p.process, leader[0], kc.PRODUCE, 8, body, on_reply, on_lost)
+
+    def _retry(self, process: int) -> None:
+        self._attempt(self.producers[process])
+
+    def _send_done(self, p: _Producer, type_: str, value, error: str | None = None) -> None:
+        op, p.op = p.op, None
+        self._record(p.process, type_, "send", op["key"], value, error)
+        self._next(p.process)
+
+    # consumers
+
+    def _consume(self, c: _Consumer) -> None:
+        if self.rng.random() < 1 / REASSIGN_EVERY:
+            self._record(c.process, "invoke", "assign")
+            c.position = {}
+            self._record(c.process, "ok", "assign", value=list(map(key_name, range(self.partitions))))
+            self._next(c.process)
+            return
+        self._record(c.process, "invoke", "poll")
+        by_leader: dict[int, list[int]] = {}
+        for partition in range(self.partitions):
+            leader = self.leaders.get(partition)
+            if leader is None:
+                self._refresh_metadata()
+                continue
+            by_leader.setdefault(leader[0], []).append(partition)
+        c.poll = {"out": set(), "msgs": {}}
+        for node, parts in sorted(by_leader.items()):
+            self._fetch(c, node, parts, c.poll)
+        if not c.poll["out"]:
+            self._poll_done(c)
+
+    def _fetch(self, c: _Consumer, node: int, parts: list[int], poll: dict) -> None:
+        FT = FetchRequest[11].FetchTopic
+        body = FetchRequest[11](
+            replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=1 << 20,
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FT(topic=TOPIC, partitions=[FT.FetchPartition(
+                partition=p, current_leader_epoch=self.leaders[p][1],
+                fetch_offset=c.position.get(p, 0), log_start_offset=-1,
+                partition_max_bytes=1 << 16) for p in parts])],
+            forgotten_topics_data=[], rack_id="")
+        poll["out"].add(node)
+
+        def on_reply(resp) -> None:
+            if c.poll is not poll:
+                return
+            for t in resp.responses:
+                for pd in t.partitions:
+                    if pd.error_code == m.OFFSET_OUT_OF_RANGE:
+                        c.position[pd.partition_index] = max(pd.log_start_offset, 0)
+                    elif pd.error_code != m.NONE:
+                        self._stale(pd.partition_index)
+                    else:
+                        self._take(c, pd.partition_index, pd.records, poll)
+            self._fetch_done(c, node, poll)
+
+        self._request(c.process, node, kc.FETCH, 11, body, on_reply,
+                      lambda: self._fetch_done(c, node, poll))
+
+    def _take(self, c: _Consumer, partition: int, data, poll: dict) -> None:
+        got = poll["msgs"].setdefault(key_name(partition), [])
+        c.position[partition] = read_records(data, c.position.get(partition, 0), got)
+        if not got:
+            del poll["msgs"][key_name(partition)]
+
+    def _fetch_done(self, c: _Consumer, node: int, poll: dict) -> None:
+        if c.poll is not poll:
+            return
+        poll["out"].discard(node)
+        if not poll["out"]:
+            self._poll_done(c)
+
+    def _poll_done(self, c: _Consumer) -> None:
+        poll, c.poll = c.poll, None
+        self._record(c.process, "ok", "poll", value=poll["msgs"])
+        self._next(c.process)
+
+    # the final reader
+
+    def _final_read(self) -> None:
+        """Read every partition from 0 to its high watermark, once the cluster is back."""
+        if self._final is None:
+            back = self.acked_after_faults or \
+                self.sim.now >= self.sim.duration_ms + WRITES_BACK_WITHIN_MS
+            if not back or any(p.op is not None for p in self.producers):
+                self._later(BACKOFF_MS, "final_read")
+                return
+            self._record(self.final_process, "invoke", "final-poll")
+            self._final = {"end": {}, "position": {}, "msgs": {}, "confirm": {}, "done": set()}
+            self._survey()
+            return
+        f = self._final
+        # A partition is read once its end (the high watermark) was read to and a second
+        # ListOffsets a moment later says the same: a new leader's high watermark can be
+        # below its predecessor's until its followers fetch again, as in Kafka.
+        missing = [p for p in range(self.partitions) if p not in f["done"]]
+        for p in missing:
+            if p in f["end"] and f["position"].get(p, 0) >= f["end"][p] and \
+                    p not in f["confirm"]:
+                f["confirm"][p] = f["end"].pop(p)
+                self._later(STABLE_END_MS, "final_read")
+                return
+        if not missing:
+            self._record(self.final_process, "ok", "final-poll",
+                         value={key_name(p): f["msgs"].get(p, []) for p in range(self.partitions)})
+            self._final = {"done": True}
+            return
+        p = missing[0]
+        leader = self.leaders.get(p)
+        if leader is None:
+            self._refresh_metadata()
+            self._later(BACKOFF_MS, "final_read")
+            return
+        if p not in f["end"]:
+            self._list_end(p, leader)
+            return
+        FT = FetchRequest[11].FetchTopic
+        body = FetchRequest[11](
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1,
+            topics=[FT(topic=TOPIC, partitions=[FT.FetchPartition(
+                partition=p, current_leader_epoch=leader[1],
+                fetch_offset=f["position"].get(p, 0), log_start_offset=-1,
+                partition_max_bytes=1 << 20)])],
+            forgotten_topics_data=[], rack_id="")
+
+        def on_reply(resp) -> None:
+            pd = resp.responses[0].partitions[0]
+            if pd.error_code != m.NONE:
+                self._stale(p)
+            else:
+                f["position"][p] = read_records(pd.records, f["position"].get(p, 0),
+                                                f["msgs"].setdefault(p, []))
+            self._later(1, "final_read")
+        self._request(self.final_process, leader[0], kc.FETCH, 11, body, on_reply,
+                      lambda: self._later(BACKOFF_MS, "final_read"))
+
+    def _survey(self) -> None:
+        """Metadata from every node, then the final read: the leader of each partition's
+        highest epoch any node knows, not a deposed one that has not heard of its successor
+        (it would answer with its own, older high watermark)."""
+        out = set(self.sim.nodes)
+
+        def done(node: int) -> None:
+            out.discard(node)
+            if not out:
+                self._later(1, "final_read")
+        for node in sorted(self.sim.nodes):
+            self._refresh_metadata(node, lambda node=node: done(node))
+
+    def _list_end(self, p: int, leader: tuple[int, int]) -> None:
+        LT = ListOffsetsRequest[5].ListOffsetsTopic
+        body = ListOffsetsRequest[5](replica_id=-1, isolation_level=0, topics=[LT(
+            name=TOPIC, partitions=[LT.ListOffsetsPartition(
+                partition_index=p, current_leader_epoch=leader[1], timestamp=-1)])])
+
+        def on_reply(resp) -> None:
+            pd = resp.topics[0].partitions[0]
+            f = self._final
+            if pd.error_code == m.NONE:
+                if f["confirm"].get(p) == pd.offset:
+                    f["done"].add(p)
+                else:
+                    f["confirm"].pop(p, None)
+                    f["end"][p] = pd.offset
+            else:
+                self._stale(p)
+            self._later(1 if pd.error_code == m.NONE else BACKOFF_MS, "final_read")
+        self._request(self.final_process, leader[0], kc.LIST_OFFSETS, 5, body, on_reply,
+                      lambda: self._later(BACKOFF_MS, "final_read"))
+
+
+def check_history(history: list[dict]) -> tuple[str, str, list | None] | None:
+    """The queue checker (``checkers.queue``, in process, with the allowances of idempotent
+    producers) on the history, written as the typed Parquet file a Docker run's history
+    becomes: None when it is valid, else (invariant, detail, counterexample)."""
+    import tempfile
+    from pathlib import Path
+
+    from checkers import queue_history
+    from checkers.queue import check_local, default_allowed
+    with tempfile.TemporaryDirectory(prefix="chaoskraft-sim-") as d:
+        path = Path(d) / "queue.parquet"
+        queue_history.write(history, path)
+        result = check_local(path, allowed=default_allowed(True))
+    if result["valid"] is True:
+        return None
+    bad = result["bad_anomalies"]
+    if not bad:
+        return "QueueUnknown", "queue checker: no final poll succeeded, durability unknown", None
+    return ("QueueAnomaly",
+            "queue checker: " + ", ".join(f"{name} ({result['anomalies'][name]['count']})"
+                                          for name in bad),
+            [{"anomaly": name, "example": result["anomalies"][name]["examples"][0]}
+             for name in bad])
