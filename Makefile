@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-packages images run sim test bench clean cleanup
+.PHONY: setup system-packages images run sim sim-nightly test bench clean cleanup
 
 setup: system-packages $(STAMP) images
 
@@ -46,6 +46,11 @@ run: setup
 SEEDS ?= 0-19
 sim: $(STAMP)
 	$(BIN)/chaoskraft sim --seeds $(SEEDS) --duration-s 120
+
+# The nightly simulator sweep: 200 seeds of each workload (CI runs a chunk of them).
+sim-nightly: $(STAMP)
+	$(BIN)/chaoskraft sim --seeds 0-199 --duration-s 120
+	$(BIN)/chaoskraft sim --workload queue --seeds 0-199 --duration-s 120
 
 test: setup
 	$(BIN)/python -m pytest -n 4 --dist loadgroup -q -rs --durations=25

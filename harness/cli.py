@@ -43,7 +43,8 @@ def cmd_sim(args) -> int:
     failed = []
     by_invariant: dict[str, int] = {}
     for seed in seeds:
-        o = run_seed(seed, args.nodes, args.duration_s, bugs, workload=args.workload)
+        o = run_seed(seed, args.nodes, args.duration_s, bugs, workload=args.workload,
+                     journal_dir=args.journal)
         print_outcome(o, args.nodes, args.duration_s, bugs, verbose=len(seeds) == 1 or args.verbose)
         sys.stdout.flush()
         if not o.ok:
@@ -365,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "recovery (queue: 75 s)")
     s.add_argument("--bug", type=_bug, action="append", default=[], help="enable a planted bug")
     s.add_argument("--verbose", action="store_true", help="print options and stats for every seed")
+    s.add_argument("--journal", type=Path, metavar="DIR",
+                   help="record every message; a failing seed leaves DIR/seed-N.jsonl and "
+                        "DIR/seed-N.html, a sequence diagram of the messages before the failure")
     s.set_defaults(func=cmd_sim)
     c = sub.add_parser("check", help="check a history file for linearizability")
     c.add_argument("file", help="chaoskraft history (.jsonl or .parquet), Jepsen/Knossos/Maelstrom "

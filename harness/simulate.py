@@ -12,9 +12,11 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from simulator import DEFAULT_WORKLOAD
 from simulator.cluster import SimResult, Simulation
+from simulator.journal import Journal
 
 
 @dataclass
@@ -27,6 +29,7 @@ class Outcome:
     detail: str | None
     wall_s: float = 0.0
     counterexample: list | None = None
+    journal: tuple[Path, Path] | None = None  # (seed-N.jsonl, seed-N.html) of a failure
 
     seed = property(lambda self: self.result.seed)
     event_index = property(lambda self: self.result.event_index)
@@ -34,22 +37,28 @@ class Outcome:
 
 
 def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
-             overrides: dict | None = None, workload: str = DEFAULT_WORKLOAD) -> Outcome:
-    """One seed; ``overrides`` replace some of the fault options the seed draws."""
+             overrides: dict | None = None, workload: str = DEFAULT_WORKLOAD,
+             journal_dir: Path | None = None) -> Outcome:
+    """One seed; ``overrides`` replace some of the fault options the seed draws. With
+    ``journal_dir``, a failing run leaves its message journal and sequence diagram there."""
     started = time.monotonic()
+    journal = Journal() if journal_dir is not None else None
     options = None
     if overrides:
         import dataclasses
         from simulator.cluster import SimOptions
         options = dataclasses.replace(SimOptions.draw(seed), **overrides)
     result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options,
-                        workload=workload).run()
+                        workload=workload, journal=journal).run()
     outcome = Outcome(result, result.ok, result.invariant, result.detail)
     if result.ok:
         verdict = result.check_history()
         if verdict is not None:
             outcome.ok = False
             outcome.invariant, outcome.detail, outcome.counterexample = verdict
+    if journal is not None and not outcome.ok:
+        outcome.journal = journal.write(Path(journal_dir), seed, result.sim_ms,
+                                        f"{outcome.invariant}: {outcome.detail}")
     outcome.wall_s = time.monotonic() - started
     return outcome
 
@@ -87,3 +96,6 @@ def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str
                   f"[{c['call']}, {c['return']}] (history index {c['index']})", file=out)
         print(f"  reproduce with: {reproduce_line(o.seed, nodes, duration_s, bugs, workload)}",
               file=out)
+        if o.journal is not None:
+            print(f"  journal: {o.journal[1]} (sequence diagram of the last messages); every "
+                  f"message kept: {o.journal[0]}", file=out)

@@ -46,6 +46,7 @@ from .clock import NodeClock
 from .data_invariants import DataInvariants
 from .disk import SimDisk
 from .invariants import Invariants
+from .journal import Journal
 from . import DEFAULT_WORKLOAD, WORKLOAD_NAMES, kafka_clients
 from . import workload as register_workload
 from .kafka_clients import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS, SimKafkaClients
@@ -185,7 +186,7 @@ class Simulation:
 
     def __init__(self, seed: int, nodes: int = 5, duration_s: float = 600,
                  bugs: frozenset[str] = frozenset(), options: SimOptions | None = None,
-                 workload: str = DEFAULT_WORKLOAD) -> None:
+                 workload: str = DEFAULT_WORKLOAD, journal: "Journal | None" = None) -> None:
         """``workload``: "register" (every node a controller, the register clients) or
         "queue" (nodes 1-3 controllers and brokers, the others brokers, as in a Docker
         cluster, with the Kafka clients of ``kafka_clients``)."""
@@ -197,6 +198,7 @@ class Simulation:
             raise ValueError("the queue workload needs at least 3 nodes (replication factor 3)")
         self.seed = seed
         self.workload_name = workload
+        self.journal = journal  # records messages and events (--journal), or None
         if workload == "queue":
             # sends in flight when the faults stop run out their delivery timeout (10 s),
             # then the final reader reads every partition to a stable end
@@ -269,6 +271,8 @@ class Simulation:
 
     def trace(self, *parts) -> None:
         self._hash.update(("|".join(map(str, parts)) + "\n").encode())
+        if self.journal is not None and parts[1] not in ("deliver", "reply", "timer", "kafka"):
+            self.journal.event(parts[0], "nemesis", " ".join(map(str, parts[1:])))
 
     # ----------------------------------------------------------------- nodes
 
@@ -293,6 +297,8 @@ class Simulation:
         rng = random.Random(f"{self.seed}-node-{sn.node_id}-{sn.incarnation}")
 
         def on_event(msg: str, sn=sn) -> None:
+            if self.journal is not None:
+                self.journal.event(self.now, sn.node_id, msg)
             sn.log_lines.append(f"{self.now} {msg}")
             if len(sn.log_lines) > 200:
                 del sn.log_lines[:100]
@@ -337,20 +343,25 @@ class Simulation:
                 self._elections_seen.add((sn.node_id, st.epoch))
                 self.nemesis.crash_after_vote(sn.node_id)
         for dest, msg in node.ready():
+            name = None
             if isinstance(msg, kc.KafkaResponse):
                 if msg.body is None:
                     continue  # acks=0: no answer
                 if self.data_invariants is not None:
                     self.data_invariants.on_response(sn, msg)
+                name = f"{msg.request.name} response #{msg.request.correlation_id}"
                 msg = kc.encode_response(msg.request, msg.body)[4:]  # as the runtime writes it
-            self.send(sn.node_id, dest, msg)
+            self.send(sn.node_id, dest, msg, name)
         deadline = max(sn.to_sim(node.next_deadline_ms()), self.now + 1)
         if sn.timer_at is None or deadline != sn.timer_at:
             sn.timer_at = deadline
             self.push(deadline, "timer", sn.node_id, sn.incarnation)
 
-    def send(self, src, dest, msg) -> None:
-        for delay in self.network.delays(src, dest, msg):
+    def send(self, src, dest, msg, name: str | None = None) -> None:
+        delays = self.network.delays(src, dest, msg)
+        if self.journal is not None:
+            self.journal.message(self.now, src, dest, msg, [self.now + d for d in delays], name)
+        for delay in delays:
             self.push(self.now + delay, "deliver", src, dest, msg)
 
     # ------------------------------------------------------------------- run
@@ -406,6 +417,9 @@ class Simulation:
             sn = self.nodes[dest]
             if sn.node is None or not self.network.passes(src, dest):
                 self.stats["dropped"] += 1
+                if self.journal is not None:
+                    self.journal.event(self.now, dest, "down: dropped" if sn.node is None
+                                       else f"cut off from {src}: dropped")
                 return False
             self.stats["delivered"] += 1
             self.trace(self.now, "deliver", src, dest, type(msg).__name__)

@@ -82,7 +82,7 @@ def browser():
 # CPU-bound modules (simulator sweeps, checkers, Spark) run one after another on one xdist
 # worker (`--dist loadgroup`): the other three run the Docker campaigns, which wait on the
 # clock far more than they compute (a default campaign: 28 s of CPU in 81 s), beside them.
-CPU_BOUND = {"test_sim", "test_bugs", "test_porcupine_corpus", "test_wgl_native",
+CPU_BOUND = {"test_sim", "test_sim_queue", "test_bugs", "test_porcupine_corpus", "test_wgl_native",
              "test_queue_differential", "test_spark", "test_spark_cluster", "test_queue_checker",
              "test_across", "test_linearizability", "test_frames"}
 

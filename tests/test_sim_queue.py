@@ -88,6 +88,39 @@ def test_cli_says_what_broke_and_how_to_replay_it():
     assert f"trace {trace}" in again.stdout
 
 
+def test_same_seed_same_trace_in_processes_with_other_hash_seeds():
+    """Nothing in a run may depend on set or dict order of strings (hash randomisation) or
+    anything else of the process: two processes print the same trace."""
+    import os
+    traces = []
+    for hash_seed in ("1", "2"):
+        p = subprocess.run([sys.executable, "-m", "harness.cli", "sim", "--workload", "queue",
+                            "--seed", "4", "--duration-s", "40"], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONHASHSEED": hash_seed})
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        traces.append(next(x for x in p.stdout.splitlines() if " trace " in x))
+    assert traces[0] == traces[1]
+
+
+def test_a_failure_leaves_its_journal_and_diagram_and_the_trace_is_the_same_without(tmp_path):
+    import json
+    bug = frozenset({"hwm-without-majority"})
+    o = run_seed(0, 5, 30, bug, journal_dir=tmp_path)
+    assert not o.ok and o.invariant == "MajorityReachedHighWatermark"
+    assert run_seed(0, 5, 30, bug).trace_hash == o.trace_hash  # journaling changes nothing
+    jsonl, page = o.journal
+    entries = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert any(e["kind"] == "msg" and e["what"].startswith("FetchRequest") for e in entries)
+    assert any(e["kind"] == "event" and "leader" in e["what"] for e in entries)
+    text = page.read_text()
+    assert "MajorityReachedHighWatermark" in text and "<svg" in text and text.count("<line") > 20
+    q = run_seed(1, 5, 60, frozenset({"ack-before-replication"}), workload="queue",
+                 journal_dir=tmp_path)
+    assert "Produce v8" in q.journal[1].read_text()  # Kafka frames are named by their API
+    held = run_seed(1, 5, 10, frozenset(), journal_dir=tmp_path / "held")
+    assert held.ok and held.journal is None and not (tmp_path / "held").exists()
+
+
 def test_the_queue_needs_three_nodes():
     with pytest.raises(ValueError, match="at least 3 nodes"):
         Simulation(1, 2, 10, workload="queue")
