@@ -37,15 +37,37 @@ def _bug(name: str) -> str:
 
 
 def cmd_sim(args) -> int:
-    from .simulate import print_outcome, run_seed
+    from .simulate import option_values, print_outcome, run_seed, shrink
     bugs = frozenset(args.bug)
-    seeds = [args.seed] if args.seed is not None else list(args.seeds)
+    try:
+        overrides = option_values(args.option)
+        if args.shrink:
+            if args.seed is None:
+                raise ValueError("--shrink takes one --seed")
+            found = shrink(args.seed, args.nodes, args.duration_s, bugs, args.workload,
+                           overrides)
+            if found is None:
+                print(f"seed {args.seed} holds: nothing to shrink")
+                return 0
+            o, nodes, duration_s, overrides = found
+            if args.journal is not None:
+                o = run_seed(args.seed, nodes, duration_s, bugs, overrides, args.workload,
+                             args.journal)
+            print_outcome(o, nodes, duration_s, bugs, verbose=True, overrides=overrides)
+            return 1
+        seeds = [args.seed] if args.seed is not None else list(args.seeds)
+        runs = [run_seed(seed, args.nodes, args.duration_s, bugs, overrides,
+                         workload=args.workload, journal_dir=args.journal) for seed in seeds[:1]]
+    except ValueError as exc:
+        print(f"chaoskraft sim: {exc}", file=sys.stderr)
+        return 64
     failed = []
     by_invariant: dict[str, int] = {}
     for seed in seeds:
-        o = run_seed(seed, args.nodes, args.duration_s, bugs, workload=args.workload,
-                     journal_dir=args.journal)
-        print_outcome(o, args.nodes, args.duration_s, bugs, verbose=len(seeds) == 1 or args.verbose)
+        o = runs.pop() if runs else run_seed(seed, args.nodes, args.duration_s, bugs, overrides,
+                                             workload=args.workload, journal_dir=args.journal)
+        print_outcome(o, args.nodes, args.duration_s, bugs, verbose=len(seeds) == 1 or args.verbose,
+                      overrides=overrides)
         sys.stdout.flush()
         if not o.ok:
             failed.append(o)
@@ -366,6 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "recovery (queue: 75 s)")
     s.add_argument("--bug", type=_bug, action="append", default=[], help="enable a planted bug")
     s.add_argument("--verbose", action="store_true", help="print options and stats for every seed")
+    s.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="replace an option the seed draws (as printed: crash_mean_ms=null, "
+                        "clients=1); repeat it")
+    s.add_argument("--shrink", action="store_true",
+                   help="with --seed: find a smaller run that fails the same way (shorter, "
+                        "fewer nodes, simpler options) and print how to reproduce it")
     s.add_argument("--journal", type=Path, metavar="DIR",
                    help="record every message; a failing seed leaves DIR/seed-N.jsonl and "
                         "DIR/seed-N.html, a sequence diagram of the messages before the failure")

@@ -43,13 +43,9 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
     ``journal_dir``, a failing run leaves its message journal and sequence diagram there."""
     started = time.monotonic()
     journal = Journal() if journal_dir is not None else None
-    options = None
-    if overrides:
-        import dataclasses
-        from simulator.cluster import SimOptions
-        options = dataclasses.replace(SimOptions.draw(seed), **overrides)
+    options, queue_options = _options(seed, overrides or {})
     result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options,
-                        workload=workload, journal=journal).run()
+                        workload=workload, journal=journal, queue_options=queue_options).run()
     outcome = Outcome(result, result.ok, result.invariant, result.detail)
     if result.ok:
         verdict = result.check_history()
@@ -63,18 +59,54 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
     return outcome
 
 
+def _options(seed: int, overrides: dict):
+    """The options the seed draws, with ``overrides`` (field -> value) in place: (SimOptions
+    or None, QueueOptions or None), None where nothing is overridden."""
+    import dataclasses
+    from simulator.cluster import QueueOptions, SimOptions
+    out = []
+    for cls in (SimOptions, QueueOptions):
+        names = {f.name for f in dataclasses.fields(cls)}
+        mine = {k: v for k, v in overrides.items() if k in names}
+        out.append(dataclasses.replace(cls.draw(seed), **mine) if mine else None)
+    unknown = set(overrides) - {f.name for cls in (SimOptions, QueueOptions)
+                                for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ValueError(f"no simulator option {sorted(unknown)[0]!r}")
+    return tuple(out)
+
+
+def option_values(items: list[str]) -> dict:
+    """``--option KEY=VALUE`` items (VALUE as JSON: 0.5, 3000, null) -> overrides; a
+    ValueError names a bad item."""
+    import json
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"--option {item!r}: the value is not a number or null") from None
+    return out
+
+
 def reproduce_line(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
-                   workload: str = DEFAULT_WORKLOAD) -> str:
+                   workload: str = DEFAULT_WORKLOAD, overrides: dict | None = None) -> str:
+    import json
     line = f"chaoskraft sim --seed {seed} --nodes {nodes} --duration-s {duration_s:g}"
     if workload != DEFAULT_WORKLOAD:
         line += f" --workload {workload}"
+    for k, v in sorted((overrides or {}).items()):
+        line += f" --option {k}={json.dumps(v)}"
     for b in sorted(bugs):
         line += f" --bug {b}"
     return line
 
 
 def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str],
-                  verbose: bool, out=sys.stdout) -> None:
+                  verbose: bool, out=sys.stdout, overrides: dict | None = None) -> None:
     r = o.result
     workload = r.workload
     if verbose:
@@ -94,8 +126,82 @@ def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str
                 continue
             print(f"    {c['role']:>16}: process {c['process']} {c['op']} "
                   f"[{c['call']}, {c['return']}] (history index {c['index']})", file=out)
-        print(f"  reproduce with: {reproduce_line(o.seed, nodes, duration_s, bugs, workload)}",
-              file=out)
+        print(f"  reproduce with: "
+              f"{reproduce_line(o.seed, nodes, duration_s, bugs, workload, overrides)}", file=out)
         if o.journal is not None:
             print(f"  journal: {o.journal[1]} (sequence diagram of the last messages); every "
                   f"message kept: {o.journal[0]}", file=out)
+
+
+# What shrinking tries, in order, for each option: simpler values (no such fault, one client).
+SIMPLER = {
+    "partition_mean_ms": [None], "crash_mean_ms": [None], "clock_step_mean_ms": [None],
+    "power_loss_mean_ms": [None], "election_crash_prob": [0.0], "wipe_prob": [0.0],
+    "torn_write_prob": [0.0], "drop_rate": [0.0], "duplicate_rate": [0.0],
+    "clock_drift_ppm": [0], "observers": [0], "clients": [1, 2], "keys": [1],
+    "producers": [1], "consumers": [1], "partitions": [1], "max_delay_ms": [2],
+}
+
+
+def shrink(seed: int, nodes: int, duration_s: float, bugs: frozenset[str], workload: str,
+           overrides: dict | None = None, log=print) -> tuple[Outcome, int, float, dict] | None:
+    """A smaller run that fails as the given one does (same invariant): shorter, with fewer
+    nodes and simpler options (``SIMPLER``), each step kept only if it still fails. Returns
+    (its outcome, nodes, duration_s, overrides), checked to fail again with the same trace,
+    or None if the given run does not fail."""
+    overrides = dict(overrides or {})
+    first = run_seed(seed, nodes, duration_s, bugs, overrides, workload)
+    if first.ok:
+        return None
+    want = first.invariant
+    runs = [0]
+
+    def fails(n: int, d: float, o: dict) -> bool:
+        runs[0] += 1
+        try:
+            return run_seed(seed, n, d, bugs, o, workload).invariant == want
+        except ValueError:  # not a cluster this workload can run
+            return False
+
+    def shorter(n: int, d: float, o: dict) -> float:
+        lo, hi = 1.0, d  # hi fails; find the shortest whole second that does
+        while hi - lo > 1:
+            mid = float(int((lo + hi) / 2))
+            if fails(n, mid, o):
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    log(f"shrinking seed {seed}: {want} in {duration_s:g} s on {nodes} nodes")
+    duration_s = shorter(nodes, duration_s, overrides)
+    log(f"  {duration_s:g} s of faults are enough")
+    for smaller in range(min(nodes - 1, 4), 0, -1):
+        if not fails(smaller, duration_s, overrides):
+            break
+        nodes = smaller
+        log(f"  {nodes} nodes are enough")
+    drawn = {**Simulation(seed, nodes, 1, workload=workload).options.__dict__}
+    if workload != DEFAULT_WORKLOAD:
+        from simulator.cluster import QueueOptions
+        drawn.update(QueueOptions.draw(seed).__dict__)
+    drawn.update(overrides)
+    for key, values in SIMPLER.items():
+        if key not in drawn or key in Simulation.UNUSED_OPTIONS.get(workload, ()):
+            continue
+        for value in values:
+            if drawn[key] == value:
+                break
+            trial = {**overrides, key: value}
+            if fails(nodes, duration_s, trial):
+                overrides = trial
+                log(f"  {key}={value} still fails")
+                break
+    duration_s = shorter(nodes, duration_s, overrides)
+    a = run_seed(seed, nodes, duration_s, bugs, overrides, workload)
+    b = run_seed(seed, nodes, duration_s, bugs, overrides, workload)
+    if a.invariant != want or a.trace_hash != b.trace_hash:
+        raise AssertionError(f"the shrunk run of seed {seed} does not fail the same way twice")
+    log(f"  shrunk in {runs[0]} runs: {duration_s:g} s, {nodes} nodes, "
+        f"{len(overrides)} options set")
+    return a, nodes, duration_s, overrides

@@ -183,10 +183,13 @@ class _SimNode:
 class Simulation:
     RECOVERY_MS = 20_000
     QUEUE_RECOVERY_MS = 75_000
+    # options a workload draws but does not use (the register clients' for the queue)
+    UNUSED_OPTIONS = {"queue": ("clients", "keys")}
 
     def __init__(self, seed: int, nodes: int = 5, duration_s: float = 600,
                  bugs: frozenset[str] = frozenset(), options: SimOptions | None = None,
-                 workload: str = DEFAULT_WORKLOAD, journal: "Journal | None" = None) -> None:
+                 workload: str = DEFAULT_WORKLOAD, journal: "Journal | None" = None,
+                 queue_options: "QueueOptions | None" = None) -> None:
         """``workload``: "register" (every node a controller, the register clients) or
         "queue" (nodes 1-3 controllers and brokers, the others brokers, as in a Docker
         cluster, with the Kafka clients of ``kafka_clients``)."""
@@ -241,7 +244,8 @@ class Simulation:
         # one file per simulated resource, each with its own seeded random.Random
         self.network = SimNetwork(random.Random(f"{seed}-net"), o.drop_rate, o.duplicate_rate,
                                   o.max_delay_ms, self.stats)
-        self.queue_options = QueueOptions.draw(seed) if workload == "queue" else None
+        self.queue_options = (queue_options or QueueOptions.draw(seed)) \
+            if workload == "queue" else None
         if workload == "register":
             self.workload = SimClients(self, random.Random(f"{seed}-clients"), o.clients, o.keys,
                                        o.op_interval_ms,

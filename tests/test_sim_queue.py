@@ -121,6 +121,19 @@ def test_a_failure_leaves_its_journal_and_diagram_and_the_trace_is_the_same_with
     assert held.ok and held.journal is None and not (tmp_path / "held").exists()
 
 
+def test_shrinking_finds_a_smaller_run_that_fails_the_same_way():
+    from harness.simulate import shrink
+    bug = frozenset({"ack-before-replication"})
+    lines = []
+    o, nodes, duration_s, overrides = shrink(1, 5, 120, bug, "queue", log=lines.append)
+    assert o.invariant == "AckedHeldByIsr" and nodes == 3 and duration_s <= 5
+    assert overrides["partition_mean_ms"] is None and overrides["producers"] == 1
+    again = run_seed(1, nodes, duration_s, bug, overrides, "queue")
+    assert (again.invariant, again.trace_hash) == (o.invariant, o.trace_hash)
+    assert lines[0].startswith("shrinking seed 1: AckedHeldByIsr in 120 s on 5 nodes")
+    assert shrink(1, 5, 10, frozenset(), "queue") is None  # a run that holds: nothing
+
+
 def test_the_queue_needs_three_nodes():
     with pytest.raises(ValueError, match="at least 3 nodes"):
         Simulation(1, 2, 10, workload="queue")
