@@ -56,22 +56,20 @@ def cmd_sim(args) -> int:
             print_outcome(o, nodes, duration_s, bugs, verbose=True, overrides=overrides)
             return 1
         seeds = [args.seed] if args.seed is not None else list(args.seeds)
-        runs = [run_seed(seed, args.nodes, args.duration_s, bugs, overrides,
-                         workload=args.workload, journal_dir=args.journal) for seed in seeds[:1]]
-    except ValueError as exc:
+        failed = []
+        by_invariant: dict[str, int] = {}
+        for seed in seeds:
+            o = run_seed(seed, args.nodes, args.duration_s, bugs, overrides,
+                         workload=args.workload, journal_dir=args.journal)
+            print_outcome(o, args.nodes, args.duration_s, bugs,
+                          verbose=len(seeds) == 1 or args.verbose, overrides=overrides)
+            sys.stdout.flush()
+            if not o.ok:
+                failed.append(o)
+                by_invariant[o.invariant] = by_invariant.get(o.invariant, 0) + 1
+    except ValueError as exc:  # a bad option or cluster, named by the simulator
         print(f"chaoskraft sim: {exc}", file=sys.stderr)
         return 64
-    failed = []
-    by_invariant: dict[str, int] = {}
-    for seed in seeds:
-        o = runs.pop() if runs else run_seed(seed, args.nodes, args.duration_s, bugs, overrides,
-                                             workload=args.workload, journal_dir=args.journal)
-        print_outcome(o, args.nodes, args.duration_s, bugs, verbose=len(seeds) == 1 or args.verbose,
-                      overrides=overrides)
-        sys.stdout.flush()
-        if not o.ok:
-            failed.append(o)
-            by_invariant[o.invariant] = by_invariant.get(o.invariant, 0) + 1
     if len(seeds) > 1:
         print(f"summary: {len(seeds) - len(failed)} of {len(seeds)} seeds held"
               + (f"; failures by invariant: {by_invariant}" if failed else ""))

@@ -115,7 +115,6 @@ class SimKafkaClients:
         self._correlation = 0
         self._metadata_out = False
         self._final: dict | None = None
-        self.acked: list[tuple[int, int, int]] = []  # (partition, offset, value) acknowledged
         self.acked_after_faults = 0  # sends invoked after the faults stopped and acknowledged
 
     # ------------------------------------------------------------ plumbing
@@ -229,10 +228,6 @@ class SimKafkaClients:
         self._request(-1, self._any_node() if node is None else node, kc.METADATA, 8, body,
                       on_reply, on_lost)
 
-    def _stale(self, partition: int) -> None:
-        """The partition's leader answered that it is not (or no longer) the leader."""
-        self._refresh_metadata()
-
     # ------------------------------------------------------------ operations
 
     def _step(self, process: int) -> None:
@@ -303,7 +298,6 @@ class SimKafkaClients:
             r = resp.responses[0].partition_responses[0]
             if r.error_code == m.NONE:
                 p.sequence[op["partition"]] = op["sequence"] + 1
-                self.acked.append((op["partition"], r.base_offset, op["value"]))
                 if op["invoked_at"] >= self.sim.duration_ms:
                     self.acked_after_faults += 1
                 self._send_done(p, "ok", {"value": op["value"], "offset": r.base_offset})
@@ -315,7 +309,7 @@ class SimKafkaClients:
                 if r.error_code not in RETRIABLE:
                     raise AssertionError(f"Produce answered {r.error_code}, which the "
                                          "simulated producer does not expect")
-                self._stale(op["partition"])
+                self._refresh_metadata()
                 self._later(BACKOFF_MS, "retry", p.process)
 
         def on_lost() -> None:
@@ -375,7 +369,7 @@ class SimKafkaClients:
                     if pd.error_code == m.OFFSET_OUT_OF_RANGE:
                         c.position[pd.partition_index] = max(pd.log_start_offset, 0)
                     elif pd.error_code != m.NONE:
-                        self._stale(pd.partition_index)
+                        self._refresh_metadata()
                     else:
                         self._take(c, pd.partition_index, pd.records, poll)
             self._fetch_done(c, node, poll)
@@ -453,7 +447,7 @@ class SimKafkaClients:
         def on_reply(resp) -> None:
             pd = resp.responses[0].partitions[0]
             if pd.error_code != m.NONE:
-                self._stale(p)
+                self._refresh_metadata()
             else:
                 f["position"][p] = read_records(pd.records, f["position"].get(p, 0),
                                                 f["msgs"].setdefault(p, []))
@@ -490,7 +484,7 @@ class SimKafkaClients:
                     f["confirm"].pop(p, None)
                     f["end"][p] = pd.offset
             else:
-                self._stale(p)
+                self._refresh_metadata()
             self._later(1 if pd.error_code == m.NONE else BACKOFF_MS, "final_read")
         self._request(self.final_process, leader[0], kc.LIST_OFFSETS, 5, body, on_reply,
                       lambda: self._later(BACKOFF_MS, "final_read"))
