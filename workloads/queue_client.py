@@ -23,10 +23,13 @@ from dataclasses import dataclass
 
 from .queue import key_name, key_partition
 
-# Errors a broker returns before appending anything; with client retries off they are definite.
-DEFINITE_SEND_ERRORS = {3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER",
-                        10: "MESSAGE_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
-                        21: "INVALID_REQUIRED_ACKS", 2: "CORRUPT_MESSAGE"}
+# Errors a broker returns only before appending anything; with client retries off they are
+# definite. Not NOT_LEADER_OR_FOLLOWER: a leader that appended the record and then lost its
+# leadership while waiting for the ISR (acks=all) answers it too, as Kafka's DelayedProduce
+# does, and the record may be committed by the next leader that had fetched it.
+DEFINITE_SEND_ERRORS = {3: "UNKNOWN_TOPIC_OR_PARTITION", 10: "MESSAGE_TOO_LARGE",
+                        19: "NOT_ENOUGH_REPLICAS", 21: "INVALID_REQUIRED_ACKS",
+                        2: "CORRUPT_MESSAGE"}
 CLIENTS = ("confluent-kafka", "kafka-python")
 MESSAGE_TIMEOUT_MS = 60_000
 
