@@ -44,6 +44,10 @@ def load_run_config(run_dir: Path):
         values = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise CampaignError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise CampaignError(f"{path}{where}: not YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(values, dict):
         raise CampaignError(f"{path}: not a resolved run config")
     return resolve(values, {})
