@@ -288,9 +288,15 @@ class UnifiedLog:
             self._unflushed.discard(cut.segment)
             self._new_segment(self.end_offset)
 
-    def truncate_to_end_offset(self, diverging: OffsetAndEpoch) -> int:
-        """Kafka's truncateToEndOffset: cut where our log leaves the leader's. Returns the offset."""
-        if diverging.epoch == 0:
+    def truncate_to_end_offset(self, diverging: OffsetAndEpoch, raft: bool = True) -> int:
+        """Kafka's truncateToEndOffset: cut where our log leaves the leader's. Returns the offset.
+
+        In the Raft log (``raft``) epoch 0 is no leader's, the prefix before any epoch, and is
+        cut at the leader's end of it, as Kafka's ReplicatedLog does. A partition's first
+        leader epoch is 0, a real one: the follower cuts where its own epoch 0 ends too, as
+        Kafka's fetcher truncates to the smaller of the two ends (a replica that led epoch 1
+        alone from offset 186 keeps nothing of it when the leader's epoch 0 ends at 206)."""
+        if diverging.epoch == 0 and raft:
             offset = min(diverging.offset, self.end_offset)
         else:
             local = self.end_offset_for_epoch(diverging.epoch)

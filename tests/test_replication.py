@@ -224,6 +224,21 @@ def test_follower_truncates_where_the_logs_diverge():
     assert part.log.end_offset == 2 and part.high_watermark == 2
 
 
+def test_a_follower_that_led_an_epoch_alone_cuts_it_where_the_leaders_epoch_0_ends():
+    """Partition epochs start at 0, a real leader epoch: a replica that led epoch 1 alone
+    (nobody fetched it) answers a leader whose log goes from epoch 0 straight to epoch 2 by
+    cutting everything of its epoch 1, not at the leader's end of epoch 0."""
+    part = make_partition(SimDisk(), node=2)
+    assert lead(part, replicas=(1, 2, 3)) == "follower"
+    b0 = records.build_batch(0, 0, [(None, b"a")] * 3, 1)
+    b1 = records.build_batch(3, 1, [(None, b"alone")], 1)
+    part.append_as_follower(b0 + b1, 3, 1 << 62)
+    assert part.log.epoch_entries == [(0, 0), (1, 3)] and part.log.end_offset == 4
+    # the leader: epoch 0 up to offset 6, then epoch 2; our epoch 1 is unknown to it
+    assert part.truncate_to_diverging(OffsetAndEpoch(6, 0)) == 3
+    assert part.log.end_offset == 3 and part.log.epoch_entries == [(0, 0)]
+
+
 def test_producer_state_dedups_the_last_five_batches_and_refuses_gaps():
     ps = ProducerStateManager()
 

@@ -202,7 +202,7 @@ class Partition:
 
     def truncate_to_diverging(self, diverging: OffsetAndEpoch) -> int:
         before = self.log.end_offset
-        end = self.log.truncate_to_end_offset(diverging)
+        end = self.log.truncate_to_end_offset(diverging, raft=False)
         if end < before:
             self._on_event(f"{self.topic}-{self.partition}: truncated from {before} to {end} "
                            f"(diverging epoch {diverging.epoch} ends at {diverging.offset})")
