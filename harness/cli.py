@@ -37,10 +37,27 @@ def _bug(name: str) -> str:
 
 
 def cmd_sim(args) -> int:
-    from .simulate import option_values, print_outcome, run_seed, shrink
+    from .simulate import (load_twin, option_values, print_outcome, run_seed, shrink,
+                           stored_verdict)
     bugs = frozenset(args.bug)
+    twin = None
     try:
         overrides = option_values(args.option)
+        if args.from_run is not None:
+            if args.shrink or args.bug or args.option:
+                raise ValueError("--from takes the stored run's cluster, bugs and plan: "
+                                 "--shrink, --bug and --option do not apply")
+            twin = load_twin(args.from_run)
+            if args.seed is None and args.seeds is None:
+                args.seed = twin.cfg.seed
+            cfg = twin.cfg
+            print(f"twin of {args.from_run}: {cfg.workload} workload, {cfg.nodes} nodes, "
+                  f"{cfg.time_limit_s:g} s, {len(twin.steps)} fault steps, "
+                  f"{sum(map(len, twin.ops.values()))} generated operations for "
+                  f"{cfg.concurrency} processes" + (f", bugs {cfg.bugs}" if cfg.bugs else ""))
+            print(f"the Docker run: {stored_verdict(args.from_run)}")
+        elif args.seed is None and args.seeds is None:
+            raise ValueError("give --seed N, --seeds A-B or --from RUN_DIR")
         if args.shrink:
             if args.seed is None:
                 raise ValueError("--shrink takes one --seed")
@@ -60,9 +77,10 @@ def cmd_sim(args) -> int:
         by_invariant: dict[str, int] = {}
         for seed in seeds:
             o = run_seed(seed, args.nodes, args.duration_s, bugs, overrides,
-                         workload=args.workload, journal_dir=args.journal)
+                         workload=args.workload, journal_dir=args.journal, twin=twin)
             print_outcome(o, args.nodes, args.duration_s, bugs,
-                          verbose=len(seeds) == 1 or args.verbose, overrides=overrides)
+                          verbose=len(seeds) == 1 or args.verbose, overrides=overrides,
+                          twin=twin)
             sys.stdout.flush()
             if not o.ok:
                 failed.append(o)
@@ -369,9 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="chaoskraft", description="Jepsen-style chaos testing of a KRaft cluster")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("sim", help="run the deterministic simulator")
-    g = s.add_mutually_exclusive_group(required=True)
+    g = s.add_mutually_exclusive_group()
     g.add_argument("--seed", type=int, help="one seed")
     g.add_argument("--seeds", type=_seed_range, help="a range of seeds, A-B inclusive")
+    s.add_argument("--from", dest="from_run", type=Path, metavar="RUN_DIR",
+                   help="replay a stored Docker run in the simulator: its cluster, bugs, "
+                        "generated operations and fault plan (the seed, by default the run's, "
+                        "moves only the timing)")
     from simulator import DEFAULT_WORKLOAD, WORKLOAD_NAMES
     s.add_argument("--workload", choices=WORKLOAD_NAMES, default=DEFAULT_WORKLOAD,
                    help=f"default {DEFAULT_WORKLOAD}: every node a controller, register "

@@ -6,6 +6,9 @@ end the history is checked: the register workload's for linearizability
 (cas-register model per key), the queue workload's by the queue checker
 (``checkers.queue``, in process, with the allowances of idempotent
 producers). A run "holds" when both pass.
+
+``--from RUN_DIR`` runs a stored Docker run's twin (``simulator.twin``): its cluster, its
+generated operations and its fault plan, with the seed deciding only the timing.
 """
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator import DEFAULT_WORKLOAD
+from simulator import DEFAULT_WORKLOAD, WORKLOAD_NAMES
 from simulator.cluster import SimResult, Simulation
 from simulator.journal import Journal
+from simulator.twin import Twin
 
 
 @dataclass
@@ -38,14 +42,19 @@ class Outcome:
 
 def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
              overrides: dict | None = None, workload: str = DEFAULT_WORKLOAD,
-             journal_dir: Path | None = None) -> Outcome:
+             journal_dir: Path | None = None, twin: Twin | None = None) -> Outcome:
     """One seed; ``overrides`` replace some of the fault options the seed draws. With
-    ``journal_dir``, a failing run leaves its message journal and sequence diagram there."""
+    ``journal_dir``, a failing run leaves its message journal and sequence diagram there.
+    With ``twin`` (``load_twin``) the stored run's cluster, operations and plan replace
+    ``nodes``, ``duration_s``, ``bugs``, ``workload`` and the drawn options."""
     started = time.monotonic()
     journal = Journal() if journal_dir is not None else None
+    if twin is not None and overrides:
+        raise ValueError("--option does not apply to --from: the stored run decides the options")
     options, queue_options = _options(seed, overrides or {})
     result = Simulation(seed, nodes=nodes, duration_s=duration_s, bugs=bugs, options=options,
-                        workload=workload, journal=journal, queue_options=queue_options).run()
+                        workload=workload, journal=journal, queue_options=queue_options,
+                        twin=twin).run()
     outcome = Outcome(result, result.ok, result.invariant, result.detail)
     if result.ok:
         verdict = result.check_history()
@@ -57,6 +66,95 @@ def run_seed(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
                                         f"{outcome.invariant}: {outcome.detail}")
     outcome.wall_s = time.monotonic() - started
     return outcome
+
+
+def load_twin(run_dir: Path) -> Twin:
+    """A stored Docker run as the simulator's twin: ``config.yaml``, ``plan.json`` and
+    ``generated.jsonl`` of ``run_dir``. A ValueError names the file, and the line or step,
+    of anything missing or malformed."""
+    import dataclasses
+    import json
+
+    from nemesis.packages import PACKAGES
+    from nemesis.schedule import FaultStep
+    from workloads.registry import WORKLOADS as GENERATORS
+
+    from .config import node_config
+    from .reproduce import load_run_config
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ValueError(f"--from {run_dir}: not a run directory")
+    cfg = load_run_config(run_dir)
+    if cfg.workload not in WORKLOAD_NAMES:
+        raise ValueError(f"{run_dir / 'config.yaml'}: workload {cfg.workload!r} has no "
+                         "simulated form")
+    if cfg.seed is None:
+        raise ValueError(f"{run_dir / 'config.yaml'}: seed: the run has no seed")
+    path = run_dir / "plan.json"
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: line {exc.lineno}: not JSON: {exc.msg}") from None
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a list of fault steps")
+    names = {f.name for f in dataclasses.fields(FaultStep)}
+    steps = []
+    for i, d in enumerate(raw):
+        if not isinstance(d, dict) or set(d) - names or not {"index", "at_s", "kind", "spec",
+                                                             "duration_s"} <= set(d):
+            raise ValueError(f"{path}: step {i}: expected the fields {sorted(names)}, got "
+                             f"{d!r}")
+        if d["kind"] not in PACKAGES:
+            raise ValueError(f"{path}: step {i}: unknown fault package {d['kind']!r}")
+        steps.append(FaultStep(**d))
+    path = run_dir / "generated.jsonl"
+    ops: dict[int, list[dict]] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+            ops.setdefault(int(row["process"]), []).append(
+                {"f": row["f"], "key": row["key"], "value": row["value"]})
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: line {n}: not a generated operation "
+                             f"({type(exc).__name__}: {exc})") from None
+    if sorted(ops) != list(range(cfg.concurrency)):
+        raise ValueError(f"{path}: operations for processes {sorted(ops)}, but the run had "
+                         f"{cfg.concurrency} (config.yaml concurrency)")
+    # The file must be what this version's generator makes for the run's seed (the twin's
+    # clients are scripted by it); an operation sent to a chosen node (the register's) takes
+    # that node from the generator, as the file keeps only the operation.
+    gen = GENERATORS[cfg.workload].generator(cfg)
+    for p, rows in ops.items():
+        for i, (row, op) in enumerate(zip(rows, gen.ops(p))):
+            if (row["f"], row["key"], row["value"]) != (op.f, op.key, op.value):
+                raise ValueError(
+                    f"{path}: process {p} operation {i}: {row} is not what the "
+                    f"{cfg.workload} generator makes for the run's seed (a run of another "
+                    "version?)")
+            if hasattr(op, "node"):
+                row["node"] = op.node
+    return Twin(cfg, steps, ops, node_config(cfg), source=str(run_dir.resolve()))
+
+
+def stored_verdict(run_dir: Path) -> str:
+    """A stored run's verdict as one line (its results.json), for beside its twin's."""
+    import json
+
+    from .reproduce import anomaly_classes
+    try:
+        results = json.loads((Path(run_dir) / "results.json").read_text())
+    except (OSError, ValueError):
+        return "not analysed (no readable results.json)"
+    valid = results.get("valid")
+    word = {True: "valid", False: "invalid"}.get(valid, "unknown")
+    classes = anomaly_classes(results)
+    return word + (f" ({', '.join(classes)})" if classes and valid is not True else "")
 
 
 def _options(seed: int, overrides: dict):
@@ -93,8 +191,11 @@ def option_values(items: list[str]) -> dict:
 
 
 def reproduce_line(seed: int, nodes: int, duration_s: float, bugs: frozenset[str],
-                   workload: str = DEFAULT_WORKLOAD, overrides: dict | None = None) -> str:
+                   workload: str = DEFAULT_WORKLOAD, overrides: dict | None = None,
+                   twin: Twin | None = None) -> str:
     import json
+    if twin is not None:
+        return f"chaoskraft sim --from {twin.source} --seed {seed}"
     line = f"chaoskraft sim --seed {seed} --nodes {nodes} --duration-s {duration_s:g}"
     if workload != DEFAULT_WORKLOAD:
         line += f" --workload {workload}"
@@ -106,13 +207,20 @@ def reproduce_line(seed: int, nodes: int, duration_s: float, bugs: frozenset[str
 
 
 def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str],
-                  verbose: bool, out=sys.stdout, overrides: dict | None = None) -> None:
+                  verbose: bool, out=sys.stdout, overrides: dict | None = None,
+                  twin: Twin | None = None) -> None:
     r = o.result
     workload = r.workload
-    if verbose:
+    if verbose and twin is None:
         print(f"seed {o.seed}: options {r.options.describe()}"
               + (f" {r.queue_options.describe()}" if r.queue_options is not None else ""),
               file=out)
+    if verbose and r.plan is not None:
+        for s in r.plan:
+            print(f"seed {o.seed}: step {s.step} at {s.at_s:g} s {s.kind} {s.spec}: {s.status}"
+                  + (f" {s.nodes}" if s.nodes else "")
+                  + (f" ({s.label or s.why})" if s.label or s.why else ""), file=out)
+    if verbose:
         print(f"seed {o.seed}: {r.events} events, {r.sim_ms / 1000:.1f} simulated s, "
               f"{o.wall_s:.2f} wall s, faults {r.stats}", file=out)
     status = "ok" if o.ok else f"FAIL {o.invariant}"
@@ -127,7 +235,8 @@ def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str
             print(f"    {c['role']:>16}: process {c['process']} {c['op']} "
                   f"[{c['call']}, {c['return']}] (history index {c['index']})", file=out)
         print(f"  reproduce with: "
-              f"{reproduce_line(o.seed, nodes, duration_s, bugs, workload, overrides)}", file=out)
+              f"{reproduce_line(o.seed, nodes, duration_s, bugs, workload, overrides, twin)}",
+              file=out)
         if o.journal is not None:
             print(f"  journal: {o.journal[1]} (sequence diagram of the last messages); every "
                   f"message kept: {o.journal[0]}", file=out)
@@ -140,6 +249,7 @@ SIMPLER = {
     "torn_write_prob": [0.0], "drop_rate": [0.0], "duplicate_rate": [0.0],
     "clock_drift_ppm": [0], "observers": [0], "clients": [1, 2], "keys": [1],
     "producers": [1], "consumers": [1], "partitions": [1], "max_delay_ms": [2],
+    "idempotent": [True], "scenario_mean_ms": [None],
 }
 
 

@@ -42,6 +42,11 @@ class DiskFault(NodeFault):
         return (f"{self.name} {step.spec} {targets} {self.describe(opts)}".rstrip(),
                 lambda: self.stop(ctx, targets))
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        sim.disk_fault(targets, self.name, self.request(opts))
+        return (f"{self.name} {step.spec} {targets} {self.describe(opts)}".rstrip(),
+                lambda: sim.clear_disk_fault(targets, self.name))
+
     async def stop(self, ctx, nodes: list[int]) -> None:
         await self.lift(ctx, self.faulty, nodes, f"stop-{self.name}",
                         lambda n: disk_cmd({"cmd": "clear", "name": self.name}),

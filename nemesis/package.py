@@ -30,6 +30,11 @@ class Skipped(Exception):
     message says why, and the step is recorded as skipped."""
 
 
+class NotSimulated(Exception):
+    """A fault the simulator has no form of (``simulate``); a stored run's twin reports the
+    step as not simulated."""
+
+
 class FaultContext(Protocol):
     """What a package may use of the campaign running it."""
     cfg: object  # harness.config.RunConfig: seed, workload, ...
@@ -211,6 +216,14 @@ class Package:
     async def heal(self, ctx: FaultContext) -> None:
         """Undo whatever of its faults is still in force (the workload ended mid-fault)."""
 
+    def simulate(self, sim, step, opts: dict, rng: random.Random, controller: int | None,
+                 leader: int | None) -> tuple[str, Callable[[], None], list[int]]:
+        """The same fault on the simulated cluster of a stored run's twin (``sim``:
+        ``simulator.twin.PlanFaults``), as ``start`` acts it on the real one: a label, the
+        function that undoes it, the nodes it acted on. Raise ``NotSimulated`` when the
+        simulator has no such fault, ``Skipped`` when it cannot act now."""
+        raise NotSimulated(f"the simulator has no form of {self.name!r} faults")
+
     async def final_heal(self, ctx: FaultContext) -> None:
         """At the end of the run, on every node, whatever its faults may have left behind."""
 
@@ -237,6 +250,18 @@ class NodeFault(Package):
     async def act(self, ctx: FaultContext, step, opts: dict, rng: random.Random,
                   targets: list[int]) -> tuple[str, Undo]:
         raise NotImplementedError
+
+    def simulate(self, sim, step, opts, rng, controller, leader):
+        targets = node_targets(step.spec, sim.ids, rng, controller, leader)
+        if not targets:
+            raise Skipped(f"no node matches the target {step.spec!r} now")
+        label, undo = self.sim_act(sim, step, opts, rng, targets)
+        return label, undo, sorted(targets)
+
+    def sim_act(self, sim, step, opts: dict, rng: random.Random,
+                targets: list[int]) -> tuple[str, Callable[[], None]]:
+        """``act`` on the simulated cluster (``simulate``); the undo is a plain function."""
+        raise NotSimulated(f"the simulator has no form of {self.name!r} faults")
 
     @staticmethod
     async def lift(ctx: FaultContext, held: set[int], nodes, f: str, cmd_for, said: str) -> None:
@@ -292,6 +317,30 @@ class Scenario(Package):
 
     async def act(self, ctx: FaultContext, choice, rng: random.Random) -> None:
         raise NotImplementedError
+
+    def simulate(self, sim, step, opts, rng, controller, leader):
+        # The simulated cluster's metadata is read at once (a fault just before may leave an
+        # ISR short for a moment there too: then the step is skipped, and says so).
+        infos = sim.partition_infos()
+        choice = self.choose(infos, sim.controllers, sim.active_controller(), rng)
+        if choice is None:
+            raise Skipped(f"no partition of the topic fits now ({infos})")
+        before = set(sim.killed)
+        self.sim_act(sim, choice, rng)
+
+        def undo():
+            sim.heal_cut()
+            sim.admit_clients(sim.ids)
+            sim.restart(sorted(sim.killed - before))
+        return self.name, undo, sorted(self.chosen_nodes(choice))
+
+    def chosen_nodes(self, choice) -> list[int]:
+        """The nodes a choice names (for the step's outcome)."""
+        return []
+
+    def sim_act(self, sim, choice, rng: random.Random) -> None:
+        """``act`` on the simulated cluster: its phases run later through ``sim.after``."""
+        raise NotSimulated(f"the simulator has no form of the {self.name!r} scenario")
 
     async def start(self, ctx, step, opts, rng, controller, leader):
         # Right after another fault some ISRs are still short (a deposed leader rejoins them

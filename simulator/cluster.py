@@ -20,8 +20,10 @@ steps, segment and snapshot sizes. They are printed so a failure can be read.
 Each simulated resource is a file of its own with its own seeded random
 stream: ``network`` (loss, duplication, delay, blocked links), ``clock``
 (offset and drift), ``disk``, ``workload`` (the register clients),
-``nemesis`` (partitions, crashes and clock steps); this module holds the event queue, the
-nodes and the dispatch of events to them.
+``nemesis`` (partitions, crashes and clock steps), ``twin`` (fault packages' steps: a
+stored Docker run's plan, or the queue's drawn scenarios); this module holds the event
+queue, the nodes and the dispatch of events to them. ``Simulation(seed, twin=...)``
+replays a stored Docker run instead of drawing (``simulator.twin``).
 
 After every event the invariants of ``simulator.invariants`` are
 checked; a node core raising :class:`SafetyViolation` counts too. The
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from node_image import kafka_codec as kc
 from node_image.config import BrokerConfig, NodeConfig, RaftConfig
 from node_image.node import Node
+from node_image.fs import LogDirFailure
 from node_image.raft.client import SafetyViolation
 from node_image.raft.state import CandidateState, LeaderState, UnattachedState
 from node_image.storage import ReplicaKey, format_storage, new_directory_id
@@ -47,6 +50,7 @@ from .data_invariants import DataInvariants
 from .disk import SimDisk
 from .invariants import Invariants
 from .journal import Journal
+from .twin import PlanFaults, Twin
 from . import DEFAULT_WORKLOAD, WORKLOAD_NAMES, kafka_clients
 from . import workload as register_workload
 from .kafka_clients import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS, SimKafkaClients
@@ -58,6 +62,7 @@ CLUSTER_ID = "chaoskraft-sim"
 # The simulated workloads: name -> the module whose ``check_history`` judges its history.
 WORKLOADS = dict(zip(WORKLOAD_NAMES, (register_workload, kafka_clients)))
 LOG_DIR = "/data"
+RESTART_PAUSE_MS = 500  # the node supervisor's pause before it starts a halted node again
 
 
 @dataclass(frozen=True)
@@ -126,13 +131,22 @@ class QueueOptions:
     consumers: int
     power_loss_mean_ms: int | None  # every node loses power at once (the disks keep only
     # what was fsynced, tearing the rest as the crashes do), at this mean interval
+    # True: every producer idempotent; None: the odd-numbered ones without retries (as a
+    # default Docker campaign's), so duplicates are allowed
+    idempotent: bool | None = True
+    # The Docker scenarios aimed at one partition (depose-leader, strand-replica: their
+    # packages' simulated forms), one after another at this mean interval, with the node
+    # properties they need; None: none
+    scenario_mean_ms: int | None = None
 
     @staticmethod
     def draw(seed: int) -> "QueueOptions":
         r = random.Random(f"{seed}-queue-options")
         return QueueOptions(partitions=r.choice([1, 2, 3]), producers=r.choice([1, 2, 3]),
                             consumers=r.choice([1, 2]),
-                            power_loss_mean_ms=r.choice([None, 60000, 120000]))
+                            power_loss_mean_ms=r.choice([None, 60000, 120000]),
+                            idempotent=r.choice([True, True, None]),
+                            scenario_mean_ms=r.choice([None, 10000, 30000]))
 
     def describe(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
@@ -153,11 +167,46 @@ class SimResult:
     stats: dict = field(default_factory=dict)
     queue_options: "QueueOptions | None" = None
     workload: str = DEFAULT_WORKLOAD
+    check_args: dict = field(default_factory=dict)  # for the workload's checker
+    plan: list | None = None  # a twin's steps (simulator.twin.StepOutcome), in plan order
 
     def check_history(self) -> tuple[str, str, list | None] | None:
         """The workload's checker on the history: None, or (invariant, detail,
         counterexample)."""
-        return WORKLOADS[self.workload].check_history(self.history)
+        return WORKLOADS[self.workload].check_history(self.history, **self.check_args)
+
+
+def twin_options(cfg) -> SimOptions:
+    """A stored run's twin: a quiet network (no loss, 1-2 ms a message), no fault but its
+    plan's, no clock drift, the run's clients and rate."""
+    return SimOptions(drop_rate=0.0, duplicate_rate=0.0, max_delay_ms=2, partition_mean_ms=None,
+                      partition_length_ms=0, crash_mean_ms=None, down_ms=0, torn_write_prob=0.0,
+                      wipe_prob=0.0, clock_drift_ppm=0, observers=0, clients=cfg.concurrency,
+                      keys=0, op_interval_ms=max(1, int(1000 / cfg.rate)),
+                      segment_bytes=0, snapshot_bytes=0, fetch_max_bytes=0,
+                      election_crash_prob=0.0, clock_step_mean_ms=None)
+
+
+def twin_clients(sim: "Simulation", twin: "Twin", rng: random.Random):
+    """The twin's clients: the run's processes, each doing what its generator made."""
+    cfg = twin.cfg
+    interval = max(1, int(1000 / cfg.rate))
+    if cfg.workload == "register":
+        # as the seeded clients, they go on through the recovery (while their scripts last)
+        stop = sim.duration_ms + sim.RECOVERY_MS - int(cfg.op_timeout_s * 1000)
+        return SimClients(sim, rng, cfg.concurrency, 0, interval, stop, scripts=twin.ops,
+                          start_at_ms=twin.start_ms,
+                          timeout_ms=int(cfg.op_timeout_s * 1000))
+    configs = {"min.insync.replicas": str(cfg.min_insync_replicas)}
+    if cfg.flush_messages is not None:
+        configs["flush.messages"] = str(cfg.flush_messages)
+    return SimKafkaClients(
+        sim, rng, cfg.concurrency, cfg.concurrency, cfg.partitions, cfg.replication_factor,
+        # as the seeded clients, they go on after the time limit (while their scripts last)
+        # until a send is acknowledged: a cluster that no longer takes writes shows
+        interval, sim.duration_ms + WRITES_BACK_WITHIN_MS, sim.duration_ms + FINAL_READ_AFTER_MS,
+        idempotent=lambda p: cfg.idempotent if cfg.idempotent is not None else p % 2 == 0,
+        scripts=twin.ops, start_at_ms=twin.start_ms, topic_configs=configs)
 
 
 class _SimNode:
@@ -172,6 +221,9 @@ class _SimNode:
         self.durable_end_at_crash = 0
         self.wiped = False
         self.log_lines: list[str] = []
+        self.paused = False  # stopped (SIGSTOP): what reaches it waits in ``held``
+        self.held: list[tuple] = []
+        self.timer_due = False  # its timer came while it was paused
 
     def local(self, t: int) -> int:
         return self.clock.local(t)
@@ -189,10 +241,18 @@ class Simulation:
     def __init__(self, seed: int, nodes: int = 5, duration_s: float = 600,
                  bugs: frozenset[str] = frozenset(), options: SimOptions | None = None,
                  workload: str = DEFAULT_WORKLOAD, journal: "Journal | None" = None,
-                 queue_options: "QueueOptions | None" = None) -> None:
+                 queue_options: "QueueOptions | None" = None, twin: "Twin | None" = None) -> None:
         """``workload``: "register" (every node a controller, the register clients) or
         "queue" (nodes 1-3 controllers and brokers, the others brokers, as in a Docker
-        cluster, with the Kafka clients of ``kafka_clients``)."""
+        cluster, with the Kafka clients of ``kafka_clients``). ``twin``: a stored Docker
+        run (``simulator.twin``) whose cluster, operations and fault plan replace what the
+        seed would draw; the seed then decides the timing alone."""
+        self.twin = twin
+        if twin is not None:
+            cfg = twin.cfg
+            nodes, workload, bugs = cfg.nodes, cfg.workload, frozenset(cfg.bugs)
+            duration_s = twin.start_ms / 1000 + cfg.time_limit_s
+            options = twin_options(cfg)
         if nodes < 1:
             raise ValueError("--nodes must be at least 1")
         if workload not in WORKLOADS:
@@ -207,7 +267,7 @@ class Simulation:
             # then the final reader reads every partition to a stable end
             self.RECOVERY_MS = self.QUEUE_RECOVERY_MS
         self.options = options or SimOptions.draw(seed)
-        if workload == "queue":
+        if workload == "queue" and twin is None:
             # A broker whose disk is wiped comes back empty under the same id; Kafka then
             # loses acknowledged records by design (KIP-966 is what addresses it). And a
             # broker publishes metadata only once it has caught up with the high watermark,
@@ -227,7 +287,8 @@ class Simulation:
         o = self.options
         self.disk_rng = random.Random(f"{seed}-disk")
         clock_rng = random.Random(f"{seed}-clocks")
-        self.voter_ids = list(range(1, (nodes if workload == "register" else 3) + 1))
+        self.voter_ids = twin.voter_ids if twin is not None else \
+            list(range(1, (nodes if workload == "register" else 3) + 1))
         self.nodes = {i: _SimNode(i, i in self.voter_ids)
                       for i in range(1, nodes + o.observers + 1)}
         for sn in self.nodes.values():
@@ -245,17 +306,32 @@ class Simulation:
         self.network = SimNetwork(random.Random(f"{seed}-net"), o.drop_rate, o.duplicate_rate,
                                   o.max_delay_ms, self.stats)
         self.queue_options = (queue_options or QueueOptions.draw(seed)) \
-            if workload == "queue" else None
-        if workload == "register":
+            if workload == "queue" and twin is None else None
+        self.check_args: dict = {}
+        self.plan = None
+        if twin is not None:
+            self.workload = twin_clients(self, twin, random.Random(f"{seed}-clients"))
+            if workload == "queue":
+                from checkers.queue import default_allowed
+                allowed = twin.cfg.allowed_anomalies
+                self.check_args["allowed"] = tuple(
+                    default_allowed(twin.cfg.idempotent) if allowed is None else allowed)
+            self.plan = PlanFaults.of_twin(self, twin)
+        elif workload == "register":
             self.workload = SimClients(self, random.Random(f"{seed}-clients"), o.clients, o.keys,
                                        o.op_interval_ms,
                                        self.duration_ms + self.RECOVERY_MS - TIMEOUT_MS)
         else:
+            from checkers.queue import default_allowed
             q = self.queue_options
             self.workload = SimKafkaClients(
                 self, random.Random(f"{seed}-kafka-clients"), q.producers, q.consumers,
                 q.partitions, 3, o.op_interval_ms, self.duration_ms + WRITES_BACK_WITHIN_MS,
-                self.duration_ms + FINAL_READ_AFTER_MS)
+                self.duration_ms + FINAL_READ_AFTER_MS,
+                idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0)
+            self.check_args["allowed"] = tuple(default_allowed(q.idempotent))
+            if q.scenario_mean_ms:
+                self.plan = PlanFaults(self, [], seed, "queue", q.partitions, self.voter_ids)
         self.nemesis = SimNemesis(self, random.Random(f"{seed}-faults"), o)
         self.invariants = Invariants(self)
         self.data_invariants = DataInvariants(self) if workload == "queue" else None
@@ -281,6 +357,8 @@ class Simulation:
     # ----------------------------------------------------------------- nodes
 
     def _config(self, node_id: int) -> NodeConfig:
+        if self.twin is not None:
+            return self.twin.node_config(node_id, LOG_DIR)
         o = self.options
         if self.workload_name == "queue":
             roles = ("controller", "broker") if node_id in self.voter_ids else ("broker",)
@@ -290,11 +368,31 @@ class Simulation:
             node_id=node_id, voters={v: ("sim", 0) for v in self.voter_ids}, log_dir=LOG_DIR,
             roles=roles,
             # queue campaigns fsync every batch (docs/queue.md: power loss)
-            broker=BrokerConfig(flush_interval_messages=1, segment_bytes=o.segment_bytes)
+            broker=BrokerConfig(flush_interval_messages=1, segment_bytes=o.segment_bytes,
+                                **self._scenario_settings())
             if self.workload_name == "queue" else BrokerConfig(),
             raft=RaftConfig(fetch_max_bytes=o.fetch_max_bytes, snapshot_chunk_bytes=4096),
             segment_bytes=o.segment_bytes, snapshot_max_bytes=o.snapshot_bytes,
             idle_interval_ms=500, bugs=self.bugs)
+
+    def _scenario_settings(self) -> dict:
+        """The broker settings the drawn scenarios need (their packages' node properties,
+        read by the node's own config parser), or none."""
+        q = self.queue_options
+        if q is None or not q.scenario_mean_ms:
+            return {}
+        import dataclasses
+
+        from nemesis.packages import PACKAGES
+        from node_image.config import load_config
+        props = {}
+        for name in SimNemesis.SCENARIOS:
+            props.update(PACKAGES[name].node_properties({}))
+        parsed = load_config({"node.id": "1", "controller.quorum.voters": "1@sim:9093",
+                              "log.dirs": LOG_DIR, **props}).broker
+        default = BrokerConfig()
+        return {f.name: getattr(parsed, f.name) for f in dataclasses.fields(BrokerConfig)
+                if getattr(parsed, f.name) != getattr(default, f.name)}
 
     def _start(self, sn: _SimNode) -> None:
         sn.incarnation += 1
@@ -314,13 +412,40 @@ class Simulation:
         self.invariants.on_start(sn)
         self._after_node(sn)
 
-    def crash(self, sn: _SimNode, wipe: bool) -> None:
+    def start_node(self, sn: _SimNode) -> None:
+        """Start the node; one whose disk fails while it opens its logs halts again."""
+        try:
+            self._start(sn)
+        except LogDirFailure as exc:
+            self._halt(sn, exc)
+
+    def _halt(self, sn: _SimNode, exc: LogDirFailure) -> None:
+        """The node's log directory failed: it halts (as the runtime's exit 74) before it
+        answers or sends anything more, its page cache kept; its supervisor starts it again
+        after RESTART_PAUSE_MS."""
+        self.trace(self.now, "halt", sn.node_id, exc.call)
+        self.stats["halts"] = self.stats.get("halts", 0) + 1
+        if self.journal is not None:
+            self.journal.event(self.now, sn.node_id, f"halted: log directory failed: {exc}")
+        if sn.node is not None:
+            sn.node.ready()  # what it had not sent dies with the process
+            self.crash(sn, False, lose_unsynced=False)
+        self.push(self.now + RESTART_PAUSE_MS, "restart", sn.node_id)
+
+    def crash(self, sn: _SimNode, wipe: bool, lose_unsynced: bool = True,
+              torn_write_prob: float | None = None) -> None:
+        """The node stops: a power loss (``lose_unsynced``: the disk keeps what was fsynced,
+        tearing the rest with ``torn_write_prob``, by default the seed's) or a process kill
+        (the page cache keeps every write)."""
         if sn.node is None:
             return
         sn.durable_end_at_crash = sn.node.log.flushed_end_offset
         sn.node = None
         sn.timer_at = None
-        sn.disk.crash(self.disk_rng, self.options.torn_write_prob)
+        sn.paused, sn.held, sn.timer_due = False, [], False
+        if lose_unsynced:
+            sn.disk.crash(self.disk_rng, self.options.torn_write_prob
+                          if torn_write_prob is None else torn_write_prob)
         self.stats["crashes"] += 1
         if wipe:
             sn.disk.wipe()
@@ -361,6 +486,21 @@ class Simulation:
             sn.timer_at = deadline
             self.push(deadline, "timer", sn.node_id, sn.incarnation)
 
+    def unpause(self, sn: _SimNode) -> None:
+        """A paused node runs again: what reached it meanwhile is delivered, in order, and
+        its timer fires if it came."""
+        if not sn.paused:
+            return
+        sn.paused = False
+        self.trace(self.now, "resume", sn.node_id)
+        for src, msg in sn.held:
+            self.push(self.now, "deliver", src, sn.node_id, msg)
+        sn.held = []
+        if sn.timer_due and sn.node is not None:
+            sn.timer_due = False
+            sn.timer_at = self.now
+            self.push(self.now, "timer", sn.node_id, sn.incarnation)
+
     def send(self, src, dest, msg, name: str | None = None) -> None:
         delays = self.network.delays(src, dest, msg)
         if self.journal is not None:
@@ -376,19 +516,27 @@ class Simulation:
         except SafetyViolation as exc:
             self.failure = (exc.invariant, exc.detail)
         ok = self.failure is None
+        plan = None
+        if self.plan is not None:
+            self.plan.missed()
+            plan = [self.plan.outcomes[i] for i in sorted(self.plan.outcomes)]
         return SimResult(self.seed, ok, None if ok else self.failure[0],
                          None if ok else self.failure[1], None if ok else self.events,
                          self._hash.hexdigest(), self.events, self.now, self.history,
                          self.options, dict(self.stats), self.queue_options,
-                         self.workload_name)
+                         self.workload_name, self.check_args, plan)
 
     def _run(self) -> None:
         for sn in self.nodes.values():
             self._start(sn)
         self.workload.start()
         self.nemesis.schedule()
+        if self.plan is not None:
+            self.plan.schedule()
         if self.queue_options is not None and self.queue_options.power_loss_mean_ms:
             self.nemesis.schedule_power_loss(self.queue_options.power_loss_mean_ms)
+        if self.queue_options is not None and self.queue_options.scenario_mean_ms:
+            self.nemesis.schedule_scenarios(self.queue_options.scenario_mean_ms)
         self.push(self.duration_ms, "end_faults")
         end = self.duration_ms + self.RECOVERY_MS
         while self._queue:
@@ -419,6 +567,14 @@ class Simulation:
                 self.workload.reply(dest[1], msg)
                 return True
             sn = self.nodes[dest]
+            if sn.node is not None and isinstance(src, tuple) and dest in self.network.refused:
+                self.trace(self.now, "refused", src[1], dest)
+                self.workload.reset(src[1], msg)
+                return True
+            if sn.paused and self.network.passes(src, dest):
+                sn.held.append((src, msg))  # in its socket buffers until it runs again
+                self.stats["held_while_paused"] = self.stats.get("held_while_paused", 0) + 1
+                return False
             if sn.node is None or not self.network.passes(src, dest):
                 self.stats["dropped"] += 1
                 if self.journal is not None:
@@ -427,10 +583,14 @@ class Simulation:
                 return False
             self.stats["delivered"] += 1
             self.trace(self.now, "deliver", src, dest, type(msg).__name__)
-            if isinstance(msg, bytes):  # a Kafka client's request frame
-                sn.node.handle_kafka(src, kc.decode_request(msg), sn.local(self.now))
-            else:
-                sn.node.handle(src, msg, sn.local(self.now))
+            try:
+                if isinstance(msg, bytes):  # a Kafka client's request frame
+                    sn.node.handle_kafka(src, kc.decode_request(msg), sn.local(self.now))
+                else:
+                    sn.node.handle(src, msg, sn.local(self.now))
+            except LogDirFailure as exc:
+                self._halt(sn, exc)
+                return True
             self._after_node(sn)
             return sn
         if kind == "timer":
@@ -438,9 +598,16 @@ class Simulation:
             sn = self.nodes[node_id]
             if sn.node is None or sn.incarnation != incarnation or sn.timer_at != self.now:
                 return False
+            if sn.paused:
+                sn.timer_due = True
+                return False
             sn.timer_at = None
             self.trace(self.now, "timer", node_id)
-            sn.node.poll(sn.local(self.now))
+            try:
+                sn.node.poll(sn.local(self.now))
+            except LogDirFailure as exc:
+                self._halt(sn, exc)
+                return True
             self._after_node(sn)
             return sn
         if kind == "client":
@@ -474,6 +641,12 @@ class Simulation:
         if kind == "clock_reset":
             self.nemesis.clock_reset(data[0])
             return True
+        if kind == "plan":
+            return self.plan.fire(data[0])
+        if kind == "scenario":
+            if self.now < self.duration_ms:
+                self.nemesis.scenario(data[0])
+            return True
         if kind == "quick_crash":
             self.nemesis.quick_crash(data[0])
             return True
@@ -481,17 +654,19 @@ class Simulation:
             sn = self.nodes[data[0]]
             if sn.node is None:
                 self.trace(self.now, "restart", sn.node_id)
-                self._start(sn)
+                self.start_node(sn)
             return True
         if kind == "end_faults":
             # Heal everything, the lossy network included, and see the cluster recover.
             self.network.heal_all()
             for sn in self.nodes.values():
                 sn.clock.step_ms = 0
+                sn.disk.faults.clear()
+                self.unpause(sn)
             self.trace(self.now, "end_faults")
             for sn in self.nodes.values():
                 if sn.node is None:
-                    self._start(sn)
+                    self.start_node(sn)
             return True
         raise AssertionError(f"unknown event kind {kind}")
 

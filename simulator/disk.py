@@ -11,6 +11,9 @@ Model (POSIX without the kernel's goodwill):
   probability, a random prefix of the unsynced tail (a torn write), which
   recovery must detect and cut;
 - ``wipe()`` loses the whole disk (a replaced drive).
+- ``faults`` (a stored run's disk-error and disk-full steps, ``simulator.twin``): calls
+  answer a disk error as faultfs makes the real disk answer it, raised as the node's
+  :class:`~node_image.fs.LogDirFailure`, on which the node halts.
 - like ext4 with ``auto_da_alloc`` (its default), a file renamed over an
   existing one has its data written when the rename becomes durable, so a
   replace-by-rename without fsync shows the old or the new file after a
@@ -18,8 +21,17 @@ Model (POSIX without the kernel's goodwill):
 """
 from __future__ import annotations
 
+import errno
+import fnmatch
 import os
 import random
+
+from node_image.fs import LogDirFailure
+
+# Which faultfs operation each call is (``disk-error``'s ``ops``).
+_OPS = {"listdir": "read", "read": "read", "read_at": "read", "size": "read",
+        "makedirs": "write", "append": "write", "write": "write", "truncate": "write",
+        "rename": "write", "remove": "write", "fsync": "fsync", "fsync_dir": "fsync"}
 
 
 class _Inode:
@@ -38,6 +50,21 @@ class SimDisk:
         self._durable_names: dict[str, _Inode] = {}
         self._dirs: set[str] = {"/"}
         self.fsyncs = 0
+        self.root = "/data"  # what the fault globs are relative to
+        self.faults: dict[str, dict] = {}  # package -> faultfs request ({errors}, {full})
+
+    def _fault(self, call: str, path: str) -> None:
+        """Raise the disk error a fault in force makes this call answer, if any."""
+        rel = path[len(self.root) + 1:] if path.startswith(self.root + "/") else path
+        op = _OPS[call]
+        for request in self.faults.values():
+            if request.get("full") and call in ("append", "write", "makedirs", "fsync",
+                                                "fsync_dir"):  # faultfs: writes, creates, fsyncs
+                raise LogDirFailure(call, path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+            for e in request.get("errors", ()):
+                if op in e["ops"] and fnmatch.fnmatch(rel, e["path"]):
+                    code = getattr(errno, e["errno"])
+                    raise LogDirFailure(call, path, OSError(code, os.strerror(code)))
 
     # -------------------------------------------------------------- faults
 
@@ -78,48 +105,74 @@ class SimDisk:
         return path in self._names or path in self._dirs
 
     def listdir(self, path: str) -> list[str]:
+        if self.faults:
+            self._fault("listdir", path)
         prefix = path.rstrip("/") + "/"
         return sorted(p[len(prefix):] for p in self._names
                       if p.startswith(prefix) and "/" not in p[len(prefix):])
 
+    def subdirs(self, path: str) -> list[str]:
+        """The directories directly under ``path``."""
+        prefix = path.rstrip("/") + "/"
+        return sorted({d[len(prefix):].split("/")[0] for d in self._dirs
+                       if d.startswith(prefix) and len(d) > len(prefix)})
+
     def makedirs(self, path: str) -> None:
+        if self.faults:
+            self._fault("makedirs", path)
         while path not in ("", "/"):
             self._dirs.add(path)
             path = os.path.dirname(path)
 
     def read(self, path: str) -> bytes:
+        if self.faults:
+            self._fault("read", path)
         return bytes(self._inode(path).data)
 
     def read_at(self, path: str, pos: int, size: int) -> bytes:
+        if self.faults:
+            self._fault("read_at", path)
         return bytes(self._inode(path).data[pos:pos + size])
 
     def size(self, path: str) -> int:
+        if self.faults:
+            self._fault("size", path)
         return len(self._inode(path).data)
 
     def append(self, path: str, data: bytes) -> None:
+        if self.faults:
+            self._fault("append", path)
         inode = self._names.get(path)
         if inode is None:
             inode = self._names[path] = _Inode()
         inode.data += data
 
     def write(self, path: str, data: bytes) -> None:
+        if self.faults:
+            self._fault("write", path)
         inode = _Inode(data)
         inode.append_only = not data
         self._names[path] = inode
 
     def truncate(self, path: str, size: int) -> None:
+        if self.faults:
+            self._fault("truncate", path)
         inode = self._inode(path)
         if size < len(inode.data):
             del inode.data[size:]
             inode.append_only = False
 
     def fsync(self, path: str) -> None:
+        if self.faults:
+            self._fault("fsync", path)
         inode = self._inode(path)
         inode.durable = bytes(inode.data)
         inode.append_only = True
         self.fsyncs += 1
 
     def fsync_dir(self, path: str) -> None:
+        if self.faults:
+            self._fault("fsync_dir", path)
         prefix = path.rstrip("/") + "/"
         for p in [p for p in self._durable_names if p.startswith(prefix)
                   and "/" not in p[len(prefix):]]:
@@ -133,6 +186,8 @@ class SimDisk:
                     inode.flush_on_commit = False
 
     def rename(self, src: str, dst: str) -> None:
+        if self.faults:
+            self._fault("rename", src)
         inode = self._inode(src)
         if dst in self._names:
             # ext4 (auto_da_alloc): a rename over an existing file writes the new file's
@@ -142,5 +197,7 @@ class SimDisk:
         del self._names[src]
 
     def remove(self, path: str) -> None:
+        if self.faults:
+            self._fault("remove", path)
         self._inode(path)
         del self._names[path]

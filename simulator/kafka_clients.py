@@ -7,13 +7,15 @@ response is decoded from the bytes the broker encoded. Their operations go to th
 in the shape of the Docker queue workload's (``workloads/queue_workload.py``), so the same
 queue checker reads both.
 
-- **Producers** are idempotent, as Kafka's with ``enable.idempotence=true`` and
-  ``max.in.flight.requests.per.connection=1``: InitProducerId first; each send is one
-  record in one batch with the partition's next sequence, sent to the partition's leader
-  with ``acks=all``; a retriable error or a request without an answer sends the same batch
-  again (same sequence) after refreshing metadata, until the delivery timeout, when the
-  send is indeterminate (``info``) and the producer starts over with a new producer id, as
-  Kafka's does when a batch expires.
+- **Producers** are idempotent (or, where the seed draws Kafka's default campaign mix, the
+  odd-numbered ones are without retries: no producer id, one attempt, a definite error
+  ``fail``, any other or no answer ``info``); idempotent ones as Kafka's with
+  ``enable.idempotence=true`` and ``max.in.flight.requests.per.connection=1``:
+  InitProducerId first; each send is one record in one batch with the partition's next
+  sequence, sent to the partition's leader with ``acks=all``; a retriable error or a
+  request without an answer sends the same batch again (same sequence) after refreshing
+  metadata, until the delivery timeout, when the send is indeterminate (``info``) and the
+  producer starts over with a new producer id, as Kafka's does when a batch expires.
 - **Consumers** are assigned every partition and fetch from each partition's leader, at
   their position, with the leader epoch they know (Fetch v11); a poll is one round of
   fetches. Now and then one re-assigns and reads every partition from offset 0 again (as
@@ -23,6 +25,10 @@ queue checker reads both.
   for a while after the faults end, so that a cluster that no longer takes writes shows.
 
 One seeded ``random.Random`` draws every choice.
+
+A stored Docker run's twin (``simulator.twin``) runs them scripted instead: each process
+both sends and polls, the operations its generator made in the Docker run, one every
+1/rate seconds, as ``workloads.queue_workload``'s processes do.
 """
 from __future__ import annotations
 
@@ -36,7 +42,8 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from node_image import kafka_codec as kc
 from node_image import messages as m
 from node_image import records
-from workloads.queue import REASSIGN_EVERY, VALUE_STRIDE, key_name
+from workloads.queue import REASSIGN_EVERY, VALUE_STRIDE, key_name, key_partition
+from workloads.queue_client import DEFINITE_SEND_ERRORS
 
 TOPIC = "queue"
 REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then is given up (and retried)
@@ -74,8 +81,9 @@ def read_records(data, position: int, into: list) -> int:
 
 
 class _Producer:
-    def __init__(self, process: int) -> None:
+    def __init__(self, process: int, idempotent: bool = True) -> None:
         self.process = process
+        self.idempotent = idempotent
         self.producer_id: int | None = None
         self.epoch = -1
         self.sequence: dict[int, int] = {}
@@ -88,6 +96,7 @@ class _Consumer:
         self.process = process
         self.position: dict[int, int] = {}
         self.poll: dict | None = None  # the poll in progress: fetches out, messages so far
+        self.assigned = False  # a scripted process's first assign is done
 
 
 class SimKafkaClients:
@@ -97,7 +106,13 @@ class SimKafkaClients:
 
     def __init__(self, sim, rng: random.Random, producers: int, consumers: int,
                  partitions: int, replication: int, op_interval_ms: int, stop_at_ms: int,
-                 final_at_ms: int) -> None:
+                 final_at_ms: int, idempotent=lambda process: True,
+                 scripts: dict[int, list[dict]] | None = None, start_at_ms: int = 0,
+                 topic_configs: dict[str, str] | None = None) -> None:
+        """``idempotent(process)``: whether that producer is (else it has no retries).
+        ``scripts``: process -> its operations ({f, key, value}); then each of the
+        ``producers`` processes also consumes, starting at ``start_at_ms`` and stepping
+        every ``op_interval_ms`` exactly."""
         self.sim = sim
         self.rng = rng
         self.partitions = partitions
@@ -105,9 +120,16 @@ class SimKafkaClients:
         self.op_interval_ms = op_interval_ms
         self.stop_at_ms = stop_at_ms
         self.final_at_ms = final_at_ms
-        self.producers = [_Producer(p) for p in range(producers)]
-        self.consumers = [_Consumer(producers + c) for c in range(consumers)]
-        self.final_process = producers + consumers
+        self.scripts = {p: iter(ops) for p, ops in scripts.items()} if scripts is not None \
+            else None
+        self.start_at_ms = start_at_ms
+        self.topic_configs = topic_configs or {"min.insync.replicas": "2"}
+        self.producers = [_Producer(p, idempotent(p)) for p in range(producers)]
+        base = 0 if scripts is not None else producers
+        self.consumers = [_Consumer(base + c) for c in range(consumers)]
+        self.final_process = base + consumers if scripts is None else producers
+        self._producer = {p.process: p for p in self.producers}
+        self._consumer = {c.process: c for c in self.consumers}
         self.history: list[dict] = []
         self.topic_ready = False
         self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (leader, leader epoch)
@@ -125,7 +147,7 @@ class SimKafkaClients:
 
     def event(self, kind: str, *args) -> bool:
         """A client event of the simulation's queue; True if something happened."""
-        if kind == "timeout":
+        if kind in ("timeout", "reset"):
             entry = self._pending.pop(args[0], None)
             if entry is None:
                 return False
@@ -145,16 +167,28 @@ class SimKafkaClients:
         corr = self._correlation
         frame = kc.encode_request(api, version, body, correlation_id=corr,
                                   client_id=f"sim-{process}")[4:]
-        self._pending[corr] = (api, version, on_reply, on_lost)
+        self._pending[corr] = (api, version, on_reply, on_lost, node)
         self.sim.send(("kafka", process), node, frame)
         self._later(REQUEST_TIMEOUT_MS, "timeout", corr)
+
+    def refused(self, nodes: set[int]) -> None:
+        """Those nodes reset every client connection: each request out to them fails, after
+        the client's reconnect back-off (a request sent to them later fails likewise:
+        ``reset``)."""
+        for corr, entry in sorted(self._pending.items()):
+            if entry[4] in nodes:
+                self._later(BACKOFF_MS, "reset", corr)
+
+    def reset(self, process: int, frame: bytes) -> None:
+        """The node reset the connection that carried this request frame."""
+        self._later(BACKOFF_MS, "reset", int.from_bytes(frame[4:8], "big", signed=True))
 
     def reply(self, process: int, frame: bytes) -> None:
         corr = int.from_bytes(frame[:4], "big", signed=True)
         entry = self._pending.pop(corr, None)
         if entry is None:
             return  # too late: given up already
-        api, version, on_reply, _ = entry
+        api, version, on_reply = entry[:3]
         on_reply(kc.decode_response(api, version, frame))
 
     def _any_node(self) -> int:
@@ -175,7 +209,8 @@ class SimKafkaClients:
         body = CreateTopicsRequest[4](
             topics=[T(name=TOPIC, num_partitions=self.partitions,
                       replication_factor=self.replication, assignments=[],
-                      configs=[T.CreatableTopicConfig(name="min.insync.replicas", value="2")])],
+                      configs=[T.CreatableTopicConfig(name=k, value=v)
+                     for k, v in sorted(self.topic_configs.items())])],
             timeout_ms=5000, validate_only=False)
 
         def on_reply(resp) -> None:
@@ -191,6 +226,10 @@ class SimKafkaClients:
     def _wait_for_leaders(self) -> None:
         if len(self.leaders) == self.partitions:
             self.topic_ready = True
+            if self.scripts is not None:
+                for p in sorted(self.scripts):
+                    self._later(self.start_at_ms - self.sim.now, "step", p)
+                return
             for c in self.producers + self.consumers:
                 self._later(1 + self.rng.randrange(self.op_interval_ms), "step", c.process)
             return
@@ -233,23 +272,46 @@ class SimKafkaClients:
     def _step(self, process: int) -> None:
         if self.sim.now >= self.stop_at_ms or self._final is not None:
             return
-        if process < len(self.producers):
+        if self.scripts is not None:
+            self._scripted(process)
+        elif process < len(self.producers):
             self._send(self.producers[process])
         else:
             self._consume(self.consumers[process - len(self.producers)])
 
+    def _scripted(self, process: int) -> None:
+        """The process's next operation of its script (a Docker run's generator)."""
+        c = self._consumer[process]
+        if not c.assigned:  # as a Docker queue process, it assigns before its first op
+            c.assigned = True
+            self._assign(c)
+            return
+        op = next(self.scripts[process], None)
+        if op is None:
+            return
+        if op["f"] == "send":
+            self._send(self._producer[process], key_partition(op["key"]), op["value"])
+        elif op["f"] == "assign":
+            self._assign(c)
+        else:
+            self._consume(c, reassign=False)
+
     def _next(self, process: int) -> None:
+        if self.scripts is not None:
+            self._later(self.op_interval_ms, "step", process)
+            return
         self._later(1 + self.rng.randrange(self.op_interval_ms), "step", process)
 
     # producers
 
-    def _send(self, p: _Producer) -> None:
-        if p.producer_id is None:
-            self._init_producer_id(p)
+    def _send(self, p: _Producer, partition: int | None = None, value: int | None = None) -> None:
+        if p.producer_id is None and p.idempotent:
+            self._init_producer_id(p, partition, value)
             return
-        partition = self.rng.randrange(self.partitions)
-        p.count += 1
-        value = p.process * VALUE_STRIDE + p.count
+        if partition is None:
+            partition = self.rng.randrange(self.partitions)
+            p.count += 1
+            value = p.process * VALUE_STRIDE + p.count
         row = self._record(p.process, "invoke", "send", key_name(partition), {"value": value})
         p.op = {"partition": partition, "value": value, "key": row["key"],
                 "invoked_at": self.sim.now,
@@ -257,23 +319,40 @@ class SimKafkaClients:
                 "sequence": p.sequence.get(partition, 0)}
         self._attempt(p)
 
-    def _init_producer_id(self, p: _Producer) -> None:
+    def _init_producer_id(self, p: _Producer, partition: int | None, value: int | None) -> None:
+        """InitProducerId, then the send (a scripted one: the same send, once it has an id)."""
         body = InitProducerIdRequest[1](transactional_id=None, transaction_timeout_ms=60000)
+
+        def again(delay_ms: int) -> None:
+            if partition is None:
+                self._later(delay_ms, "step", p.process)
+            else:
+                self._later(delay_ms, "send_scripted", p.process, partition, value)
 
         def on_reply(resp) -> None:
             if resp.error_code == m.NONE:
                 p.producer_id, p.epoch, p.sequence = resp.producer_id, resp.producer_epoch, {}
-                self._next(p.process)
+                if partition is None:
+                    self._next(p.process)
+                else:
+                    self._send(p, partition, value)
             else:
-                self._later(BACKOFF_MS, "step", p.process)
+                again(BACKOFF_MS)
         self._request(p.process, self._any_node(), kc.INIT_PRODUCER_ID, 1, body, on_reply,
-                      lambda: self._later(BACKOFF_MS, "step", p.process))
+                      lambda: again(BACKOFF_MS))
+
+    def _send_scripted(self, process: int, partition: int, value: int) -> None:
+        if self.sim.now < self.stop_at_ms:
+            self._send(self._producer[process], partition, value)
 
     def _attempt(self, p: _Producer) -> None:
         op = p.op
         if op is None:
             return
         if self.sim.now >= op["deadline"]:
+            if not p.idempotent:  # never sent: no leader was known all along
+                self._send_done(p, "fail", {"value": op["value"]}, "no leader known")
+                return
             self._send_done(p, "info", {"value": op["value"]}, "delivery timeout")
             p.producer_id = None  # the batch expired: start over with a new producer id
             return
@@ -282,9 +361,12 @@ class SimKafkaClients:
             self._refresh_metadata()
             self._later(BACKOFF_MS, "retry", p.process)
             return
-        batch = records.build_batch(0, 0, [(None, str(op["value"]).encode())], self.sim.now,
-                                    producer_id=p.producer_id, producer_epoch=p.epoch,
-                                    base_sequence=op["sequence"])
+        if p.idempotent:
+            batch = records.build_batch(0, 0, [(None, str(op["value"]).encode())], self.sim.now,
+                                        producer_id=p.producer_id, producer_epoch=p.epoch,
+                                        base_sequence=op["sequence"])
+        else:
+            batch = records.build_batch(0, 0, [(None, str(op["value"]).encode())], self.sim.now)
         TD = ProduceRequest[8].TopicProduceData
         body = ProduceRequest[8](transactional_id=None, acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS,
                                  topic_data=[TD(name=TOPIC, partition_data=[
@@ -296,6 +378,12 @@ class SimKafkaClients:
             if p.op is not sent:
                 return
             r = resp.responses[0].partition_responses[0]
+            if r.error_code != m.NONE and not p.idempotent:  # no retries: the send is over
+                name = m.ERROR_NAMES.get(r.error_code, str(r.error_code))
+                self._refresh_metadata()
+                self._send_done(p, "fail" if r.error_code in DEFINITE_SEND_ERRORS else "info",
+                                {"value": op["value"]}, name)
+                return
             if r.error_code == m.NONE:
                 p.sequence[op["partition"]] = op["sequence"] + 1
                 if op["invoked_at"] >= self.sim.duration_ms:
@@ -315,7 +403,10 @@ class SimKafkaClients:
         def on_lost() -> None:
             if p.op is sent:
                 self._refresh_metadata()
-                self._attempt(p)
+                if p.idempotent:
+                    self._attempt(p)
+                else:
+                    self._send_done(p, "info", {"value": op["value"]}, "no answer")
         self._request(p.process, leader[0], kc.PRODUCE, 8, body, on_reply, on_lost)
 
     def _retry(self, process: int) -> None:
@@ -328,12 +419,9 @@ class SimKafkaClients:
 
     # consumers
 
-    def _consume(self, c: _Consumer) -> None:
-        if self.rng.random() < 1 / REASSIGN_EVERY:
-            self._record(c.process, "invoke", "assign")
-            c.position = {}
-            self._record(c.process, "ok", "assign", value=list(map(key_name, range(self.partitions))))
-            self._next(c.process)
+    def _consume(self, c: _Consumer, reassign: bool = True) -> None:
+        if reassign and self.rng.random() < 1 / REASSIGN_EVERY:
+            self._assign(c)
             return
         self._record(c.process, "invoke", "poll")
         by_leader: dict[int, list[int]] = {}
@@ -348,6 +436,13 @@ class SimKafkaClients:
             self._fetch(c, node, parts, c.poll)
         if not c.poll["out"]:
             self._poll_done(c)
+
+    def _assign(self, c: _Consumer) -> None:
+        """Assigned every partition again: read each from offset 0 anew."""
+        self._record(c.process, "invoke", "assign")
+        c.position = {}
+        self._record(c.process, "ok", "assign", value=list(map(key_name, range(self.partitions))))
+        self._next(c.process)
 
     def _fetch(self, c: _Consumer, node: int, parts: list[int], poll: dict) -> None:
         FT = FetchRequest[11].FetchTopic
@@ -490,19 +585,21 @@ class SimKafkaClients:
                       lambda: self._later(BACKOFF_MS, "final_read"))
 
 
-def check_history(history: list[dict]) -> tuple[str, str, list | None] | None:
-    """The queue checker (``checkers.queue``, in process, with the allowances of idempotent
-    producers) on the history, written as the typed Parquet file a Docker run's history
-    becomes: None when it is valid, else (invariant, detail, counterexample)."""
+def check_history(history: list[dict], allowed: tuple[str, ...] = ()) -> \
+        tuple[str, str, list | None] | None:
+    """The queue checker (``checkers.queue``, in process, allowing the anomaly classes
+    ``allowed``: none for idempotent producers, duplicates where some have no retries) on
+    the history, written as the typed Parquet file a Docker run's history becomes: None
+    when it is valid, else (invariant, detail, counterexample)."""
     import tempfile
     from pathlib import Path
 
     from checkers import queue_history
-    from checkers.queue import check_local, default_allowed
+    from checkers.queue import check_local
     with tempfile.TemporaryDirectory(prefix="chaoskraft-sim-") as d:
         path = Path(d) / "queue.parquet"
         queue_history.write(history, path)
-        result = check_local(path, allowed=default_allowed(True))
+        result = check_local(path, allowed=tuple(allowed))
     if result["valid"] is True:
         return None
     bad = result["bad_anomalies"]

@@ -55,6 +55,26 @@ class SimNemesis:
             sim.push(sim.now + o.partition_length_ms + int(r.expovariate(1 / o.partition_mean_ms)),
                      "partition")
 
+    SCENARIOS = ("depose-leader", "strand-replica")
+
+    def schedule_scenarios(self, mean_ms: int) -> None:
+        self.sim.push(int(self.rng.expovariate(1 / mean_ms)), "scenario", mean_ms)
+
+    def scenario(self, mean_ms: int) -> None:
+        """One of the Docker scenarios aimed at a partition, acted by its package's simulated
+        form (``simulator.twin.PlanFaults``); the next comes after it ends."""
+        from nemesis.packages import PACKAGES
+        from nemesis.schedule import FaultStep
+        sim, r = self.sim, self.rng
+        kind = r.choice(self.SCENARIOS)
+        length = PACKAGES[kind].length_s
+        step = FaultStep(len(sim.plan.steps), round(sim.now / 1000, 3), kind, "partition",
+                         length)
+        sim.stats["scenarios"] = sim.stats.get("scenarios", 0) + 1
+        sim.plan.start_now(step)
+        sim.push(sim.now + int(length * 1000) + int(r.expovariate(1 / mean_ms)) + 1,
+                 "scenario", mean_ms)
+
     def schedule_power_loss(self, mean_ms: int) -> None:
         self.sim.push(int(self.rng.expovariate(1 / mean_ms)), "power_loss", mean_ms)
 

@@ -2,7 +2,11 @@
 mix, ``workloads.register.OPS``) a key drawn from the seed,
 sends it to the leader it last heard of (80%) or to any node, and records invoke and
 ok / fail / info in the history the linearizability checker reads. A cas expects the
-value the client last saw of the key; every written value is unique."""
+value the client last saw of the key; every written value is unique.
+
+A stored Docker run's twin (``simulator.twin``) runs them scripted instead: each process
+does the operations its generator made in the Docker run (with the node each was sent
+to), one every 1/rate seconds after the last one ended, with the run's timeout."""
 from __future__ import annotations
 
 import random
@@ -24,8 +28,12 @@ class _Client:
 
 class SimClients:
     def __init__(self, sim, rng: random.Random, count: int, keys: int,
-                 op_interval_ms: int, stop_at_ms: int) -> None:
-        """``sim``: the simulation (its time, event queue, nodes and network)."""
+                 op_interval_ms: int, stop_at_ms: int,
+                 scripts: dict[int, list[dict]] | None = None, start_at_ms: int = 0,
+                 timeout_ms: int = TIMEOUT_MS) -> None:
+        """``sim``: the simulation (its time, event queue, nodes and network). ``scripts``:
+        process -> its operations ({f, key, value, node}), each process stepping every
+        ``op_interval_ms`` exactly from ``start_at_ms``."""
         self.sim = sim
         self.rng = rng
         self.keys = keys
@@ -35,14 +43,27 @@ class SimClients:
         self.history: list[dict] = []
         self._next_value = 1
         self._request_id = 0
+        self.scripts = {p: iter(ops) for p, ops in scripts.items()} if scripts is not None \
+            else None
+        self.start_at_ms = start_at_ms
+        self.timeout_ms = timeout_ms
 
     def start(self) -> None:
         for c in self.clients:
-            self.sim.push(1 + self.rng.randrange(1000), "client", c.cid)
+            self.sim.push(self.start_at_ms if self.scripts is not None
+                          else 1 + self.rng.randrange(1000), "client", c.cid)
+
+    def refused(self, nodes: set[int]) -> None:
+        """Register clients are never refused (no fault package aims at them)."""
 
     def step(self, cid: int) -> None:
         sim, r, c = self.sim, self.rng, self.clients[cid]
         if sim.now >= self.stop_at_ms:
+            return
+        if self.scripts is not None:
+            op = next(self.scripts[cid], None)
+            if op is not None:
+                self._invoke(c, op["f"], op["key"], op["value"], op["node"])
             return
         key = f"k{r.randrange(self.keys)}"
         f = r.choice(OPS)
@@ -60,16 +81,22 @@ class SimClients:
         nodes = sorted(sim.nodes)
         target = c.leader_hint if (c.leader_hint is not None and r.random() < 0.8) \
             else nodes[r.randrange(len(nodes))]
+        self._invoke(c, f, key, [expected, value] if f == "cas" else value, target)
+
+    def _invoke(self, c: _Client, f: str, key: str, hval, target: int) -> None:
+        """Send one operation (``hval``: its value as the history holds it, [expected, new]
+        for a cas) to node ``target``."""
+        sim = self.sim
         self._request_id += 1
+        value, expected = (hval[1], hval[0]) if f == "cas" else (hval, None)
         req = m.RegisterRequest(self._request_id, f, key, value, expected)
-        hval = [expected, value] if f == "cas" else value
         c.pending = {"request_id": self._request_id, "f": f, "key": key, "value": hval,
                      "node": target}
         self.history.append({"index": len(self.history), "time": sim.now, "process": c.cid,
                              "type": "invoke", "f": f, "key": key, "value": hval,
                              "node": target})
         sim.send(("client", c.cid), target, req)
-        sim.push(sim.now + TIMEOUT_MS, "client_timeout", c.cid, self._request_id)
+        sim.push(sim.now + self.timeout_ms, "client_timeout", c.cid, self._request_id)
 
     def timeout(self, cid: int, request_id: int) -> bool:
         c = self.clients[cid]
@@ -84,7 +111,8 @@ class SimClients:
         self.history.append({"index": len(self.history), "time": self.sim.now,
                              "process": c.cid, "type": typ, "f": p["f"], "key": p["key"],
                              "value": value, "node": p["node"], "error": error})
-        self.sim.push(self.sim.now + 1 + self.rng.randrange(self.op_interval_ms), "client",
+        self.sim.push(self.sim.now + (self.op_interval_ms if self.scripts is not None else
+                                      1 + self.rng.randrange(self.op_interval_ms)), "client",
                       c.cid)
 
     def reply(self, cid: int, resp: m.RegisterResponse) -> None:

@@ -9,6 +9,7 @@ from conftest import ROOT
 from harness.config import load_campaign, resolve
 from node_image.bugs import BUGS
 from harness.runner import run
+from harness.simulate import load_twin, run_seed
 from harness.store import new_run_dir
 
 pytestmark = pytest.mark.docker
@@ -49,6 +50,13 @@ def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_i
     assert kills and kills[0]["partition"] == cuts[1]["partition"], rows
     stranded = next(n for n, drops in g.items() if drops and n not in kills[0]["nodes"])
     assert g[stranded] == set(kills[0]["nodes"]), "cut from exactly the replicas later killed"
+    # The run's twin in the simulator: the same plan and operations, and the same verdict.
+    twin = load_twin(run_dir)
+    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    assert [s.kind for s in o.result.plan] == [s["kind"] for s in json.loads(
+        (run_dir / "faults.json").read_text())]
+    assert all(s.status == "happened" for s in o.result.plan[:2]), o.result.plan
 
 
 # Every broker bug, in the default queue campaign (no faults chosen), is caught in the one seed

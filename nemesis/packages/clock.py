@@ -104,6 +104,29 @@ class Clock(NodeFault):
             label = f"clock bump {step.spec} {offsets} (measured {measured})"
         return label, lambda: self.reset(ctx, targets)
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        if step.mode == "strobe":
+            delta, period_ms = opts["strobe_delta_s"], opts["strobe_period_ms"]
+            state = {"on": False}
+
+            def flip():
+                state["on"] = not state["on"]
+                for n in targets:
+                    sim.skew_clock(n, delta if state["on"] else 0.0)
+                sim.after(period_ms / 1000, flip)
+            flip()
+            label = f"clock strobe {step.spec} {targets} (+{delta:g} s every {period_ms:g} ms)"
+        else:
+            offsets = bump_offsets(targets, opts["max_skew_s"], rng, opts["directions"])
+            for n, offset in offsets.items():
+                sim.skew_clock(n, offset)
+            label = f"clock bump {step.spec} {offsets}"
+
+        def reset():
+            for n in targets:
+                sim.skew_clock(n, 0.0)
+        return label, reset
+
     async def _strobe(self, ctx, node: int, delta_s: float, period_s: float) -> None:
         on = False
         while True:

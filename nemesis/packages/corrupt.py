@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 
 from ..package import NodeFault, choices
 
@@ -90,6 +91,50 @@ class Corrupt(NodeFault):
         files = sum(len(d) for d in damage.values())
         return (f"corrupt {step.mode} {step.spec} {targets} ({files} segments)",
                 lambda: ctx.restart(targets))
+
+    def sim_act(self, sim, step, opts, rng, targets):
+        sim.kill(targets)
+        files = 0
+        for n in targets:
+            files += len(damage_disk(sim.disk(n), "/data", step.mode, opts["files"][0],
+                                     f"{sim.seed}-{step.index}-{n}"))
+        return (f"corrupt {step.mode} {step.spec} {targets} ({files} segments)",
+                lambda: sim.restart(targets))
+
+
+def damage_disk(disk, data_dir: str, mode: str, which: str, seed: str) -> list[dict]:
+    """What ``corrupt_script`` does to a node's files, on a simulated disk
+    (``simulator.disk.SimDisk``), with the same choices for the same seed."""
+    rng = random.Random(seed)
+    done = []
+    for d in disk.subdirs(data_dir):
+        if "-" not in d:
+            continue
+        meta = d.startswith("__cluster_metadata")
+        if (which == "partitions" and meta) or (which == "metadata" and not meta):
+            continue
+        path = f"{data_dir}/{d}"
+        segs = [f for f in sorted((f for f in disk.listdir(path) if f.endswith(".log")),
+                                  reverse=True) if disk.size(f"{path}/{f}") > 0]
+        if not segs:
+            continue
+        f = f"{path}/{segs[0]}"
+        size = disk.size(f)
+        if mode == "truncate":
+            cut = rng.randint(1, min(size, 4096))
+            disk.truncate(f, size - cut)
+            disk.fsync(f)
+            done.append({"file": f, "size": size, "truncated_bytes": cut})
+        else:
+            window = min(size, 65536)
+            flips = []
+            for _ in range(3):
+                pos = size - window + rng.randrange(window)
+                bit = rng.randrange(8)
+                disk.corrupt(f, pos, 1 << bit)
+                flips.append([pos, bit])
+            done.append({"file": f, "size": size, "flipped": flips})
+    return done
 
 
 PACKAGE = Corrupt

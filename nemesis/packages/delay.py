@@ -139,5 +139,10 @@ class Delay(NodeFault):
     async def final_heal(self, ctx):
         await ctx.exec_all(ctx.ids, lambda n: stop_script())
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        sim.inbound(targets, delay_ms=int(opts["delay_ms"]), jitter_ms=int(opts["jitter_ms"]))
+        return (f"delay {step.spec} {targets} {opts['delay_ms']}+-{opts['jitter_ms']} ms",
+                lambda: sim.clear_inbound(targets))
+
 
 PACKAGE = Delay

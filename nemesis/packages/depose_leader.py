@@ -71,5 +71,17 @@ class DeposeLeader(Scenario):
         ctx.status(f"depose-leader: n{leader} cut off and refusing clients (partition {partition})")
         await ctx.clock.sleep(REFUSE_S)
 
+    def chosen_nodes(self, choice):
+        return [choice[1]]
+
+    def sim_act(self, sim, choice, rng):
+        partition, leader = choice
+        sim.cut(grudge("isolate-partition-leader", sim.ids, rng, leader=leader))
+
+        def refuse(row, waited):
+            sim.refuse_clients([leader])
+        sim.after(CUT_S, sim.await_partition, partition,
+                  lambda p: p[1] >= 0 and p[1] != leader, PATIENCE_S, refuse)
+
 
 PACKAGE = DeposeLeader

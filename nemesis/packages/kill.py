@@ -19,4 +19,8 @@ class Kill(NodeFault):
         await ctx.kill(self.name, targets, {"target": step.spec, "nodes": targets})
         return f"{self.name} {step.spec} {targets}", lambda: ctx.restart(targets)
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        sim.kill(targets)  # the page cache survives a process kill
+        return f"{self.name} {step.spec} {targets}", lambda: sim.restart(targets)
+
 PACKAGE = Kill

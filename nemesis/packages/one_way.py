@@ -74,5 +74,11 @@ class OneWay(NodeFault):
     async def final_heal(self, ctx):
         await ctx.exec_all(ctx.ids, lambda n: flush_script(CHAIN))
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        mode = step.mode or self.modes[0]
+        sim.cut(one_way_grudge(mode, targets, sim.ids), self.name)
+        how = "hear no one" if mode == "deaf" else "are heard by no one"
+        return f"one-way {mode}: {targets} {how}", lambda: sim.heal_cut(self.name)
+
 
 PACKAGE = OneWay

@@ -62,5 +62,12 @@ class PacketLoss(NodeFault):
     async def heal(self, ctx):
         await self.stop(ctx, sorted(self.lossy))
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        # Node-to-node traffic is TCP: a lost packet is sent again after the kernel's
+        # retransmission timeout, so the message arrives late.
+        sim.inbound(targets, loss=opts["probability"])
+        return (f"packet-loss {step.spec} {targets} p={opts['probability']:g}",
+                lambda: sim.clear_inbound(targets))
+
 
 PACKAGE = PacketLoss

@@ -57,4 +57,12 @@ class Partition(Package):
                 await ctx.heal_cut()
         return f"partition {step.spec}", undo, cut
 
+    def simulate(self, sim, step, opts, rng, controller, leader):
+        g = grudge(step.spec, sim.ids, rng, controller, leader)
+        cut = sorted(n for n, drops in g.items() if drops)
+        if not cut:
+            raise Skipped(f"the {step.spec} shape cuts no link now")
+        sim.cut(g)
+        return f"partition {step.spec}", sim.heal_cut, cut
+
 PACKAGE = Partition

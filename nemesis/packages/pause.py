@@ -33,5 +33,10 @@ class Pause(NodeFault):
     async def heal(self, ctx):
         await self.resume(ctx, sorted(self.paused))
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        # Messages to a stopped process wait in its sockets; it reads them when resumed.
+        sim.pause(targets)
+        return f"pause {step.spec} {targets}", lambda: sim.resume(targets)
+
 
 PACKAGE = Pause

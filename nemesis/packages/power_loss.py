@@ -76,5 +76,12 @@ class PowerLoss(Kill):
         return (f"{self.name} {step.spec} {targets} (faultfs)",
                 lambda: ctx.restart(targets))
 
+    def sim_act(self, sim, step, opts, rng, targets):
+        # Either mechanism loses what was not fsynced; the simulated disk tears as faultfs.
+        torn = bool(opts.get("torn"))
+        sim.kill(targets, lose_unsynced=True, torn=torn)
+        return (f"{self.name} {step.spec} {targets}{' (torn)' if torn else ''}",
+                lambda: sim.restart(targets))
+
 
 PACKAGE = PowerLoss

@@ -5,7 +5,7 @@ sync may lose its leadership."""
 from __future__ import annotations
 
 from ..disk import DiskFault
-from ..package import LEADER_FIRST, number
+from ..package import LEADER_FIRST, NotSimulated, number
 
 
 class SlowFsync(DiskFault):
@@ -19,6 +19,9 @@ class SlowFsync(DiskFault):
 
     def request(self, opts):
         return {"fsync_delay_ms": int(opts["delay_ms"])}
+
+    def sim_act(self, sim, step, opts, rng, targets):
+        raise NotSimulated("the simulated disk's fsync takes no time")
 
     def describe(self, opts):
         return f"+{opts['delay_ms']:g} ms per fsync"

@@ -74,5 +74,22 @@ class StrandReplica(Scenario):
         ctx.status(f"strand-replica: {others} killed, n{stranded} alone (partition {partition})")
         await ctx.clock.sleep(DOWN_S)
 
+    def chosen_nodes(self, choice):
+        return sorted([choice[1], *choice[2]])
+
+    def sim_act(self, sim, choice, rng):
+        partition, stranded, others = choice
+        g: dict[int, set[int]] = {i: set() for i in sim.ids}
+        for o in others:
+            g[stranded].add(o)
+            g[o].add(stranded)
+        sim.cut(g)
+
+        def kill_isr(row, waited):
+            sim.kill(others)
+            sim.heal_cut()
+        sim.after(CUT_S, sim.await_partition, partition, lambda p: stranded not in p[3],
+                  PATIENCE_S, kill_isr)
+
 
 PACKAGE = StrandReplica
