@@ -39,6 +39,17 @@ def test_correct_node_holds_and_its_acknowledged_records_are_read(chunk):
         assert acked <= read, f"seed {seed}: acknowledged and not read: {sorted(acked - read)[:5]}"
 
 
+def test_a_leader_keeps_its_proposed_isr_while_the_outcome_is_unknown():
+    """Seed 75 once broke HighWatermarkWithinIsr on the correct node: a leader proposed n2
+    back into the ISR, the controller wrote it and resigned (NOT_CONTROLLER), the leader
+    dropped its proposal and moved the high watermark past n2, and the next controller
+    committed the ISR with n2 in it. The leader now keeps the proposal (and the maximal ISR
+    the high watermark waits for) until it knows, as Kafka's Partition does."""
+    o = run_seed(75, 5, DURATION_S, frozenset(), workload="queue")
+    assert o.ok, (o.invariant, o.detail)
+    assert o.result.stats.get("scenarios"), "the seed draws the scenarios that led there"
+
+
 # Each data-plane bug, and what may catch it: an invariant after the event that breaks it,
 # or the queue checker on the history at the end. The seeds are tried in order until one
 # catches it; the simulator is deterministic, so the first such seed is fixed.

@@ -40,6 +40,11 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 ALTER_PARTITION_TIMEOUT_MS = 5000
 
 
+# AlterPartition errors after which the controller surely did not apply the change: the
+# committed ISR is the truth again (Kafka resets its pending state on these alone).
+NOT_APPLIED = frozenset({m.INELIGIBLE_REPLICA})
+
+
 class ReplicaManager:
     def __init__(self, node_id: int, log_dir: str, fs: FileSystem, options, outbox: list,
                  next_correlation: Callable[[], int], on_event: Callable[[str], None],
@@ -222,9 +227,12 @@ class ReplicaManager:
             if not part.is_leader:
                 continue
             if part.pending_isr is not None:
-                if now < part.pending_deadline_ms:
-                    continue
-                part.pending_isr = None  # no answer: the image will tell; try again
+                if now >= part.pending_deadline_ms:
+                    # No answer, or one that leaves the outcome unknown: the same proposal
+                    # again, as Kafka's AlterPartitionManager retries until it hears. The ISR
+                    # stays at most the proposal until then (the image, when it moves, decides).
+                    self._propose_isr(part, part.pending_isr, now)
+                continue
             new_isr = None
             out = part.out_of_sync_replicas(self._lag_clock(now),
                                             self.options.replica_lag_time_max_ms)
@@ -240,15 +248,17 @@ class ReplicaManager:
                     new_isr = part.isr + tuple(sorted(joining))
                     self._on_event(f"{part.topic}-{part.partition}: expanding ISR "
                                    f"{list(part.isr)} -> {list(new_isr)}")
-            if new_isr is None:
-                continue
-            corr = self._next_correlation()
-            part.pending_isr = new_isr
-            part.pending_deadline_ms = now + ALTER_PARTITION_TIMEOUT_MS
-            self._alter_in_flight[corr] = (part.key, part.pending_deadline_ms)
-            self.outbox.send(self.controller_id, m.AlterPartitionRequest(
-                corr, self.node_id, self.broker_epoch, part.topic, part.partition,
-                part.leader_epoch, new_isr, part.partition_epoch))
+            if new_isr is not None:
+                self._propose_isr(part, new_isr, now)
+
+    def _propose_isr(self, part, new_isr: tuple, now: int) -> None:
+        corr = self._next_correlation()
+        part.pending_isr = new_isr
+        part.pending_deadline_ms = now + ALTER_PARTITION_TIMEOUT_MS
+        self._alter_in_flight[corr] = (part.key, part.pending_deadline_ms)
+        self.outbox.send(self.controller_id, m.AlterPartitionRequest(
+            corr, self.node_id, self.broker_epoch, part.topic, part.partition,
+            part.leader_epoch, new_isr, part.partition_epoch))
 
     def handle_alter_partition_response(self, resp: m.AlterPartitionResponse, now: int) -> None:
         entry = self._alter_in_flight.pop(resp.correlation_id, None)
@@ -258,9 +268,18 @@ class ReplicaManager:
         if part is None or part.pending_isr is None:
             return
         if resp.error != m.NONE:
-            self._on_event(f"{part.topic}-{part.partition}: AlterPartition failed: "
-                           f"{m.ERROR_NAMES.get(resp.error, resp.error)}")
-            part.pending_isr = None
+            name = m.ERROR_NAMES.get(resp.error, resp.error)
+            if resp.error in NOT_APPLIED:
+                self._on_event(f"{part.topic}-{part.partition}: AlterPartition failed: {name}")
+                part.pending_isr = None
+                return
+            # The controller may yet have applied it (NOT_CONTROLLER: it wrote the change and
+            # resigned before the commit, which its successor may make): as Kafka's
+            # Partition, the pending ISR stays, and with it the maximal ISR the high
+            # watermark waits for, until the controller answers again or the image moves.
+            self._on_event(f"{part.topic}-{part.partition}: AlterPartition failed: {name} "
+                           f"(outcome unknown: ISR at most {list(part.maximal_isr)} until "
+                           "the controller says)")
             return
         if resp.leader_epoch == part.leader_epoch and resp.partition_epoch > part.partition_epoch:
             part.isr = tuple(resp.isr)
