@@ -459,7 +459,10 @@ class Simulation:
                 self.voter_wipes += 1
         self.invariants.on_crash(sn)
 
-    def _after_node(self, sn: _SimNode) -> None:
+    def _after_node(self, sn: _SimNode, polled: bool = False) -> None:
+        """Send what the node has ready and set its timer. ``polled``: it has just run its
+        timers, so none of its deadlines may still be due (the runtime's event loop would
+        re-arm its timer 1 ms ahead, again and again: TimerDueAfterPoll)."""
         node = sn.node
         if node is None:
             return
@@ -481,7 +484,12 @@ class Simulation:
                 name = f"{msg.request.name} response #{msg.request.correlation_id}"
                 msg = kc.encode_response(msg.request, msg.body)[4:]  # as the runtime writes it
             self.send(sn.node_id, dest, msg, name)
-        deadline = max(sn.to_sim(node.next_deadline_ms()), self.now + 1)
+        due = sn.to_sim(node.next_deadline_ms())
+        if polled and due <= self.now:
+            raise SafetyViolation(
+                "TimerDueAfterPoll", f"n{sn.node_id} ran its timers at {self.now} and still has "
+                f"one due at {due}: the runtime would poll it every millisecond")
+        deadline = max(due, self.now + 1)
         if sn.timer_at is None or deadline != sn.timer_at:
             sn.timer_at = deadline
             self.push(deadline, "timer", sn.node_id, sn.incarnation)
@@ -608,7 +616,7 @@ class Simulation:
             except LogDirFailure as exc:
                 self._halt(sn, exc)
                 return True
-            self._after_node(sn)
+            self._after_node(sn, polled=True)
             return sn
         if kind == "client":
             self.workload.step(data[0])

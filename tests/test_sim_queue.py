@@ -50,6 +50,15 @@ def test_a_leader_keeps_its_proposed_isr_while_the_outcome_is_unknown():
     assert o.result.stats.get("scenarios"), "the seed draws the scenarios that led there"
 
 
+def test_a_node_whose_producer_id_request_went_unanswered_does_not_spin():
+    """Seed 4: a broker's AllocateProducerIds went unanswered and its deadline stayed the
+    node's next one, in the past, so the node's timer fired every millisecond (as the
+    runtime's would). The simulator now fails such a node (TimerDueAfterPoll)."""
+    o = run_seed(4, 5, DURATION_S, frozenset(), workload="queue")
+    assert o.ok, (o.invariant, o.detail)
+    assert o.result.events < 100_000, o.result.events
+
+
 # Each data-plane bug, and what may catch it: an invariant after the event that breaks it,
 # or the queue checker on the history at the end. The seeds are tried in order until one
 # catches it; the simulator is deterministic, so the first such seed is fixed.

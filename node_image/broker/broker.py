@@ -175,6 +175,10 @@ class Broker:
 
     def poll(self, now: int) -> None:
         self.now = now
+        if self._pid_request is not None and now >= self._pid_request[1]:
+            # No answer: given up (the next InitProducerId asks again). Kept, its deadline
+            # stayed the node's next one, in the past: the runtime polled every millisecond.
+            self._pid_request = None
         if not self.published:
             self._maybe_first_publish()
         self.lifecycle.poll(now, self.controller_id(), self.controller.applied_offset)
