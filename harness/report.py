@@ -17,9 +17,11 @@ What it shows, from the run directory alone (history, results, node logs):
   red, and the operations concurrent with it in grey;
 - every planned fault step, whether it happened (and on which nodes) or was
   skipped (and why), and the gates that kept a vacuous run from reading valid;
-- node log lines around each anomaly's operations (the node logs carry wall
-  clock times; ``history-start.json`` ties them to the history's time axis),
-  and every traceback found in a node log.
+- each example of a queue anomaly in one plain sentence (what was sent,
+  acknowledged, read, lost, with the times of the operations) above its JSON;
+- node log lines around each anomaly's operations, each line shown once (the
+  node logs carry wall clock times; ``history-start.json`` ties them to the
+  history's time axis), and every traceback found in a node log.
 
 The history is streamed, never held whole (``harness.frames``): the scatter
 plot shows a uniform sample of at most ``MAX_POINTS`` operations; windows,
@@ -370,6 +372,65 @@ def lines_around(timed: list[tuple[float, str, str]], wall_s: float, span_s: flo
     return [(node, line) for t, node, line in timed if abs(t - wall_s) <= span_s][:limit]
 
 
+def _at(by_index: dict, i) -> str:
+    """' at 41.2 s (op 123)' for a history index, or ' (op 123)' when its row is not here."""
+    row = by_index.get(i) if isinstance(i, int) else None
+    if row is None:
+        return f" (op {i})" if isinstance(i, int) else ""
+    return f" at {row['time'] / 1e9:.1f} s (op {i})"
+
+
+def plain(cls: str, ex, by_index: dict, sends: dict | None = None) -> str | None:
+    """One sentence saying what an example of a queue anomaly class shows, with the times of
+    the operations it names; None for an example of another shape (a counterexample)."""
+    if not isinstance(ex, dict) or "key" not in ex:
+        return None
+    g = ex.get
+    key = g("key")
+    def sent(v) -> str:
+        """' (sent at 41.2 s, op 123)' of a send named by its value alone (duplicate,
+        inconsistent-offsets)."""
+        i = (sends or {}).get((str(key), v))
+        row = by_index.get(i) if i is not None else None
+        if row is None:
+            return f" (sent by op {i})" if i is not None else ""
+        return f" (sent at {row['time'] / 1e9:.1f} s, op {i})"
+    if cls in ("lost-write", "unseen", "durability"):
+        where = f"offset {g('offset')} of {key}" if g("offset") is not None else key
+        head = f"send of {g('value')} acknowledged at {where}{_at(by_index, g('send_index'))}"
+        if cls == "lost-write":
+            return f"{head} was never read; polls read {key} up to offset {g('max_read_offset')}"
+        if cls == "unseen":
+            return f"{head} was never read by any poll, the final ones included"
+        return f"{head} is missing from the final reads, made after every node restarted"
+    if cls == "duplicate":
+        return (f"value {g('value')} of {key}{sent(g('value'))} was read at offsets "
+                f"{', '.join(map(str, g('offsets') or []))}")
+    if cls == "inconsistent-offsets":
+        vals = g("values") or []
+        return (f"offset {g('offset')} of {key} was read holding different values: "
+                + "; ".join(f"{v}{sent(v)}" for v in vals))
+    if cls == "G1a":
+        return (f"a poll{_at(by_index, g('poll_index'))} read {g('value')} at offset "
+                f"{g('offset')} of {key}, from a send that failed{_at(by_index, g('send_index'))}")
+    if cls == "nonmonotonic-send":
+        return (f"process {g('process')}'s acknowledged sends to {key} went from offset "
+                f"{g('prev_offset')}{_at(by_index, g('prev_index'))} back to {g('offset')}"
+                f"{_at(by_index, g('index'))}")
+    if cls in ("int-poll-skip", "int-nonmonotonic-poll"):
+        how = (f"skipping {g('delta') - 1} offsets others read" if cls == "int-poll-skip"
+               else "going back")
+        return (f"one poll by process {g('process')}{_at(by_index, g('index'))} read {key} at "
+                f"offset {g('prev_offset')} and next at {g('offset')}, {how}")
+    if cls in ("poll-skip", "nonmonotonic-poll"):
+        how = (f"skipping {g('delta') - 1} offsets others read" if cls == "poll-skip"
+               else "going back")
+        return (f"process {g('process')}'s poll of {key}{_at(by_index, g('index'))} began at "
+                f"offset {g('first_offset')} where its previous one"
+                f"{_at(by_index, g('prev_index'))} ended at {g('prev_last_offset')}, {how}")
+    return None
+
+
 ROLE_COLOURS = {"linearized": "#2ca02c", "concurrent": "#9e9e9e", "stuck": "#d62728"}
 
 
@@ -421,6 +482,7 @@ table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;paddi
 vertical-align:top;text-align:left} pre{background:#f6f6f6;padding:8px;font-size:12px;
 overflow-x:auto} img{max-width:100%} .legend span{display:inline-block;padding:1px 6px;
 margin-right:4px;color:#fff;font-size:12px} tr:target{background:#ffef99}
+.plain{margin:2px 0 4px;font-size:14px}
 """
 
 
@@ -467,20 +529,32 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     if not found:
         out.append("<p id='no-anomalies'>None.</p>")
     timed = timed_lines(logs) if found and start_wall is not None else []
+    shown: set[tuple[str, str]] = set()  # node log lines already shown under an example
     for cls, count, examples in found:
         out.append(f"<h3 class='anomaly'>{esc(cls)}: {count}</h3><table class='examples'>")
         for ex in examples[:10]:
             idx = _indexes(ex, sends)
             linked += idx
             links = " ".join(f"<a href='#op-{i}'>op {i}</a>" for i in idx)
-            out.append(f"<tr><td><pre>{esc(json.dumps(ex))}</pre></td><td>{links}</td></tr>")
+            said = plain(cls, ex, by_index, sends)
+            text = (f"<p class='plain'>{esc(said)}</p>" if said else "") + \
+                f"<pre>{esc(json.dumps(ex))}</pre>"
+            out.append(f"<tr><td>{text}</td><td>{links}</td></tr>")
             if start_wall is not None and idx and timed:
                 t = [by_index[i]["time"] for i in idx if i in by_index]
                 if t:
                     near = lines_around(timed, start_wall + min(t) / 1e9)
-                    if near:
+                    new = [x for x in near if x not in shown]
+                    shown.update(new)
+                    if new:
+                        again = len(near) - len(new)
                         out.append("<tr><td colspan=2 class='node-log'><pre>" + esc(
-                            "\n".join(f"{n}: {line}" for n, line in near)) + "</pre></td></tr>")
+                            "\n".join(f"{n}: {line}" for n, line in new)
+                            + (f"\n({again} more lines of this window shown above)"
+                               if again else "")) + "</pre></td></tr>")
+                    elif near:
+                        out.append("<tr><td colspan=2 class='node-log'><pre>(the node log "
+                                   "lines of this moment are shown above)</pre></td></tr>")
         out.append("</table>")
     diagrams = {k: d for r in results.get("checkers", {}).values()
                 for k, d in (r.get("diagrams") or {}).items() if d}

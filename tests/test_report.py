@@ -64,7 +64,8 @@ def make_run(tmp_path):
     results = {"valid": False, "verdict": "invalid", "checkers": {"queue": {
         "valid": False, "bad_anomalies": ["lost-write"],
         "anomalies": {"lost-write": {"count": 1, "examples": [
-            {"key": "k0", "value": 50, "offset": 50, "send_index": lost_index}]}}}}}
+            {"key": "k0", "value": 50, "offset": 50, "send_index": lost_index,
+             "max_read_offset": 60}]}}}}}
     (tmp_path / "results.json").write_text(json.dumps(results))
     node = tmp_path / "nodes" / "n2"
     node.mkdir(parents=True)
@@ -107,6 +108,9 @@ def test_report_has_plots_anomalies_faults_logs_and_tracebacks(tmp_path, parquet
     assert re.search(r"id='verdict'>Verdict: <b class='invalid'>invalid", text)
     assert "lost-write: 1" in text
     assert f"href='#op-{lost_index}'" in text and f"<tr id='op-{lost_index}'>" in text
+    said = re.search(r"<p class='plain'>(.*?)</p>", text).group(1)
+    assert re.fullmatch(rf"send of 50 acknowledged at offset 50 of k0 at \d+\.\d s \(op "
+                        rf"{lost_index}\) was never read; polls read k0 up to offset 60", said), said
     assert "leader in epoch 3 at offset 49" in text, "node log lines around the anomaly"
     assert "long before" not in text and "long after" not in text
     assert "1 times on n2" in text and "ValueError: append with epoch 0" in text
@@ -130,3 +134,37 @@ def test_availability_counts_a_definite_no_as_answered():
                         "error": e} for i, (p, t, f, e) in enumerate(rows)])
     ops = operations(df).set_index("process")
     assert ops["answered"].to_dict() == {0: True, 1: False, 2: True, 3: False}
+
+
+def test_every_queue_anomaly_example_is_said_in_one_sentence(tmp_path):
+    """The queue checker's own examples of each class (one planted per key, as in
+    test_queue_checker), each said in a sentence naming its key, values and operations."""
+    from checkers import queue_history
+    from checkers.queue import ANOMALIES, check_local
+    from harness.report import plain
+    from test_queue_checker import FINAL, NOT_IN_FINAL, SCENARIOS, healthy
+    h = healthy()
+    final = {k: list(v) for k, v in FINAL.items()}
+    for n, (anomaly, build) in enumerate(sorted(SCENARIOS.items())):
+        start = len(h.rows)
+        build(h, f"a{n}")
+        final[f"a{n}"] = [] if anomaly in NOT_IN_FINAL else [
+            [r["value"]["offset"], r["value"]["value"]] for r in h.rows[start:]
+            if r["f"] == "send" and r["type"] == "ok"]
+    h.final(final)
+    queue_history.write(h.rows, tmp_path / "queue.parquet")
+    result = check_local(tmp_path / "queue.parquet")
+    rows = {r["index"]: r for r in h.rows}
+    sends = {(r["key"], r["value"]["value"]): r["index"] for r in h.rows
+             if r["f"] == "send" and r["type"] == "invoke"}
+    for anomaly in ANOMALIES:
+        ex = result["anomalies"][anomaly]["examples"][0]
+        said = plain(anomaly, ex, {i: {**r, "time": r["time"] * 10 ** 9} for i, r in rows.items()},
+                     sends)
+        assert said and ex["key"] in said, (anomaly, ex, said)
+        for field in ("value", "offset", "prev_offset", "first_offset", "send_index", "index",
+                      "poll_index", "prev_index"):
+            if isinstance(ex.get(field), int):
+                shown = f"op {ex[field]}" if field.endswith("index") else str(ex[field])
+                assert shown in said, (anomaly, field, ex, said)
+    assert plain("linearizability (k0)", {"role": "stuck"}, {}) is None
