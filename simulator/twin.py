@@ -247,8 +247,10 @@ class PlanFaults:
         self._blocked()
 
     def _blocked(self) -> None:
-        self.sim.network.plan_blocked = set().union(*self._cuts.values()) if self._cuts \
-            else set()
+        # once the faults are over (the end healed everything) an undo cuts nothing again
+        over = self.sim.now >= self.sim.duration_ms
+        self.sim.network.plan_blocked = set().union(*self._cuts.values()) \
+            if self._cuts and not over else set()
 
     def kill(self, nodes: list[int], lose_unsynced: bool = False, torn: bool = False) -> None:
         """Kill the nodes' processes: a process kill keeps what the page cache holds; a

@@ -211,3 +211,29 @@ def test_bad_run_directories_are_named(tmp_path):
                                                      "lease-read")
     (run / "config.yaml").write_text("nodes: [\n")
     assert f"{run / 'config.yaml'}:2:1: not YAML" in fails("--from", str(run))
+
+
+def test_nothing_is_cut_again_once_the_faults_are_over(tmp_path):
+    """Two cuts in force when the time limit comes: the end heals both, and the undo of one
+    after the end does not bring the other back."""
+    run = stored_run(tmp_path / "run", {"workload": "queue", "time_limit_s": 25,
+                                        "concurrency": 4, "partitions": 2,
+                                        "nemesis": ["partition", "one-way"]})
+    (run / "plan.json").write_text(json.dumps([
+        {"index": 0, "at_s": 10.0, "kind": "one-way", "spec": "one", "duration_s": 30.0,
+         "mode": "deaf"},
+        {"index": 1, "at_s": 15.0, "kind": "partition", "spec": "isolate-one",
+         "duration_s": 20.0, "mode": ""}]))
+    from simulator.cluster import Simulation
+    sim = Simulation(3, twin=load_twin(run))
+    after_undo = []
+    undo = sim.plan._undo
+
+    def watch(index, fn):
+        undo(index, fn)
+        after_undo.append((sim.now, index, set(sim.network.plan_blocked)))
+    sim.plan._undo = watch
+    r = sim.run()
+    assert r.ok and [s.status for s in r.plan] == ["happened", "happened"], r.plan
+    assert [(t, i) for t, i, _ in after_undo] == [(10_000 + 35_000, 1), (10_000 + 40_000, 0)]
+    assert all(not blocked for _, _, blocked in after_undo), after_undo
