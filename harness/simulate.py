@@ -139,7 +139,14 @@ def load_twin(run_dir: Path) -> Twin:
                     "version?)")
             if hasattr(op, "node"):
                 row["node"] = op.node
-    return Twin(cfg, steps, ops, node_config(cfg), source=str(run_dir.resolve()))
+    docker_steps = {}
+    try:  # what became of each step in Docker (absent for a run stopped before its faults)
+        for x in json.loads((run_dir / "faults.json").read_text()):
+            docker_steps[int(x["step"])] = (str(x["status"]), list(x.get("nodes") or []))
+    except (OSError, ValueError, KeyError, TypeError):
+        docker_steps = {}
+    return Twin(cfg, steps, ops, node_config(cfg), source=str(run_dir.resolve()),
+                docker_steps=docker_steps)
 
 
 def stored_verdict(run_dir: Path) -> str:
@@ -216,10 +223,14 @@ def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str
               + (f" {r.queue_options.describe()}" if r.queue_options is not None else ""),
               file=out)
     if verbose and r.plan is not None:
+        docker = twin.docker_steps if twin is not None else {}
         for s in r.plan:
+            d = docker.get(s.step)
             print(f"seed {o.seed}: step {s.step} at {s.at_s:g} s {s.kind} {s.spec}: {s.status}"
                   + (f" {s.nodes}" if s.nodes else "")
-                  + (f" ({s.label or s.why})" if s.label or s.why else ""), file=out)
+                  + (f" ({s.label or s.why})" if s.label or s.why else "")
+                  + (f"; in Docker: {d[0]}" + (f" {d[1]}" if d[1] else "") if d else ""),
+                  file=out)
     if verbose:
         print(f"seed {o.seed}: {r.events} events, {r.sim_ms / 1000:.1f} simulated s, "
               f"{o.wall_s:.2f} wall s, faults {r.stats}", file=out)

@@ -332,11 +332,13 @@ class Scenario(Package):
             sim.heal_cut()
             sim.admit_clients(sim.ids)
             sim.restart(sorted(sim.killed - before))
-        return self.name, undo, sorted(self.chosen_nodes(choice))
+        label, nodes = self.describe(choice)
+        return label, undo, sorted(nodes)
 
-    def chosen_nodes(self, choice) -> list[int]:
-        """The nodes a choice names (for the step's outcome)."""
-        return []
+    def describe(self, choice) -> tuple[str, list[int]]:
+        """A label for the choice, and the nodes it kills (what a Docker run's faults.json
+        records of a scenario)."""
+        return self.name, []
 
     def sim_act(self, sim, choice, rng: random.Random) -> None:
         """``act`` on the simulated cluster: its phases run later through ``sim.after``."""

@@ -50,6 +50,8 @@ class Twin:
     ops: dict[int, list[dict]]
     properties: dict[str, str]
     source: str = ""
+    # step -> (status, nodes) of the Docker run's own steps (its faults.json), where stored
+    docker_steps: dict[int, tuple[str, list]] = field(default_factory=dict)
 
     @property
     def start_ms(self) -> int:

@@ -71,8 +71,8 @@ class DeposeLeader(Scenario):
         ctx.status(f"depose-leader: n{leader} cut off and refusing clients (partition {partition})")
         await ctx.clock.sleep(REFUSE_S)
 
-    def chosen_nodes(self, choice):
-        return [choice[1]]
+    def describe(self, choice):
+        return f"depose-leader: n{choice[1]} (leader of partition {choice[0]})", []
 
     def sim_act(self, sim, choice, rng):
         partition, leader = choice

@@ -74,8 +74,10 @@ class StrandReplica(Scenario):
         ctx.status(f"strand-replica: {others} killed, n{stranded} alone (partition {partition})")
         await ctx.clock.sleep(DOWN_S)
 
-    def chosen_nodes(self, choice):
-        return sorted([choice[1], *choice[2]])
+    def describe(self, choice):
+        partition, stranded, others = choice
+        return (f"strand-replica: n{stranded} cut from {others}, then they are killed "
+                f"(partition {partition})", others)
 
     def sim_act(self, sim, choice, rng):
         partition, stranded, others = choice
