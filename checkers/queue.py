@@ -487,3 +487,48 @@ def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
         from .spark import spark_session
         spark = spark_session()
     return check_spark(spark, parquet_path, allowed, examples)
+
+
+# --------------------------------------------------------------- examples in words
+
+def sentence(anomaly: str, ex, at, sent) -> str | None:
+    """One plain sentence saying what an example of ``anomaly`` shows; None for an example of
+    another shape. ``at(index)``: how to name an operation (" at 41.2 s (op 123)");
+    ``sent(key, value)``: how to name the send of a value named by its value alone (the
+    duplicate and inconsistent-offsets examples)."""
+    if not isinstance(ex, dict) or "key" not in ex:
+        return None
+    g = ex.get
+    key = g("key")
+    if anomaly in ("lost-write", "unseen", "durability"):
+        where = f"offset {g('offset')} of {key}" if g("offset") is not None else key
+        head = f"send of {g('value')} acknowledged at {where}{at(g('send_index'))}"
+        if anomaly == "lost-write":
+            return f"{head} was never read; polls read {key} up to offset {g('max_read_offset')}"
+        if anomaly == "unseen":
+            return f"{head} was never read by any poll, the final ones included"
+        return f"{head} is missing from the final reads, made after every node restarted"
+    if anomaly == "duplicate":
+        return (f"value {g('value')} of {key}{sent(key, g('value'))} was read at offsets "
+                f"{', '.join(map(str, g('offsets') or []))}")
+    if anomaly == "inconsistent-offsets":
+        return (f"offset {g('offset')} of {key} was read holding different values: "
+                + "; ".join(f"{v}{sent(key, v)}" for v in g("values") or []))
+    if anomaly == "G1a":
+        return (f"a poll{at(g('poll_index'))} read {g('value')} at offset {g('offset')} of "
+                f"{key}, from a send that failed{at(g('send_index'))}")
+    if anomaly == "nonmonotonic-send":
+        return (f"process {g('process')}'s acknowledged sends to {key} went from offset "
+                f"{g('prev_offset')}{at(g('prev_index'))} back to {g('offset')}"
+                f"{at(g('index'))}")
+    skip = f"skipping {(g('delta') or 2) - 1} offsets others read"
+    if anomaly in ("int-poll-skip", "int-nonmonotonic-poll"):
+        how = skip if anomaly == "int-poll-skip" else "going back"
+        return (f"one poll by process {g('process')}{at(g('index'))} read {key} at offset "
+                f"{g('prev_offset')} and next at {g('offset')}, {how}")
+    if anomaly in ("poll-skip", "nonmonotonic-poll"):
+        how = skip if anomaly == "poll-skip" else "going back"
+        return (f"process {g('process')}'s poll of {key}{at(g('index'))} began at offset "
+                f"{g('first_offset')} where its previous one{at(g('prev_index'))} ended at "
+                f"{g('prev_last_offset')}, {how}")
+    return None

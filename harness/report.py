@@ -381,54 +381,18 @@ def _at(by_index: dict, i) -> str:
 
 
 def plain(cls: str, ex, by_index: dict, sends: dict | None = None) -> str | None:
-    """One sentence saying what an example of a queue anomaly class shows, with the times of
-    the operations it names; None for an example of another shape (a counterexample)."""
-    if not isinstance(ex, dict) or "key" not in ex:
-        return None
-    g = ex.get
-    key = g("key")
-    def sent(v) -> str:
-        """' (sent at 41.2 s, op 123)' of a send named by its value alone (duplicate,
-        inconsistent-offsets)."""
+    """One sentence saying what an example of a queue anomaly class shows
+    (``checkers.queue.sentence``), with the times of the operations it names; None for an
+    example of another shape (a counterexample)."""
+    from checkers.queue import sentence
+
+    def sent(key, v) -> str:
         i = (sends or {}).get((str(key), v))
         row = by_index.get(i) if i is not None else None
         if row is None:
             return f" (sent by op {i})" if i is not None else ""
         return f" (sent at {row['time'] / 1e9:.1f} s, op {i})"
-    if cls in ("lost-write", "unseen", "durability"):
-        where = f"offset {g('offset')} of {key}" if g("offset") is not None else key
-        head = f"send of {g('value')} acknowledged at {where}{_at(by_index, g('send_index'))}"
-        if cls == "lost-write":
-            return f"{head} was never read; polls read {key} up to offset {g('max_read_offset')}"
-        if cls == "unseen":
-            return f"{head} was never read by any poll, the final ones included"
-        return f"{head} is missing from the final reads, made after every node restarted"
-    if cls == "duplicate":
-        return (f"value {g('value')} of {key}{sent(g('value'))} was read at offsets "
-                f"{', '.join(map(str, g('offsets') or []))}")
-    if cls == "inconsistent-offsets":
-        vals = g("values") or []
-        return (f"offset {g('offset')} of {key} was read holding different values: "
-                + "; ".join(f"{v}{sent(v)}" for v in vals))
-    if cls == "G1a":
-        return (f"a poll{_at(by_index, g('poll_index'))} read {g('value')} at offset "
-                f"{g('offset')} of {key}, from a send that failed{_at(by_index, g('send_index'))}")
-    if cls == "nonmonotonic-send":
-        return (f"process {g('process')}'s acknowledged sends to {key} went from offset "
-                f"{g('prev_offset')}{_at(by_index, g('prev_index'))} back to {g('offset')}"
-                f"{_at(by_index, g('index'))}")
-    if cls in ("int-poll-skip", "int-nonmonotonic-poll"):
-        how = (f"skipping {g('delta') - 1} offsets others read" if cls == "int-poll-skip"
-               else "going back")
-        return (f"one poll by process {g('process')}{_at(by_index, g('index'))} read {key} at "
-                f"offset {g('prev_offset')} and next at {g('offset')}, {how}")
-    if cls in ("poll-skip", "nonmonotonic-poll"):
-        how = (f"skipping {g('delta') - 1} offsets others read" if cls == "poll-skip"
-               else "going back")
-        return (f"process {g('process')}'s poll of {key}{_at(by_index, g('index'))} began at "
-                f"offset {g('first_offset')} where its previous one"
-                f"{_at(by_index, g('prev_index'))} ended at {g('prev_last_offset')}, {how}")
-    return None
+    return sentence(cls, ex, lambda i: _at(by_index, i), sent)
 
 
 ROLE_COLOURS = {"linearized": "#2ca02c", "concurrent": "#9e9e9e", "stuck": "#d62728"}
