@@ -332,6 +332,7 @@ class Simulation:
             self.check_args["allowed"] = tuple(default_allowed(q.idempotent))
             if q.scenario_mean_ms:
                 self.plan = PlanFaults(self, [], seed, "queue", q.partitions, self.voter_ids)
+        self._scenario_broker = self._scenario_settings()  # read once, used at every start
         self.nemesis = SimNemesis(self, random.Random(f"{seed}-faults"), o)
         self.invariants = Invariants(self)
         self.data_invariants = DataInvariants(self) if workload == "queue" else None
@@ -369,7 +370,7 @@ class Simulation:
             roles=roles,
             # queue campaigns fsync every batch (docs/queue.md: power loss)
             broker=BrokerConfig(flush_interval_messages=1, segment_bytes=o.segment_bytes,
-                                **self._scenario_settings())
+                                **self._scenario_broker)
             if self.workload_name == "queue" else BrokerConfig(),
             raft=RaftConfig(fetch_max_bytes=o.fetch_max_bytes, snapshot_chunk_bytes=4096),
             segment_bytes=o.segment_bytes, snapshot_max_bytes=o.snapshot_bytes,

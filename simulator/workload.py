@@ -53,9 +53,6 @@ class SimClients:
             self.sim.push(self.start_at_ms if self.scripts is not None
                           else 1 + self.rng.randrange(1000), "client", c.cid)
 
-    def refused(self, nodes: set[int]) -> None:
-        """Register clients are never refused (no fault package aims at them)."""
-
     def step(self, cid: int) -> None:
         sim, r, c = self.sim, self.rng, self.clients[cid]
         if sim.now >= self.stop_at_ms:
