@@ -311,6 +311,8 @@ def needs_faultfs(cfg: RunConfig) -> bool:
 def node_config(cfg: RunConfig) -> dict[str, str]:
     """Node properties for the run: the campaign's, plus what its nemesis needs."""
     props = dict(cfg.node_config)
+    # Kafka's default (3) leaves a smaller cluster without group coordinators
+    props.setdefault("offsets.topic.replication.factor", str(min(3, cfg.nodes)))
     for package, opts in _package_options(cfg):
         for key, value in package.node_properties(opts).items():
             props.setdefault(key, value)

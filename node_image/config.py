@@ -38,6 +38,13 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | default.replication.factor | 1 | replication factor of a topic created without one |
 | auto.leader.rebalance.enable | true | move leadership back to preferred replicas |
 | leader.imbalance.check.interval.seconds | 300 | how often |
+| offsets.topic.num.partitions | 50 | partitions of ``__consumer_offsets``, created at the first FindCoordinator for a group |
+| offsets.topic.replication.factor | 3 | its replication factor (creation fails, and coordinators stay unavailable, while fewer brokers are registered) |
+| offsets.commit.timeout.ms | 5000 | an offset commit or group write waits this long for the replicas |
+| offset.metadata.max.bytes | 4096 | the longest metadata string of a committed offset |
+| group.initial.rebalance.delay.ms | 3000 | how long the first rebalance of an empty group waits for more members; 0 = not at all |
+| group.min.session.timeout.ms | 6000 | the shortest session timeout a member may ask for |
+| group.max.session.timeout.ms | 1800000 | the longest |
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
 | chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
@@ -90,6 +97,13 @@ class BrokerConfig:
     auto_leader_rebalance: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
     request_timeout_ms: int = 30000
+    offsets_topic_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_commit_timeout_ms: int = 5000
+    offset_metadata_max_bytes: int = 4096
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
     retry_backoff_ms: int = 100
     # (chaoskraft) an internal request (heartbeat, follower fetch, AlterPartition) without an
     # answer for this long is sent again: the transport does not report lost connections.
@@ -144,7 +158,15 @@ _INT_KEYS = {
     "default.replication.factor": ("broker", "default_replication_factor"),
     "leader.imbalance.check.interval.seconds": ("broker", "leader_imbalance_check_interval_ms"),
     "request.timeout.ms": ("broker", "request_timeout_ms"),
+    "offsets.topic.num.partitions": ("broker", "offsets_topic_partitions"),
+    "offsets.topic.replication.factor": ("broker", "offsets_topic_replication_factor"),
+    "offsets.commit.timeout.ms": ("broker", "offsets_commit_timeout_ms"),
+    "offset.metadata.max.bytes": ("broker", "offset_metadata_max_bytes"),
+    "group.initial.rebalance.delay.ms": ("broker", "group_initial_rebalance_delay_ms"),
+    "group.min.session.timeout.ms": ("broker", "group_min_session_timeout_ms"),
+    "group.max.session.timeout.ms": ("broker", "group_max_session_timeout_ms"),
 }
+_ZERO_ALLOWED = {"metadata.max.idle.interval.ms", "group.initial.rebalance.delay.ms"}
 _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
               "chaoskraft.power.loss.enable": "power_loss"}
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
@@ -241,7 +263,7 @@ def load_config(props: dict[str, str]) -> NodeConfig:
                 value = int(props[key])
             except ValueError:
                 raise ConfigError(f"{key}: {props[key]!r} is not an integer") from None
-            if value < 0 or (value == 0 and key != "metadata.max.idle.interval.ms"):
+            if value < 0 or (value == 0 and key not in _ZERO_ALLOWED):
                 raise ConfigError(f"{key}: must be positive, got {value}")
             if key == "leader.imbalance.check.interval.seconds":
                 value *= 1000

@@ -24,12 +24,15 @@ import io
 import struct
 from dataclasses import dataclass
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse, DescribeGroupsRequest,
+                                  DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse)
 from kafka.protocol.api_header import RequestHeader
-from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest,
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest,
+                                     HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+                                     LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
                                      ListOffsetsResponse, OffsetCommitRequest,
                                      OffsetCommitResponse, OffsetFetchRequest,
-                                     OffsetFetchResponse)
+                                     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
                                      FindCoordinatorRequest, FindCoordinatorResponse,
                                      MetadataRequest, MetadataResponse)
@@ -38,6 +41,7 @@ from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdRespon
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 
 # api key -> (min version, max version, request class, response class)
@@ -49,6 +53,12 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     OFFSET_COMMIT: (2, 7, OffsetCommitRequest, OffsetCommitResponse),
     OFFSET_FETCH: (1, 5, OffsetFetchRequest, OffsetFetchResponse),
     FIND_COORDINATOR: (0, 2, FindCoordinatorRequest, FindCoordinatorResponse),
+    JOIN_GROUP: (0, 5, JoinGroupRequest, JoinGroupResponse),
+    HEARTBEAT: (0, 3, HeartbeatRequest, HeartbeatResponse),
+    LEAVE_GROUP: (0, 3, LeaveGroupRequest, LeaveGroupResponse),
+    SYNC_GROUP: (0, 3, SyncGroupRequest, SyncGroupResponse),
+    DESCRIBE_GROUPS: (0, 4, DescribeGroupsRequest, DescribeGroupsResponse),
+    LIST_GROUPS: (0, 2, ListGroupsRequest, ListGroupsResponse),
     API_VERSIONS: (0, 3, ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (2, 4, CreateTopicsRequest, CreateTopicsResponse),
     INIT_PRODUCER_ID: (0, 1, InitProducerIdRequest, InitProducerIdResponse),
@@ -56,7 +66,9 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
              FIND_COORDINATOR: "FindCoordinator", API_VERSIONS: "ApiVersions",
-             CREATE_TOPICS: "CreateTopics", INIT_PRODUCER_ID: "InitProducerId"}
+             CREATE_TOPICS: "CreateTopics", INIT_PRODUCER_ID: "InitProducerId",
+             JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup",
+             SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups"}
 UNSUPPORTED_VERSION = 35
 
 

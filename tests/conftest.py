@@ -1,5 +1,6 @@
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__ in CPU_BOUND:
             item.add_marker(pytest.mark.xdist_group("cpu"))
+
+
+def wait_for(what, predicate, timeout_s=60):
+    """``predicate()``'s first truthy value, polled every 0.3 s; an exception counts as not yet
+    (a cluster coming up refuses connections). Fails naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception:  # noqa: BLE001 - not there yet
+            pass
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)

@@ -6,13 +6,13 @@ epoch: its followers would truncate committed records to match its empty
 log. And a clean restart of every node keeps the high watermarks.
 """
 import signal
-import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from harness.local_cluster import LocalCluster
+from tests.conftest import wait_for
 
 
 @pytest.fixture
@@ -24,19 +24,6 @@ def cluster(tmp_path):
         yield c
     finally:
         c.close()
-
-
-def wait(what, predicate, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
 
 
 def leader_of(cluster, topic):
@@ -69,11 +56,11 @@ def read_all(cluster):
 
 
 def test_power_lost_leader_does_not_lead_its_old_epoch_and_clean_restarts_keep_the_hw(cluster):
-    wait("three brokers", lambda: KafkaAdminClient(
+    wait_for("three brokers", lambda: KafkaAdminClient(
         bootstrap_servers=cluster.bootstrap(), request_timeout_ms=3000).create_topics(
             [NewTopic("t", 1, 3, topic_configs={"min.insync.replicas": "2"})]) or True)
     assert produce(cluster, "a", 100) == list(range(100))
-    victim = wait("a leader", lambda: leader_of(cluster, "t"))
+    victim = wait_for("a leader", lambda: leader_of(cluster, "t"))
     cluster.kill(victim)  # power loss: never fsynced, so its copy of the partition is gone
     cluster.start(victim)
     produce(cluster, "b", 100)  # waits out the old session; a new leader is elected meanwhile
@@ -87,7 +74,7 @@ def test_power_lost_leader_does_not_lead_its_old_epoch_and_clean_restarts_keep_t
     for i in list(cluster.procs):
         cluster.procs.pop(i).wait(30)
     cluster.start_all()
-    end, values = wait("the partition after a clean restart", lambda: (lambda r: r[0] == 200 and r)(
+    end, values = wait_for("the partition after a clean restart", lambda: (lambda r: r[0] == 200 and r)(
         read_all(cluster)))
     assert len(values) == 200
     for i in cluster.ids:  # a cleanly stopped broker's next incarnation registers at once

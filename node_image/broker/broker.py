@@ -60,7 +60,7 @@ class Broker:
         self.rm = ReplicaManager(node_id, log_dir, fs, options, outbox, self._next_correlation,
                                  on_event, bugs, wall_clock)
         self.apis = KafkaApis(self, self.rm, cluster_id, options, outbox, on_event, bugs,
-                              wall_clock)
+                              wall_clock, rng)
         self.published = False
         self._unpublished: MetadataImage | None = None
         self._pid_next = 0

@@ -26,12 +26,15 @@ order.
   automatically; CreateTopics is forwarded to the active controller.
 - InitProducerId hands out ids from blocks the controller allocates
   (AllocateProducerIds); transactions are not supported.
-- FindCoordinator names the broker asked; OffsetCommit/OffsetFetch keep
-  group offsets in that broker's memory. That is enough for consumers that
-  use assign(); offsets are lost when the broker restarts (documented).
+- FindCoordinator names the leader of the group's ``__consumer_offsets``
+  partition (asking the controller to create the topic the first time);
+  JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+  DescribeGroups and ListGroups are the group coordinator's
+  (:mod:`.group_coordinator`), which keeps groups and offsets in that topic.
 """
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -41,11 +44,14 @@ from .. import messages as m
 from .. import records
 from ..kafka_codec import KafkaRequest, KafkaResponse
 from ..outbox import Outbox
+from .group_coordinator import GroupCoordinator, JoinResult
+from .group_metadata import OFFSETS_TOPIC
 from .replica_manager import ReplicaManager
 
 NOT_AUTHORIZED_OPERATIONS = None  # encodes as INT32_MIN: operations not requested
 ATTR_TRANSACTIONAL = 0x10
 PID_WAIT_MS = 1000  # how long an InitProducerId waits for a producer-id block
+OFFSETS_TOPIC_RETRY_MS = 1000  # how often FindCoordinator asks for __consumer_offsets again
 
 
 UNBOUNDED = (1 << 63) - 1  # Long.MAX_VALUE: no timestamp bound
@@ -82,7 +88,7 @@ class _DelayedFetch:
 class KafkaApis:
     def __init__(self, broker, replica_manager: ReplicaManager, cluster_id: str, options,
                  outbox: Outbox, on_event, bugs: frozenset[str] = frozenset(),
-                 wall_clock: Callable[[], int] | None = None) -> None:
+                 wall_clock: Callable[[], int] | None = None, rng=None) -> None:
         self.bugs = bugs
         # Kafka's Time.milliseconds(): the wall clock, which a clock fault moves
         self.wall_clock = wall_clock or (lambda: int(time.time() * 1000))
@@ -96,7 +102,10 @@ class KafkaApis:
         self._delayed_fetch: list[_DelayedFetch] = []
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
         self._pending_creates: dict[int, tuple[object, KafkaRequest, int]] = {}
-        self.group_offsets: dict[tuple[str, str, int], tuple[int, int, str | None]] = {}
+        self.groups = GroupCoordinator(replica_manager, options, on_event, self.wall_clock,
+                                       rng or random.Random(0))
+        self._offsets_topic_asked_ms = -OFFSETS_TOPIC_RETRY_MS
+        self._internal_creates: set[int] = set()
 
     # ------------------------------------------------------------ dispatch
 
@@ -106,7 +115,10 @@ class KafkaApis:
             kc.PRODUCE: self._produce, kc.FETCH: self._fetch, kc.LIST_OFFSETS: self._list_offsets,
             kc.CREATE_TOPICS: self._create_topics, kc.INIT_PRODUCER_ID: self._init_producer_id,
             kc.FIND_COORDINATOR: self._find_coordinator, kc.OFFSET_COMMIT: self._offset_commit,
-            kc.OFFSET_FETCH: self._offset_fetch,
+            kc.OFFSET_FETCH: self._offset_fetch, kc.JOIN_GROUP: self._join_group,
+            kc.SYNC_GROUP: self._sync_group, kc.HEARTBEAT: self._heartbeat,
+            kc.LEAVE_GROUP: self._leave_group, kc.DESCRIBE_GROUPS: self._describe_groups,
+            kc.LIST_GROUPS: self._list_groups,
         }[req.api_key]
         handler(src, req, now)
 
@@ -152,7 +164,8 @@ class KafkaApis:
                     partition_index=pid, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
                     replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
                     offline_replicas=offline))
-            topics.append(R.MetadataResponseTopic(error_code=m.NONE, name=name, is_internal=False,
+            topics.append(R.MetadataResponseTopic(error_code=m.NONE, name=name,
+                                                  is_internal=name == OFFSETS_TOPIC,
                                                   partitions=parts,
                                                   authorized_operations=NOT_AUTHORIZED_OPERATIONS))
         controller = self.broker.controller_hint()
@@ -173,6 +186,8 @@ class KafkaApis:
                     results[key] = _ProduceResult(m.INVALID_REQUIRED_ACKS)
                 elif body.transactional_id is not None:
                     results[key] = _ProduceResult(m.INVALID_REQUEST)
+                elif td.name == OFFSETS_TOPIC:  # Kafka: clients may not append to it
+                    results[key] = _ProduceResult(m.INVALID_TOPIC_EXCEPTION)
                 else:
                     results[key] = self._append(td.name, pd.index, pd.records, acks)
         if acks == 0:
@@ -264,17 +279,12 @@ class KafkaApis:
     def _check_produce(self, d: _DelayedProduce, now: int) -> None:
         for key in list(d.pending):
             result = d.results[key]
-            part = self.rm.leader_partition(*key)
-            if part is None or part.leader_epoch != result.leader_epoch:
-                result.error = m.NOT_LEADER_OR_FOLLOWER
-            elif part.high_watermark >= result.required_end:
-                pass  # committed
-            elif len(part.isr) < self.rm.min_isr(key[0]):
-                result.error = m.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            elif now >= d.deadline_ms:
-                result.error = m.REQUEST_TIMED_OUT
-            else:
+            outcome = self.rm.append_outcome(key, result.leader_epoch, result.required_end, now,
+                                             d.deadline_ms)
+            if outcome is None:
                 continue
+            if outcome != m.NONE:
+                result.error = outcome
             d.pending.discard(key)
 
     def _produce_reply(self, d: _DelayedProduce) -> None:
@@ -406,6 +416,13 @@ class KafkaApis:
         self._pending_creates[corr] = (src, req, now + max(body.timeout_ms, 1000), early)
 
     def handle_create_topics_response(self, resp: m.CreateTopicsResponse) -> None:
+        if resp.correlation_id in self._internal_creates:
+            self._internal_creates.discard(resp.correlation_id)
+            for name, error, message in resp.results:
+                if error not in (m.NONE, m.TOPIC_ALREADY_EXISTS):
+                    self._on_event(f"creating {name} failed: {m.ERROR_NAMES.get(error, error)}: "
+                                   f"{message}")
+            return
         entry = self._pending_creates.pop(resp.correlation_id, None)
         if entry is None:
             return
@@ -448,62 +465,164 @@ class KafkaApis:
                 keep.append((src, req, deadline))
         self._pending_pids = keep
 
-    # ------------------------------------------------------------ groups (assign() only)
+    # ------------------------------------------------------------ FindCoordinator
 
     def _find_coordinator(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
-        host, port = self.broker.advertised
+
+        def reply(error: int, message: str | None, node: int = -1, host: str = "",
+                  port: int = -1) -> None:
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error, error_message=message,
+                                    node_id=node, host=host, port=port))
         if req.api_version >= 1 and req.body.key_type != 0:
-            self._reply(src, req, R(throttle_time_ms=0, error_code=m.COORDINATOR_NOT_AVAILABLE,
-                                    error_message="transactions are not supported",
-                                    node_id=-1, host="", port=-1))
+            reply(m.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
             return
-        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
-                                node_id=self.broker.node_id, host=host, port=port))
+        if not req.body.key:
+            reply(m.INVALID_REQUEST, "the group id is empty")
+            return
+        pid = self.groups.partition_of(req.body.key)
+        reg = self.rm.image.partition(OFFSETS_TOPIC, pid)
+        if reg is None:
+            self._create_offsets_topic(now)
+            reply(m.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+            return
+        b = self.rm.image.brokers.get(reg.leader)
+        ep = b.endpoint("PLAINTEXT") if b is not None and not b.fenced else None
+        if ep is None:
+            reply(m.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{pid} has no leader")
+            return
+        reply(m.NONE, None, reg.leader, ep[0], ep[1])
+
+    def _create_offsets_topic(self, now: int) -> None:
+        """Ask the controller for ``__consumer_offsets`` (at most once a second)."""
+        if now < self._offsets_topic_asked_ms + OFFSETS_TOPIC_RETRY_MS:
+            return
+        self._offsets_topic_asked_ms = now
+        row = (OFFSETS_TOPIC, self.options.offsets_topic_partitions,
+               self.options.offsets_topic_replication_factor, ())
+        corr = self.broker.send_to_controller(lambda c: m.CreateTopicsRequest(c, (row,), False))
+        if corr is not None:
+            self._internal_creates.add(corr)
+
+    # ------------------------------------------------------------ groups
+
+    def _join_group(self, src, req: KafkaRequest, now: int) -> None:
+        b, v, R = req.body, req.api_version, self._cls(req)
+
+        def respond(r) -> None:
+            members = [R.JoinGroupResponseMember(member_id=mid, group_instance_id=None,
+                                                 metadata=meta) for mid, meta in r.members]
+            self._reply(src, req, R(throttle_time_ms=0, error_code=r.error,
+                                    generation_id=r.generation, protocol_name=r.protocol or "",
+                                    leader=r.leader, member_id=r.member_id, members=members))
+        if v >= 5 and b.group_instance_id is not None:
+            self._on_event(f"JoinGroup of {b.group_id!r}: static membership (group.instance.id "
+                           f"{b.group_instance_id!r}) is not supported; refused (INVALID_REQUEST)")
+            respond(JoinResult(m.INVALID_REQUEST, b.member_id))
+            return
+        peer = getattr(src, "peer", None)
+        host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
+        self.groups.join(b.group_id, b.member_id, req.client_id or "", host, b.session_timeout_ms,
+                         b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
+                         b.protocol_type, tuple((p.name, bytes(p.metadata)) for p in b.protocols),
+                         v >= 4, now, respond)
+
+    def _sync_group(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        self.groups.sync(b.group_id, b.generation_id, b.member_id,
+                         {a.member_id: bytes(a.assignment) for a in b.assignments}, now,
+                         lambda error, assignment: self._reply(src, req, R(
+                             throttle_time_ms=0, error_code=error, assignment=assignment)))
+
+    def _heartbeat(self, src, req: KafkaRequest, now: int) -> None:
+        b = req.body
+        error = self.groups.heartbeat(b.group_id, b.generation_id, b.member_id, now)
+        self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=error))
+
+    def _leave_group(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        if req.api_version < 3:
+            error = self.groups.leave(b.group_id, b.member_id, now)
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error, members=[]))
+            return
+        out = [R.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                error_code=self.groups.leave(b.group_id, x.member_id, now))
+               for x in b.members]
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, members=out))
+
+    def _describe_groups(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        D = R.DescribedGroup
+        out = []
+        for group_id in req.body.groups:
+            error, g = self.groups.describe(group_id)
+            if g is None:
+                out.append(D(error_code=error, group_id=group_id,
+                             group_state="Dead" if error == m.NONE else "",
+                             protocol_type="", protocol_data="", members=[],
+                             authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                continue
+            stable = g.state == "Stable"  # Kafka's summary: metadata only when stable
+            members = [D.DescribedGroupMember(
+                member_id=mb.member_id, group_instance_id=None, client_id=mb.client_id,
+                client_host=mb.client_host,
+                member_metadata=mb.metadata(g.protocol) if stable else b"",
+                member_assignment=mb.assignment if stable else b"")
+                for mb in g.members.values()]
+            out.append(D(error_code=m.NONE, group_id=group_id, group_state=g.state,
+                         protocol_type=g.protocol_type or "",
+                         protocol_data=(g.protocol or "") if stable else "", members=members,
+                         authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+        self._reply(src, req, R(throttle_time_ms=0, groups=out))
+
+    def _list_groups(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, groups=[
+            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "")
+            for g in self.groups.list_groups()]))
 
     def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
-        R = self._cls(req)
+        b, R = req.body, self._cls(req)
         T = R.OffsetCommitResponseTopic
         P = T.OffsetCommitResponsePartition
-        group = req.body.group_id
-        topics = []
-        for t in req.body.topics:
-            parts = []
+        offsets = {}
+        for t in b.topics:
             for p in t.partitions:
-                if self.rm.image.partition(t.name, p.partition_index) is None:
-                    error = m.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    error = m.NONE
-                    epoch = p.committed_leader_epoch if req.api_version >= 6 else -1
-                    self.group_offsets[(group, t.name, p.partition_index)] = (
-                        p.committed_offset, epoch, p.committed_metadata)
-                parts.append(P(partition_index=p.partition_index, error_code=error))
-            topics.append(T(name=t.name, partitions=parts))
-        self._reply(src, req, R(throttle_time_ms=0, topics=topics))
+                epoch = p.committed_leader_epoch if req.api_version >= 6 else -1
+                offsets[(t.name, p.partition_index)] = (p.committed_offset, epoch,
+                                                        p.committed_metadata)
+
+        def respond(errors: dict) -> None:
+            topics = []
+            for t in b.topics:
+                topics.append(T(name=t.name, partitions=[
+                    P(partition_index=p.partition_index,
+                      error_code=errors[(t.name, p.partition_index)]) for p in t.partitions]))
+            self._reply(src, req, R(throttle_time_ms=0, topics=topics))
+        self.groups.commit_offsets(b.group_id, b.member_id, b.generation_id_or_member_epoch,
+                                   offsets, now, respond)
 
     def _offset_fetch(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
         T = R.OffsetFetchResponseTopic
         P = T.OffsetFetchResponsePartition
-        group = req.body.group_id
         wanted = req.body.topics
-        if wanted is None:
-            names: dict[str, list] = {}
-            for (g, t, p) in sorted(self.group_offsets):
-                if g == group:
-                    names.setdefault(t, []).append(p)
-            wanted_pairs = list(names.items())
-        else:
-            wanted_pairs = [(t.name, list(t.partition_indexes)) for t in wanted]
-        topics = []
-        for name, indexes in wanted_pairs:
-            parts = []
-            for idx in indexes:
-                offset, epoch, meta = self.group_offsets.get((group, name, idx), (-1, -1, ""))
-                parts.append(P(partition_index=idx, committed_offset=offset,
-                               committed_leader_epoch=epoch, metadata=meta, error_code=m.NONE))
-            topics.append(T(name=name, partitions=parts))
-        self._reply(src, req, R(throttle_time_ms=0, topics=topics, error_code=m.NONE))
+        keys = None if wanted is None else [(t.name, i) for t in wanted
+                                            for i in t.partition_indexes]
+        error, found = self.groups.fetch_offsets(req.body.group_id, keys)
+        if error != m.NONE and req.api_version >= 2:
+            self._reply(src, req, R(throttle_time_ms=0, topics=[], error_code=error))
+            return
+        if error != m.NONE:  # v1 has errors per partition only
+            found = [(k, None) for k in keys or []]
+        by_topic: dict[str, list] = {}
+        for (topic, idx), value in found:
+            by_topic.setdefault(topic, []).append(P(
+                partition_index=idx, committed_offset=value.offset if value else -1,
+                committed_leader_epoch=value.leader_epoch if value else -1,
+                metadata=value.metadata if value else "", error_code=error))
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, topics=[
+            T(name=t, partitions=ps) for t, ps in by_topic.items()]))
 
     # ------------------------------------------------------------ timers
 
@@ -533,6 +652,7 @@ class KafkaApis:
             self._delayed_fetch = keep
         if self._pending_pids:
             self._serve_pids(now)
+        self.groups.poll(now, self.rm.role_changed)
         for corr, (src, req, deadline, early) in list(self._pending_creates.items()):
             if now >= deadline:
                 del self._pending_creates[corr]
@@ -543,9 +663,13 @@ class KafkaApis:
         times += [d.deadline_ms for d in self._delayed_fetch]
         times += [d for _, _, d in self._pending_pids]
         times += [e[2] for e in self._pending_creates.values()]
+        t = self.groups.next_deadline_ms()
+        if t is not None:
+            times.append(t)
         return min(times) if times else None
 
     def fail_all(self) -> None:
         """On shutdown: answer everything parked so no client waits on a closed socket."""
+        self.groups.shutdown()
         now = 1 << 62
         self.complete_delayed(now)

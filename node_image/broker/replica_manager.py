@@ -154,6 +154,22 @@ class ReplicaManager:
             self.hw_changed.add(part.key)
         return header
 
+    def append_outcome(self, key: tuple[str, int], leader_epoch: int, required_end: int,
+                       now: int, deadline_ms: int) -> int | None:
+        """Where an acks=all append made as leader in ``leader_epoch`` stands: None while it
+        waits for the HW to reach ``required_end``, NONE once committed, else the error a
+        producer gets (leadership moved, the ISR shrank below the minimum, time ran out)."""
+        part = self.leader_partition(*key)
+        if part is None or part.leader_epoch != leader_epoch:
+            return m.NOT_LEADER_OR_FOLLOWER
+        if part.high_watermark >= required_end:
+            return m.NONE
+        if len(part.isr) < self.min_isr(key[0]):
+            return m.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        if now >= deadline_ms:
+            return m.REQUEST_TIMED_OUT
+        return None
+
     def handle_replica_fetch(self, src, req: m.ReplicaFetchRequest, now: int) -> None:
         rows, has_data, all_valid = self._serve_fetch(req, now)
         if has_data or not all_valid or req.max_wait_ms <= 0:

@@ -1,0 +1,664 @@
+"""GroupCoordinator: Kafka's classic consumer-group protocol, kept in ``__consumer_offsets``.
+
+Theory of operation
+-------------------
+Every group belongs to one partition of ``__consumer_offsets``
+(:func:`~.group_metadata.partition_for`); the broker that leads that
+partition is the group's coordinator. The topic is replicated like any
+other, so what a coordinator writes (committed offsets, a group's
+generation and assignment) survives its loss: when a broker becomes leader
+of a partition (or leader again in a new epoch) it rebuilds the partition's
+groups by reading the partition's log from start to end, as Kafka's
+GroupMetadataManager does; when it stops leading, it forgets them and
+answers NOT_COORDINATOR.
+
+A group moves through Kafka's states; every move is checked against
+:data:`VALID_PREVIOUS` (Kafka's ``GroupState.validPreviousStates``) in
+:meth:`Group.transition`, the one place a state changes::
+
+    Empty --join--> PreparingRebalance --all joined or timeout--> CompletingRebalance
+    CompletingRebalance --leader's SyncGroup stored--> Stable
+    Stable / CompletingRebalance --join, leave, session expiry--> PreparingRebalance
+    PreparingRebalance --no member left--> Empty
+
+- JoinGroup: a member without an id gets one; from v4 it is first answered
+  MEMBER_ID_REQUIRED and must join again with it (a *pending* member). Joins
+  are parked until every member has rejoined or the largest rebalance
+  timeout passes (members that did not rejoin are dropped); the first
+  rebalance of an empty group waits ``group.initial.rebalance.delay.ms``
+  for more members. The new generation's leader receives every member's
+  subscription.
+- SyncGroup: the leader's assignment is written to the log (acks=all) and
+  handed to every member once it is committed; a failed write sends the
+  group back to rebalancing.
+- Heartbeat keeps a member's session; a member silent for its session
+  timeout is removed (unless a JoinGroup or SyncGroup of it is parked).
+- OffsetCommit writes offset records (acks=all); a commit is visible to
+  OffsetFetch once the replicas have it. Commits from members of an old
+  generation are refused (ILLEGAL_GENERATION); a group that does not use
+  the protocol (generation -1) may commit while it has no members.
+
+Writes that fail are mapped as Kafka maps them: too few replicas becomes
+COORDINATOR_NOT_AVAILABLE, lost leadership NOT_COORDINATOR.
+
+Not kept (documented): static membership (``group.instance.id``), the
+consumer protocol of KIP-848, offset expiry, and compaction of the topic
+(its log grows; loading reads all of it).
+
+The coordinator does no I/O: requests come in with a callback for the
+answer, :meth:`poll` runs timers and completes writes, and
+:meth:`next_deadline_ms` tells the runtime when to poll next.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import messages as m
+from .. import records
+from . import group_metadata as gm
+from .group_metadata import OFFSETS_TOPIC
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
+    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+# state -> the states a group may enter it from (Kafka's GroupState.validPreviousStates)
+VALID_PREVIOUS = {
+    DEAD: {STABLE, PREPARING, COMPLETING, EMPTY, DEAD},
+    COMPLETING: {PREPARING},
+    STABLE: {COMPLETING},
+    PREPARING: {STABLE, COMPLETING, EMPTY},
+    EMPTY: {PREPARING},
+}
+
+
+class GroupStateError(RuntimeError):
+    """A transition the table does not allow: a bug of ours."""
+
+
+@dataclass(slots=True)
+class JoinResult:
+    error: int
+    member_id: str = ""
+    generation: int = -1
+    protocol: str | None = None
+    leader: str = ""
+    members: tuple = ()  # (member id, metadata) for the leader, else empty
+
+
+@dataclass(eq=False, slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple  # ((name, metadata), ...), in the member's order of preference
+    expires_ms: int = 0
+    assignment: bytes = b""
+    on_join: Callable[[JoinResult], None] | None = None
+    on_sync: Callable[[int, bytes], None] | None = None
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+@dataclass(eq=False, slots=True)
+class Group:
+    group_id: str
+    partition: int
+    state: str = EMPTY
+    protocol_type: str | None = None
+    protocol: str | None = None
+    generation: int = 0
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)  # member id -> expiry (v4 joins)
+    offsets: dict[tuple[str, int], gm.OffsetValue] = field(default_factory=dict)
+    join_deadline_ms: int = 0
+    initial_budget_ms: int = -1  # >= 0 while the first rebalance of an empty group waits
+    new_member_added: bool = False
+
+    def transition(self, target: str) -> None:
+        if self.state not in VALID_PREVIOUS[target]:
+            raise GroupStateError(f"group {self.group_id!r}: {self.state} -> {target} is not a "
+                                  f"valid transition")
+        self.state = target
+
+    def all_joined(self) -> bool:
+        return not self.pending and all(mb.on_join is not None for mb in self.members.values())
+
+
+@dataclass(slots=True)
+class _Write:
+    key: tuple[str, int]
+    leader_epoch: int
+    required_end: int
+    deadline_ms: int
+    done: Callable[[int], None]
+
+
+class GroupCoordinator:
+    def __init__(self, replica_manager, options, on_event: Callable[[str], None],
+                 wall_clock: Callable[[], int], rng) -> None:
+        self.rm = replica_manager
+        self.options = options
+        self._on_event = on_event
+        self.wall_clock = wall_clock
+        self.rng = rng
+        self.groups: dict[str, Group] = {}
+        self.owned: dict[int, int] = {}  # __consumer_offsets partition -> leader epoch loaded
+        self._writes: list[_Write] = []
+        self._scanned = False
+        self._now = 0  # the time of the input being handled, for write callbacks
+
+    # ------------------------------------------------------------ ownership
+
+    def partition_of(self, group_id: str) -> int:
+        return gm.partition_for(group_id, self.options.offsets_topic_partitions)
+
+    def _error_for(self, group_id: str) -> int:
+        """NONE if this broker coordinates ``group_id`` now, else the error to answer."""
+        if not group_id:
+            return m.INVALID_GROUP_ID
+        return m.NONE if self.partition_of(group_id) in self.owned else m.NOT_COORDINATOR
+
+    def _sync_ownership(self, now: int) -> None:
+        led = {}
+        for (topic, pid), part in self.rm.partitions.items():
+            if topic == OFFSETS_TOPIC and part.is_leader:
+                led[pid] = part.leader_epoch
+        for pid in [p for p in self.owned if led.get(p) != self.owned[p]]:
+            self._unload(pid)
+        for pid, epoch in sorted(led.items()):
+            if pid not in self.owned:
+                self._load(pid, epoch, now)
+
+    def _unload(self, pid: int) -> None:
+        del self.owned[pid]
+        gone = [g for g in self.groups.values() if g.partition == pid]
+        for g in gone:
+            for mb in g.members.values():
+                self._answer_join(mb, JoinResult(m.NOT_COORDINATOR, mb.member_id))
+                self._answer_sync(mb, m.NOT_COORDINATOR)
+            del self.groups[g.group_id]
+        if gone:
+            self._on_event(f"{OFFSETS_TOPIC}-{pid}: no longer coordinator of "
+                           f"{', '.join(g.group_id for g in gone)}")
+
+    def _load(self, pid: int, epoch: int, now: int) -> None:
+        part = self.rm.partitions[(OFFSETS_TOPIC, pid)]
+        log = part.log
+        groups: dict[str, Group] = {}
+        count = 0
+        data = log.read_range(log.start_offset, 1 << 62, log.end_offset) \
+            if log.end_offset > log.start_offset else b""
+        for header, batch in records.iter_batches(data):
+            if header.is_control:
+                continue
+            for rec in records.decode_records(batch)[1]:
+                count += 1
+                if rec.key is None:
+                    continue
+                try:
+                    key = gm.read_key(rec.key)
+                    if isinstance(key, gm.OffsetKey):
+                        g = groups.setdefault(key.group, Group(key.group, pid))
+                        if rec.value is None:
+                            g.offsets.pop((key.topic, key.partition), None)
+                        else:
+                            g.offsets[(key.topic, key.partition)] = gm.read_offset_value(rec.value)
+                    else:
+                        g = groups.setdefault(key.group, Group(key.group, pid))
+                        self._restore(g, None if rec.value is None
+                                      else gm.read_group_value(rec.value), now)
+                except gm.GroupRecordError as exc:
+                    raise gm.GroupRecordError(f"{OFFSETS_TOPIC}-{pid} offset {rec.offset}: "
+                                              f"{exc}") from None
+        self.owned[pid] = epoch
+        for g in groups.values():
+            self.groups[g.group_id] = g
+        if count:  # (an empty partition says nothing: there are 50 of them)
+            self._on_event(f"{OFFSETS_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "
+                           f"{len(groups)} group(s) from {count} record(s)")
+
+    def _restore(self, g: Group, v: gm.GroupValue | None, now: int) -> None:
+        if v is None:
+            g.state, g.protocol_type, g.protocol, g.generation, g.leader = EMPTY, None, None, 0, None
+            g.members = {}
+            return
+        g.protocol_type, g.generation, g.protocol, g.leader = (
+            v.protocol_type, v.generation, v.protocol, v.leader)
+        g.members = {}
+        for mv in v.members:
+            g.members[mv.member_id] = Member(
+                mv.member_id, mv.client_id, mv.client_host, mv.session_timeout_ms,
+                mv.rebalance_timeout_ms, v.protocol_type, ((v.protocol, mv.subscription),),
+                expires_ms=now + mv.session_timeout_ms, assignment=mv.assignment)
+        g.state = STABLE if g.members else EMPTY  # as Kafka loads a group: no transition
+
+    # ------------------------------------------------------------ writes
+
+    def _write(self, pid: int, entries: list[tuple[bytes, bytes | None]], now: int,
+               done: Callable[[int], None]) -> None:
+        """Append ``entries`` to our partition ``pid`` with acks=all; ``done(error)`` once the
+        replicas have them or the write failed (errors as Kafka maps them for coordinators)."""
+        key = (OFFSETS_TOPIC, pid)
+        part = self.rm.leader_partition(*key)
+        if part is None or self.owned.get(pid) != part.leader_epoch:
+            done(m.NOT_COORDINATOR)
+            return
+        if len(part.isr) < self.rm.min_isr(OFFSETS_TOPIC):
+            done(m.COORDINATOR_NOT_AVAILABLE)
+            return
+        batch = records.build_batch(0, part.leader_epoch, entries, self.wall_clock())
+        header = self.rm.append(part, batch)
+        self._writes.append(_Write(key, part.leader_epoch, header.last_offset + 1,
+                                   now + self.options.offsets_commit_timeout_ms, done))
+        self._complete_writes(now)
+
+    def _complete_writes(self, now: int) -> None:
+        self._now = now
+        pending, self._writes = self._writes, []
+        for w in pending:
+            outcome = self.rm.append_outcome(w.key, w.leader_epoch, w.required_end, now,
+                                             w.deadline_ms)
+            if outcome is None:
+                self._writes.append(w)
+            elif outcome in (m.NOT_ENOUGH_REPLICAS, m.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                             m.UNKNOWN_TOPIC_OR_PARTITION):
+                w.done(m.COORDINATOR_NOT_AVAILABLE)
+            elif outcome in (m.NOT_LEADER_OR_FOLLOWER, m.KAFKA_STORAGE_ERROR):
+                w.done(m.NOT_COORDINATOR)
+            else:
+                w.done(outcome)  # a callback may add writes to self._writes
+
+    def _store_group(self, g: Group, now: int, done: Callable[[int], None]) -> None:
+        members = tuple(gm.MemberValue(mb.member_id, None, mb.client_id, mb.client_host,
+                                       mb.rebalance_timeout_ms, mb.session_timeout_ms,
+                                       mb.metadata(g.protocol), mb.assignment)
+                        for mb in g.members.values())
+        value = gm.GroupValue(g.protocol_type or "", g.generation, g.protocol, g.leader,
+                              self.wall_clock(), members)
+        self._write(g.partition, [(gm.group_key(g.group_id), gm.group_value(value))], now, done)
+
+    # ------------------------------------------------------------ JoinGroup
+
+    def join(self, group_id: str, member_id: str, client_id: str, client_host: str,
+             session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+             protocols: tuple, require_known_member_id: bool, now: int,
+             respond: Callable[[JoinResult], None]) -> None:
+        error = self._error_for(group_id)
+        if error != m.NONE:
+            respond(JoinResult(error, member_id))
+            return
+        opts = self.options
+        if not (opts.group_min_session_timeout_ms <= session_timeout_ms
+                <= opts.group_max_session_timeout_ms):
+            respond(JoinResult(m.INVALID_SESSION_TIMEOUT, member_id))
+            return
+        if not protocol_type or not protocols:
+            respond(JoinResult(m.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        g = self.groups.get(group_id)
+        if g is None:
+            if member_id:
+                respond(JoinResult(m.UNKNOWN_MEMBER_ID, member_id))
+                return
+            g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
+        if not self._protocols_fit(g, protocol_type, protocols):
+            respond(JoinResult(m.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        if not member_id:
+            member_id = f"{client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
+            if require_known_member_id:
+                g.pending[member_id] = now + session_timeout_ms
+                respond(JoinResult(m.MEMBER_ID_REQUIRED, member_id))
+                return
+            self._add_member(g, Member(member_id, client_id, client_host, session_timeout_ms,
+                                       rebalance_timeout_ms, protocol_type, protocols), now,
+                             respond)
+            return
+        if member_id in g.pending:
+            del g.pending[member_id]
+            self._add_member(g, Member(member_id, client_id, client_host, session_timeout_ms,
+                                       rebalance_timeout_ms, protocol_type, protocols), now,
+                             respond)
+            return
+        mb = g.members.get(member_id)
+        if mb is None:
+            respond(JoinResult(m.UNKNOWN_MEMBER_ID, member_id))
+            return
+        same = mb.protocols == protocols
+        mb.session_timeout_ms, mb.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        mb.expires_ms = now + session_timeout_ms
+        if g.state == PREPARING:
+            mb.protocols = protocols
+            self._answer_join(mb, JoinResult(m.UNKNOWN_MEMBER_ID, member_id))  # a replaced join
+            mb.on_join = respond
+            self._maybe_complete_join(g, now)
+        elif g.state == COMPLETING and same:
+            respond(self._join_result(g, mb))  # the answer it missed
+        elif g.state == STABLE and same and g.leader != member_id:
+            respond(self._join_result(g, mb))
+        else:
+            mb.protocols = protocols
+            mb.on_join = respond
+            self._prepare_rebalance(g, now, f"member {member_id} rejoined with new metadata")
+
+    def _protocols_fit(self, g: Group, protocol_type: str, protocols: tuple) -> bool:
+        if g.state == EMPTY and not g.members:
+            return True
+        if g.protocol_type is not None and protocol_type != g.protocol_type:
+            return False
+        names = {n for n, _ in protocols}
+        for mb in g.members.values():
+            names &= {n for n, _ in mb.protocols}
+        return bool(names)
+
+    def _add_member(self, g: Group, mb: Member, now: int,
+                    respond: Callable[[JoinResult], None]) -> None:
+        mb.on_join = respond
+        mb.expires_ms = now + mb.session_timeout_ms
+        g.members[mb.member_id] = mb
+        g.new_member_added = True
+        if g.protocol_type is None:
+            g.protocol_type = mb.protocol_type
+        if g.state == PREPARING:
+            self._maybe_complete_join(g, now)
+        else:
+            self._prepare_rebalance(g, now, f"member {mb.member_id} joined")
+
+    def _prepare_rebalance(self, g: Group, now: int, reason: str) -> None:
+        if g.state == COMPLETING:
+            for mb in g.members.values():
+                mb.assignment = b""
+                self._answer_sync(mb, m.REBALANCE_IN_PROGRESS)
+        delay = self.options.group_initial_rebalance_delay_ms
+        if g.state == EMPTY:
+            budget = max((mb.rebalance_timeout_ms for mb in g.members.values()), default=0)
+            g.initial_budget_ms = max(budget - delay, 0)
+            g.join_deadline_ms = now + min(delay, budget) if delay > 0 else now
+            g.new_member_added = False
+        else:
+            g.initial_budget_ms = -1
+            g.join_deadline_ms = now + max(
+                (mb.rebalance_timeout_ms for mb in g.members.values()), default=0)
+        g.transition(PREPARING)
+        self._on_event(f"group {g.group_id}: rebalancing from generation {g.generation} "
+                       f"({reason})")
+        self._maybe_complete_join(g, now)
+
+    def _maybe_complete_join(self, g: Group, now: int) -> None:
+        if g.state != PREPARING:
+            return
+        if g.initial_budget_ms >= 0:
+            if now < g.join_deadline_ms:
+                return
+            if g.new_member_added and g.initial_budget_ms > 0:
+                step = min(self.options.group_initial_rebalance_delay_ms, g.initial_budget_ms)
+                g.initial_budget_ms -= step
+                g.join_deadline_ms = now + step
+                g.new_member_added = False
+                return
+        elif not g.all_joined() and now < g.join_deadline_ms:
+            return
+        g.initial_budget_ms = -1
+        for mb in [mb for mb in g.members.values() if mb.on_join is None]:
+            self._remove_member(g, mb, now, "did not rejoin in time", rebalance=False)
+        g.pending.clear()
+        g.generation += 1
+        if not g.members:
+            g.protocol, g.leader, g.protocol_type = None, None, None
+            g.transition(EMPTY)
+            self._on_event(f"group {g.group_id}: empty at generation {g.generation}")
+            self._store_group(g, now, lambda error: None)
+            return
+        g.protocol = self._select_protocol(g)
+        if g.leader not in g.members:
+            g.leader = next(iter(g.members))
+        g.transition(COMPLETING)
+        self._on_event(f"group {g.group_id}: generation {g.generation} with "
+                       f"{len(g.members)} member(s), leader {g.leader}, protocol {g.protocol}")
+        for mb in g.members.values():
+            mb.expires_ms = now + mb.session_timeout_ms
+            self._answer_join(mb, self._join_result(g, mb))
+
+    def _select_protocol(self, g: Group) -> str:
+        common = None
+        for mb in g.members.values():
+            names = [n for n, _ in mb.protocols]
+            common = names if common is None else [n for n in common if n in names]
+        votes = {n: 0 for n in common}
+        for mb in g.members.values():
+            first = next(n for n, _ in mb.protocols if n in votes)
+            votes[first] += 1
+        return max(common, key=lambda n: votes[n])
+
+    def _join_result(self, g: Group, mb: Member) -> JoinResult:
+        members = ()
+        if mb.member_id == g.leader:
+            members = tuple((x.member_id, x.metadata(g.protocol)) for x in g.members.values())
+        return JoinResult(m.NONE, mb.member_id, g.generation, g.protocol, g.leader or "",
+                          members)
+
+    @staticmethod
+    def _answer_join(mb: Member, result: JoinResult) -> None:
+        respond, mb.on_join = mb.on_join, None
+        if respond is not None:
+            respond(result)
+
+    @staticmethod
+    def _answer_sync(mb: Member, error: int, assignment: bytes = b"") -> None:
+        respond, mb.on_sync = mb.on_sync, None
+        if respond is not None:
+            respond(error, assignment)
+
+    # ------------------------------------------------------------ SyncGroup
+
+    def sync(self, group_id: str, generation: int, member_id: str, assignments: dict,
+             now: int, respond: Callable[[int, bytes], None]) -> None:
+        error = self._error_for(group_id)
+        g = self.groups.get(group_id)
+        mb = g.members.get(member_id) if g is not None else None
+        if error == m.NONE and mb is None:
+            error = m.UNKNOWN_MEMBER_ID
+        if error == m.NONE and generation != g.generation:
+            error = m.ILLEGAL_GENERATION
+        if error == m.NONE and g.state == PREPARING:
+            error = m.REBALANCE_IN_PROGRESS
+        if error != m.NONE:
+            respond(error, b"")
+            return
+        mb.expires_ms = now + mb.session_timeout_ms
+        if g.state == STABLE:
+            respond(m.NONE, mb.assignment)
+            return
+        self._answer_sync(mb, m.REBALANCE_IN_PROGRESS)  # a replaced sync
+        mb.on_sync = respond
+        if member_id != g.leader:
+            return
+        for x in g.members.values():
+            x.assignment = assignments.get(x.member_id, b"")
+        gen = g.generation
+
+        def stored(error: int) -> None:
+            if self.groups.get(group_id) is not g or g.generation != gen or g.state != COMPLETING:
+                return
+            if error != m.NONE:
+                if error == m.REQUEST_TIMED_OUT:
+                    error = m.REBALANCE_IN_PROGRESS
+                for x in g.members.values():
+                    x.assignment = b""
+                    self._answer_sync(x, error)
+                self._prepare_rebalance(g, self._now, f"storing generation {gen} failed: "
+                                        f"{m.ERROR_NAMES.get(error, error)}")
+                return
+            g.transition(STABLE)
+            for x in g.members.values():
+                self._answer_sync(x, m.NONE, x.assignment)
+        self._store_group(g, now, stored)
+
+    # ------------------------------------------------------------ Heartbeat, LeaveGroup
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, now: int) -> int:
+        error = self._error_for(group_id)
+        if error != m.NONE:
+            return error
+        g = self.groups.get(group_id)
+        mb = g.members.get(member_id) if g is not None else None
+        if mb is None:
+            return m.UNKNOWN_MEMBER_ID
+        if generation != g.generation:
+            return m.ILLEGAL_GENERATION
+        mb.expires_ms = now + mb.session_timeout_ms
+        return m.REBALANCE_IN_PROGRESS if g.state == PREPARING else m.NONE
+
+    def leave(self, group_id: str, member_id: str, now: int) -> int:
+        error = self._error_for(group_id)
+        if error != m.NONE:
+            return error
+        g = self.groups.get(group_id)
+        if g is not None and member_id in g.pending:
+            del g.pending[member_id]
+            self._maybe_complete_join(g, now)
+            return m.NONE
+        mb = g.members.get(member_id) if g is not None else None
+        if mb is None:
+            return m.UNKNOWN_MEMBER_ID
+        self._remove_member(g, mb, now, "left the group")
+        return m.NONE
+
+    def _remove_member(self, g: Group, mb: Member, now: int, reason: str,
+                       rebalance: bool = True) -> None:
+        del g.members[mb.member_id]
+        self._on_event(f"group {g.group_id}: member {mb.member_id} removed ({reason})")
+        self._answer_join(mb, JoinResult(m.UNKNOWN_MEMBER_ID, mb.member_id))
+        self._answer_sync(mb, m.UNKNOWN_MEMBER_ID)
+        if not rebalance:
+            return
+        if g.state in (STABLE, COMPLETING):
+            self._prepare_rebalance(g, now, f"member {mb.member_id} {reason}")
+        elif g.state == PREPARING:
+            self._maybe_complete_join(g, now)
+
+    # ------------------------------------------------------------ offsets
+
+    def commit_offsets(self, group_id: str, member_id: str, generation: int,
+                       offsets: dict[tuple[str, int], tuple[int, int, str | None]], now: int,
+                       respond: Callable[[dict], None]) -> None:
+        """``offsets``: (topic, partition) -> (offset, leader epoch, metadata); ``respond``
+        gets (topic, partition) -> error."""
+        error = self._error_for(group_id)
+        g = self.groups.get(group_id)
+        if error == m.NONE:
+            if g is None:
+                if generation >= 0:
+                    error = m.ILLEGAL_GENERATION
+                else:
+                    g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
+            elif generation >= 0 or member_id:  # Kafka's validateOffsetCommit, then the state
+                if member_id not in g.members:
+                    error = m.UNKNOWN_MEMBER_ID
+                elif generation != g.generation:
+                    error = m.ILLEGAL_GENERATION
+                elif g.state == COMPLETING:
+                    error = m.REBALANCE_IN_PROGRESS
+                else:
+                    mb = g.members[member_id]
+                    mb.expires_ms = now + mb.session_timeout_ms
+            elif g.state != EMPTY:
+                error = m.UNKNOWN_MEMBER_ID  # only a group without members takes simple commits
+        if error != m.NONE:
+            respond({k: error for k in offsets})
+            return
+        results: dict = {}
+        entries = []
+        stamp = self.wall_clock()
+        accepted = {}
+        for (topic, partition), (offset, epoch, meta) in offsets.items():
+            meta = meta or ""
+            if self.rm.image.partition(topic, partition) is None:
+                results[(topic, partition)] = m.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(meta.encode()) > self.options.offset_metadata_max_bytes:
+                results[(topic, partition)] = m.OFFSET_METADATA_TOO_LARGE
+            else:
+                value = gm.OffsetValue(offset, epoch, meta, stamp)
+                accepted[(topic, partition)] = value
+                entries.append((gm.offset_key(group_id, topic, partition), gm.offset_value(value)))
+        if not entries:
+            respond(results)
+            return
+
+        def stored(error: int) -> None:
+            if error == m.NONE and self.groups.get(group_id) is g:
+                g.offsets.update(accepted)
+            for k in accepted:
+                results[k] = error
+            respond(results)
+        self._write(g.partition, entries, now, stored)
+
+    def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None):
+        """(error, [((topic, partition), OffsetValue or None)])."""
+        error = self._error_for(group_id)
+        if error != m.NONE:
+            return error, []
+        g = self.groups.get(group_id)
+        offsets = g.offsets if g is not None else {}
+        if wanted is None:
+            return m.NONE, sorted(offsets.items())
+        return m.NONE, [(k, offsets.get(k)) for k in wanted]
+
+    # ------------------------------------------------------------ DescribeGroups, ListGroups
+
+    def describe(self, group_id: str) -> tuple[int, Group | None]:
+        error = self._error_for(group_id)
+        return error, (self.groups.get(group_id) if error == m.NONE else None)
+
+    def list_groups(self) -> list[Group]:
+        return sorted(self.groups.values(), key=lambda g: g.group_id)
+
+    # ------------------------------------------------------------ timers
+
+    def poll(self, now: int, roles_changed: bool) -> None:
+        self._now = now
+        if roles_changed or not self._scanned:
+            self._scanned = True
+            self._sync_ownership(now)
+        if self._writes:
+            self._complete_writes(now)
+        for g in list(self.groups.values()):
+            for member_id, expiry in list(g.pending.items()):
+                if now >= expiry:
+                    del g.pending[member_id]
+                    self._maybe_complete_join(g, now)
+            for mb in list(g.members.values()):
+                if now >= mb.expires_ms and mb.on_join is None and mb.on_sync is None \
+                        and mb.member_id in g.members:
+                    self._remove_member(g, mb, now, "session timed out")
+            if g.state == PREPARING and now >= g.join_deadline_ms:
+                self._maybe_complete_join(g, now)
+
+    def next_deadline_ms(self) -> int | None:
+        times = [w.deadline_ms for w in self._writes]
+        for g in self.groups.values():
+            times += g.pending.values()
+            times += [mb.expires_ms for mb in g.members.values()
+                      if mb.on_join is None and mb.on_sync is None]
+            if g.state == PREPARING:
+                times.append(g.join_deadline_ms)
+        return min(times) if times else None
+
+    def shutdown(self) -> None:
+        for g in self.groups.values():
+            for mb in g.members.values():
+                self._answer_join(mb, JoinResult(m.NOT_COORDINATOR, mb.member_id))
+                self._answer_sync(mb, m.NOT_COORDINATOR)
+        for w in self._writes:
+            w.done(m.NOT_COORDINATOR)
+        self._writes = []

@@ -1,0 +1,240 @@
+"""The group coordinator's core, driven without I/O: Kafka's classic group protocol on a real
+replica manager whose ``__consumer_offsets`` partition lives on a simulated disk."""
+import random
+
+import pytest
+
+from node_image import messages as m
+from node_image import metadata_records as mr
+from node_image import replication_control as rc
+from node_image.broker import group_metadata as gm
+from node_image.broker.group_coordinator import (COMPLETING, EMPTY, PREPARING, STABLE,
+                                                 GroupCoordinator, GroupStateError)
+from node_image.broker.replica_manager import ReplicaManager
+from node_image.config import BrokerConfig
+from node_image.metadata_image import MetadataDelta, MetadataImage
+from node_image.outbox import Outbox
+from simulator.disk import SimDisk
+
+SESSION = 10_000
+OPTIONS = BrokerConfig(offsets_topic_partitions=1, group_initial_rebalance_delay_ms=0)
+
+
+def image(leader=1, epoch=0):
+    delta = MetadataDelta(MetadataImage())
+    for b in (1, 2):
+        delta.replay(mr.RegisterBrokerRecord(b, f"inc{b}", 10 + b, (("PLAINTEXT", f"h{b}", 9092),),
+                                             None, False, False))
+    img = delta.apply(2)
+    for name, parts in ((gm.OFFSETS_TOPIC, 1), ("t", 4)):
+        recs, results = rc.create_topics(img, [(name, parts, 1, ())], salt=len(name))
+        assert [r.error for r in results] == [m.NONE]
+        delta = MetadataDelta(img)
+        for r in recs:
+            if isinstance(r, mr.PartitionRecord):
+                r = mr.PartitionRecord(r.partition_id, r.topic_id, (1, 2), (leader,), leader,
+                                       epoch, epoch)
+            delta.replay(r)
+        img = delta.apply(len(recs))
+    return img
+
+
+class Coordinator:
+    """A coordinator on node 1 and what its callbacks received."""
+
+    def __init__(self, disk=None, options=OPTIONS):
+        self.disk = disk or SimDisk()
+        self.events = []
+        corr = iter(range(1, 10**6))
+        self.rm = ReplicaManager(1, "/data", self.disk, options, Outbox(), lambda: next(corr),
+                                 self.events.append)
+        self.rm.apply_image(image(), None, 0)
+        self.gc = GroupCoordinator(self.rm, options, self.events.append, lambda: 1_000,
+                                   random.Random(7))
+        self.gc.poll(0, True)
+        self.answers = {}
+
+    def join(self, name, member="", now=0, v4=True, protocols=(("range", b"sub"),)):
+        def respond(r):
+            self.answers[("join", name)] = r
+        self.answers.pop(("join", name), None)
+        self.gc.join("g", member, name, "/h", SESSION, 60_000, "consumer",
+                     tuple((p, meta + name.encode()) for p, meta in protocols), v4, now, respond)
+        return self.answers.get(("join", name))
+
+    def sync(self, name, member, generation, assignments=None, now=0):
+        def respond(error, assignment):
+            self.answers[("sync", name)] = (error, assignment)
+        self.answers.pop(("sync", name), None)
+        self.gc.sync("g", generation, member, assignments or {}, now, respond)
+        return self.answers.get(("sync", name))
+
+    def commit(self, member, generation, offsets, now=0):
+        out = []
+        self.gc.commit_offsets("g", member, generation, offsets, now, out.append)
+        [errors] = out
+        return errors
+
+    def state(self):
+        return self.gc.groups["g"].state
+
+
+def two_members(c):
+    """a and b in generation 1, a the leader, both with their assignments."""
+    r = c.join("a")
+    assert r.error == m.MEMBER_ID_REQUIRED and r.member_id.startswith("a-")
+    a = r.member_id
+    assert c.join("a", a).generation == 1, "alone: the join completes at once"
+    b = c.join("b").member_id
+    assert c.join("b", b) is None, "b waits for a to rejoin"
+    assert c.state() == PREPARING
+    assert c.gc.heartbeat("g", 1, a, 0) == m.REBALANCE_IN_PROGRESS
+    ra = c.join("a", a)
+    rb = c.answers[("join", "b")]
+    assert ra.generation == rb.generation == 2 and ra.leader == a == rb.leader
+    assert sorted(ra.members) == sorted([(a, b"suba"), (b, b"subb")]), "the leader sees all"
+    assert rb.members == ()
+    assert c.state() == COMPLETING
+    assert c.sync("b", b, 2) is None, "a follower waits for the leader's assignment"
+    assert c.sync("a", a, 2, {a: b"A", b: b"B"}) == (m.NONE, b"A")
+    assert c.answers[("sync", "b")] == (m.NONE, b"B")
+    assert c.state() == STABLE
+    return a, b
+
+
+def test_two_members_join_sync_and_heartbeat():
+    c = Coordinator()
+    a, b = two_members(c)
+    assert c.gc.heartbeat("g", 2, a, 10) == m.NONE
+    assert c.gc.heartbeat("g", 1, a, 10) == m.ILLEGAL_GENERATION
+    assert c.gc.heartbeat("g", 2, "nobody", 10) == m.UNKNOWN_MEMBER_ID
+    assert c.sync("b", b, 2) == (m.NONE, b"B"), "a sync in Stable gets the stored assignment"
+    assert c.join("b", b).generation == 2, "a follower rejoining unchanged is told again"
+
+
+def test_a_silent_member_is_removed_and_the_group_rebalances_without_it():
+    c = Coordinator()
+    a, b = two_members(c)
+    c.gc.heartbeat("g", 2, a, SESSION - 1)
+    c.gc.poll(SESSION, False)
+    assert b not in c.gc.groups["g"].members and c.state() == PREPARING
+    r = c.join("a", a, now=SESSION + 1)
+    assert (r.generation, r.leader, [x for x, _ in r.members]) == (3, a, [a])
+    assert c.commit(b, 2, {("t", 0): (5, 0, "")}) == {("t", 0): m.UNKNOWN_MEMBER_ID}
+
+
+def test_a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout():
+    c = Coordinator()
+    a, b = two_members(c)
+    assert c.gc.leave("g", "nobody", 0) == m.UNKNOWN_MEMBER_ID
+    c3 = c.join("c")
+    assert c.join("c", c3.member_id, now=5) is None
+    c.join("a", a, now=6)
+    for t in (7, 8):  # b heartbeats (it is alive) but never rejoins
+        c.gc.heartbeat("g", 2, b, t)
+    c.gc.poll(5 + 60_000, False)
+    r = c.answers[("join", "c")]
+    assert r.generation == 3 and sorted(x for x, _ in c.answers[("join", "a")].members) == \
+        sorted([a, c3.member_id])
+    assert c.gc.heartbeat("g", 2, b, 60_010) == m.UNKNOWN_MEMBER_ID
+
+
+def test_commits_follow_the_generation_and_fetches_see_committed_offsets():
+    c = Coordinator()
+    a, b = two_members(c)
+    assert c.commit(a, 1, {("t", 0): (5, 0, "")}) == {("t", 0): m.ILLEGAL_GENERATION}
+    assert c.commit(a, 2, {("t", 0): (5, 0, "m"), ("t", 9): (1, 0, ""),
+                           ("t", 1): (7, 0, "x" * 5000)}) == {
+        ("t", 0): m.NONE, ("t", 9): m.UNKNOWN_TOPIC_OR_PARTITION,
+        ("t", 1): m.OFFSET_METADATA_TOO_LARGE}
+    error, found = c.gc.fetch_offsets("g", [("t", 0), ("t", 1)])
+    assert error == m.NONE and found == [(("t", 0), gm.OffsetValue(5, 0, "m", 1_000)),
+                                         (("t", 1), None)]
+    c.join("c")  # a new member: PreparingRebalance still takes commits of generation 2
+    assert c.commit(b, 2, {("t", 1): (3, 0, "")}) == {("t", 1): m.NONE}
+    assert c.commit(b, -1, {("t", 1): (3, 0, "")}) == {("t", 1): m.ILLEGAL_GENERATION}
+    assert c.commit("", -1, {("t", 1): (3, 0, "")}) == {("t", 1): m.UNKNOWN_MEMBER_ID}
+
+
+def test_a_group_without_members_commits_with_generation_minus_one():
+    c = Coordinator()
+    assert c.commit("", -1, {("t", 2): (9, -1, None)}) == {("t", 2): m.NONE}
+    assert c.gc.fetch_offsets("g", None) == (m.NONE, [(("t", 2), gm.OffsetValue(9, -1, "", 1_000))])
+    assert c.state() == EMPTY
+    assert c.gc.fetch_offsets("other", None) == (m.NONE, [])
+
+
+def test_a_new_coordinator_rebuilds_groups_and_offsets_from_the_log():
+    c = Coordinator()
+    a, b = two_members(c)
+    c.commit(a, 2, {("t", 0): (11, 0, "meta")})
+    c.commit(b, 2, {("t", 0): (12, 0, "")})  # the newest record wins
+    c.rm.checkpoint_hws()
+    again = Coordinator(disk=c.disk)  # the partition's next leader reads the same log
+    g = again.gc.groups["g"]
+    assert (g.state, g.generation, g.leader, g.protocol) == (STABLE, 2, a, "range")
+    assert {x: mb.assignment for x, mb in g.members.items()} == {a: b"A", b: b"B"}
+    assert again.gc.fetch_offsets("g", [("t", 0)])[1] == [(("t", 0), gm.OffsetValue(12, 0, "", 1_000))]
+    assert again.gc.heartbeat("g", 2, b, 5) == m.NONE, "members carry on with the new coordinator"
+    assert any("loaded 1 group(s)" in e for e in again.events)
+
+
+def test_losing_leadership_unloads_groups_and_answers_not_coordinator():
+    c = Coordinator()
+    a, _ = two_members(c)
+    parked = c.join("c")
+    assert parked.error == m.MEMBER_ID_REQUIRED
+    c.join("c", parked.member_id)
+    assert ("join", "c") not in c.answers
+    moved = image(leader=2, epoch=1)
+    c.rm.apply_image(moved, None, 10)
+    c.gc.poll(10, True)
+    assert c.answers[("join", "c")].error == m.NOT_COORDINATOR
+    assert c.gc.heartbeat("g", 2, a, 11) == m.NOT_COORDINATOR
+    assert c.gc.fetch_offsets("g", None) == (m.NOT_COORDINATOR, [])
+    assert c.commit(a, 2, {("t", 0): (1, 0, "")}) == {("t", 0): m.NOT_COORDINATOR}
+
+
+def test_join_refusals():
+    c = Coordinator()
+    c.gc.join("g", "", "x", "", 10, 10, "consumer", (("range", b""),), True, 0,
+              lambda r: c.answers.__setitem__("short", r))
+    assert c.answers["short"].error == m.INVALID_SESSION_TIMEOUT
+    assert c.join("a", "unknown-id").error == m.UNKNOWN_MEMBER_ID
+    a = c.join("a").member_id
+    c.join("a", a)
+    c.gc.join("g", "", "x", "", SESSION, SESSION, "consumer", (("roundrobin", b""),), False, 0,
+              lambda r: c.answers.__setitem__("other", r))
+    assert c.answers["other"].error == m.INCONSISTENT_GROUP_PROTOCOL
+    c.gc.join("", "", "x", "", SESSION, SESSION, "consumer", (("range", b""),), False, 0,
+              lambda r: c.answers.__setitem__("empty", r))
+    assert c.answers["empty"].error == m.INVALID_GROUP_ID
+
+
+def test_the_state_table_refuses_what_kafka_refuses():
+    c = Coordinator()
+    two_members(c)
+    g = c.gc.groups["g"]
+    with pytest.raises(GroupStateError, match="Stable -> Empty"):
+        g.transition(EMPTY)
+    with pytest.raises(GroupStateError, match="Stable -> Stable"):
+        g.transition(STABLE)
+
+
+def test_records_are_kafkas_and_groups_map_to_partitions_as_in_java():
+    assert gm.partition_for("hello", 50) == 99162322 % 50  # "hello".hashCode()
+    assert gm.partition_for("polygenelubricants", 50) == 0  # hashCode() == Integer.MIN_VALUE
+    assert gm.partition_for("", 50) == 0
+    key = gm.offset_key("g", "t", 3)
+    assert key == b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x03"
+    assert gm.read_key(key) == gm.OffsetKey("g", "t", 3)
+    v = gm.OffsetValue(42, 7, "meta", 123)
+    assert gm.read_offset_value(gm.offset_value(v)) == v
+    member = gm.MemberValue("m1", None, "c", "/h", 1, 2, b"sub", b"asg")
+    gv = gm.GroupValue("consumer", 3, "range", "m1", 99, (member,))
+    assert gm.read_key(gm.group_key("g")) == gm.GroupKey("g")
+    assert gm.read_group_value(gm.group_value(gv)) == gv
+    with pytest.raises(gm.GroupRecordError, match="unknown version 9"):
+        gm.read_key(b"\x00\x09")
+    with pytest.raises(gm.GroupRecordError, match="field 'topic' runs past the end"):
+        gm.read_key(b"\x00\x01\x00\x01g\x00\x05t")

@@ -1,0 +1,162 @@
+"""Consumer groups with real clients on three real node processes (127.0.0.1-3).
+
+A librdkafka consumer and a kafka-python consumer share one group through
+``subscribe()``: the coordinator splits the partitions between them, their
+commits land in ``__consumer_offsets``, and when the coordinator's node is
+killed the group moves to the partition's new leader with its committed
+offsets, so a consumer that joins later starts where the group stopped.
+"""
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, TopicPartition
+
+from harness.local_cluster import LocalCluster
+from tests.conftest import wait_for
+from node_image.broker.group_metadata import OFFSETS_TOPIC, partition_for
+
+GROUP = "g"
+PARTITIONS = 4
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = LocalCluster(tmp_path, nodes=3, brokers=True)
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def produce(cluster, values):
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                  "enable.idempotence": True, "message.timeout.ms": 60000})
+    failed = []
+    for i, v in enumerate(values):
+        p.produce("t", value=v.encode(), partition=i % PARTITIONS,
+                  on_delivery=lambda err, msg: err and failed.append(err))
+        p.poll(0)
+    assert p.flush(90) == 0 and not failed, failed
+
+
+class Member(threading.Thread):
+    """One consumer of the group: polls, records what it read, commits after every batch."""
+
+    def __init__(self, cluster, kind):
+        super().__init__(daemon=True)
+        self.kind = kind
+        self.read = []
+        self.assigned = set()
+        self.stop = threading.Event()
+        self.errors = []
+        if kind == "librdkafka":
+            self.c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP,
+                               "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+            self.c.subscribe(["t"])
+        else:
+            self.c = KafkaConsumer("t", bootstrap_servers=cluster.bootstrap(), group_id=GROUP,
+                                   auto_offset_reset="earliest", enable_auto_commit=False,
+                                   session_timeout_ms=6000, heartbeat_interval_ms=1000)
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                if self.kind == "librdkafka":
+                    msgs = [x for x in self.c.consume(100, 0.3) if x.error() is None]
+                    self.read += [x.value().decode() for x in msgs]
+                    self.assigned = {tp.partition for tp in self.c.assignment()}
+                    if msgs:
+                        self.c.commit(asynchronous=False)
+                else:
+                    batches = self.c.poll(300)
+                    self.read += [x.value.decode() for b in batches.values() for x in b]
+                    self.assigned = {tp.partition for tp in self.c.assignment()}
+                    if batches:
+                        self.c.commit()
+            except (KafkaException, Exception) as exc:  # noqa: BLE001 - a rebalance, a failover
+                self.errors.append(repr(exc))
+                time.sleep(0.2)
+        self.c.close()
+
+
+def coordinator(cluster):
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap()}).list_topics(OFFSETS_TOPIC,
+                                                                             timeout=5)
+    leader = md.topics[OFFSETS_TOPIC].partitions[partition_for(GROUP, 50)].leader
+    return leader if leader > 0 else None
+
+
+def committed(cluster):
+    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap(), group_id=GROUP,
+                      enable_auto_commit=False)
+    try:
+        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+        ends = c.end_offsets(tps)
+        return {tp.partition: (c.committed(tp), ends[tp]) for tp in tps}
+    finally:
+        c.close()
+
+
+def test_a_group_of_two_clients_survives_its_coordinators_death_with_its_offsets(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+
+    def create():
+        try:
+            admin.create_topics([NewTopic("t", PARTITIONS, 3,
+                                          config={"min.insync.replicas": "2"})])["t"].result(10)
+        except KafkaException as exc:  # an earlier attempt that timed out may have made it
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+        return True
+    wait_for("three brokers", create)
+    first = [f"a{i}" for i in range(200)]
+    produce(cluster, first)
+    members = [Member(cluster, "librdkafka"), Member(cluster, "kafka-python")]
+    for mb in members:
+        mb.start()
+    try:
+        wait_for("both members with partitions and every record read", lambda: all(
+            mb.assigned for mb in members) and set(first) <= {v for mb in members for v in mb.read},
+            timeout_s=90)
+        assert members[0].assigned.isdisjoint(members[1].assigned)
+        assert members[0].assigned | members[1].assigned == set(range(PARTITIONS))
+        victim = wait_for("the group's coordinator", lambda: coordinator(cluster))
+        cluster.kill(victim)
+        second = [f"b{i}" for i in range(200)]
+        produce(cluster, second)
+        wait_for("every record of both rounds read", lambda: set(first + second) <= {
+            v for mb in members for v in mb.read}, timeout_s=120)
+        wait_for("a new coordinator", lambda: coordinator(cluster) not in (None, victim))
+        wait_for("commits up to the end of every partition", lambda: all(
+            c == end for c, end in committed(cluster).values()), timeout_s=90)
+    finally:
+        for mb in members:
+            mb.stop.set()
+        for mb in members:
+            mb.join(30)
+    cluster.start(victim)
+    # a consumer joining the group later starts at the committed offsets: it reads only news
+    late = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    late.subscribe(["t"])
+    try:
+        produce(cluster, [f"c{i}" for i in range(20)])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 20 and time.monotonic() < deadline:
+            got += [x.value().decode() for x in late.consume(100, 0.5) if x.error() is None]
+        end = time.monotonic() + 3  # anything older would show up now
+        while time.monotonic() < end:
+            got += [x.value().decode() for x in late.consume(100, 0.5) if x.error() is None]
+    finally:
+        late.close()
+    assert sorted(got) == sorted(f"c{i}" for i in range(20)), got[:30]
+    logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
+    assert "Traceback" not in logs
+    assert f"group {GROUP}: generation" in logs and "loaded 1 group(s)" in logs, \
+        "the new coordinator rebuilt the group from the log"
