@@ -313,6 +313,8 @@ def node_config(cfg: RunConfig) -> dict[str, str]:
     props = dict(cfg.node_config)
     # Kafka's default (3) leaves a smaller cluster without group coordinators
     props.setdefault("offsets.topic.replication.factor", str(min(3, cfg.nodes)))
+    props.setdefault("transaction.state.log.replication.factor", str(min(3, cfg.nodes)))
+    props.setdefault("transaction.state.log.min.isr", str(min(2, cfg.nodes)))
     for package, opts in _package_options(cfg):
         for key, value in package.node_properties(opts).items():
             props.setdefault(key, value)

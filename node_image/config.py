@@ -42,6 +42,9 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | offsets.topic.replication.factor | 3 | its replication factor (creation fails, and coordinators stay unavailable, while fewer brokers are registered) |
 | offsets.commit.timeout.ms | 5000 | an offset commit or group write waits this long for the replicas |
 | offset.metadata.max.bytes | 4096 | the longest metadata string of a committed offset |
+| transaction.state.log.num.partitions | 50 | partitions of ``__transaction_state``, created at the first FindCoordinator for a transactional id |
+| transaction.state.log.replication.factor | 3 | its replication factor |
+| transaction.state.log.min.isr | 2 | its ``min.insync.replicas`` |
 | group.initial.rebalance.delay.ms | 3000 | how long the first rebalance of an empty group waits for more members; 0 = not at all |
 | group.min.session.timeout.ms | 6000 | the shortest session timeout a member may ask for |
 | group.max.session.timeout.ms | 1800000 | the longest |
@@ -102,6 +105,9 @@ class BrokerConfig:
     offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
     group_initial_rebalance_delay_ms: int = 3000
+    transaction_topic_partitions: int = 50
+    transaction_topic_replication_factor: int = 3
+    transaction_topic_min_isr: int = 2
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     retry_backoff_ms: int = 100
@@ -163,6 +169,9 @@ _INT_KEYS = {
     "offsets.commit.timeout.ms": ("broker", "offsets_commit_timeout_ms"),
     "offset.metadata.max.bytes": ("broker", "offset_metadata_max_bytes"),
     "group.initial.rebalance.delay.ms": ("broker", "group_initial_rebalance_delay_ms"),
+    "transaction.state.log.num.partitions": ("broker", "transaction_topic_partitions"),
+    "transaction.state.log.replication.factor": ("broker", "transaction_topic_replication_factor"),
+    "transaction.state.log.min.isr": ("broker", "transaction_topic_min_isr"),
     "group.min.session.timeout.ms": ("broker", "group_min_session_timeout_ms"),
     "group.max.session.timeout.ms": ("broker", "group_max_session_timeout_ms"),
 }

@@ -36,13 +36,17 @@ from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatReque
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
                                      FindCoordinatorRequest, FindCoordinatorResponse,
                                      MetadataRequest, MetadataResponse)
-from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse,
-                                     ProduceRequest, ProduceResponse)
+from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+                                     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+                                     EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
+                                     InitProducerIdResponse, ProduceRequest, ProduceResponse,
+                                     TxnOffsetCommitRequest, TxnOffsetCommitResponse)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -62,13 +66,19 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     API_VERSIONS: (0, 3, ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (2, 4, CreateTopicsRequest, CreateTopicsResponse),
     INIT_PRODUCER_ID: (0, 1, InitProducerIdRequest, InitProducerIdResponse),
+    ADD_PARTITIONS_TO_TXN: (0, 2, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    ADD_OFFSETS_TO_TXN: (0, 2, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    END_TXN: (0, 2, EndTxnRequest, EndTxnResponse),
+    TXN_OFFSET_COMMIT: (0, 2, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
              FIND_COORDINATOR: "FindCoordinator", API_VERSIONS: "ApiVersions",
              CREATE_TOPICS: "CreateTopics", INIT_PRODUCER_ID: "InitProducerId",
              JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup",
-             SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups"}
+             SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups",
+             ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+             END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit"}
 UNSUPPORTED_VERSION = 35
 
 

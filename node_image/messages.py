@@ -60,6 +60,11 @@ INVALID_REQUEST = 42
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
 UNKNOWN_PRODUCER_ID = 59
 KAFKA_STORAGE_ERROR = 56
 FENCED_LEADER_EPOCH = 74
@@ -373,6 +378,24 @@ class ReplicaFetchResponse:
     partitions: tuple
 
 
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersRequest:
+    """A transaction coordinator to a partition leader: append a COMMIT or ABORT marker of
+    this producer to each partition (Kafka's WriteTxnMarkers, one marker per request)."""
+    correlation_id: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple  # rows (topic, partition)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersResponse:
+    correlation_id: int
+    partitions: tuple  # rows (topic, partition, error)
+
+
 TYPES: tuple[type, ...] = (
     VoteRequest, VoteResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
     EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse,
@@ -382,12 +405,15 @@ TYPES: tuple[type, ...] = (
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, CreateTopicsRequest, CreateTopicsResponse,
     AlterPartitionRequest, AlterPartitionResponse, AllocateProducerIdsRequest,
     AllocateProducerIdsResponse, ReplicaFetchRequest, ReplicaFetchResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
     (CreateTopicsRequest, "topics"): ("str", "int", "int", "tuple"),
     (CreateTopicsResponse, "results"): ("str", "int", "str | None"),
     (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int"),
+    (WriteTxnMarkersRequest, "partitions"): ("str", "int"),
+    (WriteTxnMarkersResponse, "partitions"): ("str", "int", "int"),
     (ReplicaFetchResponse, "partitions"): ("str", "int", "int", "int", "int", "int", "int", "bytes"),
 }
 _TAG = {t: i for i, t in enumerate(TYPES)}

@@ -137,6 +137,10 @@ class BatchHeader:
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
 
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
 
 def build_batch(
     base_offset: int,
@@ -145,6 +149,7 @@ def build_batch(
     timestamp_ms: int,
     *,
     control: bool = False,
+    transactional: bool = False,
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
@@ -183,7 +188,7 @@ def build_batch(
         count += 1
     if count == 0:
         raise ValueError("a record batch needs at least one record")
-    attributes = ATTR_CONTROL if control else 0
+    attributes = (ATTR_CONTROL if control else 0) | (ATTR_TRANSACTIONAL if transactional else 0)
     buf = bytearray(HEADER_SIZE) + body
     HEADER.pack_into(
         buf, 0, base_offset, len(buf) - LOG_OVERHEAD, epoch, MAGIC, 0, attributes,
@@ -316,6 +321,19 @@ def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     if pos + n > end:
         raise CorruptBatchError("field length runs past the record")
     return bytes(buf[pos:pos + n]), pos + n
+
+
+ABORT_MARKER, COMMIT_MARKER = 0, 1  # control record types that end a transaction
+
+
+def end_txn_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                   timestamp_ms: int) -> bytes:
+    """A transaction marker batch (Kafka's EndTransactionMarker): a transactional control batch
+    of one record, key (version 0, COMMIT or ABORT), value (version 0, coordinator epoch)."""
+    return build_batch(0, 0, [(control_key(COMMIT_MARKER if commit else ABORT_MARKER),
+                               struct.pack(">hi", 0, coordinator_epoch))], timestamp_ms,
+                       control=True, transactional=True, producer_id=producer_id,
+                       producer_epoch=producer_epoch)
 
 
 def control_key(record_type: int) -> bytes:

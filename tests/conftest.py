@@ -107,3 +107,15 @@ def wait_for(what, predicate, timeout_s=60):
             pass
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.3)
+
+
+@pytest.fixture
+def brokers3(tmp_path):
+    """Three combined controller/broker node processes on 127.0.0.1-3, stopped afterwards."""
+    from harness.local_cluster import LocalCluster
+    c = LocalCluster(tmp_path, nodes=3, brokers=True)
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()

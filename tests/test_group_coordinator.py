@@ -20,13 +20,14 @@ SESSION = 10_000
 OPTIONS = BrokerConfig(offsets_topic_partitions=1, group_initial_rebalance_delay_ms=0)
 
 
-def image(leader=1, epoch=0):
+def image(leader=1, epoch=0, topics=((gm.OFFSETS_TOPIC, 1), ("t", 4))):
+    """Brokers 1 and 2; ``topics`` (name, partitions) each led by ``leader`` in ``epoch``."""
     delta = MetadataDelta(MetadataImage())
     for b in (1, 2):
         delta.replay(mr.RegisterBrokerRecord(b, f"inc{b}", 10 + b, (("PLAINTEXT", f"h{b}", 9092),),
                                              None, False, False))
     img = delta.apply(2)
-    for name, parts in ((gm.OFFSETS_TOPIC, 1), ("t", 4)):
+    for name, parts in topics:
         recs, results = rc.create_topics(img, [(name, parts, 1, ())], salt=len(name))
         assert [r.error for r in results] == [m.NONE]
         delta = MetadataDelta(img)

@@ -14,7 +14,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
-from harness.local_cluster import LocalCluster
 from tests.conftest import wait_for
 from node_image.broker.group_metadata import OFFSETS_TOPIC, partition_for
 
@@ -23,13 +22,8 @@ PARTITIONS = 4
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    c = LocalCluster(tmp_path, nodes=3, brokers=True)
-    c.start_all()
-    try:
-        yield c
-    finally:
-        c.close()
+def cluster(brokers3):
+    return brokers3
 
 
 def produce(cluster, values):

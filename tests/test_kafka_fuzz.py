@@ -19,7 +19,6 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from harness.local_cluster import LocalCluster
 from node_image import kafka_codec as kc
 from node_image import records
 
@@ -32,13 +31,8 @@ PING = kc.encode_request(kc.API_VERSIONS, 0, ApiVersionsRequest[0](), correlatio
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    c = LocalCluster(tmp_path, nodes=3, brokers=True)
-    c.start_all()
-    try:
-        yield c
-    finally:
-        c.close()
+def cluster(brokers3):
+    return brokers3
 
 
 def wait_for_brokers(cluster, timeout_s=60):

@@ -66,11 +66,23 @@ class Broker:
         self._pid_next = 0
         self._pid_end = 0
         self._pid_request: tuple[int, int] | None = None  # (correlation id, deadline)
+        self._local_markers: list[m.WriteTxnMarkersRequest] = []
         controller.register_publisher(self.publish)
 
     def _next_correlation(self) -> int:
         self._corr += 1
         return self._corr
+
+    next_correlation = _next_correlation
+
+    def send_txn_markers(self, leader: int, req: m.WriteTxnMarkersRequest) -> None:
+        """The transaction coordinator's markers to ``leader``: over the wire, or, when this
+        broker leads the partitions, queued for :meth:`_after_input` (not re-entering the
+        coordinator that is sending)."""
+        if leader == self.node_id:
+            self._local_markers.append(req)
+        else:
+            self.outbox.send(leader, req)
 
     @property
     def ready(self) -> bool:
@@ -163,6 +175,10 @@ class Broker:
             self._handle_pids(msg)
         elif isinstance(msg, m.CreateTopicsResponse):
             self.apis.handle_create_topics_response(msg)
+        elif isinstance(msg, m.WriteTxnMarkersRequest):
+            self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))
+        elif isinstance(msg, m.WriteTxnMarkersResponse):
+            self.apis.txns.handle_markers_response(msg, now)
         else:
             return False
         self._after_input(now)
@@ -189,6 +205,12 @@ class Broker:
         self.rm.controller_id = self.controller_id()
         self.rm.poll(now)
         self.apis.complete_delayed(now)
+        if self._local_markers:
+            while self._local_markers:
+                req = self._local_markers.pop(0)
+                self.apis.write_txn_markers(
+                    req, now, lambda resp: self.apis.txns.handle_markers_response(resp, self.now))
+            self.apis.complete_delayed(now)  # what the markers moved (HWs, parked fetches)
         self.rm.hw_changed.clear()
         self.rm.appended.clear()
         self.rm.role_changed = False

@@ -58,7 +58,9 @@ from typing import Callable
 from .. import messages as m
 from .. import records
 from . import group_metadata as gm
+from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
+from .producer_state import marker_type
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -120,6 +122,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)  # member id -> expiry (v4 joins)
     offsets: dict[tuple[str, int], gm.OffsetValue] = field(default_factory=dict)
+    # producer id -> offsets of its open transaction (TxnOffsetCommit), until its marker
+    txn_offsets: dict[int, dict[tuple[str, int], gm.OffsetValue]] = field(default_factory=dict)
     join_deadline_ms: int = 0
     initial_budget_ms: int = -1  # >= 0 while the first rebalance of an empty group waits
     new_member_added: bool = False
@@ -134,15 +138,6 @@ class Group:
         return not self.pending and all(mb.on_join is not None for mb in self.members.values())
 
 
-@dataclass(slots=True)
-class _Write:
-    key: tuple[str, int]
-    leader_epoch: int
-    required_end: int
-    deadline_ms: int
-    done: Callable[[int], None]
-
-
 class GroupCoordinator:
     def __init__(self, replica_manager, options, on_event: Callable[[str], None],
                  wall_clock: Callable[[], int], rng) -> None:
@@ -152,9 +147,9 @@ class GroupCoordinator:
         self.wall_clock = wall_clock
         self.rng = rng
         self.groups: dict[str, Group] = {}
-        self.owned: dict[int, int] = {}  # __consumer_offsets partition -> leader epoch loaded
-        self._writes: list[_Write] = []
-        self._scanned = False
+        self.log = CoordinatorLog(replica_manager, OFFSETS_TOPIC, options.offsets_commit_timeout_ms,
+                                  wall_clock, self._load, self._unload)
+        self.owned = self.log.owned  # __consumer_offsets partition -> leader epoch loaded
         self._now = 0  # the time of the input being handled, for write callbacks
 
     # ------------------------------------------------------------ ownership
@@ -168,19 +163,7 @@ class GroupCoordinator:
             return m.INVALID_GROUP_ID
         return m.NONE if self.partition_of(group_id) in self.owned else m.NOT_COORDINATOR
 
-    def _sync_ownership(self, now: int) -> None:
-        led = {}
-        for (topic, pid), part in self.rm.partitions.items():
-            if topic == OFFSETS_TOPIC and part.is_leader:
-                led[pid] = part.leader_epoch
-        for pid in [p for p in self.owned if led.get(p) != self.owned[p]]:
-            self._unload(pid)
-        for pid, epoch in sorted(led.items()):
-            if pid not in self.owned:
-                self._load(pid, epoch, now)
-
     def _unload(self, pid: int) -> None:
-        del self.owned[pid]
         gone = [g for g in self.groups.values() if g.partition == pid]
         for g in gone:
             for mb in g.members.values():
@@ -191,36 +174,46 @@ class GroupCoordinator:
             self._on_event(f"{OFFSETS_TOPIC}-{pid}: no longer coordinator of "
                            f"{', '.join(g.group_id for g in gone)}")
 
-    def _load(self, pid: int, epoch: int, now: int) -> None:
-        part = self.rm.partitions[(OFFSETS_TOPIC, pid)]
-        log = part.log
+    def _load(self, pid: int, epoch: int, batches: list) -> None:
         groups: dict[str, Group] = {}
+        open_txns: dict[int, list] = {}  # producer id -> its uncommitted offset records
         count = 0
-        data = log.read_range(log.start_offset, 1 << 62, log.end_offset) \
-            if log.end_offset > log.start_offset else b""
-        for header, batch in records.iter_batches(data):
+
+        def group(name: str) -> Group:
+            return groups.setdefault(name, Group(name, pid))
+        for header, batch in batches:
+            recs = records.decode_records(batch)[1]
+            count += len(recs)
             if header.is_control:
+                if header.is_transactional:
+                    done = open_txns.pop(header.producer_id, [])
+                    if marker_type(header, batch) == records.COMMIT_MARKER:
+                        for key, value in done:
+                            group(key.group).offsets[(key.topic, key.partition)] = value
                 continue
-            for rec in records.decode_records(batch)[1]:
-                count += 1
+            for rec in recs:
                 if rec.key is None:
                     continue
                 try:
                     key = gm.read_key(rec.key)
                     if isinstance(key, gm.OffsetKey):
-                        g = groups.setdefault(key.group, Group(key.group, pid))
-                        if rec.value is None:
-                            g.offsets.pop((key.topic, key.partition), None)
+                        value = None if rec.value is None else gm.read_offset_value(rec.value)
+                        if header.is_transactional:
+                            open_txns.setdefault(header.producer_id, []).append((key, value))
+                        elif value is None:
+                            group(key.group).offsets.pop((key.topic, key.partition), None)
                         else:
-                            g.offsets[(key.topic, key.partition)] = gm.read_offset_value(rec.value)
+                            group(key.group).offsets[(key.topic, key.partition)] = value
                     else:
-                        g = groups.setdefault(key.group, Group(key.group, pid))
-                        self._restore(g, None if rec.value is None
-                                      else gm.read_group_value(rec.value), now)
+                        self._restore(group(key.group), None if rec.value is None
+                                      else gm.read_group_value(rec.value), self._now)
                 except gm.GroupRecordError as exc:
                     raise gm.GroupRecordError(f"{OFFSETS_TOPIC}-{pid} offset {rec.offset}: "
                                               f"{exc}") from None
-        self.owned[pid] = epoch
+        for producer_id, items in open_txns.items():
+            for key, value in items:
+                group(key.group).txn_offsets.setdefault(producer_id, {})[
+                    (key.topic, key.partition)] = value
         for g in groups.values():
             self.groups[g.group_id] = g
         if count:  # (an empty partition says nothing: there are 50 of them)
@@ -244,40 +237,6 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ writes
 
-    def _write(self, pid: int, entries: list[tuple[bytes, bytes | None]], now: int,
-               done: Callable[[int], None]) -> None:
-        """Append ``entries`` to our partition ``pid`` with acks=all; ``done(error)`` once the
-        replicas have them or the write failed (errors as Kafka maps them for coordinators)."""
-        key = (OFFSETS_TOPIC, pid)
-        part = self.rm.leader_partition(*key)
-        if part is None or self.owned.get(pid) != part.leader_epoch:
-            done(m.NOT_COORDINATOR)
-            return
-        if len(part.isr) < self.rm.min_isr(OFFSETS_TOPIC):
-            done(m.COORDINATOR_NOT_AVAILABLE)
-            return
-        batch = records.build_batch(0, part.leader_epoch, entries, self.wall_clock())
-        header = self.rm.append(part, batch)
-        self._writes.append(_Write(key, part.leader_epoch, header.last_offset + 1,
-                                   now + self.options.offsets_commit_timeout_ms, done))
-        self._complete_writes(now)
-
-    def _complete_writes(self, now: int) -> None:
-        self._now = now
-        pending, self._writes = self._writes, []
-        for w in pending:
-            outcome = self.rm.append_outcome(w.key, w.leader_epoch, w.required_end, now,
-                                             w.deadline_ms)
-            if outcome is None:
-                self._writes.append(w)
-            elif outcome in (m.NOT_ENOUGH_REPLICAS, m.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                             m.UNKNOWN_TOPIC_OR_PARTITION):
-                w.done(m.COORDINATOR_NOT_AVAILABLE)
-            elif outcome in (m.NOT_LEADER_OR_FOLLOWER, m.KAFKA_STORAGE_ERROR):
-                w.done(m.NOT_COORDINATOR)
-            else:
-                w.done(outcome)  # a callback may add writes to self._writes
-
     def _store_group(self, g: Group, now: int, done: Callable[[int], None]) -> None:
         members = tuple(gm.MemberValue(mb.member_id, None, mb.client_id, mb.client_host,
                                        mb.rebalance_timeout_ms, mb.session_timeout_ms,
@@ -285,7 +244,8 @@ class GroupCoordinator:
                         for mb in g.members.values())
         value = gm.GroupValue(g.protocol_type or "", g.generation, g.protocol, g.leader,
                               self.wall_clock(), members)
-        self._write(g.partition, [(gm.group_key(g.group_id), gm.group_value(value))], now, done)
+        self.log.write(g.partition, [(gm.group_key(g.group_id), gm.group_value(value))], now,
+                       done)
 
     # ------------------------------------------------------------ JoinGroup
 
@@ -463,6 +423,7 @@ class GroupCoordinator:
 
     def sync(self, group_id: str, generation: int, member_id: str, assignments: dict,
              now: int, respond: Callable[[int, bytes], None]) -> None:
+        self._now = now
         error = self._error_for(group_id)
         g = self.groups.get(group_id)
         mb = g.members.get(member_id) if g is not None else None
@@ -551,12 +512,18 @@ class GroupCoordinator:
 
     def commit_offsets(self, group_id: str, member_id: str, generation: int,
                        offsets: dict[tuple[str, int], tuple[int, int, str | None]], now: int,
-                       respond: Callable[[dict], None]) -> None:
+                       respond: Callable[[dict], None],
+                       producer: tuple[int, int] | None = None) -> None:
         """``offsets``: (topic, partition) -> (offset, leader epoch, metadata); ``respond``
-        gets (topic, partition) -> error."""
+        gets (topic, partition) -> error. ``producer`` (id, epoch): a TxnOffsetCommit, whose
+        offsets wait for the transaction's end (Kafka checks no generation for these before
+        TxnOffsetCommit v3, nor do we)."""
         error = self._error_for(group_id)
         g = self.groups.get(group_id)
-        if error == m.NONE:
+        if error == m.NONE and producer is not None:
+            if g is None:
+                g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
+        elif error == m.NONE:
             if g is None:
                 if generation >= 0:
                     error = m.ILLEGAL_GENERATION
@@ -597,11 +564,27 @@ class GroupCoordinator:
 
         def stored(error: int) -> None:
             if error == m.NONE and self.groups.get(group_id) is g:
-                g.offsets.update(accepted)
+                if producer is None:
+                    g.offsets.update(accepted)
+                else:
+                    g.txn_offsets.setdefault(producer[0], {}).update(accepted)
             for k in accepted:
                 results[k] = error
             respond(results)
-        self._write(g.partition, entries, now, stored)
+        if producer is None:
+            self.log.write(g.partition, entries, now, stored)
+        else:  # a transaction's offsets: visible once its COMMIT marker is written
+            self.log.write(g.partition, entries, now, stored, transactional=True,
+                           producer_id=producer[0], producer_epoch=producer[1])
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` was written to our partition: its pending
+        offsets become the groups' committed offsets (COMMIT) or are dropped (ABORT)."""
+        for g in self.groups.values():
+            if g.partition == partition:
+                pending = g.txn_offsets.pop(producer_id, None)
+                if pending and commit:
+                    g.offsets.update(pending)
 
     def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None):
         """(error, [((topic, partition), OffsetValue or None)])."""
@@ -627,11 +610,8 @@ class GroupCoordinator:
 
     def poll(self, now: int, roles_changed: bool) -> None:
         self._now = now
-        if roles_changed or not self._scanned:
-            self._scanned = True
-            self._sync_ownership(now)
-        if self._writes:
-            self._complete_writes(now)
+        self.log.sync_ownership(now, roles_changed)
+        self.log.complete(now)
         for g in list(self.groups.values()):
             for member_id, expiry in list(g.pending.items()):
                 if now >= expiry:
@@ -645,7 +625,7 @@ class GroupCoordinator:
                 self._maybe_complete_join(g, now)
 
     def next_deadline_ms(self) -> int | None:
-        times = [w.deadline_ms for w in self._writes]
+        times = [] if self.log.next_deadline_ms() is None else [self.log.next_deadline_ms()]
         for g in self.groups.values():
             times += g.pending.values()
             times += [mb.expires_ms for mb in g.members.values()
@@ -659,6 +639,4 @@ class GroupCoordinator:
             for mb in g.members.values():
                 self._answer_join(mb, JoinResult(m.NOT_COORDINATOR, mb.member_id))
                 self._answer_sync(mb, m.NOT_COORDINATOR)
-        for w in self._writes:
-            w.done(m.NOT_COORDINATOR)
-        self._writes = []
+        self.log.shutdown()

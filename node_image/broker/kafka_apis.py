@@ -25,7 +25,14 @@ order.
   epoch, replicas, ISR and offline replicas. Topics are not created
   automatically; CreateTopics is forwarded to the active controller.
 - InitProducerId hands out ids from blocks the controller allocates
-  (AllocateProducerIds); transactions are not supported.
+  (AllocateProducerIds); with a transactional id it is the transaction
+  coordinator's (:mod:`.transaction_coordinator`), as are AddPartitionsToTxn,
+  AddOffsetsToTxn and EndTxn. Transactional batches are appended like
+  others; a partition's open transactions bound its last stable offset, the
+  limit of a read_committed Fetch, which also lists the aborted
+  transactions in the range it returns. TxnOffsetCommit is the group
+  coordinator's; the markers a transaction coordinator asks for
+  (WriteTxnMarkers) are appended here as leader.
 - FindCoordinator names the leader of the group's ``__consumer_offsets``
   partition (asking the controller to create the topic the first time);
   JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
@@ -46,15 +53,16 @@ from ..kafka_codec import KafkaRequest, KafkaResponse
 from ..outbox import Outbox
 from .group_coordinator import GroupCoordinator, JoinResult
 from .group_metadata import OFFSETS_TOPIC
+from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
 from .replica_manager import ReplicaManager
 
 NOT_AUTHORIZED_OPERATIONS = None  # encodes as INT32_MIN: operations not requested
-ATTR_TRANSACTIONAL = 0x10
 PID_WAIT_MS = 1000  # how long an InitProducerId waits for a producer-id block
 OFFSETS_TOPIC_RETRY_MS = 1000  # how often FindCoordinator asks for __consumer_offsets again
 
 
 UNBOUNDED = (1 << 63) - 1  # Long.MAX_VALUE: no timestamp bound
+READ_COMMITTED = 1  # Fetch and ListOffsets isolation level
 
 
 @dataclass(slots=True)
@@ -104,8 +112,14 @@ class KafkaApis:
         self._pending_creates: dict[int, tuple[object, KafkaRequest, int]] = {}
         self.groups = GroupCoordinator(replica_manager, options, on_event, self.wall_clock,
                                        rng or random.Random(0))
-        self._offsets_topic_asked_ms = -OFFSETS_TOPIC_RETRY_MS
+        self.txns = TransactionCoordinator(
+            replica_manager, options, on_event, self.wall_clock,
+            lambda: self.broker.next_producer_id(),
+            lambda leader, msg: self.broker.send_txn_markers(leader, msg),
+            lambda: self.broker.next_correlation())
+        self._internal_asked_ms: dict[str, int] = {}
         self._internal_creates: set[int] = set()
+        self._delayed_markers: list = []
 
     # ------------------------------------------------------------ dispatch
 
@@ -118,7 +132,9 @@ class KafkaApis:
             kc.OFFSET_FETCH: self._offset_fetch, kc.JOIN_GROUP: self._join_group,
             kc.SYNC_GROUP: self._sync_group, kc.HEARTBEAT: self._heartbeat,
             kc.LEAVE_GROUP: self._leave_group, kc.DESCRIBE_GROUPS: self._describe_groups,
-            kc.LIST_GROUPS: self._list_groups,
+            kc.LIST_GROUPS: self._list_groups, kc.ADD_PARTITIONS_TO_TXN: self._add_partitions_to_txn,
+            kc.ADD_OFFSETS_TO_TXN: self._add_offsets_to_txn, kc.END_TXN: self._end_txn,
+            kc.TXN_OFFSET_COMMIT: self._txn_offset_commit,
         }[req.api_key]
         handler(src, req, now)
 
@@ -165,7 +181,7 @@ class KafkaApis:
                     replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
                     offline_replicas=offline))
             topics.append(R.MetadataResponseTopic(error_code=m.NONE, name=name,
-                                                  is_internal=name == OFFSETS_TOPIC,
+                                                  is_internal=name in (OFFSETS_TOPIC, TXN_TOPIC),
                                                   partitions=parts,
                                                   authorized_operations=NOT_AUTHORIZED_OPERATIONS))
         controller = self.broker.controller_hint()
@@ -184,12 +200,11 @@ class KafkaApis:
                 key = (td.name, pd.index)
                 if acks not in (0, 1, -1):
                     results[key] = _ProduceResult(m.INVALID_REQUIRED_ACKS)
-                elif body.transactional_id is not None:
-                    results[key] = _ProduceResult(m.INVALID_REQUEST)
-                elif td.name == OFFSETS_TOPIC:  # Kafka: clients may not append to it
+                elif td.name in (OFFSETS_TOPIC, TXN_TOPIC):  # Kafka: clients may not append
                     results[key] = _ProduceResult(m.INVALID_TOPIC_EXCEPTION)
                 else:
-                    results[key] = self._append(td.name, pd.index, pd.records, acks)
+                    results[key] = self._append(td.name, pd.index, pd.records, acks,
+                                                transactional=body.transactional_id is not None)
         if acks == 0:
             self._reply(src, req, None)
             return
@@ -202,7 +217,8 @@ class KafkaApis:
         if not d.pending:
             self._produce_reply(d)
 
-    def _append(self, topic: str, partition: int, data, acks: int) -> _ProduceResult:
+    def _append(self, topic: str, partition: int, data, acks: int,
+                transactional: bool = False) -> _ProduceResult:
         part = self.rm.leader_partition(topic, partition)
         if part is None:
             known = self.rm.image.partition(topic, partition) is not None
@@ -222,8 +238,9 @@ class KafkaApis:
                 attributes = records.peek_attributes(data, pos)
                 if attributes is not None and attributes & records.COMPRESSION_MASK:
                     return refuse(m.UNSUPPORTED_COMPRESSION_TYPE)
-                if attributes is not None and attributes & records.ATTR_TRANSACTIONAL:
-                    return refuse(m.INVALID_REQUEST)
+                if attributes is not None and bool(
+                        attributes & records.ATTR_TRANSACTIONAL) != transactional:
+                    return refuse(m.INVALID_REQUEST)  # a transactional batch needs its id
                 header = records.check_batch(data, pos)
                 if header.is_control:
                     return refuse(m.INVALID_REQUEST)
@@ -327,35 +344,43 @@ class KafkaApis:
         for t in body.topics:
             parts = []
             for p in t.partitions:
-                error, hw, start, data = self._read(t.topic, p, req.api_version,
-                                                    min(p.partition_max_bytes, max(budget - total, 0)),
-                                                    first=total == 0)
+                error, hw, lso, start, data, aborted = self._read(
+                    t.topic, p, req.api_version, min(p.partition_max_bytes, max(budget - total, 0)),
+                    first=total == 0, committed=body.isolation_level == READ_COMMITTED)
                 errors = errors or error != m.NONE
                 total += len(data)
                 parts.append(P(partition_index=p.partition, error_code=error, high_watermark=hw,
-                               last_stable_offset=hw, log_start_offset=start,
-                               aborted_transactions=None if error else [],
+                               last_stable_offset=lso, log_start_offset=start,
+                               aborted_transactions=None if aborted is None else [
+                                   P.AbortedTransaction(producer_id=a.producer_id,
+                                                        first_offset=a.first_offset)
+                                   for a in aborted],
                                preferred_read_replica=-1, records=data))
             topics.append(T(topic=t.topic, partitions=parts))
         return (R(throttle_time_ms=0, error_code=m.NONE, session_id=0, responses=topics),
                 total, errors)
 
-    def _read(self, topic: str, p, version: int, max_bytes: int, first: bool):
+    def _read(self, topic: str, p, version: int, max_bytes: int, first: bool, committed: bool):
+        """(error, HW, LSO, log start, records, aborted transactions or None)."""
         part = self.rm.leader_partition(topic, p.partition)
         if part is None:
             known = self.rm.image.partition(topic, p.partition) is not None
-            return (m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, b""
+            return ((m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION),
+                    -1, -1, -1, b"", None)
         epoch = p.current_leader_epoch if version >= 9 else -1
         if epoch >= 0 and epoch != part.leader_epoch:
             error = m.FENCED_LEADER_EPOCH if epoch < part.leader_epoch else m.UNKNOWN_LEADER_EPOCH
-            return error, -1, -1, b""
-        hw, start = part.high_watermark, part.log.start_offset
+            return error, -1, -1, -1, b"", None
+        hw, lso, start = part.high_watermark, part.last_stable_offset, part.log.start_offset
         if p.fetch_offset < start or p.fetch_offset > part.log.end_offset:
-            return m.OFFSET_OUT_OF_RANGE, hw, start, b""
-        upper = part.log.end_offset if "fetch-above-hw" in self.bugs else hw
+            return m.OFFSET_OUT_OF_RANGE, hw, lso, start, b"", None
+        upper = part.log.end_offset if "fetch-above-hw" in self.bugs else (
+            lso if committed else hw)
         if p.fetch_offset >= upper or (max_bytes <= 0 and not first):
-            return m.NONE, hw, start, b""
-        return m.NONE, hw, start, part.log.read_range(p.fetch_offset, max(max_bytes, 1), upper)
+            return m.NONE, hw, lso, start, b"", [] if committed else None
+        data = part.log.read_range(p.fetch_offset, max(max_bytes, 1), upper)
+        aborted = part.producers.aborted_between(p.fetch_offset, upper) if committed else None
+        return m.NONE, hw, lso, start, data, aborted
 
     # ------------------------------------------------------------ ListOffsets
 
@@ -367,13 +392,15 @@ class KafkaApis:
         for t in req.body.topics:
             parts = []
             for p in t.partitions:
-                error, ts, offset, epoch = self._offset_for(t.name, p, req.api_version)
+                error, ts, offset, epoch = self._offset_for(
+                    t.name, p, req.api_version,
+                    req.body.isolation_level if req.api_version >= 2 else 0)
                 parts.append(P(partition_index=p.partition_index, error_code=error, timestamp=ts,
                                offset=offset, leader_epoch=epoch))
             topics.append(T(name=t.name, partitions=parts))
         self._reply(src, req, R(throttle_time_ms=0, topics=topics))
 
-    def _offset_for(self, topic: str, p, version: int):
+    def _offset_for(self, topic: str, p, version: int, isolation: int = 0):
         part = self.rm.leader_partition(topic, p.partition_index)
         if part is None:
             known = self.rm.image.partition(topic, p.partition_index) is not None
@@ -384,8 +411,10 @@ class KafkaApis:
                     else m.UNKNOWN_LEADER_EPOCH), -1, -1, -1
         if p.timestamp == -2:  # earliest
             return m.NONE, -1, part.log.start_offset, part.leader_epoch
-        if p.timestamp == -1:  # latest: the HW for read_uncommitted and read_committed alike
-            return m.NONE, -1, part.high_watermark, part.leader_epoch
+        if p.timestamp == -1:  # latest: the LSO for read_committed, else the HW
+            committed = version >= 2 and isolation == READ_COMMITTED
+            return (m.NONE, -1, part.last_stable_offset if committed else part.high_watermark,
+                    part.leader_epoch)
         for header in part.log.batch_headers(part.log.start_offset):
             if header.base_offset >= part.high_watermark:
                 break
@@ -441,8 +470,10 @@ class KafkaApis:
 
     def _init_producer_id(self, src, req: KafkaRequest, now: int) -> None:
         if req.body.transactional_id is not None:
-            self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=m.INVALID_REQUEST,
-                                                 producer_id=-1, producer_epoch=-1))
+            self.txns.init_producer_id(
+                req.body.transactional_id, req.body.transaction_timeout_ms, now,
+                lambda error, pid, epoch: self._reply(src, req, self._cls(req)(
+                    throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)))
             return
         # As Kafka's non-blocking ProducerIdManager: without a block of ids soon (a broker just
         # restarted, a controller election), answer a retriable error rather than outwait the
@@ -474,35 +505,118 @@ class KafkaApis:
                   port: int = -1) -> None:
             self._reply(src, req, R(throttle_time_ms=0, error_code=error, error_message=message,
                                     node_id=node, host=host, port=port))
-        if req.api_version >= 1 and req.body.key_type != 0:
-            reply(m.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
+        txn = req.api_version >= 1 and req.body.key_type == 1
+        if req.api_version >= 1 and req.body.key_type not in (0, 1):
+            reply(m.INVALID_REQUEST, f"unknown key type {req.body.key_type}")
             return
         if not req.body.key:
-            reply(m.INVALID_REQUEST, "the group id is empty")
+            reply(m.INVALID_REQUEST, "the key (group or transactional id) is empty")
             return
-        pid = self.groups.partition_of(req.body.key)
-        reg = self.rm.image.partition(OFFSETS_TOPIC, pid)
+        topic = TXN_TOPIC if txn else OFFSETS_TOPIC
+        pid = (self.txns if txn else self.groups).partition_of(req.body.key)
+        reg = self.rm.image.partition(topic, pid)
         if reg is None:
-            self._create_offsets_topic(now)
-            reply(m.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+            self._create_internal_topic(topic, now)
+            reply(m.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created")
             return
         b = self.rm.image.brokers.get(reg.leader)
         ep = b.endpoint("PLAINTEXT") if b is not None and not b.fenced else None
         if ep is None:
-            reply(m.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{pid} has no leader")
+            reply(m.COORDINATOR_NOT_AVAILABLE, f"{topic}-{pid} has no leader")
             return
         reply(m.NONE, None, reg.leader, ep[0], ep[1])
 
-    def _create_offsets_topic(self, now: int) -> None:
-        """Ask the controller for ``__consumer_offsets`` (at most once a second)."""
-        if now < self._offsets_topic_asked_ms + OFFSETS_TOPIC_RETRY_MS:
+    def _create_internal_topic(self, topic: str, now: int) -> None:
+        """Ask the controller for ``__consumer_offsets`` or ``__transaction_state`` (at most once
+        a second each)."""
+        if now < self._internal_asked_ms.get(topic, -OFFSETS_TOPIC_RETRY_MS) + OFFSETS_TOPIC_RETRY_MS:
             return
-        self._offsets_topic_asked_ms = now
-        row = (OFFSETS_TOPIC, self.options.offsets_topic_partitions,
-               self.options.offsets_topic_replication_factor, ())
+        self._internal_asked_ms[topic] = now
+        o = self.options
+        if topic == OFFSETS_TOPIC:
+            row = (topic, o.offsets_topic_partitions, o.offsets_topic_replication_factor, ())
+        else:
+            row = (topic, o.transaction_topic_partitions, o.transaction_topic_replication_factor,
+                   (("min.insync.replicas", str(o.transaction_topic_min_isr)),))
         corr = self.broker.send_to_controller(lambda c: m.CreateTopicsRequest(c, (row,), False))
         if corr is not None:
             self._internal_creates.add(corr)
+
+    # ------------------------------------------------------------ transactions
+
+    def _add_partitions_to_txn(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        T = R.AddPartitionsToTxnTopicResult
+        P = T.AddPartitionsToTxnPartitionResult
+        wanted = [(t.name, p) for t in b.v3_and_below_topics for p in t.partitions]
+
+        def respond(errors: dict) -> None:
+            by_topic: dict[str, list] = {}
+            for (topic, p), error in errors.items():
+                by_topic.setdefault(topic, []).append(P(partition_index=p,
+                                                        partition_error_code=error))
+            self._reply(src, req, R(throttle_time_ms=0, results_by_topic_v3_and_below=[
+                T(name=t, results_by_partition=ps) for t, ps in by_topic.items()]))
+        self.txns.add_partitions(b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
+                                 b.v3_and_below_producer_epoch, wanted, now, respond)
+
+    def _add_offsets_to_txn(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        key = (OFFSETS_TOPIC, self.groups.partition_of(b.group_id))
+        self.txns.add_partitions(b.transactional_id, b.producer_id, b.producer_epoch, [key], now,
+                                 lambda errors: self._reply(src, req, R(
+                                     throttle_time_ms=0, error_code=errors[key])))
+
+    def _end_txn(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        self.txns.end_txn(b.transactional_id, b.producer_id, b.producer_epoch, b.committed, now,
+                          lambda error: self._reply(src, req, R(throttle_time_ms=0,
+                                                                error_code=error)))
+
+    def _txn_offset_commit(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        T = R.TxnOffsetCommitResponseTopic
+        self._commit_offsets(src, req, now, 2, T, T.TxnOffsetCommitResponsePartition, "", -1,
+                             (req.body.producer_id, req.body.producer_epoch))
+
+    def write_txn_markers(self, req: m.WriteTxnMarkersRequest, now: int, reply) -> None:
+        """A transaction coordinator's markers: appended here as leader, answered (``reply``
+        with a WriteTxnMarkersResponse) once replicated."""
+        results = {}
+        pending = {}
+        for topic, p in req.partitions:
+            part = self.rm.leader_partition(topic, p)
+            if part is None:
+                known = self.rm.image.partition(topic, p) is not None
+                results[(topic, p)] = (m.NOT_LEADER_OR_FOLLOWER if known
+                                       else m.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            header = self.rm.append(part, records.end_txn_marker(
+                req.producer_id, req.producer_epoch, req.commit, req.coordinator_epoch,
+                self.wall_clock()))
+            pending[(topic, p)] = (part.leader_epoch, header.last_offset + 1)
+        self._delayed_markers.append((req, reply, now + self.options.request_timeout_ms,
+                                      results, pending))
+        self._check_markers(now)
+
+    def _check_markers(self, now: int) -> None:
+        keep = []
+        for entry in self._delayed_markers:
+            req, reply, deadline, results, pending = entry
+            for key, (epoch, end) in list(pending.items()):
+                outcome = self.rm.append_outcome(key, epoch, end, now, deadline)
+                if outcome is None:
+                    continue
+                del pending[key]
+                results[key] = outcome
+                if outcome == m.NONE and key[0] == OFFSETS_TOPIC:
+                    self.groups.complete_txn(key[1], req.producer_id, req.commit)
+            if pending:
+                keep.append(entry)
+            else:
+                reply(m.WriteTxnMarkersResponse(req.correlation_id, tuple(
+                    (t, p, e) for (t, p), e in sorted(results.items()))))
+        self._delayed_markers = keep
 
     # ------------------------------------------------------------ groups
 
@@ -582,25 +696,31 @@ class KafkaApis:
             for g in self.groups.list_groups()]))
 
     def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
-        b, R = req.body, self._cls(req)
+        R = self._cls(req)
         T = R.OffsetCommitResponseTopic
-        P = T.OffsetCommitResponsePartition
+        self._commit_offsets(src, req, now, 6, T, T.OffsetCommitResponsePartition,
+                             req.body.member_id, req.body.generation_id_or_member_epoch, None)
+
+    def _commit_offsets(self, src, req: KafkaRequest, now: int, epoch_since: int, T, P,
+                        member_id: str, generation: int, producer) -> None:
+        """OffsetCommit and TxnOffsetCommit (``producer``: its id and epoch); leader epochs
+        are in requests from version ``epoch_since``."""
+        b = req.body
         offsets = {}
         for t in b.topics:
             for p in t.partitions:
-                epoch = p.committed_leader_epoch if req.api_version >= 6 else -1
+                epoch = p.committed_leader_epoch if req.api_version >= epoch_since else -1
                 offsets[(t.name, p.partition_index)] = (p.committed_offset, epoch,
                                                         p.committed_metadata)
 
         def respond(errors: dict) -> None:
-            topics = []
-            for t in b.topics:
-                topics.append(T(name=t.name, partitions=[
+            self._reply(src, req, self._cls(req)(throttle_time_ms=0, topics=[
+                T(name=t.name, partitions=[
                     P(partition_index=p.partition_index,
-                      error_code=errors[(t.name, p.partition_index)]) for p in t.partitions]))
-            self._reply(src, req, R(throttle_time_ms=0, topics=topics))
-        self.groups.commit_offsets(b.group_id, b.member_id, b.generation_id_or_member_epoch,
-                                   offsets, now, respond)
+                      error_code=errors[(t.name, p.partition_index)]) for p in t.partitions])
+                for t in b.topics]))
+        self.groups.commit_offsets(b.group_id, member_id, generation, offsets, now, respond,
+                                   producer=producer)
 
     def _offset_fetch(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
@@ -653,6 +773,9 @@ class KafkaApis:
         if self._pending_pids:
             self._serve_pids(now)
         self.groups.poll(now, self.rm.role_changed)
+        self.txns.poll(now, self.rm.role_changed)
+        if self._delayed_markers:
+            self._check_markers(now)
         for corr, (src, req, deadline, early) in list(self._pending_creates.items()):
             if now >= deadline:
                 del self._pending_creates[corr]
@@ -663,13 +786,15 @@ class KafkaApis:
         times += [d.deadline_ms for d in self._delayed_fetch]
         times += [d for _, _, d in self._pending_pids]
         times += [e[2] for e in self._pending_creates.values()]
-        t = self.groups.next_deadline_ms()
-        if t is not None:
-            times.append(t)
+        times += [e[2] for e in self._delayed_markers]
+        for t in (self.groups.next_deadline_ms(), self.txns.next_deadline_ms()):
+            if t is not None:
+                times.append(t)
         return min(times) if times else None
 
     def fail_all(self) -> None:
         """On shutdown: answer everything parked so no client waits on a closed socket."""
         self.groups.shutdown()
+        self.txns.shutdown()
         now = 1 << 62
         self.complete_delayed(now)

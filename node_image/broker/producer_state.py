@@ -15,6 +15,15 @@ Rules (Kafka's ProducerStateManager and ProducerAppendInfo, idempotence only):
   sequence is then the reference, as in Kafka 2.5+).
 - Followers and recovery replay every batch without checks, so a new leader
   knows what its log holds.
+
+Transactions (Kafka's ProducerStateManager, ongoing and aborted
+transactions): the first transactional batch of a producer starts its
+transaction at that offset; a transaction marker (a transactional control
+batch, COMMIT or ABORT) ends it, and an aborted one is remembered as
+(producer id, first offset, marker offset) for read_committed fetches. The
+first offset of the oldest open transaction bounds the last stable offset.
+A marker's epoch is the producer's from then on: a marker written to fence
+a producer (a bumped epoch) makes its older epoch INVALID_PRODUCER_EPOCH.
 """
 from __future__ import annotations
 
@@ -36,6 +45,13 @@ class BatchMetadata:
     last_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's offset
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int
@@ -53,6 +69,16 @@ def _last_seq(header: records.BatchHeader) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.aborted: list[AbortedTxn] = []  # in marker order
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in [start, end): what a read_committed consumer
+        reading that range must drop."""
+        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
 
     def check(self, header: records.BatchHeader) -> tuple[int, BatchMetadata | None]:
         """For a batch a client sent to the leader: (error, duplicate-of or None)."""
@@ -66,6 +92,8 @@ class ProducerStateManager:
             return m.INVALID_PRODUCER_EPOCH, None
         if header.producer_epoch > entry.epoch:
             return (m.NONE if header.base_sequence == 0 else m.OUT_OF_ORDER_SEQUENCE_NUMBER), None
+        if not entry.batches:  # known only from a marker: its epoch, no sequence yet
+            return m.NONE, None
         last = _last_seq(header)
         for b in entry.batches:
             if b.first_seq == header.base_sequence and b.last_seq == last:
@@ -75,9 +103,20 @@ class ProducerStateManager:
             return m.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return m.NONE, None
 
-    def update(self, header: records.BatchHeader) -> None:
-        """Remember an appended batch (leader, follower or recovery)."""
+    def update(self, header: records.BatchHeader, marker: int | None = None) -> None:
+        """Remember an appended batch (leader, follower or recovery); ``marker``: the control
+        type (COMMIT or ABORT) of a transaction marker."""
         pid = header.producer_id
+        if pid >= 0 and header.is_transactional:
+            if header.is_control:
+                first = self.ongoing.pop(pid, None)
+                if marker == records.ABORT_MARKER and first is not None:
+                    self.aborted.append(AbortedTxn(pid, first, header.base_offset))
+                entry = self.producers.get(pid)
+                if entry is None or header.producer_epoch > entry.epoch:
+                    self.producers[pid] = ProducerEntry(header.producer_epoch)
+                return
+            self.ongoing.setdefault(pid, header.base_offset)
         if pid < 0 or header.base_sequence < 0:
             return
         entry = self.producers.get(pid)
@@ -88,3 +127,13 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.aborted.clear()
+
+
+def marker_type(header: records.BatchHeader, batch: bytes) -> int | None:
+    """COMMIT or ABORT for a transaction marker batch, else None."""
+    if not (header.is_control and header.is_transactional):
+        return None
+    recs = records.decode_records(batch)[1]
+    return records.control_type(recs[0].key) if recs else None

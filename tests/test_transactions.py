@@ -1,0 +1,215 @@
+"""Transactions without I/O: a partition's open and aborted transactions and last stable offset,
+and the transaction coordinator's states, markers, fencing, timeouts and failover."""
+import random
+
+import pytest
+
+from node_image import messages as m
+from node_image import records
+from node_image.broker import transaction_coordinator as tc
+from node_image.broker.partition import Partition
+from node_image.broker.replica_manager import ReplicaManager
+from node_image.config import BrokerConfig
+from node_image.metadata_image import PartitionRegistration
+from node_image.outbox import Outbox
+from simulator.disk import SimDisk
+from tests.test_group_coordinator import image
+
+PID, OTHER = 7000, 7001
+
+
+def txn_batch(pid, epoch, seq, n=2):
+    return records.build_batch(0, 0, [(None, b"v")] * n, 1, transactional=True, producer_id=pid,
+                               producer_epoch=epoch, base_sequence=seq)
+
+
+def leader(disk):
+    part = Partition(1, "t", 0, disk, "/data", 1 << 20, 0, lambda msg: None)
+    part.apply_registration(PartitionRegistration((1,), (1,), 1, 0, 0), 0)
+    return part
+
+
+def test_open_transactions_bound_the_lso_and_aborts_are_listed_for_read_committed():
+    disk = SimDisk()
+    part = leader(disk)
+    part.append_as_leader(records.build_batch(0, 0, [(None, b"plain")], 1), 1)  # offset 0
+    part.append_as_leader(txn_batch(PID, 0, 0), 1)  # 1-2, open
+    part.append_as_leader(txn_batch(OTHER, 0, 0), 1)  # 3-4, open
+    part.high_watermark = part.log.end_offset
+    assert part.last_stable_offset == 1, "the oldest open transaction starts at 1"
+    part.append_as_leader(records.end_txn_marker(PID, 0, False, 0, 1), 1)  # 5: ABORT
+    assert part.last_stable_offset == 3
+    part.append_as_leader(records.end_txn_marker(OTHER, 0, True, 0, 1), 1)  # 6: COMMIT
+    part.high_watermark = part.log.end_offset
+    assert part.last_stable_offset == part.high_watermark == 7
+    [aborted] = part.producers.aborted_between(0, 7)
+    assert (aborted.producer_id, aborted.first_offset, aborted.last_offset) == (PID, 1, 5)
+    assert part.producers.aborted_between(6, 7) == [], "a fetch past the abort gets none"
+    # the state comes back from the log alone (a restart, or a follower becoming leader)
+    again = leader(disk)
+    assert again.producers.aborted == part.producers.aborted
+    assert again.producers.ongoing == {} and again.last_stable_offset == min(7, again.high_watermark)
+
+
+def test_a_fencing_marker_makes_the_old_epoch_invalid():
+    part = leader(SimDisk())
+    part.append_as_leader(txn_batch(PID, 0, 0), 1)
+    # the coordinator aborted the transaction with a bumped epoch (a new producer, a timeout)
+    part.append_as_leader(records.end_txn_marker(PID, 1, False, 0, 1), 1)
+    header = records.check_batch(txn_batch(PID, 0, 2))
+    assert part.producers.check(header) == (m.INVALID_PRODUCER_EPOCH, None)
+    assert part.producers.check(records.check_batch(txn_batch(PID, 1, 0)))[0] == m.NONE
+
+
+class Txns:
+    """A transaction coordinator on node 1 whose ``__transaction_state`` and topic ``t`` it leads
+    (replication factor 1: writes commit at once) and the markers it asked for."""
+
+    def __init__(self, disk=None):
+        self.disk = disk or SimDisk()
+        self.events = []
+        self.sent = []
+        self.wall = [1_000_000]
+        corr = iter(range(1, 10**6))
+        options = BrokerConfig(transaction_topic_partitions=1)
+        self.rm = ReplicaManager(1, "/data", self.disk, options, Outbox(), lambda: next(corr),
+                                 self.events.append)
+        self.rm.apply_image(image(topics=((tc.TXN_TOPIC, 1), ("t", 2))), None, 0)
+        pids = iter(range(PID, PID + 100))
+        self.c = tc.TransactionCoordinator(self.rm, options, self.events.append,
+                                           lambda: self.wall[0], lambda: next(pids),
+                                           lambda leader, req: self.sent.append((leader, req)),
+                                           lambda: next(corr))
+        self.c.poll(0, True)
+
+    def init(self, now=0, txn="tx"):
+        out = []
+        self.c.init_producer_id(txn, 60_000, now, lambda *a: out.append(a))
+        return out[0]
+
+    def add(self, pid, epoch, parts=(("t", 0), ("t", 1)), now=0):
+        out = []
+        self.c.add_partitions("tx", pid, epoch, list(parts), now, out.append)
+        return out[0]
+
+    def end(self, pid, epoch, commit, now=0):
+        out = []
+        self.c.end_txn("tx", pid, epoch, commit, now, out.append)
+        return out[0]
+
+    def ack_markers(self, now=0, error=m.NONE):
+        sent, self.sent = self.sent, []
+        for _, req in sent:
+            self.c.handle_markers_response(m.WriteTxnMarkersResponse(
+                req.correlation_id, tuple((t, p, error) for t, p in req.partitions)), now)
+        return sent
+
+    def state(self):
+        return tc.NAMES[self.c.txns["tx"].state]
+
+
+def test_commit_writes_markers_to_every_partition_then_completes():
+    t = Txns()
+    assert t.init() == (m.NONE, PID, 0)
+    assert t.add(PID, 0) == {("t", 0): m.NONE, ("t", 1): m.NONE}
+    assert t.state() == "Ongoing"
+    assert t.add(PID, 1) == {("t", 0): m.INVALID_PRODUCER_EPOCH, ("t", 1): m.INVALID_PRODUCER_EPOCH}
+    assert t.add(PID + 5, 0)[("t", 0)] == m.INVALID_PRODUCER_ID_MAPPING
+    assert t.end(PID, 0, True) == m.NONE
+    assert t.state() == "PrepareCommit"
+    [(lead, req)] = t.sent
+    assert (lead, req.commit, req.producer_epoch, set(req.partitions)) == (
+        1, True, 0, {("t", 0), ("t", 1)})
+    assert t.end(PID, 0, True) == m.CONCURRENT_TRANSACTIONS, "a retry while markers are written"
+    assert t.end(PID, 0, False) == m.INVALID_TXN_STATE
+    t.ack_markers()
+    assert t.state() == "CompleteCommit"
+    assert t.end(PID, 0, True) == m.NONE, "a retry after completion"
+    assert t.init() == (m.NONE, PID, 1), "the next producer of the id gets the next epoch"
+
+
+def test_failed_markers_are_sent_again():
+    t = Txns()
+    t.init()
+    t.add(PID, 0)
+    t.end(PID, 0, False)
+    t.ack_markers(now=1, error=m.NOT_LEADER_OR_FOLLOWER)
+    assert t.state() == "PrepareAbort"
+    t.c.poll(tc.MARKER_RETRY_MS, False)
+    assert t.c.next_deadline_ms() is not None
+    t.c.poll(1 + tc.MARKER_RETRY_MS, False)
+    [(_, again)] = t.sent
+    assert not again.commit
+    t.ack_markers(now=200)
+    assert t.state() == "CompleteAbort"
+
+
+def test_a_new_producer_fences_an_open_transaction_and_waits_for_its_abort():
+    t = Txns()
+    t.init()
+    t.add(PID, 0)
+    assert t.init() == (m.CONCURRENT_TRANSACTIONS, -1, -1)
+    [(_, req)] = t.sent
+    assert (req.commit, req.producer_epoch) == (False, 1), "aborted with a bumped epoch"
+    assert t.add(PID, 0)[("t", 0)] in (m.INVALID_PRODUCER_EPOCH, m.CONCURRENT_TRANSACTIONS)
+    t.ack_markers()
+    assert t.init() == (m.NONE, PID, 2)
+    assert any("aborted: a new producer" in e for e in t.events)
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted():
+    t = Txns()
+    t.init()
+    t.add(PID, 0)
+    t.c.poll(2_000, False)
+    assert t.state() == "Ongoing"
+    t.wall[0] += 60_001
+    t.c.poll(4_000, False)
+    assert t.state() == "PrepareAbort" and t.c.txns["tx"].producer_epoch == 1
+    t.ack_markers(now=4_001)
+    assert t.end(PID, 0, True) == m.INVALID_PRODUCER_EPOCH, "the old producer learns it is fenced"
+
+
+def test_a_new_coordinator_finishes_a_prepared_commit_from_the_log():
+    t = Txns()
+    t.init()
+    t.add(PID, 0)
+    t.end(PID, 0, True)
+    t.rm.checkpoint_hws()
+    again = Txns(disk=t.disk)  # the coordinator died before the markers were acknowledged
+    assert again.state() == "PrepareCommit"
+    again.c.poll(1, False)
+    [(_, req)] = again.sent
+    assert req.commit and set(req.partitions) == {("t", 0), ("t", 1)}
+    again.ack_markers(now=2)
+    assert again.state() == "CompleteCommit"
+
+
+def test_requests_for_ids_elsewhere_and_bad_timeouts_are_refused():
+    t = Txns()
+    out = []
+    t.c.init_producer_id("tx", 0, 0, lambda *a: out.append(a))
+    t.c.init_producer_id("tx", tc.MAX_TIMEOUT_MS + 1, 0, lambda *a: out.append(a))
+    t.c.init_producer_id("", 1000, 0, lambda *a: out.append(a))
+    assert [o[0] for o in out] == [m.INVALID_TRANSACTION_TIMEOUT] * 2 + [m.INVALID_REQUEST]
+    t.rm.apply_image(image(leader=2, epoch=1, topics=((tc.TXN_TOPIC, 1), ("t", 2))), None, 5)
+    t.c.poll(5, True)
+    assert t.init(now=6) == (m.NOT_COORDINATOR, -1, -1)
+
+
+def test_the_state_table_and_the_record_format():
+    meta = tc.TxnMetadata("tx", 0, PID, 3, 60_000, tc.ONGOING, {("t", 1), ("u", 0)}, 77)
+    with pytest.raises(tc.TxnStateError, match="Ongoing -> CompleteCommit"):
+        meta.transition(tc.COMPLETE_COMMIT)
+    txn_id, back = tc.read_txn(tc.txn_key("tx"), tc.txn_value(meta, 99), 0)
+    assert txn_id == "tx" and (back.producer_id, back.producer_epoch, back.timeout_ms, back.state,
+                               back.partitions, back.start_ms) == (
+        PID, 3, 60_000, tc.ONGOING, {("t", 1), ("u", 0)}, 77)
+    assert tc.read_txn(tc.txn_key("tx"), None, 0) == ("tx", None)
+    with pytest.raises(Exception, match="truncated"):
+        tc.read_txn(tc.txn_key("tx"), tc.txn_value(meta, 99)[:10], 0)
+    rng = random.Random(3)
+    for _ in range(50):  # any truncation is an error naming the record, never a crash
+        cut = rng.randrange(2, len(tc.txn_value(meta, 99)))
+        with pytest.raises(Exception, match="truncated|unknown"):
+            tc.read_txn(tc.txn_key("tx"), tc.txn_value(meta, 99)[:cut], 0)
