@@ -69,11 +69,19 @@ MESSAGES = "messages read"  # a result row of the fold that is a total, not an a
 AUTO_SPARK_ROWS = 4_000_000  # history rows above which engine="auto" uses Spark
 
 
-def default_allowed(idempotent: bool | None) -> tuple[str, ...]:
-    """Jepsen's allowances for assign() consumers, plus duplicates unless every producer is
-    idempotent (``idempotent: true``): in a default campaign (None: half the producers
-    without retries) a producer without retries has duplicated a record on a correct node."""
-    return () if idempotent is True else ("duplicate",)
+REPOSITIONS = ("assign", "subscribe")  # operations after which a consumer may start over
+
+
+def default_allowed(idempotent: bool | None, consume: str = "assign") -> tuple[str, ...]:
+    """Jepsen's allowances: none for assign() consumers; poll-skip and nonmonotonic-poll for
+    subscribe() ones (a rebalance moves a partition to another consumer and back between two
+    polls). Plus duplicates unless every producer is idempotent (``idempotent: true``): in a
+    default campaign (None: half the producers without retries) a producer without retries
+    has duplicated a record on a correct node."""
+    allowed = () if idempotent is True else ("duplicate",)
+    if consume == "subscribe":
+        allowed += ("poll-skip", "nonmonotonic-poll")
+    return allowed
 
 
 def _null_first(v):
@@ -292,7 +300,7 @@ def _totals(t: pa.Table) -> dict:
     reads = pc.list_flatten(done.filter(ok_polls)["reads"].combine_chunks())
     messages = int(pc.sum(pc.list_value_length(pc.struct_field(reads, "offsets"))).as_py() or 0) \
         if len(reads) else 0
-    assigns_t = done.filter(pc.and_(pc.equal(f, "assign"), pc.equal(typ, "ok")))
+    assigns_t = done.filter(pc.and_(pc.is_in(f, pa.array(REPOSITIONS)), pc.equal(typ, "ok")))
     return {
         "stats": {"sends": sends, "polls": int(pc.sum(pc.equal(f, "poll")).as_py() or 0),
                   "messages_read": messages,
@@ -431,7 +439,7 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5) -> dict:
           for x in ("ok", "fail", "info")],
         F.count_if(F.col("f") == "poll").alias("polls"),
         F.count_if((F.col("f") == "final-poll") & (F.col("type") == "ok")).alias("finals"),
-        F.collect_list(F.when((F.col("f") == "assign") & (F.col("type") == "ok"),
+        F.collect_list(F.when(F.col("f").isin(*REPOSITIONS) & (F.col("type") == "ok"),
                               F.struct("process", "index"))).alias("assigns"),
     ).collect()[0]
     stats = {"sends": {x: int(t[x]) for x in ("ok", "fail", "info")}, "polls": int(t["polls"]),

@@ -108,7 +108,7 @@ def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5) -> dict
     per_op = (reads.where(F.col("f") == "poll").groupBy("index", "process", "key")
               .agg(F.min(F.struct("pos", "i", "offset")).alias("first"),
                    F.max(F.struct("pos", "i", "offset")).alias("last")))
-    assigns = (done.where((F.col("f") == "assign") & (F.col("type") == "ok"))
+    assigns = (done.where(F.col("f").isin("assign", "subscribe") & (F.col("type") == "ok"))
                .select("index", "process"))
     # A process's assign epoch: how many assigns it did before this poll.
     marks = (per_op.select("index", "process").distinct().withColumn("is_assign", F.lit(0))

@@ -107,7 +107,7 @@ def summary(spark, tables: dict) -> list[dict]:
     from pyspark.sql import functions as F
     runs, faults, anomalies, hist = (tables[k] for k in ("runs", "faults", "anomalies", "history"))
     clients = hist.where((F.col("process") != "nemesis") & (F.col("type") != "invoke")
-                         & ~F.col("f").isin("final-poll", "assign"))
+                         & ~F.col("f").isin("final-poll", "assign", "subscribe"))
     error = F.col("error") if "error" in hist.columns else F.lit(None)
     answered = (F.col("type") == "ok") | ((F.col("type") == "fail")
                                           & F.coalesce(error.isin(*ANSWERED_FAILS), F.lit(False)))

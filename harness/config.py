@@ -44,6 +44,12 @@ class RunConfig:
     replication_factor: int = 3
     min_insync_replicas: int = 2
     client: str = "confluent-kafka"
+    # how consumers get partitions (Jepsen's sub-via): assign() every partition, or
+    # subscribe() in one consumer group whose coordinator shares them out
+    consume: str = "assign"
+    # Jepsen's --txn: sends and polls in transactions of 1-4 (a transactional producer, a
+    # read_committed consumer); confluent-kafka only
+    transactions: bool = False
     # None: half the producers (even processes) idempotent, the others without retries, whose
     # records a deposed leader keeps are its own (nobody re-sends them to the next leader)
     idempotent: bool | None = None
@@ -75,6 +81,7 @@ _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": tuple(WORKLOADS), "backend": ("docker", "ssh"),
             "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),
+            "consume": ("assign", "subscribe"),
             "nemesis_combine": COMBINE}
 _LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
 
@@ -162,6 +169,10 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
             rf > values.get("nodes", RunConfig.nodes):
         raise CampaignError(f"{where('replication_factor')}field 'replication_factor': {rf} is "
                             f"more than the {values.get('nodes', RunConfig.nodes)} nodes")
+    if values.get("transactions") is True and \
+            values.get("client", RunConfig.client) != "confluent-kafka":
+        raise CampaignError(f"{where('transactions')}field 'transactions': transactions run "
+                            f"with client confluent-kafka only, not {values.get('client')}")
     nodes = values.get("nodes", RunConfig.nodes)
     controllers = values.get("controllers", RunConfig.controllers)
     if isinstance(nodes, int) and isinstance(controllers, int) and controllers > nodes:

@@ -64,6 +64,8 @@ def invoked_prefix_ok(run_dir: Path) -> tuple[bool, str]:
     for line in (run_dir / "history.jsonl").read_text().splitlines():
         r = json.loads(line)
         p = r["process"]
+        if r.get("f") == "subscribe":  # the generator's assign, by a subscribe() consumer
+            r["f"] = "assign"
         if r["type"] != "invoke" or not isinstance(p, int) or p not in generated \
                 or r["f"] not in ("read", "write", "cas", "send", "poll", "assign"):
             continue

@@ -90,6 +90,10 @@ def load_twin(run_dir: Path) -> Twin:
                          "simulated form")
     if cfg.seed is None:
         raise ValueError(f"{run_dir / 'config.yaml'}: seed: the run has no seed")
+    if cfg.consume != "assign" or cfg.transactions:
+        raise ValueError(f"{run_dir / 'config.yaml'}: consume: {cfg.consume}, transactions: "
+                         f"{str(cfg.transactions).lower()}: the simulator's clients assign "
+                         "partitions and send without transactions; this run has no twin")
     path = run_dir / "plan.json"
     try:
         raw = json.loads(path.read_text())

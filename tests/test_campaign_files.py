@@ -184,3 +184,12 @@ def test_a_partition_that_cuts_off_the_leader_outlasts_an_election():
     # A duration the campaign gives is kept.
     steps = plan(1, ["partition"], 60, 5.0, options={"partition": {"duration_s": 2}})
     assert steps and all(s.duration_s == 2 for s in steps)
+
+
+def test_transactions_need_librdkafka_and_modes_are_checked():
+    from harness.config import CampaignError, validate
+    with pytest.raises(CampaignError, match="field 'transactions': transactions run with client "
+                                            "confluent-kafka only, not kafka-python"):
+        validate({"workload": "queue", "transactions": True, "client": "kafka-python"})
+    with pytest.raises(CampaignError, match="consume"):
+        validate({"workload": "queue", "consume": "steal"})

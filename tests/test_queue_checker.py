@@ -119,6 +119,19 @@ def test_a_re_assign_restarts_the_poll_order(spark, tmp_path):
     assert "nonmonotonic-poll" not in r["anomalies"], r
 
 
+def test_a_re_subscribe_restarts_the_poll_order_and_subscribers_allow_skips(spark, tmp_path):
+    from checkers.queue import default_allowed
+    back = healthy().poll(0, {"k0": [[0, 1], [1, 2]]})
+    h = H()
+    h.rows = [dict(r) for r in back.rows]
+    h._op(0, "ok", "subscribe", None, None, ["k0", "k1"]).poll(0, {"k0": [[0, 1]]}).final(FINAL)
+    assert "nonmonotonic-poll" not in run(spark, tmp_path, h)["anomalies"]
+    back.poll(0, {"k0": [[0, 1]]}).final(FINAL)  # the same without the subscribe
+    assert "nonmonotonic-poll" in run(spark, tmp_path, back)["anomalies"]
+    assert default_allowed(True, "subscribe") == ("poll-skip", "nonmonotonic-poll")
+    assert default_allowed(None) == ("duplicate",) and default_allowed(True) == ()
+
+
 def test_missing_from_the_final_read_is_a_durability_loss(spark, tmp_path):
     h = healthy().final({"k0": [[0, 1]], "k1": [[0, 3]]})
     r = run(spark, tmp_path, h)

@@ -124,5 +124,24 @@ def test_outside_power_loss_of_every_node_catches_an_fsync_skipped(docker_client
     print(f"{bug}: {counts}")
 
 
+def test_a_transactional_subscribe_campaign_on_a_correct_node_is_valid(docker_client,
+                                                                        node_image, tmp_path):
+    """Jepsen's --sub-via subscribe --txn under partitions and kills: consumers in one group
+    (the coordinator shares the partitions out: non-final polls read records), transactional
+    producers whose commits land, and a correct node valid with Jepsen's allowances."""
+    code, results, run_dir = campaign(tmp_path, seed=3, time_limit_s=40, consume="subscribe",
+                                      transactions=True, nemesis=["partition", "kill"])
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    rows = _history(run_dir)
+    joined = {r["process"] for r in rows if r["f"] == "subscribe" and r["type"] == "ok"}
+    assert joined == set(range(15)), joined
+    assert not [r for r in rows if r["f"] == "assign"]
+    read = sum(len(msgs) for r in rows if r["f"] == "poll" and r["type"] == "ok"
+               for msgs in r["value"].values())
+    assert read > 50 and q["stats"]["sends"]["ok"] > 50, (read, q["stats"])
+    assert q["stats"]["final_polls"], "the final read passed every transaction marker"
+
+
 def _history(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "history.jsonl").read_text().splitlines()]

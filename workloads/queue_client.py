@@ -1,7 +1,9 @@
 """Queue workload clients: real Kafka clients (confluent-kafka by default, kafka-python as an option).
 
 Each logical process owns one client: a producer (acks=all) and a consumer
-assigned every partition of the topic from its beginning. Calls are
+assigned every partition of the topic from its beginning, or (``consume:
+subscribe``) a member of one consumer group, polling what the group gives
+it. Calls are
 synchronous (they run in the process's own thread) and return a
 :class:`Result` whose ``type`` follows Jepsen:
 
@@ -32,6 +34,9 @@ DEFINITE_SEND_ERRORS = {3: "UNKNOWN_TOPIC_OR_PARTITION", 10: "MESSAGE_TOO_LARGE"
                         2: "CORRUPT_MESSAGE"}
 CLIENTS = ("confluent-kafka", "kafka-python")
 MESSAGE_TIMEOUT_MS = 60_000
+GROUP = "chaoskraft-queue"  # the consumer group of subscribe(); transactional ids' prefix
+TXN_TIMEOUT_MS = 20_000  # a transaction a client left open is aborted this soon
+SESSION_TIMEOUT_MS = 6000  # the shortest a broker allows: a member cut off leaves quickly
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +70,10 @@ def _drop_producer(producer) -> None:
 
 class ConfluentQueueClient:
     def __init__(self, bootstrap: str, topic: str, partitions: int, timeout_s: float,
-                 idempotent: bool, process: int) -> None:
+                 idempotent: bool, process: int, transactions: bool = False) -> None:
         from confluent_kafka import Producer
+        self.transactions = transactions
+        self._txn_ready = False
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
@@ -83,8 +90,12 @@ class ConfluentQueueClient:
                 "linger.ms": 0, "message.timeout.ms": max(timeout_ms, MESSAGE_TIMEOUT_MS),
                 "request.timeout.ms": min(timeout_ms, 30000), "error_cb": _quiet, "logger": CLIENT_LOG,
                 "socket.connection.setup.timeout.ms": max(1000, timeout_ms)}
-        if not idempotent:
+        if not idempotent and not transactions:
             conf["retries"] = 0
+        if transactions:  # one transactional id per process: a new producer fences the old
+            conf.update({"enable.idempotence": True, "transactional.id": f"{GROUP}-{process}",
+                         "transaction.timeout.ms": TXN_TIMEOUT_MS,
+                         "message.timeout.ms": TXN_TIMEOUT_MS})  # librdkafka: no longer
         self._producer_conf = conf
         self.producer = Producer(conf)
         self.consumer = None
@@ -95,6 +106,72 @@ class ConfluentQueueClient:
         from confluent_kafka import Producer
         _drop_producer(self.producer)
         self.producer = Producer(self._producer_conf)
+        self._txn_ready = False
+
+    def txn(self, mops: list, abort: bool = False) -> list[Result]:
+        """Sends and polls (``("send", key, value)`` or ``("poll",)``) in one transaction,
+        committed (or, with ``abort``, aborted on purpose): a result per micro-operation.
+        Sends are ok (with their offsets) once the commit succeeded, fail once the
+        transaction was aborted, info when its end is unknown; polls (read_committed) are
+        what they read, whatever the transaction's end."""
+        from confluent_kafka import KafkaException
+
+        def name(exc) -> str:
+            if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "name"):
+                return exc.args[0].name()
+            return str(exc)
+        try:
+            if not self._txn_ready:
+                self.producer.init_transactions(self.timeout_s)
+                self._txn_ready = True
+            self.producer.begin_transaction()
+        except KafkaException as exc:  # nothing was sent
+            if exc.args and exc.args[0].fatal():
+                self._new_producer()
+            return [Result("fail", None, name(exc))] * len(mops)
+        results: list = [None] * len(mops)
+        boxes: dict[int, list] = {}
+        failed = None
+        for i, mop in enumerate(mops):
+            if mop[0] == "poll":
+                results[i] = self.poll()
+                continue
+            box: list = []
+            try:
+                self.producer.produce(self.topic, value=str(mop[2]).encode(),
+                                      partition=key_partition(mop[1]),
+                                      on_delivery=lambda err, msg, box=box: box.append((err, msg)))
+                boxes[i] = box
+            except (BufferError, KafkaException) as exc:
+                failed = failed or f"produce: {exc}"
+                results[i] = Result("fail", None, failed)  # never queued
+        committed, error = None, failed
+        try:
+            if failed or abort:
+                raise RuntimeError(failed or "aborted on purpose")
+            self.producer.commit_transaction(self.timeout_s)
+            committed = True
+        except (KafkaException, RuntimeError) as exc:
+            error = error or name(exc)
+            needs_abort = failed or abort or (isinstance(exc, KafkaException) and exc.args
+                                              and exc.args[0].txn_requires_abort())
+            if needs_abort:
+                try:
+                    self.producer.abort_transaction(self.timeout_s)
+                    committed = False
+                except KafkaException as again:
+                    error = f"{error}; abort: {name(again)}"
+            if committed is None:  # unknown: a new producer of the same id fences this one
+                self._new_producer()
+        self.producer.poll(0)  # delivery reports
+        for i, box in boxes.items():
+            if committed and box and box[0][0] is None:
+                results[i] = Result("ok", box[0][1].offset())
+            elif committed is False:
+                results[i] = Result("fail", None, f"aborted: {error}")
+            else:
+                results[i] = Result("info", None, error or "no delivery report")
+        return results
 
     def assign(self) -> Result:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -112,6 +189,27 @@ class ConfluentQueueClient:
             "fetch.wait.max.ms": 100, "error_cb": _quiet, "logger": CLIENT_LOG,
             "socket.connection.setup.timeout.ms": max(1000, int(self.timeout_s * 1000))})
         self.consumer.assign(parts)
+        return Result("ok", [key_name(p) for p in range(self.partitions)])
+
+    def subscribe(self) -> Result:
+        """Join the workload's consumer group (one for every process): the group's coordinator
+        shares the partitions out, a rebalance moves them, and a partition resumes at the
+        offsets the group committed (automatically, every second)."""
+        from confluent_kafka import Consumer, KafkaException
+        try:
+            if self.consumer is None:
+                self.consumer = Consumer({
+                    "bootstrap.servers": self.bootstrap, "group.id": GROUP,
+                    "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
+                    "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
+                    "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
+                    "error_cb": _quiet, "logger": CLIENT_LOG,
+                    "socket.connection.setup.timeout.ms": max(1000, int(self.timeout_s * 1000))})
+            else:  # again: leave the group and join it anew (a rebalance)
+                self.consumer.unsubscribe()
+            self.consumer.subscribe([self.topic])
+        except KafkaException as exc:
+            return Result("fail", None, exc.args[0].name() if exc.args else str(exc))
         return Result("ok", [key_name(p) for p in range(self.partitions)])
 
     def send(self, key: str, value: int) -> Result:
@@ -195,6 +293,20 @@ class KafkaPythonQueueClient:
         self.consumer.seek_to_beginning(*tps)
         return Result("ok", [key_name(p) for p in range(self.partitions)])
 
+    def subscribe(self) -> Result:
+        from kafka import KafkaConsumer
+        if self.consumer is None:
+            self.consumer = KafkaConsumer(
+                bootstrap_servers=self.bootstrap, group_id=GROUP, enable_auto_commit=True,
+                auto_commit_interval_ms=1000, auto_offset_reset="earliest",
+                session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000,
+                fetch_max_wait_ms=100,
+                request_timeout_ms=max(int(self.timeout_s * 1000), SESSION_TIMEOUT_MS + 1000))
+        else:
+            self.consumer.unsubscribe()
+        self.consumer.subscribe([self.topic])
+        return Result("ok", [key_name(p) for p in range(self.partitions)])
+
     def send(self, key: str, value: int) -> Result:
         from kafka.errors import KafkaError
         try:
@@ -229,7 +341,12 @@ class KafkaPythonQueueClient:
 
 
 def make_client(name: str, bootstrap: str, topic: str, partitions: int, timeout_s: float,
-                idempotent: bool, process: int):
+                idempotent: bool, process: int, transactions: bool = False):
+    if transactions:
+        if name != "confluent-kafka":
+            raise ValueError(f"transactions run with confluent-kafka only, not {name}")
+        return ConfluentQueueClient(bootstrap, topic, partitions, timeout_s, idempotent,
+                                    process, transactions=True)
     cls = {"confluent-kafka": ConfluentQueueClient, "kafka-python": KafkaPythonQueueClient}[name]
     return cls(bootstrap, topic, partitions, timeout_s, idempotent, process)
 
@@ -266,6 +383,11 @@ def read_to_end(bootstrap: str, topic: str, partitions: int, timeout_s: float) -
                 out[key_name(m.partition())].append([m.offset(), int(m.value())])
                 if m.offset() + 1 >= ends[m.partition()]:
                     done.add(m.partition())
+            # A transaction marker takes the last offset of a partition and is never handed
+            # out: the consumer's position passes it.
+            for tp in c.position([TopicPartition(topic, p) for p in set(ends) - done]):
+                if tp.offset >= ends[tp.partition]:
+                    done.add(tp.partition)
         return out
     finally:
         c.close()

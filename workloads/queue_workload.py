@@ -35,6 +35,8 @@ from .workload import FINAL_PROCESS_BASE, Campaign
 
 TOPIC = "queue"
 KAFKA_PORT = 9092
+MAX_TXN_LENGTH = 4  # Jepsen's max-txn-length with --txn
+ABORT_RATIO = 0.125  # transactions aborted on purpose: their sends must never be read
 QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker session (9 s) or less
 # These hold however long the docker execs that set the faults up take on a busy machine.
 
@@ -173,12 +175,13 @@ class QueueRun:
         gen = QueueGenerator(cfg.seed, cfg.partitions).ops(process)
         idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
-                             idempotent, process)
+                             idempotent, process, transactions=cfg.transactions)
+        if cfg.transactions:
+            self._txn_worker(process, stop_at, gen, client)
+            return
         interval = 1.0 / cfg.rate
         try:
-            h.record(process, "invoke", "assign")
-            r = client.assign()
-            h.record(process, r.type, "assign", value=r.value, error=r.error)
+            self._reposition(process, client)
             for op in gen:
                 if time.monotonic() >= stop_at:
                     break
@@ -190,14 +193,61 @@ class QueueRun:
                         done["offset"] = r.value
                     h.record(process, r.type, "send", op.key, done, error=r.error)
                 elif op.f == "assign":
-                    h.record(process, "invoke", "assign")
-                    r = client.assign()
-                    h.record(process, r.type, "assign", value=r.value, error=r.error)
+                    self._reposition(process, client)
                 else:
                     h.record(process, "invoke", "poll")
                     r = client.poll()
                     h.record(process, r.type, "poll", value=r.value, error=r.error)
                 time.sleep(interval)
+        finally:
+            client.close()
+
+    def _reposition(self, process: int, client) -> None:
+        """The consumer starts over: ``assign`` or ``subscribe`` (``consume``), the client
+        method of that name, recorded as an operation of that name."""
+        consume = self.cfg.consume
+        self.history.record(process, "invoke", consume)
+        r = getattr(client, consume)()
+        self.history.record(process, r.type, consume, value=r.value, error=r.error)
+
+    def _txn_worker(self, process: int, stop_at: float, gen, client) -> None:
+        """Transactions mode: the generator's sends and polls, in its order, grouped into
+        transactions of 1-4 (sizes drawn from the seed), one in eight aborted on purpose
+        (drawn from the seed too); an assign is one on its own. Each
+        micro-operation is recorded as its own send or poll once the transaction ended, so
+        the history holds what the generator made, in order (``chaoskraft reproduce``)."""
+        cfg, h = self.cfg, self.history
+        rng = random.Random(f"{cfg.seed}-txn-{process}")
+        interval = 1.0 / cfg.rate
+
+        try:
+            self._reposition(process, client)
+            pending: list = []
+            size = rng.randint(1, MAX_TXN_LENGTH)
+            for op in gen:
+                if time.monotonic() >= stop_at:
+                    break
+                if op.f == "assign":
+                    self._reposition(process, client)
+                    continue
+                pending.append(op)
+                if len(pending) < size:
+                    continue
+                mops = [("send", o.key, o.value) if o.f == "send" else ("poll",) for o in pending]
+                abort = rng.random() < ABORT_RATIO
+                for o, r in zip(pending, client.txn(mops, abort=abort)):
+                    if o.f == "send":
+                        h.record(process, "invoke", "send", o.key, {"value": o.value})
+                        done = {"value": o.value}
+                        if r.type == "ok":
+                            done["offset"] = r.value
+                        h.record(process, r.type, "send", o.key, done, error=r.error)
+                    else:
+                        h.record(process, "invoke", "poll")
+                        h.record(process, r.type, "poll", value=r.value, error=r.error)
+                pending = []
+                size = rng.randint(1, MAX_TXN_LENGTH)
+                time.sleep(interval * len(mops))
         finally:
             client.close()
 
@@ -296,7 +346,8 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
     from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
     allowed = cfg.get("allowed_anomalies")
     if allowed is None:
-        allowed = default_allowed(cfg.get("idempotent", True))
+        allowed = default_allowed(True if cfg.get("transactions") else cfg.get("idempotent", True),
+                                  cfg.get("consume", "assign"))
     typed = run_dir / "queue.parquet"
     if (run_dir / "history.jsonl").exists():
         stats = _stream_queue(run_dir, typed)
