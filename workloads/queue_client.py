@@ -258,6 +258,14 @@ class ConfluentQueueClient:
 
     def close(self) -> None:
         if self.consumer is not None:
+            try:
+                # A group member leaves before it is destroyed: closing one that is still
+                # subscribed while its coordinator is unknown trips librdkafka's assert
+                # "rd_kafka_cgrp_destroy_final: !rkcg->rkcg_subscription" (2.16.0).
+                self.consumer.unsubscribe()
+                self.consumer.consume(100, 0.2)
+            except Exception:  # noqa: BLE001 - an assigned (not subscribed) consumer
+                pass
             self.consumer.close()
             self.consumer = None
         _drop_producer(self.producer)
