@@ -82,7 +82,67 @@ def valid_frames(rng: random.Random) -> list[bytes]:
                     partition_index=part, current_leader_epoch=-1,
                     timestamp=rng.choice([-2, -1, 0, 1 << 40]))])])),
     ]
-    return [f[4:] for f in out]  # bodies; the fuzzer frames them itself
+    return [f[4:] for f in out + coordinator_frames(rng, topic, part)]  # bodies; framed later
+
+
+def coordinator_frames(rng: random.Random, topic: str, part: int) -> list[bytes]:
+    """Well-formed group and transaction requests with random ids, members, generations,
+    producer ids and epochs: whatever a confused client may send a coordinator."""
+    def req(api, version, **fields):
+        return kc.encode_request(api, version, kc.SUPPORTED[api][2][version](**fields))
+    group = rng.choice(["g", "fuzz-group", "", "x" * 300])
+    member = rng.choice(["", "m", "g-0000"])
+    gen = rng.randrange(-2, 3)
+    pid, epoch = rng.randrange(-1, 3), rng.randrange(-1, 3)
+    txn = rng.choice(["t", "", "fuzz-txn"])
+    J = kc.SUPPORTED[kc.JOIN_GROUP][2][5]
+    S = kc.SUPPORTED[kc.SYNC_GROUP][2][3]
+    C = kc.SUPPORTED[kc.OFFSET_COMMIT][2][7].OffsetCommitRequestTopic
+    A = kc.SUPPORTED[kc.ADD_PARTITIONS_TO_TXN][2][2].AddPartitionsToTxnTopic
+    T = kc.SUPPORTED[kc.TXN_OFFSET_COMMIT][2][2].TxnOffsetCommitRequestTopic
+    F = kc.SUPPORTED[kc.OFFSET_FETCH][2][5].OffsetFetchRequestTopic
+    return [
+        req(kc.FIND_COORDINATOR, 2, key=rng.choice([group, txn]), key_type=rng.randrange(-1, 3)),
+        req(kc.JOIN_GROUP, rng.choice([0, 4, 5]), group_id=group,
+            session_timeout_ms=rng.choice([-1, 0, 6000, 10_000]),
+            rebalance_timeout_ms=rng.choice([-1, 0, 100, 60_000]), member_id=member,
+            group_instance_id=rng.choice([None, "static"]), protocol_type=rng.choice(["consumer", ""]),
+            protocols=[J.JoinGroupRequestProtocol(name=rng.choice(["range", "x"]),
+                                                  metadata=rng.randbytes(rng.randrange(8)))
+                       for _ in range(rng.randrange(3))]),
+        req(kc.SYNC_GROUP, 3, group_id=group, generation_id=gen, member_id=member,
+            group_instance_id=None, assignments=[S.SyncGroupRequestAssignment(
+                member_id=rng.choice([member, "other"]), assignment=rng.randbytes(4))]),
+        req(kc.HEARTBEAT, 3, group_id=group, generation_id=gen, member_id=member,
+            group_instance_id=None),
+        req(kc.LEAVE_GROUP, rng.choice([1, 3]), group_id=group, member_id=member, members=[
+            kc.SUPPORTED[kc.LEAVE_GROUP][2][3].MemberIdentity(member_id=member,
+                                                               group_instance_id=None)]),
+        req(kc.DESCRIBE_GROUPS, 4, groups=[group, "nope"], include_authorized_operations=False),
+        req(kc.LIST_GROUPS, 2),
+        req(kc.OFFSET_COMMIT, 7, group_id=group, generation_id_or_member_epoch=gen,
+            member_id=member, group_instance_id=None, topics=[C(name=topic, partitions=[
+                C.OffsetCommitRequestPartition(partition_index=part,
+                                               committed_offset=rng.randrange(-2, 50),
+                                               committed_leader_epoch=-1,
+                                               committed_metadata=rng.choice([None, "m"]))])]),
+        req(kc.OFFSET_FETCH, 5, group_id=group, topics=rng.choice([None, [F(
+            name=topic, partition_indexes=[part])]]), require_stable=False),
+        req(kc.INIT_PRODUCER_ID, 1, transactional_id=rng.choice([None, txn]),
+            transaction_timeout_ms=rng.choice([-1, 0, 1000, 1 << 30])),
+        req(kc.ADD_PARTITIONS_TO_TXN, 2, v3_and_below_transactional_id=txn,
+            v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[A(name=topic, partitions=[part])]),
+        req(kc.ADD_OFFSETS_TO_TXN, 2, transactional_id=txn, producer_id=pid,
+            producer_epoch=epoch, group_id=group),
+        req(kc.END_TXN, 2, transactional_id=txn, producer_id=pid, producer_epoch=epoch,
+            committed=rng.random() < 0.5),
+        req(kc.TXN_OFFSET_COMMIT, 2, transactional_id=txn, group_id=group, producer_id=pid,
+            producer_epoch=epoch, topics=[T(name=topic, partitions=[
+                T.TxnOffsetCommitRequestPartition(partition_index=part, committed_offset=3,
+                                                  committed_leader_epoch=-1,
+                                                  committed_metadata="")])]),
+    ]
 
 
 def mutate(rng: random.Random, body: bytes) -> bytes:

@@ -128,6 +128,24 @@ def test_commit_writes_markers_to_every_partition_then_completes():
     assert t.init() == (m.NONE, PID, 1), "the next producer of the id gets the next epoch"
 
 
+def test_a_failed_write_leaves_the_state_as_the_log_has_it():
+    """Kafka's pending transitions: a producer told its AddPartitionsToTxn failed retries it,
+    and the retry must be written (not answered from a state the log never got)."""
+    t = Txns()
+    t.init()
+    write = t.c.log.write
+    t.c.log.write = lambda pid, entries, now, done, **kw: done(m.COORDINATOR_NOT_AVAILABLE)
+    assert t.add(PID, 0) == {("t", 0): m.COORDINATOR_NOT_AVAILABLE,
+                             ("t", 1): m.COORDINATOR_NOT_AVAILABLE}
+    assert t.state() == "Empty" and t.c.txns["tx"].partitions == set()
+    assert t.init() == (m.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    assert t.c.txns["tx"].producer_epoch == 0, "the epoch moves only once written"
+    t.c.log.write = write
+    assert t.add(PID, 0) == {("t", 0): m.NONE, ("t", 1): m.NONE}
+    again = Txns(disk=t.disk)  # and the next coordinator reads what was answered
+    assert again.state() == "Ongoing" and again.c.txns["tx"].partitions == {("t", 0), ("t", 1)}
+
+
 def test_failed_markers_are_sent_again():
     t = Txns()
     t.init()

@@ -65,7 +65,10 @@ def _drop_producer(producer) -> None:
         producer.flush(0)
     except Exception:  # noqa: BLE001 - a producer after a fatal error may refuse; it still closes
         pass
-    producer.close()
+    try:
+        producer.close()
+    except Exception:  # noqa: BLE001 - a transactional producer aborts its open transaction
+        pass  # on close, which fails after a fatal error; it is closed all the same
 
 
 class ConfluentQueueClient:

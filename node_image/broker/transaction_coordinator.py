@@ -36,6 +36,7 @@ transactional ids, compaction of the topic.
 """
 from __future__ import annotations
 
+import copy
 import struct
 from dataclasses import dataclass, field
 from typing import Callable
@@ -84,6 +85,7 @@ class TxnMetadata:
     markers: set = field(default_factory=set)  # partitions still without their marker
     marker_sent: dict = field(default_factory=dict)  # (topic, partition) -> resend time
     waiting: list = field(default_factory=list)  # InitProducerId callers to tell when done
+    retry_ms: int = 0  # a failed completion is written again from then on
 
     def transition(self, target: int) -> None:
         if self.state not in VALID_PREVIOUS[target]:
@@ -206,14 +208,27 @@ class TransactionCoordinator:
                 respond(m.NOT_COORDINATOR, -1, -1)
             del self.txns[t.txn_id]
 
-    def _store(self, t: TxnMetadata, now: int, done: Callable[[int], None]) -> None:
+    def _store(self, t: TxnMetadata, now: int, done: Callable[[int], None],
+               **changes) -> None:
+        """Write ``t`` with ``changes`` (Kafka's pending transition) and apply them to ``t``
+        only once the write is replicated: a failed write leaves ``t`` as the log has it. A
+        ``state`` change is checked against the table first."""
+        pending = copy.copy(t)
+        for name, value in changes.items():
+            if name == "state":
+                pending.transition(value)
+            else:
+                setattr(pending, name, value)
         t.writing = True
 
         def stored(error: int) -> None:
             t.writing = False
+            if error == m.NONE:
+                for name in changes:
+                    setattr(t, name, getattr(pending, name))
             done(error)
-        self.log.write(t.partition, [(txn_key(t.txn_id), txn_value(t, self.wall_clock()))], now,
-                       stored)
+        self.log.write(t.partition, [(txn_key(t.txn_id),
+                                      txn_value(pending, self.wall_clock()))], now, stored)
 
     # ------------------------------------------------------------ InitProducerId
 
@@ -232,6 +247,7 @@ class TransactionCoordinator:
             if pid is None:
                 respond(m.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
                 return
+            # known from now on, as Empty at epoch -1 until the first record is written
             t = self.txns[txn_id] = TxnMetadata(txn_id, self.partition_of(txn_id), pid, -1,
                                                 timeout_ms)
         if t.writing or t.state in (PREPARE_COMMIT, PREPARE_ABORT):
@@ -241,21 +257,16 @@ class TransactionCoordinator:
             self._abort(t, now, "a new producer of its transactional id")
             respond(m.CONCURRENT_TRANSACTIONS, -1, -1)
             return
-        if t.producer_epoch >= 32766:  # the epoch would overflow: a new producer id
-            pid = self.next_producer_id()
+        pid, epoch = t.producer_id, t.producer_epoch + 1
+        if epoch >= 32767:  # the epoch would overflow: a new producer id
+            pid, epoch = self.next_producer_id(), 0
             if pid is None:
                 respond(m.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
                 return
-            t.producer_id, t.producer_epoch = pid, -1
-        t.producer_epoch += 1
-        t.timeout_ms = timeout_ms
-        t.partitions = set()
-        t.transition(EMPTY)
-
-        def stored(error: int) -> None:
-            respond(error, t.producer_id, t.producer_epoch) if error == m.NONE else \
-                respond(error, -1, -1)
-        self._store(t, now, stored)
+        self._store(t, now, lambda error: respond(error, pid, epoch) if error == m.NONE
+                    else respond(error, -1, -1),
+                    producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms,
+                    partitions=set(), state=EMPTY)
 
     # ------------------------------------------------------------ AddPartitionsToTxn
 
@@ -269,7 +280,7 @@ class TransactionCoordinator:
         if epoch != t.producer_epoch:
             return m.INVALID_PRODUCER_EPOCH, None
         if t.writing or t.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return m.CONCURRENT_TRANSACTIONS, None
+            return m.CONCURRENT_TRANSACTIONS, t
         return m.NONE, t
 
     def add_partitions(self, txn_id: str, producer_id: int, epoch: int, partitions: list,
@@ -287,13 +298,12 @@ class TransactionCoordinator:
             respond({p: error for p in partitions})
             return
         if t.state == ONGOING and set(partitions) <= t.partitions:
-            respond({p: m.NONE for p in partitions})
+            respond({p: m.NONE for p in partitions})  # already in the log
             return
+        changes = {"partitions": t.partitions | set(partitions)}
         if t.state != ONGOING:
-            t.start_ms = self.wall_clock()
-            t.transition(ONGOING)
-        t.partitions |= set(partitions)
-        self._store(t, now, lambda e: respond({p: e for p in partitions}))
+            changes.update(start_ms=self.wall_clock(), state=ONGOING)
+        self._store(t, now, lambda e: respond({p: e for p in partitions}), **changes)
 
     # ------------------------------------------------------------ EndTxn
 
@@ -301,14 +311,11 @@ class TransactionCoordinator:
                 respond: Callable[[int], None]) -> None:
         self._now = now
         error, t = self._check_producer(txn_id, producer_id, epoch)
-        if error == m.CONCURRENT_TRANSACTIONS and t is None:
-            t = self.txns[txn_id]
-            if t.state == (PREPARE_COMMIT if commit else PREPARE_ABORT) and not t.writing:
-                error = m.CONCURRENT_TRANSACTIONS  # a retry while its markers are written
-            elif t.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                error = m.INVALID_TXN_STATE
+        if error == m.CONCURRENT_TRANSACTIONS and t.state in (PREPARE_COMMIT, PREPARE_ABORT) \
+                and t.state != (PREPARE_COMMIT if commit else PREPARE_ABORT):
+            error = m.INVALID_TXN_STATE  # ending the other way than it is ending
         if error != m.NONE:
-            respond(error)
+            respond(error)  # CONCURRENT_TRANSACTIONS: a retry while it is written or marked
             return
         if t.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
             respond(m.NONE)  # a retry of an EndTxn that completed
@@ -319,26 +326,21 @@ class TransactionCoordinator:
         self._prepare(t, commit, now, respond)
 
     def _prepare(self, t: TxnMetadata, commit: bool, now: int,
-                 respond: Callable[[int], None]) -> None:
-        t.transition(PREPARE_COMMIT if commit else PREPARE_ABORT)
-
+                 respond: Callable[[int], None], epoch: int | None = None) -> None:
         def stored(error: int) -> None:
-            if error != m.NONE:
-                t.state = ONGOING  # not written: as before (Kafka's pending state is dropped)
-                respond(error)
-                return
-            respond(m.NONE)
-            t.markers = set(t.partitions)
-            t.marker_sent = {}
-            self._send_markers(self._now)
-        self._store(t, now, stored)
+            respond(error)
+            if error == m.NONE:
+                t.markers = set(t.partitions)
+                t.marker_sent = {}
+                self._send_markers(self._now)
+        self._store(t, now, stored, state=PREPARE_COMMIT if commit else PREPARE_ABORT,
+                    producer_epoch=t.producer_epoch if epoch is None else epoch)
 
     def _abort(self, t: TxnMetadata, now: int, reason: str) -> None:
         """Abort an open transaction with a bumped epoch (fencing its producer)."""
         self._on_event(f"transaction {t.txn_id!r} (producer {t.producer_id}, epoch "
                        f"{t.producer_epoch}) aborted: {reason}")
-        t.producer_epoch += 1
-        self._prepare(t, False, now, lambda error: None)
+        self._prepare(t, False, now, lambda error: None, epoch=t.producer_epoch + 1)
 
     # ------------------------------------------------------------ markers
 
@@ -347,7 +349,8 @@ class TransactionCoordinator:
             if t.state not in (PREPARE_COMMIT, PREPARE_ABORT) or t.writing:
                 continue
             if not t.markers:
-                self._complete(t, now)
+                if now >= t.retry_ms:
+                    self._complete(t, now)
                 continue
             by_leader: dict[int, list] = {}
             for key in sorted(t.markers):
@@ -389,15 +392,13 @@ class TransactionCoordinator:
             self._complete(t, now)
 
     def _complete(self, t: TxnMetadata, now: int) -> None:
-        commit = t.state == PREPARE_COMMIT
-        t.transition(COMPLETE_COMMIT if commit else COMPLETE_ABORT)
-        t.partitions = set()
-
         def stored(error: int) -> None:
-            if error != m.NONE:  # not written: the next coordinator finishes it from Prepare
+            if error != m.NONE:  # still prepared: written again a little later
+                t.retry_ms = self._now + MARKER_RETRY_MS
                 self._on_event(f"transaction {t.txn_id!r}: writing its completion failed: "
                                f"{m.ERROR_NAMES.get(error, error)}")
-        self._store(t, now, stored)
+        self._store(t, now, stored, partitions=set(),
+                    state=COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT)
 
     # ------------------------------------------------------------ timers
 
@@ -425,7 +426,7 @@ class TransactionCoordinator:
         for t in self.txns.values():
             if t.state in (PREPARE_COMMIT, PREPARE_ABORT) and not t.writing:
                 pending = [t.marker_sent.get(k, self._now) for k in t.markers]
-                times.append(min(pending, default=self._now))
+                times.append(min(pending, default=max(self._now, t.retry_ms)))
         return min(times) if times else None
 
     def shutdown(self) -> None:
