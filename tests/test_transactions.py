@@ -61,6 +61,24 @@ def test_a_fencing_marker_makes_the_old_epoch_invalid():
     assert part.producers.check(records.check_batch(txn_batch(PID, 1, 0)))[0] == m.NONE
 
 
+def test_a_late_marker_of_a_deposed_coordinator_cannot_end_the_next_transaction():
+    """A WriteTxnMarkers request held up by a network partition may arrive after the next
+    coordinator finished that transaction and the producer began another: appended, it
+    would end (and, ABORT, hide) the new one. Kafka refuses markers from an older
+    coordinator epoch than the producer's last marker here, and for an older producer epoch."""
+    disk = SimDisk()
+    part = leader(disk)
+    part.append_as_leader(txn_batch(PID, 0, 0), 1)
+    part.append_as_leader(records.end_txn_marker(PID, 0, False, 1, 1), 1)  # coordinator epoch 1
+    part.append_as_leader(txn_batch(PID, 0, 2), 1)  # the next transaction
+    assert part.producers.check_marker(PID, 0, 0) == m.TRANSACTION_COORDINATOR_FENCED
+    assert part.producers.check_marker(PID, 0, 1) == m.NONE
+    part.append_as_leader(records.end_txn_marker(PID, 1, False, 2, 1), 1)  # fenced: epoch 1
+    assert part.producers.check_marker(PID, 0, 2) == m.INVALID_PRODUCER_EPOCH
+    again = leader(disk)
+    assert again.producers.coordinator_epochs == {PID: 2}, "rebuilt from the markers"
+
+
 class Txns:
     """A transaction coordinator on node 1 whose ``__transaction_state`` and topic ``t`` it leads
     (replication factor 1: writes commit at once) and the markers it asked for."""

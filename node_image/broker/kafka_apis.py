@@ -591,6 +591,14 @@ class KafkaApis:
                 results[(topic, p)] = (m.NOT_LEADER_OR_FOLLOWER if known
                                        else m.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
+            error = part.producers.check_marker(req.producer_id, req.producer_epoch,
+                                                req.coordinator_epoch)
+            if error != m.NONE:
+                results[(topic, p)] = error
+                self._on_event(f"{topic}-{p}: marker of producer {req.producer_id} epoch "
+                               f"{req.producer_epoch} from coordinator epoch "
+                               f"{req.coordinator_epoch} refused: {m.ERROR_NAMES[error]}")
+                continue
             header = self.rm.append(part, records.end_txn_marker(
                 req.producer_id, req.producer_epoch, req.commit, req.coordinator_epoch,
                 self.wall_clock()))

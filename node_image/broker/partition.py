@@ -42,7 +42,7 @@ from .. import records
 from ..fs import FileSystem, write_durably
 from ..log import OffsetAndEpoch, UnifiedLog
 from ..metadata_image import PartitionRegistration
-from .producer_state import ProducerStateManager, marker_type
+from .producer_state import ProducerStateManager, marker_of
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
@@ -111,7 +111,7 @@ class Partition:
             marker = None
             if header.is_control and header.is_transactional:
                 batch = self.log.read_range(header.base_offset, 1, header.next_offset)
-                marker = marker_type(header, batch[:header.size])
+                marker = marker_of(header, batch[:header.size])
             self.producers.update(header, marker)
 
     @property
@@ -159,7 +159,7 @@ class Partition:
 
     def append_as_leader(self, batch: bytes, flush_messages: int) -> records.BatchHeader:
         header = self.log.append(records.restamp(batch, self.log.end_offset, self.leader_epoch))
-        self.producers.update(header, marker_type(header, batch))
+        self.producers.update(header, marker_of(header, batch))
         self._after_append(header.records_count, flush_messages)
         return header
 
@@ -227,7 +227,7 @@ class Partition:
             if header.base_offset != self.log.end_offset:
                 break
             self.log.append(batch)
-            self.producers.update(header, marker_type(header, batch))
+            self.producers.update(header, marker_of(header, batch))
             count += header.records_count
         if count:
             self._after_append(count, flush_messages)

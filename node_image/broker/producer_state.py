@@ -27,6 +27,7 @@ a producer (a bumped epoch) makes its older epoch INVALID_PRODUCER_EPOCH.
 """
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -71,6 +72,20 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # in marker order
+        # producer id -> the newest coordinator epoch among its markers here
+        self.coordinator_epochs: dict[int, int] = {}
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> int:
+        """Whether a transaction marker may be appended (Kafka's appendEndTxnMarker): not
+        from a coordinator older than one that already wrote here for this producer (a
+        request of a deposed coordinator that arrives late would end the producer's next
+        transaction), nor for an epoch older than the producer's."""
+        if coordinator_epoch < self.coordinator_epochs.get(producer_id, -1):
+            return m.TRANSACTION_COORDINATOR_FENCED
+        entry = self.producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            return m.INVALID_PRODUCER_EPOCH
+        return m.NONE
 
     def first_unstable_offset(self) -> int | None:
         return min(self.ongoing.values()) if self.ongoing else None
@@ -103,12 +118,16 @@ class ProducerStateManager:
             return m.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return m.NONE, None
 
-    def update(self, header: records.BatchHeader, marker: int | None = None) -> None:
+    def update(self, header: records.BatchHeader, marker: tuple[int, int] | None = None) -> None:
         """Remember an appended batch (leader, follower or recovery); ``marker``: the control
-        type (COMMIT or ABORT) of a transaction marker."""
+        type (COMMIT or ABORT) and coordinator epoch of a transaction marker."""
         pid = header.producer_id
         if pid >= 0 and header.is_transactional:
             if header.is_control:
+                if marker is not None:
+                    self.coordinator_epochs[pid] = max(marker[1],
+                                                       self.coordinator_epochs.get(pid, -1))
+                    marker = marker[0]
                 first = self.ongoing.pop(pid, None)
                 if marker == records.ABORT_MARKER and first is not None:
                     self.aborted.append(AbortedTxn(pid, first, header.base_offset))
@@ -129,11 +148,22 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing.clear()
         self.aborted.clear()
+        self.coordinator_epochs.clear()
+
+
+def marker_of(header: records.BatchHeader, batch: bytes) -> tuple[int, int] | None:
+    """(COMMIT or ABORT, coordinator epoch) for a transaction marker batch, else None."""
+    if not (header.is_control and header.is_transactional):
+        return None
+    recs = records.decode_records(batch)[1]
+    if not recs:
+        return None
+    value = recs[0].value or b""
+    epoch = struct.unpack_from(">i", value, 2)[0] if len(value) >= 6 else -1
+    return records.control_type(recs[0].key), epoch
 
 
 def marker_type(header: records.BatchHeader, batch: bytes) -> int | None:
     """COMMIT or ABORT for a transaction marker batch, else None."""
-    if not (header.is_control and header.is_transactional):
-        return None
-    recs = records.decode_records(batch)[1]
-    return records.control_type(recs[0].key) if recs else None
+    marker = marker_of(header, batch)
+    return None if marker is None else marker[0]
