@@ -72,7 +72,7 @@ class Member(threading.Thread):
                     self.assigned = {tp.partition for tp in self.c.assignment()}
                     if batches:
                         self.c.commit()
-            except (KafkaException, Exception) as exc:  # noqa: BLE001 - a rebalance, a failover
+            except Exception as exc:  # noqa: BLE001 - a rebalance, a failover
                 self.errors.append(repr(exc))
                 time.sleep(0.2)
         self.c.close()

@@ -171,7 +171,7 @@ class QueueRun:
     # ------------------------------------------------------------ workload
 
     def queue_worker(self, process: int, stop_at: float) -> None:
-        cfg, h = self.cfg, self.history
+        cfg = self.cfg
         gen = QueueGenerator(cfg.seed, cfg.partitions).ops(process)
         idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
@@ -185,22 +185,30 @@ class QueueRun:
             for op in gen:
                 if time.monotonic() >= stop_at:
                     break
-                if op.f == "send":
-                    h.record(process, "invoke", "send", op.key, {"value": op.value})
-                    r = client.send(op.key, op.value)
-                    done = {"value": op.value}
-                    if r.type == "ok":
-                        done["offset"] = r.value
-                    h.record(process, r.type, "send", op.key, done, error=r.error)
-                elif op.f == "assign":
+                if op.f == "assign":
                     self._reposition(process, client)
-                else:
-                    h.record(process, "invoke", "poll")
-                    r = client.poll()
-                    h.record(process, r.type, "poll", value=r.value, error=r.error)
+                else:  # the invoke is recorded before the call, the completion after
+                    self._invoke(process, op)
+                    self._complete(process, op, client.send(op.key, op.value)
+                                   if op.f == "send" else client.poll())
                 time.sleep(interval)
         finally:
             client.close()
+
+    def _invoke(self, process: int, op) -> None:
+        if op.f == "send":
+            self.history.record(process, "invoke", "send", op.key, {"value": op.value})
+        else:
+            self.history.record(process, "invoke", "poll")
+
+    def _complete(self, process: int, op, r) -> None:
+        if op.f == "send":
+            done = {"value": op.value}
+            if r.type == "ok":
+                done["offset"] = r.value
+            self.history.record(process, r.type, "send", op.key, done, error=r.error)
+        else:
+            self.history.record(process, r.type, "poll", value=r.value, error=r.error)
 
     def _reposition(self, process: int, client) -> None:
         """The consumer starts over: ``assign`` or ``subscribe`` (``consume``), the client
@@ -216,7 +224,7 @@ class QueueRun:
         (drawn from the seed too); an assign is one on its own. Each
         micro-operation is recorded as its own send or poll once the transaction ended, so
         the history holds what the generator made, in order (``chaoskraft reproduce``)."""
-        cfg, h = self.cfg, self.history
+        cfg = self.cfg
         rng = random.Random(f"{cfg.seed}-txn-{process}")
         interval = 1.0 / cfg.rate
 
@@ -236,15 +244,8 @@ class QueueRun:
                 mops = [("send", o.key, o.value) if o.f == "send" else ("poll",) for o in pending]
                 abort = rng.random() < ABORT_RATIO
                 for o, r in zip(pending, client.txn(mops, abort=abort)):
-                    if o.f == "send":
-                        h.record(process, "invoke", "send", o.key, {"value": o.value})
-                        done = {"value": o.value}
-                        if r.type == "ok":
-                            done["offset"] = r.value
-                        h.record(process, r.type, "send", o.key, done, error=r.error)
-                    else:
-                        h.record(process, "invoke", "poll")
-                        h.record(process, r.type, "poll", value=r.value, error=r.error)
+                    self._invoke(process, o)
+                    self._complete(process, o, r)
                 pending = []
                 size = rng.randint(1, MAX_TXN_LENGTH)
                 time.sleep(interval * len(mops))

@@ -60,7 +60,7 @@ from .. import records
 from . import group_metadata as gm
 from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
-from .producer_state import marker_type
+from .producer_state import marker_of
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -187,7 +187,7 @@ class GroupCoordinator:
             if header.is_control:
                 if header.is_transactional:
                     done = open_txns.pop(header.producer_id, [])
-                    if marker_type(header, batch) == records.COMMIT_MARKER:
+                    if marker_of(header, batch)[0] == records.COMMIT_MARKER:
                         for key, value in done:
                             group(key.group).offsets[(key.topic, key.partition)] = value
                 continue

@@ -127,9 +127,8 @@ class ProducerStateManager:
                 if marker is not None:
                     self.coordinator_epochs[pid] = max(marker[1],
                                                        self.coordinator_epochs.get(pid, -1))
-                    marker = marker[0]
                 first = self.ongoing.pop(pid, None)
-                if marker == records.ABORT_MARKER and first is not None:
+                if marker is not None and marker[0] == records.ABORT_MARKER and first is not None:
                     self.aborted.append(AbortedTxn(pid, first, header.base_offset))
                 entry = self.producers.get(pid)
                 if entry is None or header.producer_epoch > entry.epoch:
@@ -162,8 +161,3 @@ def marker_of(header: records.BatchHeader, batch: bytes) -> tuple[int, int] | No
     epoch = struct.unpack_from(">i", value, 2)[0] if len(value) >= 6 else -1
     return records.control_type(recs[0].key), epoch
 
-
-def marker_type(header: records.BatchHeader, batch: bytes) -> int | None:
-    """COMMIT or ABORT for a transaction marker batch, else None."""
-    marker = marker_of(header, batch)
-    return None if marker is None else marker[0]

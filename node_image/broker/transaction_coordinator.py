@@ -84,7 +84,6 @@ class TxnMetadata:
     writing: bool = False  # a state write is in flight: answer CONCURRENT_TRANSACTIONS
     markers: set = field(default_factory=set)  # partitions still without their marker
     marker_sent: dict = field(default_factory=dict)  # (topic, partition) -> resend time
-    waiting: list = field(default_factory=list)  # InitProducerId callers to tell when done
     retry_ms: int = 0  # a failed completion is written again from then on
 
     def transition(self, target: int) -> None:
@@ -204,8 +203,6 @@ class TransactionCoordinator:
 
     def _unload(self, pid: int) -> None:
         for t in [t for t in self.txns.values() if t.partition == pid]:
-            for respond in t.waiting:
-                respond(m.NOT_COORDINATOR, -1, -1)
             del self.txns[t.txn_id]
 
     def _store(self, t: TxnMetadata, now: int, done: Callable[[int], None],
