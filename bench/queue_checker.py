@@ -146,10 +146,14 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
             "key": pa.array(np.where(sends2, k2, 0), pa.int32(), mask=~sends2),
             "value": pa.array(np.repeat(val, 2), pa.int64(), mask=~sends2),
             "offset": pa.array(np.repeat(off, 2), pa.int64(), mask=~(sends2 & done_off)),
-            "reads": reads, "extra": pa.nulls(2 * n, pa.string())}, schema=qh.SCHEMA)
+            "reads": reads, "extra": pa.nulls(2 * n, pa.string()),
+            "mop": pa.nulls(2 * n, pa.int16()),
+            "invoke": pa.array(rows_idx - 1, pa.int64(), mask=~done_off)}, schema=qh.SCHEMA)
     # The planted anomalies (with their keys' final polls), as rows: few.
     tail = list(_planted(special, first + 2 * ops))
-    yield pa.Table.from_pylist([qh.typed_row(r, 0, names) for r in tail], schema=qh.SCHEMA)
+    invokes: dict = {}
+    yield pa.Table.from_pylist([t for r in tail for t in qh.typed_rows(r, 0, names, invokes)],
+                               schema=qh.SCHEMA)
     # One final poll per normal key, reading its whole log.
     index = first + 2 * ops + len(tail)
     for k in range(normal):
@@ -165,7 +169,8 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
                         "type": ["invoke", "ok"], "f": ["final-poll", "final-poll"],
                         "key": pa.nulls(2, pa.int32()), "value": pa.nulls(2, pa.int64()),
                         "offset": pa.nulls(2, pa.int64()),
-                        "reads": pc_if_else(reads), "extra": pa.nulls(2, pa.string())},
+                        "reads": pc_if_else(reads), "extra": pa.nulls(2, pa.string()),
+                        "mop": pa.nulls(2, pa.int16()), "invoke": pa.array([None, index])},
                        schema=qh.SCHEMA)
         index += 2
 

@@ -50,11 +50,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import queue_history
+from . import queue_cycles, queue_history
 
 ANOMALIES = ("lost-write", "unseen", "duplicate", "inconsistent-offsets", "nonmonotonic-poll",
              "poll-skip", "int-poll-skip", "int-nonmonotonic-poll", "nonmonotonic-send", "G1a",
-             "durability")
+             "durability", "int-send-skip", "int-nonmonotonic-send", "precommitted-read",
+             "G0", "G1c", "G0-process", "G1c-process", "G0-realtime", "G1c-realtime")
 SEND, POLL, FINAL = 0, 1, 2
 T_OK, T_FAIL, T_INFO = 0, 1, 2  # a send's type
 # The rows ``fold`` takes: sends (kind 0; type T_*) and (poll, key) rows (kind 1 poll, 2
@@ -63,8 +64,11 @@ T_OK, T_FAIL, T_INFO = 0, 1, 2  # a send's type
 KEY_ROWS = pa.schema([("key", pa.int32()), ("kind", pa.int8()), ("index", pa.int64()),
                       ("process", pa.int32()), ("type", pa.int8()), ("value", pa.int64()),
                       ("offset", pa.int64()), ("offsets", pa.list_(pa.int64())),
-                      ("values", pa.list_(pa.int64()))])
+                      ("values", pa.list_(pa.int64())), ("mop", pa.int16())])
 RESULT_SCHEMA = "anomaly string, count long, examples string"
+# The folds' output in Spark: anomaly rows (edge columns null) and dependency edges (anomaly
+# null), from one pass over the key rows.
+FOLD_SCHEMA = (RESULT_SCHEMA + ", src long, dst long, rel byte, key int, value long")
 MESSAGES = "messages read"  # a result row of the fold that is a total, not an anomaly
 AUTO_SPARK_ROWS = 4_000_000  # history rows above which engine="auto" uses Spark
 
@@ -72,15 +76,22 @@ AUTO_SPARK_ROWS = 4_000_000  # history rows above which engine="auto" uses Spark
 REPOSITIONS = ("assign", "subscribe")  # operations after which a consumer may start over
 
 
-def default_allowed(idempotent: bool | None, consume: str = "assign") -> tuple[str, ...]:
-    """Jepsen's allowances: none for assign() consumers; poll-skip and nonmonotonic-poll for
-    subscribe() ones (a rebalance moves a partition to another consumer and back between two
-    polls). Plus duplicates unless every producer is idempotent (``idempotent: true``): in a
-    default campaign (None: half the producers without retries) a producer without retries
-    has duplicated a record on a correct node."""
-    allowed = () if idempotent is True else ("duplicate",)
+def default_allowed(idempotent: bool | None, consume: str = "assign",
+                    ww_deps: bool = False) -> tuple[str, ...]:
+    """Jepsen's allowances (``allowed-error-types``): always int-send-skip and the G0 cycles
+    (Kafka does not isolate writes: transactions' sends interleave in the log); poll-skip
+    and nonmonotonic-poll for subscribe() consumers (a rebalance moves a partition to
+    another consumer and back between two polls); the G1c cycles when ww edges are inferred
+    (``ww_deps``: t0 <ww t1 <wr t0 is then normal). Plus duplicates unless every producer is
+    idempotent (``idempotent: true``): in a default campaign (None: half the producers
+    without retries) a producer without retries has duplicated a record on a correct node."""
+    allowed = ("int-send-skip", "G0", "G0-process", "G0-realtime")
+    if idempotent is not True:
+        allowed += ("duplicate",)
     if consume == "subscribe":
         allowed += ("poll-skip", "nonmonotonic-poll")
+    if ww_deps:
+        allowed += ("G1c", "G1c-process", "G1c-realtime")
     return allowed
 
 
@@ -101,7 +112,13 @@ ORDER = {
     "int-nonmonotonic-poll": lambda e: (e["index"], e["offset"], e["prev_offset"]),
     "poll-skip": lambda e: (e["index"], e["prev_index"]),
     "nonmonotonic-poll": lambda e: (e["index"], e["prev_index"]),
+    "int-send-skip": lambda e: (e["index"], e["offset"], e["prev_offset"]),
+    "int-nonmonotonic-send": lambda e: (e["index"], e["offset"], e["prev_offset"]),
+    "precommitted-read": lambda e: (e["index"], e["value"]),
 }
+CYCLES = ("G0", "G1c", "G0-process", "G1c-process", "G0-realtime", "G1c-realtime")
+for _name in CYCLES:  # shortest cycles first, then by their first operation
+    ORDER[_name] = lambda e: (len(e["cycle"]), [s["index"] for s in e["cycle"]])
 
 
 def _col(t: pa.Table, name: str, fill: int = -1) -> tuple[np.ndarray, np.ndarray]:
@@ -135,13 +152,18 @@ class _Found:
         self.out[name] = (count, examples[:self.n])
 
 
-def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) -> dict:
+def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
+         edges: list | None = None, key_id: int = -1, ww_deps: bool = False) -> dict:
     """Every anomaly of one key: ``{name: (count, first examples)}``.
 
     ``t``: the key's rows (KEY_ROWS without ``key``); ``assigns``: process ->
-    sorted int64 array of the history indexes of its ok assigns.
+    sorted int64 array of the history indexes of its ok assigns. ``edges``: a list
+    the key's dependency edges (``queue_cycles.key_edges``, key ``key_id``) are
+    appended to.
     """
     found = _Found(n_examples)
+    # Operations in history order, a transaction's micro-operations in their order.
+    t = t.sort_by([("index", "ascending"), ("mop", "ascending")])
     kind = t["kind"].to_numpy(zero_copy_only=False)
     # Sends.
     st = t.filter(pa.array(kind == SEND))
@@ -150,6 +172,7 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) 
     s_type, _ = _col(st, "type")
     s_val, s_val_ok = _col(st, "value")
     s_off, s_off_ok = _col(st, "offset")
+    s_mop, _ = _col(st, "mop", 0)
     ok = (s_type == T_OK) & s_val_ok
     failed = (s_type == T_FAIL) & s_val_ok
     # Polls of this key: one row each, their messages flattened in read order.
@@ -194,6 +217,11 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) 
             "send_index": _i(fi[sends[j]]), "poll_index": _i(p_idx[m_row[reads[j]]])},
             order)
 
+    if edges is not None:
+        writers = ((s_type == T_OK) | (s_type == T_INFO)) & s_val_ok
+        edges.append(queue_cycles.key_edges(key_id, s_idx, s_val, writers, p_idx[m_row], m_val,
+                                            u_off, u_val, ww_deps))
+
     # Acknowledged sends never read.
     never = ok & ~np.isin(s_val, m_val)
     max_read = int(m_off.max()) if len(m_off) else None
@@ -207,11 +235,11 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) 
         missing = np.nonzero(ok & ~np.isin(s_val, final_vals))[0]
         _sends(found, "durability", key, missing, s_val, s_off, s_off_ok, s_idx, None)
 
-    # Order within a process's sends.
+    # Order within a process's sends, from one operation to the next.
     sent = np.nonzero(ok & s_off_ok)[0]
     if len(sent) > 1:
-        sent = sent[np.lexsort((s_idx[sent], s_proc[sent]))]
-        same = s_proc[sent[1:]] == s_proc[sent[:-1]]
+        sent = sent[np.lexsort((s_mop[sent], s_idx[sent], s_proc[sent]))]
+        same = (s_proc[sent[1:]] == s_proc[sent[:-1]]) & (s_idx[sent[1:]] != s_idx[sent[:-1]])
         bad = np.nonzero(same & (s_off[sent[1:]] <= s_off[sent[:-1]]))[0]
         prev, cur = sent[bad], sent[bad + 1]
         found.add("nonmonotonic-send", len(bad), lambda j: {
@@ -219,12 +247,18 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) 
             "offset": _i(s_off[cur[j]]), "prev_index": _i(s_idx[prev[j]]),
             "index": _i(s_idx[cur[j]])}, np.argsort(s_idx[cur], kind="stable"))
 
+    # Positions in the observed log (offsets nobody observed left out).
+    positions = np.unique(o_off)
+    _within_sends(found, key, positions, s_idx, s_proc, s_val, s_off, s_off_ok, s_val_ok,
+                  u_off, u_val)
+    if len(m_val) and len(s_idx):
+        _precommitted(found, key, s_idx, s_proc, s_val, s_val_ok, p_idx[m_row], m_val, m_off)
     if not len(m_off):
         return found.out
-    # Positions in the observed log, then order within and between polls.
-    positions = np.unique(o_off)
+    # Order within one operation's reads (all its polls of the key), then between polls.
     m_i = np.searchsorted(positions, m_off) + 1
-    same = m_row[1:] == m_row[:-1]
+    m_op = p_idx[m_row]
+    same = m_op[1:] == m_op[:-1]
     delta = m_i[1:] - m_i[:-1]
     for name, cond in (("int-poll-skip", delta > 1), ("int-nonmonotonic-poll", delta < 1)):
         hit = np.nonzero(same & cond)[0]
@@ -233,13 +267,19 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) 
             "key": key, "prev_offset": _i(m_off[hit[j]]), "offset": _i(m_off[hit[j] + 1]),
             "delta": _i(delta[hit[j]])}, np.argsort(p_idx[m_row[hit + 1]], kind="stable"))
 
-    # Successive polls (not final ones) of this key by one process within one assign epoch.
+    # Successive polls (not final ones) of this key by one process within one assign epoch;
+    # the rows of one operation (a transaction's polls) as one: its first and last message.
     counts = np.bincount(m_row, minlength=pt.num_rows)
     rows = np.nonzero((p_kind == POLL) & (counts > 0))[0]
     if len(rows) < 2:
         return found.out
     first = starts[rows] - starts[0]
     last = first + counts[rows] - 1
+    head = np.concatenate([[True], p_idx[rows[1:]] != p_idx[rows[:-1]]])
+    tail = np.concatenate([head[1:], [True]])
+    rows, first, last = rows[head], first[head], last[tail]
+    if len(rows) < 2:
+        return found.out
     epoch = np.zeros(len(rows), np.int64)
     for proc in np.unique(p_proc[rows]):
         mine = p_proc[rows] == proc
@@ -259,6 +299,56 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5) 
             "first_offset": _i(m_off[first[hit[j] + 1]]), "delta": _i(delta[hit[j]])},
             np.argsort(p_idx[r[hit + 1]], kind="stable"))
     return found.out
+
+
+def _within_sends(found: _Found, key, positions, s_idx, s_proc, s_val, s_off, s_off_ok,
+                  s_val_ok, u_off, u_val) -> None:
+    """int-send-skip / int-nonmonotonic-send: one operation's successive sends to the key
+    land at log positions that skip over others' / go back (or stay). A send's position is
+    that of its acknowledged offset, else of the offset its value was read at."""
+    same = np.nonzero(s_idx[1:] == s_idx[:-1])[0]  # sends are in (index, mop) order
+    if not len(same):
+        return
+    pos = np.full(len(s_idx), -1, np.int64)
+    pos[s_off_ok] = np.searchsorted(positions, s_off[s_off_ok])
+    off = np.where(s_off_ok, s_off, -1)
+    todo = np.nonzero(~s_off_ok & s_val_ok)[0]
+    if len(todo) and len(u_val):
+        vo = np.argsort(u_val, kind="stable")
+        j = np.minimum(np.searchsorted(u_val[vo], s_val[todo]), len(vo) - 1)
+        hit = u_val[vo][j] == s_val[todo]
+        off[todo[hit]] = u_off[vo][j[hit]]
+        pos[todo[hit]] = np.searchsorted(positions, off[todo[hit]])
+    a, b = same, same + 1
+    both = (pos[a] >= 0) & (pos[b] >= 0)
+    a, b = a[both], b[both]
+    delta = pos[b] - pos[a]
+    for name, cond in (("int-send-skip", delta > 1), ("int-nonmonotonic-send", delta < 1)):
+        hit = np.nonzero(cond)[0]
+        found.add(name, len(hit), lambda j, hit=hit: {
+            "index": _i(s_idx[b[hit[j]]]), "process": _i(s_proc[b[hit[j]]]), "key": key,
+            "prev_value": _i(s_val[a[hit[j]]]), "value": _i(s_val[b[hit[j]]]),
+            "prev_offset": _i(off[a[hit[j]]]), "offset": _i(off[b[hit[j]]]),
+            "delta": _i(delta[hit[j]])}, np.argsort(s_idx[b[hit]], kind="stable"))
+
+
+def _precommitted(found: _Found, key, s_idx, s_proc, s_val, s_val_ok, r_idx, r_val,
+                  r_off) -> None:
+    """precommitted-read: an operation read a value it sent itself. Kafka's read_committed
+    consumers see a transaction's records only once it committed, which is after the
+    transaction's own polls."""
+    both = np.intersect1d(s_idx[s_val_ok], r_idx)
+    if not len(both):
+        return
+    mine = set(both.tolist())
+    sends = {(int(i), int(v)): int(p) for i, v, p, ok in zip(s_idx, s_val, s_proc, s_val_ok)
+             if ok and int(i) in mine}
+    hits = [j for j in np.nonzero(np.isin(r_idx, both))[0]
+            if (int(r_idx[j]), int(r_val[j])) in sends]
+    found.add("precommitted-read", len(hits), lambda j: {
+        "index": _i(r_idx[hits[j]]), "process": sends[(int(r_idx[hits[j]]), int(r_val[hits[j]]))],
+        "key": key, "value": _i(r_val[hits[j]]), "offset": _i(r_off[hits[j]])},
+        np.arange(len(hits)))
 
 
 def _groups(found: _Found, name: str, key, g: np.ndarray, x: np.ndarray, gname: str,
@@ -296,8 +386,7 @@ def _totals(t: pa.Table) -> dict:
     f, typ = done["f"], done["type"]
     sends = {x: int(pc.sum(pc.and_(pc.equal(f, "send"), pc.equal(typ, x))).as_py() or 0)
              for x in ("ok", "fail", "info")}
-    ok_polls = pc.and_(pc.is_in(f, pa.array(["poll", "final-poll"])), pc.equal(typ, "ok"))
-    reads = pc.list_flatten(done.filter(ok_polls)["reads"].combine_chunks())
+    reads = pc.list_flatten(done.filter(pc.is_valid(done["reads"]))["reads"].combine_chunks())
     messages = int(pc.sum(pc.list_value_length(pc.struct_field(reads, "offsets"))).as_py() or 0) \
         if len(reads) else 0
     assigns_t = done.filter(pc.and_(pc.is_in(f, pa.array(REPOSITIONS)), pc.equal(typ, "ok")))
@@ -330,10 +419,12 @@ def key_rows(t: pa.Table) -> pa.Table:
         "process": s["process"],
         "type": pa.array(np.where(typ == "ok", T_OK, np.where(typ == "fail", T_FAIL, T_INFO))
                          .astype(np.int8)),
-        "value": s["value"], "offset": s["offset"], "offsets": empty, "values": empty},
-        schema=KEY_ROWS)
-    p = t.filter(pc.and_(pc.and_(pc.is_in(t["f"], pa.array(["poll", "final-poll"])),
-                                 pc.equal(t["type"], "ok")), pc.is_valid(t["reads"])))
+        "value": s["value"], "offset": s["offset"], "offsets": empty, "values": empty,
+        "mop": s["mop"]}, schema=KEY_ROWS)
+    # What polls read (a failed or indeterminate transaction's polls read too: Kafka's
+    # consumers are to serve safe data whatever becomes of the reader's transaction).
+    p = t.filter(pc.and_(pc.is_in(t["f"], pa.array(["poll", "final-poll"])),
+                         pc.is_valid(t["reads"])))
     reads = p["reads"].combine_chunks() if p.num_rows else pa.array([], queue_history.READS)
     parent = pc.list_parent_indices(reads)
     r = pc.list_flatten(reads)
@@ -345,7 +436,7 @@ def key_rows(t: pa.Table) -> pa.Table:
         "index": p["index"].take(parent), "process": p["process"].take(parent),
         "type": pa.nulls(m, pa.int8()), "value": pa.nulls(m, pa.int64()),
         "offset": pa.nulls(m, pa.int64()), "offsets": pc.struct_field(r, "offsets"),
-        "values": pc.struct_field(r, "values")}, schema=KEY_ROWS)
+        "values": pc.struct_field(r, "values"), "mop": p["mop"].take(parent)}, schema=KEY_ROWS)
     return pa.concat_tables([sends, polls])
 
 
@@ -373,24 +464,31 @@ def _result(per_key: list[dict], stats: dict, allowed, n_examples: int) -> dict:
             "allowed": sorted(allowed), "stats": stats}
 
 
-def check_local(path: str | Path, allowed=(), examples: int = 5) -> dict:
+def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool = False) -> dict:
     """The whole check in this process (pyarrow and numpy; no Spark)."""
     path = queue_history.typed_path(path)
     names = queue_history.key_names(path)
-    t = pq.read_table(str(path), columns=["index", "process", "type", "f", "key", "value",
-                                          "offset", "reads"])
+    t = queue_history.read_table(path, ["index", "process", "type", "f", "key", "value",
+                                        "offset", "reads", "mop", "invoke"])
     facts = _totals(t)
     kr = key_rows(t)
-    kr = kr.sort_by([("key", "ascending"), ("index", "ascending")])
+    kr = kr.sort_by([("key", "ascending"), ("index", "ascending"), ("mop", "ascending")])
     keys = kr["key"].to_numpy(zero_copy_only=False)
     starts = np.nonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))[0] if len(keys) else []
     ends = list(starts[1:]) + [len(keys)]
+    edges: list = []
     per_key = [fold(kr.slice(a, b - a), names.name(int(keys[a])), facts["stats"]["final_polls"],
-                    facts["assigns"], examples) for a, b in zip(starts, ends)]
+                    facts["assigns"], examples, edges, int(keys[a]), ww_deps)
+               for a, b in zip(starts, ends)]
+    found = queue_cycles.cycles(queue_cycles.ops_table(t), pa.concat_tables(
+        [queue_cycles.EDGES.empty_table()] + edges), examples)
+    per_key.append({name: (count, queue_cycles.key_names_in(ex, names.names))
+                    for name, (count, ex) in found.items()})
     return _result(per_key, facts["stats"], allowed, examples)
 
 
-def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int):
+def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int,
+                    ww_deps: bool):
     """For ``mapInArrow`` over rows partitioned by key: a partition's batches, gathered per
     key, then each key folded (no sort by key before the Python worker, which
     ``groupBy().applyInArrow`` would do and which costs more than the fold)."""
@@ -405,24 +503,114 @@ def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int
             for lo, hi in zip(edges[:-1], edges[1:]):
                 parts.setdefault(int(keys[lo]), []).append(t.slice(lo, hi - lo))
         out_names, counts, examples = [], [], []
+        edges: list = []
         for k, tables in parts.items():
             table = pa.concat_tables(tables)
             del tables[:]
-            out = fold(table, names[k], has_final, assigns, n_examples)
+            out = fold(table, names[k], has_final, assigns, n_examples, edges, k, ww_deps)
             out[MESSAGES] = (int(pc.sum(pc.list_value_length(table["offsets"])).as_py() or 0),
                              [])
             for name, (count, ex) in out.items():
                 out_names.append(name)
                 counts.append(count)
                 examples.append(json.dumps(ex))
+        n = len(out_names)
         yield pa.RecordBatch.from_arrays(
             [pa.array(out_names, pa.string()), pa.array(counts, pa.int64()),
-             pa.array(examples, pa.string())], names=["anomaly", "count", "examples"])
+             pa.array(examples, pa.string())]
+            + [pa.nulls(n, f.type) for f in queue_cycles.EDGES],
+            names=["anomaly", "count", "examples"] + queue_cycles.EDGES.names)
+        for e in edges:
+            if e.num_rows:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.nulls(e.num_rows, pa.string()), pa.nulls(e.num_rows, pa.int64()),
+                     pa.nulls(e.num_rows, pa.string())] + [c.combine_chunks() for c in e.columns],
+                    names=["anomaly", "count", "examples"] + queue_cycles.EDGES.names)
     return run
 
 
-def check_spark(spark, path: str | Path, allowed=(), examples: int = 5) -> dict:
-    """The same check through Spark: totals and assigns in two jobs, the folds in one."""
+def _merge_partition(batches):
+    """``mapInArrow``: a range partition's backward spans merged (the driver merges the
+    partitions' results)."""
+    t = pa.Table.from_batches(list(batches), schema=pa.schema([("lo", pa.int64()),
+                                                                ("hi", pa.int64())]))
+    lo, hi = queue_cycles.merge_spans(t["lo"].to_numpy(zero_copy_only=False),
+                                      t["hi"].to_numpy(zero_copy_only=False))
+    yield pa.RecordBatch.from_arrays([pa.array(lo, pa.int64()), pa.array(hi, pa.int64())],
+                                     names=["lo", "hi"])
+
+
+def _tag_partition(lo: np.ndarray, hi: np.ndarray):
+    """``mapInArrow`` over operations and edges (GRAPH rows): each tagged with its interval,
+    those in none (or edges across two) dropped."""
+    def run(batches):
+        for b in batches:
+            kind = b.column("kind").to_numpy(zero_copy_only=False)
+            a = queue_cycles.interval_of(b.column("a").to_numpy(zero_copy_only=False), lo, hi)
+            bb = b.column("b").fill_null(-1).to_numpy(zero_copy_only=False)
+            iv = np.where(kind == 1, np.where(queue_cycles.interval_of(bb, lo, hi) == a, a, -1),
+                          a)
+            keep = iv >= 0
+            if keep.any():
+                t = pa.Table.from_batches([b]).filter(pa.array(keep))
+                yield from t.append_column("iv", pa.array(iv[keep], pa.int64())).to_batches()
+    return run
+
+
+def _cycles_group(n_examples: int, names: list):
+    """``applyInArrow`` per interval: its operations and edges -> the cycles found."""
+    def run(t: pa.Table) -> pa.Table:
+        kind = t["kind"].to_numpy(zero_copy_only=False)
+        o, e = t.filter(pa.array(kind == 0)), t.filter(pa.array(kind == 1))
+        ops = pa.table({"index": o["a"], "invoke": o["b"], "process": o["c"],
+                        "ok": pc.equal(o["d"], 1)}, schema=queue_cycles.OPS)
+        edges = pa.table({"src": e["a"], "dst": e["b"], "rel": pc.cast(e["d"], pa.int8()),
+                          "key": e["c"], "value": e["e"]}, schema=queue_cycles.EDGES)
+        found = queue_cycles.cycles(ops, edges, n_examples)
+        rows = [(name, count, json.dumps(queue_cycles.key_names_in(ex, names)))
+                for name, (count, ex) in found.items()]
+        return pa.table({"anomaly": pa.array([r[0] for r in rows], pa.string()),
+                         "count": pa.array([r[1] for r in rows], pa.int64()),
+                         "examples": pa.array([r[2] for r in rows], pa.string())})
+    return run
+
+
+def _spark_cycles(spark, done, folded, names: list, n_examples: int) -> list[dict]:
+    """The cycle search in Spark (``queue_cycles``): backward spans merged per range
+    partition and then in the driver (intervals only, never the graph); operations and
+    edges tagged with their interval, each interval searched in one ``applyInArrow`` group."""
+    from pyspark.sql import functions as F
+    edges = folded.where(F.col("anomaly").isNull()).select(*queue_cycles.EDGES.names)
+    spans = edges.where(F.col("dst") < F.col("src")).select(F.col("dst").alias("lo"),
+                                                            F.col("src").alias("hi"))
+    parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
+    merged = (spans.repartitionByRange(parts, "lo").sortWithinPartitions("lo")
+              .mapInArrow(_merge_partition, "lo long, hi long").collect())
+    if not merged:
+        return []
+    lo, hi = queue_cycles.merge_spans(np.array([r["lo"] for r in merged], np.int64),
+                                      np.array([r["hi"] for r in merged], np.int64))
+    ops = (done.where(F.col("type").isin("ok", "info") & F.col("f").isin("send", "poll",
+                                                                         "final-poll"))
+           .select("index", "invoke", "process", "type").dropDuplicates(["index"])
+           .select(F.lit(0).cast("byte").alias("kind"), F.col("index").alias("a"),
+                   F.col("invoke").alias("b"), F.col("process").alias("c"),
+                   F.when(F.col("type") == "ok", 1).otherwise(0).cast("int").alias("d"),
+                   F.lit(None).cast("bigint").alias("e")))
+    graph = ops.unionByName(edges.select(
+        F.lit(1).cast("byte").alias("kind"), F.col("src").alias("a"), F.col("dst").alias("b"),
+        F.col("key").alias("c"), F.col("rel").cast("int").alias("d"),
+        F.col("value").alias("e")))
+    schema = ("kind byte, a long, b long, c int, d int, e long, iv long")
+    rows = (graph.mapInArrow(_tag_partition(lo, hi), schema=schema).groupBy("iv")
+            .applyInArrow(_cycles_group(n_examples, names), schema=RESULT_SCHEMA).collect())
+    return [{r["anomaly"]: (r["count"], json.loads(r["examples"]))} for r in rows]
+
+
+def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
+                ww_deps: bool = False) -> dict:
+    """The same check through Spark: totals and assigns in one job, the folds (anomalies
+    and dependency edges) in one, then the cycle search (``_spark_cycles``)."""
     from pyspark.sql import functions as F
     path = queue_history.typed_path(path)
     names = queue_history.key_names(path).names
@@ -431,8 +619,11 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5) -> dict:
     # Shuffle partitions sized to the input: about 64 MB of Parquet each, at least 2.
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, min(400, size // (64 << 20) + 1))))
     h = spark.read.parquet(str(path))
+    for c in ("mop", "invoke"):  # a typed file written before transactions were grouped
+        if c not in h.columns:
+            h = h.withColumn(c, F.lit(None).cast("smallint" if c == "mop" else "bigint"))
     done = h.where(F.col("process").isNotNull() & (F.col("type") != "invoke"))
-    is_ok_poll = F.col("f").isin("poll", "final-poll") & (F.col("type") == "ok")
+    is_read = F.col("f").isin("poll", "final-poll") & F.col("reads").isNotNull()
     # One job over four narrow columns: the totals, and the assigns the folds need.
     t = done.select("index", "process", "type", "f").agg(
         *[F.count_if((F.col("f") == "send") & (F.col("type") == x)).alias(x)
@@ -450,25 +641,33 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5) -> dict:
         "key", F.lit(SEND).cast("byte").alias("kind"), "index", "process",
         F.when(F.col("type") == "ok", T_OK).when(F.col("type") == "fail", T_FAIL)
         .otherwise(T_INFO).cast("byte").alias("type"), "value", "offset",
-        empty.alias("offsets"), empty.alias("values"))
-    polls = (done.where(is_ok_poll & F.col("reads").isNotNull())
-             .select("index", "process",
+        empty.alias("offsets"), empty.alias("values"), "mop")
+    polls = (done.where(is_read)
+             .select("index", "process", "mop",
                      F.when(F.col("f") == "final-poll", F.lit(FINAL)).otherwise(F.lit(POLL))
                      .cast("byte").alias("kind"), F.explode("reads").alias("r"))
              .select(F.col("r.key").alias("key"), "kind", "index", "process",
                      F.lit(None).cast("byte").alias("type"),
                      F.lit(None).cast("bigint").alias("value"),
                      F.lit(None).cast("bigint").alias("offset"),
-                     F.col("r.offsets").alias("offsets"), F.col("r.values").alias("values")))
-    rows = (sends.unionByName(polls).repartition("key")
-            .mapInArrow(_fold_partition(stats["final_polls"], assigns, names, examples),
-                        schema=RESULT_SCHEMA).collect())
-    per_key = []
-    for r in rows:
-        if r["anomaly"] == MESSAGES:
-            stats["messages_read"] += r["count"]
-        else:
-            per_key.append({r["anomaly"]: (r["count"], json.loads(r["examples"]))})
+                     F.col("r.offsets").alias("offsets"), F.col("r.values").alias("values"),
+                     "mop"))
+    folded = (sends.unionByName(polls).repartition("key")
+              .mapInArrow(_fold_partition(stats["final_polls"], assigns, names, examples,
+                                          ww_deps), schema=FOLD_SCHEMA)
+              .persist())
+    try:
+        rows = folded.where(F.col("anomaly").isNotNull()).select("anomaly", "count",
+                                                                 "examples").collect()
+        per_key = []
+        for r in rows:
+            if r["anomaly"] == MESSAGES:
+                stats["messages_read"] += r["count"]
+            else:
+                per_key.append({r["anomaly"]: (r["count"], json.loads(r["examples"]))})
+        per_key += _spark_cycles(spark, done, folded, names, examples)
+    finally:
+        folded.unpersist()
     return _result(per_key, stats, allowed, examples)
 
 
@@ -477,7 +676,7 @@ def history_rows(path: str | Path) -> int:
 
 
 def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
-                engine: str = "auto") -> dict:
+                engine: str = "auto", ww_deps: bool = False) -> dict:
     """Check a queue history (typed, or an older history.parquet).
 
     ``engine``: ``local`` (this process), ``spark`` (``spark`` is a session,
@@ -490,11 +689,11 @@ def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
         engine = "spark" if spark is not None or history_rows(parquet_path) > AUTO_SPARK_ROWS \
             else "local"
     if engine == "local":
-        return check_local(parquet_path, allowed, examples)
+        return check_local(parquet_path, allowed, examples, ww_deps)
     if spark is None:
         from .spark import spark_session
         spark = spark_session()
-    return check_spark(spark, parquet_path, allowed, examples)
+    return check_spark(spark, parquet_path, allowed, examples, ww_deps)
 
 
 # --------------------------------------------------------------- examples in words
@@ -504,6 +703,8 @@ def sentence(anomaly: str, ex, at, sent) -> str | None:
     another shape. ``at(index)``: how to name an operation (" at 41.2 s (op 123)");
     ``sent(key, value)``: how to name the send of a value named by its value alone (the
     duplicate and inconsistent-offsets examples)."""
+    if isinstance(ex, dict) and anomaly in CYCLES:
+        return cycle_sentence(ex, at)
     if not isinstance(ex, dict) or "key" not in ex:
         return None
     g = ex.get
@@ -539,4 +740,30 @@ def sentence(anomaly: str, ex, at, sent) -> str | None:
         return (f"process {g('process')}'s poll of {key}{at(g('index'))} began at offset "
                 f"{g('first_offset')} where its previous one{at(g('prev_index'))} ended at "
                 f"{g('prev_last_offset')}, {how}")
+    if anomaly in ("int-send-skip", "int-nonmonotonic-send"):
+        how = skip if anomaly == "int-send-skip" else "going back"
+        return (f"one transaction by process {g('process')}{at(g('index'))} sent {g('prev_value')} "
+                f"to {key} at offset {g('prev_offset')} and next {g('value')} at offset "
+                f"{g('offset')}, {how}")
+    if anomaly == "precommitted-read":
+        return (f"a transaction by process {g('process')}{at(g('index'))} read {g('value')} at "
+                f"offset {g('offset')} of {key}, which it sent itself before it committed")
     return None
+
+
+def cycle_sentence(ex, at) -> str | None:
+    """A dependency cycle in words: each operation and why it precedes the next."""
+    steps = ex.get("cycle") if isinstance(ex, dict) else None
+    if not steps:
+        return None
+    why = {"wr": lambda s: f"sent {s['value']} to {s['key']}, which was read by",
+           "ww": lambda s: f"sent to {s['key']} just before {s['value']} was sent by",
+           "process": lambda s: "came before, in the same process,",
+           "realtime": lambda s: "completed before the invocation of"}
+    parts = [f"op {steps[0]['index']} (process {steps[0]['process']}{at(steps[0]['index'])})"]
+    for j, st in enumerate(steps):
+        nxt = steps[(j + 1) % len(steps)]
+        parts.append(f"{why[st['rel']](st)} op {nxt['index']}"
+                     + (f" (process {nxt['process']}{at(nxt['index'])})" if j + 1 < len(steps)
+                        else ""))
+    return " ".join(parts) + ": a cycle"

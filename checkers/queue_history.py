@@ -15,6 +15,16 @@ Columns (one row per invoke or completion, as ``history.jsonl``):
                       messages in read order; null otherwise
     extra    string   JSON of anything else (a fault's value, an assign's keys,
                       the node, the error)
+    mop      int16    a transaction's micro-operation: its position in the
+                      transaction; null for an operation that is not one
+    invoke   int64    on a completion, the index of its invocation (the
+                      realtime order of operations); null when unknown
+
+A transaction (Jepsen's ``{:f :txn :value [[:send k v] [:poll] ...]}``, or
+any operation whose value is such a list) becomes one row per
+micro-operation on its completion, each with the operation's index, type
+and process, ``f`` send or poll, and its position in ``mop``; its
+invocation stays one row.
 
 Keys are written as int32 ids, in the order the history first names them;
 the names themselves (``k3`` in chaoskraft's runs, integers or any string in
@@ -39,8 +49,11 @@ READS = pa.list_(pa.struct([("key", pa.int32()), ("offsets", pa.list_(pa.int64()
 SCHEMA = pa.schema([
     ("index", pa.int64()), ("time", pa.int64()), ("process", pa.int32()),
     ("type", pa.string()), ("f", pa.string()), ("key", pa.int32()), ("value", pa.int64()),
-    ("offset", pa.int64()), ("reads", READS), ("extra", pa.string()),
+    ("offset", pa.int64()), ("reads", READS), ("extra", pa.string()), ("mop", pa.int16()),
+    ("invoke", pa.int64()),
 ])
+# Typed files written before transactions were grouped lack the last two columns.
+OLD_NAMES = SCHEMA.names[:-2]
 KEYS = b"chaoskraft.keys"
 ROWS_PER_GROUP = 1_000_000
 
@@ -81,55 +94,120 @@ def _where(r: dict, i: int) -> str:
     return r.get("_src") or f"history row {r.get('index', i)}"
 
 
-def typed_row(r: dict, i: int, keys: KeyNames) -> dict:
-    """One history row (as ``checkers.history`` reads it) -> one row of SCHEMA."""
+MOPS = ("send", "poll")
+
+
+def _mops(v, where: str, typ) -> list | None:
+    """A Jepsen-style value (a list of micro-operations, ``[["send", k, v] | ["poll", ...]]``)
+    as (f, key, value, offset, reads) tuples; None for any other value."""
+    if not (isinstance(v, list) and v and all(isinstance(m, list) and m and m[0] in MOPS
+                                              for m in v)):
+        return None
+    out = []
+    for j, m in enumerate(v):
+        if m[0] == "send":
+            if len(m) != 3:
+                raise HistoryError(f"{where}: micro-operation {j} must be [send key value], "
+                                   f"got {m!r:.80}")
+            x, off = m[2], None
+            if isinstance(x, list):  # completed: [offset value], offset nil when unknown
+                if len(x) != 2:
+                    raise HistoryError(f"{where}: micro-operation {j}: a completed send's "
+                                       f"value must be [offset value], got {x!r:.80}")
+                off, x = x
+            out.append(("send", m[1], x, off, None))
+        else:
+            if len(m) > 2 or (len(m) == 2 and m[1] is not None and not isinstance(m[1], dict)):
+                raise HistoryError(f"{where}: micro-operation {j} must be [poll] or "
+                                   f"[poll {{key [[offset value] ...]}}], got {m!r:.80}")
+            out.append(("poll", None, None, None, m[1] if len(m) == 2 and typ != "invoke"
+                        else None))
+    return out
+
+
+def _reads(v: dict, where: str, f: str, keys: KeyNames) -> list:
+    reads = []
+    for k, msgs in v.items():
+        if not isinstance(msgs, list) or any(
+                not isinstance(m, (list, tuple)) or len(m) != 2 for m in msgs):
+            raise HistoryError(f"{where}: {f} of key {k!r}: messages must be "
+                               f"[[offset, value], ...], got {msgs!r:.80}")
+        reads.append({"key": keys.encode(k, where),
+                      "offsets": [_int(m[0], where, f"{k} offset") for m in msgs],
+                      "values": [_int(m[1], where, f"{k} value") for m in msgs]})
+    return reads
+
+
+def typed_rows(r: dict, i: int, keys: KeyNames, invokes: dict | None = None) -> list[dict]:
+    """One history row (as ``checkers.history`` reads it) -> its rows of SCHEMA: one, or one
+    per micro-operation of a transaction (Jepsen's ``[[send k v] [poll {...}] ...]`` values,
+    under any ``f``), each with the operation's index and its position in ``mop``.
+
+    ``invokes``: process -> index of its open invocation, kept across calls, so completions
+    carry the index of their invocation (``invoke``: the realtime order of operations)."""
     where = _where(r, i)
     proc = r.get("process")
     f, typ, v = r.get("f"), r.get("type"), r.get("value")
     out = {"index": _int(r.get("index", i), where, "index"), "time": None, "process": None,
            "type": typ, "f": None if f is None else str(f), "key": None, "value": None,
-           "offset": None, "reads": None, "extra": None}
+           "offset": None, "reads": None, "extra": None, "mop": None, "invoke": None}
     t = r.get("time")
     out["time"] = int(t) if isinstance(t, (int, float)) and t == t and abs(t) != float("inf") \
         else None
     extra = {k: r[k] for k in ("node", "error") if r.get(k) is not None}
     if proc == "nemesis" or proc is None:
         extra["value"] = v
-    else:
-        out["process"] = _int(int(proc) if isinstance(proc, str) and proc.lstrip("-").isdigit()
-                              else proc, where, "process")
-        if f == "send":
-            if r.get("key") is not None:
-                out["key"] = keys.encode(r["key"], where)
-            if isinstance(v, dict):
-                out["value"] = _int(v.get("value"), where, "value.value")
-                out["offset"] = _int(v.get("offset"), where, "value.offset")
-            elif v is not None:
-                raise HistoryError(f"{where}: a send's value must be "
-                                   f"{{\"value\": v, \"offset\": o}}, got {v!r:.80}")
-        elif f in ("poll", "final-poll") and typ == "ok":
-            if not isinstance(v, dict):
-                raise HistoryError(f"{where}: an ok {f}'s value must map keys to "
-                                   f"[[offset, value], ...], got {v!r:.80}")
-            reads = []
-            for k, msgs in v.items():
-                if not isinstance(msgs, list) or any(
-                        not isinstance(m, (list, tuple)) or len(m) != 2 for m in msgs):
-                    raise HistoryError(f"{where}: {f} of key {k!r}: messages must be "
-                                       f"[[offset, value], ...], got {msgs!r:.80}")
-                reads.append({"key": keys.encode(k, where),
-                              "offsets": [_int(m[0], where, f"{k} offset") for m in msgs],
-                              "values": [_int(m[1], where, f"{k} value") for m in msgs]})
-            out["reads"] = reads
+        if extra:
+            out["extra"] = json.dumps(extra, default=str)
+        return [out]
+    out["process"] = _int(int(proc) if isinstance(proc, str) and proc.lstrip("-").isdigit()
+                          else proc, where, "process")
+    if invokes is not None:
+        if typ == "invoke":
+            invokes[out["process"]] = out["index"]
+        else:
+            out["invoke"] = invokes.pop(out["process"], None)
+    mops = _mops(v, where, typ) if f not in ("assign", "subscribe") else None
+    if mops is not None:
+        if extra:
+            out["extra"] = json.dumps(extra, default=str)
+        if typ == "invoke":  # one row: what the transaction will do is in history.jsonl
+            return [out]
+        rows = []
+        for j, (mf, k, x, off, reads) in enumerate(mops):
+            row = {**out, "f": mf, "mop": j}
+            if mf == "send":
+                row["key"] = keys.encode(k, where)
+                row["value"] = _int(x, where, f"micro-operation {j} value")
+                row["offset"] = _int(off, where, f"micro-operation {j} offset")
+            elif reads is not None:
+                row["reads"] = _reads(reads, where, f"micro-operation {j} poll", keys)
+            rows.append(row)
+        return rows
+    if f == "send":
+        if r.get("key") is not None:
+            out["key"] = keys.encode(r["key"], where)
+        if isinstance(v, dict):
+            out["value"] = _int(v.get("value"), where, "value.value")
+            out["offset"] = _int(v.get("offset"), where, "value.offset")
         elif v is not None:
-            extra["value"] = v
+            raise HistoryError(f"{where}: a send's value must be "
+                               f"{{\"value\": v, \"offset\": o}}, got {v!r:.80}")
+    elif f in ("poll", "final-poll") and typ == "ok":
+        if not isinstance(v, dict):
+            raise HistoryError(f"{where}: an ok {f}'s value must map keys to "
+                               f"[[offset, value], ...], got {v!r:.80}")
+        out["reads"] = _reads(v, where, f, keys)
+    elif v is not None:
+        extra["value"] = v
     if extra:
         out["extra"] = json.dumps(extra, default=str)
-    return out
+    return [out]
 
 
 def untyped_row(r: dict, keys: KeyNames) -> dict:
-    """One row of SCHEMA -> the history row it came from (``typed_row`` undone)."""
+    """One row of SCHEMA -> the history row it came from (``typed_rows`` undone); the rows
+    of a transaction's micro-operations -> ``untyped_op``."""
     out = {"index": r["index"], "time": r["time"], "type": r["type"], "f": r["f"],
            "process": "nemesis" if r["process"] is None else r["process"],
            "key": None if r["key"] is None else keys.name(r["key"]), "value": None}
@@ -145,6 +223,26 @@ def untyped_row(r: dict, keys: KeyNames) -> dict:
     return out
 
 
+def untyped_op(rows: list[dict], keys: KeyNames) -> dict:
+    """The typed rows of one operation -> its history row: a transaction (rows with ``mop``)
+    as ``f: txn`` with its micro-operations, as Jepsen writes them."""
+    if len(rows) == 1 and rows[0].get("mop") is None:
+        return untyped_row(rows[0], keys)
+    rows = sorted(rows, key=lambda r: r["mop"])
+    mops = []
+    for r in rows:
+        if r["f"] == "send":
+            mops.append(["send", keys.name(r["key"]), [r["offset"], r["value"]]])
+        else:
+            mops.append(["poll", {keys.name(e["key"]): [[o, v] for o, v in
+                                                        zip(e["offsets"], e["values"])]
+                                  for e in r["reads"] or []}])
+    out = untyped_row({**rows[0], "value": None, "offset": None, "reads": None, "key": None},
+                      keys)
+    out["f"], out["value"] = "txn", mops
+    return out
+
+
 class Writer:
     """The typed file written a chunk of rows at a time, aside, and renamed on ``close``;
     ``abort`` removes it."""
@@ -153,11 +251,13 @@ class Writer:
         self.path = Path(path)
         self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.keys = KeyNames()
+        self.invokes: dict = {}
         self.n = 0
         self.writer = pq.ParquetWriter(str(self.tmp), SCHEMA)
 
     def write(self, chunk: list[dict]) -> None:
-        typed = [typed_row(r, self.n + i, self.keys) for i, r in enumerate(chunk)]
+        typed = [t for i, r in enumerate(chunk)
+                 for t in typed_rows(r, self.n + i, self.keys, self.invokes)]
         self.n += len(chunk)
         if typed:
             self.writer.write_table(pa.Table.from_pylist(typed, schema=SCHEMA))
@@ -181,7 +281,18 @@ def write(rows: Iterable[dict], path: str | Path, rows_per_group: int = ROWS_PER
 
 
 def is_typed(path: str | Path) -> bool:
-    return pq.read_schema(str(path)).names == SCHEMA.names
+    return pq.read_schema(str(path)).names in (SCHEMA.names, OLD_NAMES)
+
+
+def read_table(path: str | Path, columns: list[str] | None = None, **kw) -> pa.Table:
+    """A typed file's columns; ``mop`` and ``invoke`` as nulls in a file written before them."""
+    have = pq.read_schema(str(path)).names
+    cols = columns or SCHEMA.names
+    t = pq.read_table(str(path), columns=[c for c in cols if c in have], **kw)
+    for c in cols:
+        if c not in have:
+            t = t.append_column(SCHEMA.field(c), pa.nulls(t.num_rows, SCHEMA.field(c).type))
+    return t.select(cols)
 
 
 def convert(src: str | Path, dst: str | Path) -> None:

@@ -113,7 +113,8 @@ def batches(run_dir: Path, batch_rows: int | None = None) -> Iterator[pd.DataFra
         if _typed(path):
             from checkers import queue_history as qh
             names = pa.array([str(n) for n in qh.key_names(path).names], pa.string())
-            need = [c for c in qh.SCHEMA.names if c != "reads"]  # the pages need no reads
+            need = [c for c in qh.SCHEMA.names  # the pages need no reads
+                    if c != "reads" and c in f.schema_arrow.names]
             for b in f.iter_batches(batch_size=batch_rows, columns=need):
                 yield _from_typed(pa.Table.from_batches([b]), names)
         else:
@@ -245,8 +246,11 @@ def rows_at(run_dir: Path, indexes: Iterable[int]) -> dict[int, dict]:
         if _typed(path):
             from checkers import queue_history as qh
             names = qh.key_names(path)
-            for r in t.to_pylist():
-                out[r["index"]] = qh.untyped_row(r, names)
+            ops: dict[int, list] = {}
+            for r in t.to_pylist():  # a transaction's micro-operations share its index
+                ops.setdefault(r["index"], []).append(r)
+            for i, rows in ops.items():
+                out[i] = qh.untyped_op(rows, names)
         else:
             from checkers.history import decode_parquet_row
             for r in t.to_pylist():

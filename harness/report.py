@@ -301,6 +301,8 @@ def _indexes(example, sends: dict | None = None) -> list[int]:
     if not isinstance(example, dict):
         return []
     found = [v for k, v in example.items() if k.endswith("index") and isinstance(v, int)]
+    found += [s["index"] for s in example.get("cycle") or () if isinstance(s, dict)
+              and isinstance(s.get("index"), int)]  # a dependency cycle's operations
     if not found and sends is not None and "key" in example:
         found = [sends[p] for p in _named_sends(example) if p in sends]
     return found

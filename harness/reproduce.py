@@ -67,19 +67,23 @@ def invoked_prefix_ok(run_dir: Path) -> tuple[bool, str]:
         if r.get("f") == "subscribe":  # the generator's assign, by a subscribe() consumer
             r["f"] = "assign"
         if r["type"] != "invoke" or not isinstance(p, int) or p not in generated \
-                or r["f"] not in ("read", "write", "cas", "send", "poll", "assign"):
+                or r["f"] not in ("read", "write", "cas", "send", "poll", "assign", "txn"):
             continue
         if r["f"] == "assign" and p not in assigned:
             assigned.add(p)  # a queue process's first assign comes before its generator's
             continue
-        i = done.get(p, 0)
-        want = generated[p][i] if i < len(generated[p]) else None
-        value = r["value"]["value"] if r["f"] == "send" else r["value"]
-        got = {"f": r["f"], "key": r["key"] if r["f"] not in ("poll", "assign") else None,
-               "value": value}
-        if want is None or {k: want[k] for k in got} != got:
-            return False, f"process {p} operation {i}: invoked {got}, generated {want}"
-        done[p] = i + 1
+        if r["f"] == "txn":  # the generator's sends and polls, grouped
+            ops = [{"f": m[0], "key": m[1] if m[0] == "send" else None,
+                    "value": m[2] if m[0] == "send" else None} for m in r["value"]]
+        else:
+            ops = [{"f": r["f"], "key": r["key"] if r["f"] not in ("poll", "assign") else None,
+                    "value": r["value"]["value"] if r["f"] == "send" else r["value"]}]
+        for got in ops:
+            i = done.get(p, 0)
+            want = generated[p][i] if i < len(generated[p]) else None
+            if want is None or {k: want[k] for k in got} != got:
+                return False, f"process {p} operation {i}: invoked {got}, generated {want}"
+            done[p] = i + 1
     return True, f"{sum(done.values())} invoked operations follow the generator"
 
 

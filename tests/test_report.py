@@ -138,7 +138,8 @@ def test_availability_counts_a_definite_no_as_answered():
 
 def test_every_queue_anomaly_example_is_said_in_one_sentence(tmp_path):
     """The queue checker's own examples of each class (one planted per key, as in
-    test_queue_checker), each said in a sentence naming its key, values and operations."""
+    test_queue_checker, and a poll that read a value sent after it completed: a cycle),
+    each said in a sentence naming its key, values and operations."""
     from checkers import queue_history
     from checkers.queue import ANOMALIES, check_local
     from harness.report import plain
@@ -150,20 +151,31 @@ def test_every_queue_anomaly_example_is_said_in_one_sentence(tmp_path):
         build(h, f"a{n}")
         final[f"a{n}"] = [] if anomaly in NOT_IN_FINAL else [
             [r["value"]["offset"], r["value"]["value"]] for r in h.rows[start:]
-            if r["f"] == "send" and r["type"] == "ok"]
+            if r["f"] == "send" and r["type"] == "ok"] + [
+            m[2] for r in h.rows[start:] if r["f"] == "txn" and r["type"] == "ok"
+            for m in r["value"] if m[0] == "send"]
+    h.poll(8, {"future": [[0, 77]]}).send(9, "future", 77, 0)
+    final["future"] = [[0, 77]]
     h.final(final)
     queue_history.write(h.rows, tmp_path / "queue.parquet")
     result = check_local(tmp_path / "queue.parquet")
     rows = {r["index"]: r for r in h.rows}
     sends = {(r["key"], r["value"]["value"]): r["index"] for r in h.rows
              if r["f"] == "send" and r["type"] == "invoke"}
+    assert set(result["anomalies"]) == set(SCENARIOS) | {"G1c-realtime"}
     for anomaly in ANOMALIES:
+        if anomaly not in result["anomalies"]:
+            continue
         ex = result["anomalies"][anomaly]["examples"][0]
         said = plain(anomaly, ex, {i: {**r, "time": r["time"] * 10 ** 9} for i, r in rows.items()},
                      sends)
+        if "cycle" in ex:
+            assert said and all(f"op {s['index']}" in said for s in ex["cycle"]), (ex, said)
+            assert "77" in said and "future" in said, said
+            continue
         assert said and ex["key"] in said, (anomaly, ex, said)
         for field in ("value", "offset", "prev_offset", "first_offset", "send_index", "index",
-                      "poll_index", "prev_index"):
+                      "poll_index", "prev_index", "prev_value"):
             if isinstance(ex.get(field), int):
                 shown = f"op {ex[field]}" if field.endswith("index") else str(ex[field])
                 assert shown in said, (anomaly, field, ex, said)

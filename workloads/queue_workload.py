@@ -67,6 +67,22 @@ def freshest_partitions(addresses: list[str], topic: str,
     return [(pid, leader, replicas, isr) for pid, (_, leader, _, replicas, isr) in sorted(best.items())]
 
 
+def txn_completion(mops: list, results: list) -> tuple[str, list, str | None]:
+    """A transaction's micro-operations and their results -> its completion: type (info if
+    any send's fate is unknown, else fail if any failed, else ok), the completed
+    micro-operations (a poll that failed read nothing) and the first error."""
+    types = {r.type for m, r in zip(mops, results) if m[0] == "send"}
+    typ = "info" if "info" in types else "fail" if "fail" in types else "ok"
+    done = []
+    for m, r in zip(mops, results):
+        if m[0] == "send":
+            done.append(["send", m[1], [r.value if r.type == "ok" else None, m[2]]])
+        else:
+            done.append(["poll", r.value if r.type == "ok" else {}])
+    error = next((r.error for r in results if r.error), None)
+    return typ, done, error
+
+
 class QueueRun:
     def __init__(self, campaign: Campaign) -> None:
         self.cfg, self.backend, self.history, self.log = (campaign.cfg, campaign.backend,
@@ -221,9 +237,11 @@ class QueueRun:
     def _txn_worker(self, process: int, stop_at: float, gen, client) -> None:
         """Transactions mode: the generator's sends and polls, in its order, grouped into
         transactions of 1-4 (sizes drawn from the seed), one in eight aborted on purpose
-        (drawn from the seed too); an assign is one on its own. Each
-        micro-operation is recorded as its own send or poll once the transaction ended, so
-        the history holds what the generator made, in order (``chaoskraft reproduce``)."""
+        (drawn from the seed too); an assign is one on its own. A transaction is one
+        operation, as in Jepsen's histories: ``f: txn``, invoked with its micro-operations
+        (``["send", key, value]``, ``["poll"]``) before it begins and completed with what
+        each did (``["send", key, [offset, value]]``, ``["poll", {key: [[offset, value],
+        ...]}]``): ok once committed, fail once aborted, info when its end is unknown."""
         cfg = self.cfg
         rng = random.Random(f"{cfg.seed}-txn-{process}")
         interval = 1.0 / cfg.rate
@@ -243,9 +261,9 @@ class QueueRun:
                     continue
                 mops = [("send", o.key, o.value) if o.f == "send" else ("poll",) for o in pending]
                 abort = rng.random() < ABORT_RATIO
-                for o, r in zip(pending, client.txn(mops, abort=abort)):
-                    self._invoke(process, o)
-                    self._complete(process, o, r)
+                self.history.record(process, "invoke", "txn", value=[list(m) for m in mops])
+                typ, done, error = txn_completion(mops, client.txn(mops, abort=abort))
+                self.history.record(process, typ, "txn", value=done, error=error)
                 pending = []
                 size = rng.randint(1, MAX_TXN_LENGTH)
                 time.sleep(interval * len(mops))
@@ -383,10 +401,13 @@ def _detect_time(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None
     rows, start = run_history(run_dir)
     sends = {(r["key"], (r.get("value") or {}).get("value")): r["index"] for r in rows
              if r["f"] == "send" and r["type"] == "invoke" and isinstance(r.get("value"), dict)}
+    sends.update({(m[1], m[2]): r["index"] for r in rows if r["f"] == "txn"
+                  and r["type"] == "invoke" for m in r.get("value") or () if m[0] == "send"})
     indexes = []
     for name in bad:
         for ex in anomalies[name]["examples"]:
             found = [v for k, v in ex.items() if k.endswith("index") and isinstance(v, int)]
+            found += [st["index"] for st in ex.get("cycle", ())]
             if not found and "key" in ex:  # duplicate, inconsistent-offsets: name values only
                 values = ex.get("values") or ([ex["value"]] if "value" in ex else [])
                 found = [sends[(ex["key"], v)] for v in values if (ex["key"], v) in sends]
