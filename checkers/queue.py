@@ -440,7 +440,8 @@ def key_rows(t: pa.Table) -> pa.Table:
     return pa.concat_tables([sends, polls])
 
 
-def _result(per_key: list[dict], stats: dict, allowed, n_examples: int) -> dict:
+def _result(per_key: list[dict], stats: dict, allowed, n_examples: int,
+            require_final: bool = True) -> dict:
     merged: dict[str, list] = {}
     for out in per_key:
         for name, (count, examples) in out.items():
@@ -456,7 +457,7 @@ def _result(per_key: list[dict], stats: dict, allowed, n_examples: int) -> dict:
     bad = sorted(a for a in anomalies if a not in allowed)
     if bad:
         valid: object = False
-    elif not stats["final_polls"]:
+    elif not stats["final_polls"] and require_final:
         valid = "unknown"  # durability could not be established
     else:
         valid = True
@@ -464,7 +465,8 @@ def _result(per_key: list[dict], stats: dict, allowed, n_examples: int) -> dict:
             "allowed": sorted(allowed), "stats": stats}
 
 
-def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool = False) -> dict:
+def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool = False,
+                require_final: bool = True) -> dict:
     """The whole check in this process (pyarrow and numpy; no Spark)."""
     path = queue_history.typed_path(path)
     names = queue_history.key_names(path)
@@ -484,7 +486,7 @@ def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool =
         [queue_cycles.EDGES.empty_table()] + edges), examples)
     per_key.append({name: (count, queue_cycles.key_names_in(ex, names.names))
                     for name, (count, ex) in found.items()})
-    return _result(per_key, facts["stats"], allowed, examples)
+    return _result(per_key, facts["stats"], allowed, examples, require_final)
 
 
 def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int,
@@ -608,7 +610,7 @@ def _spark_cycles(spark, done, folded, names: list, n_examples: int) -> list[dic
 
 
 def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
-                ww_deps: bool = False) -> dict:
+                ww_deps: bool = False, require_final: bool = True) -> dict:
     """The same check through Spark: totals and assigns in one job, the folds (anomalies
     and dependency edges) in one, then the cycle search (``_spark_cycles``)."""
     from pyspark.sql import functions as F
@@ -668,7 +670,7 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
         per_key += _spark_cycles(spark, done, folded, names, examples)
     finally:
         folded.unpersist()
-    return _result(per_key, stats, allowed, examples)
+    return _result(per_key, stats, allowed, examples, require_final)
 
 
 def history_rows(path: str | Path) -> int:
@@ -676,8 +678,12 @@ def history_rows(path: str | Path) -> int:
 
 
 def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
-                engine: str = "auto", ww_deps: bool = False) -> dict:
+                engine: str = "auto", ww_deps: bool = False, require_final: bool = True) -> dict:
     """Check a queue history (typed, or an older history.parquet).
+
+    ``require_final``: without a successful final poll (``f: final-poll``) the
+    verdict is unknown (durability could not be established); False for
+    histories that have none (Jepsen's final polls are ordinary polls).
 
     ``engine``: ``local`` (this process), ``spark`` (``spark`` is a session,
     or None for the default one), ``auto``: Spark when a session is given or
@@ -689,11 +695,11 @@ def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
         engine = "spark" if spark is not None or history_rows(parquet_path) > AUTO_SPARK_ROWS \
             else "local"
     if engine == "local":
-        return check_local(parquet_path, allowed, examples, ww_deps)
+        return check_local(parquet_path, allowed, examples, ww_deps, require_final)
     if spark is None:
         from .spark import spark_session
         spark = spark_session()
-    return check_spark(spark, parquet_path, allowed, examples, ww_deps)
+    return check_spark(spark, parquet_path, allowed, examples, ww_deps, require_final)
 
 
 # --------------------------------------------------------------- examples in words
@@ -709,6 +715,7 @@ def sentence(anomaly: str, ex, at, sent) -> str | None:
         return None
     g = ex.get
     key = g("key")
+    key = f"key {key}" if isinstance(key, int) else key  # Jepsen's keys are integers
     if anomaly in ("lost-write", "unseen", "durability"):
         where = f"offset {g('offset')} of {key}" if g("offset") is not None else key
         head = f"send of {g('value')} acknowledged at {where}{at(g('send_index'))}"
@@ -756,14 +763,17 @@ def cycle_sentence(ex, at) -> str | None:
     steps = ex.get("cycle") if isinstance(ex, dict) else None
     if not steps:
         return None
-    why = {"wr": lambda s: f"sent {s['value']} to {s['key']}, which was read by",
-           "ww": lambda s: f"sent to {s['key']} just before {s['value']} was sent by",
+    def k(s):
+        return f"key {s['key']}" if isinstance(s["key"], int) else s["key"]
+    why = {"wr": lambda s: f"sent {s['value']} to {k(s)}, which was read by",
+           "ww": lambda s: f"sent to {k(s)} just before {s['value']} was sent by",
            "process": lambda s: "came before, in the same process,",
            "realtime": lambda s: "completed before the invocation of"}
-    parts = [f"op {steps[0]['index']} (process {steps[0]['process']}{at(steps[0]['index'])})"]
+    def op(st) -> str:
+        return f"process {st['process']}'s operation{at(st['index'])}"
+    parts = [op(steps[0])]
     for j, st in enumerate(steps):
         nxt = steps[(j + 1) % len(steps)]
-        parts.append(f"{why[st['rel']](st)} op {nxt['index']}"
-                     + (f" (process {nxt['process']}{at(nxt['index'])})" if j + 1 < len(steps)
-                        else ""))
+        parts.append(f"{why[st['rel']](st)} " + (op(nxt) if j + 1 < len(steps)
+                                                   else f"the first (op {nxt['index']})"))
     return " ".join(parts) + ": a cycle"

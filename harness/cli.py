@@ -421,8 +421,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="check a history file for linearizability")
     c.add_argument("file", help="chaoskraft history (.jsonl or .parquet), Jepsen/Knossos/Maelstrom "
                                 "EDN, or Jepsen text log (docs/history.md)")
-    c.add_argument("--model", required=True,
-                   choices=MODELS)
+    own = [n for n, w in WORKLOADS.items() if hasattr(w, "check_file")]
+    c.add_argument("--model", required=True, choices=MODELS + tuple(own),
+                   help="a linearizability model, or a workload that checks its own histories "
+                        f"({', '.join(own)}: Kafka's queue anomalies and dependency cycles, "
+                        "Jepsen's Kafka workload histories too)")
     c.add_argument("--initial", type=_json_value, default=None,
                    help="initial register value as JSON (default null, Jepsen's nil)")
     c.add_argument("--nil-read", choices=["unknown", "value"], default="unknown",
@@ -440,6 +443,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "spark (local[2] unless --spark-master) or local")
     c.add_argument("--spark-master", default=None, help="Spark master URL (default local[2])")
     c.add_argument("--budget-s", type=float, default=300.0, help="search time per key before 'unknown'")
+    c.add_argument("--consume", choices=["assign", "subscribe"],
+                   help="queue: how consumers took partitions (Jepsen's --sub-via; default "
+                        "subscribe when the history has a subscribe operation); subscribe "
+                        "allows poll-skip and nonmonotonic-poll")
+    c.add_argument("--ww-deps", action="store_true",
+                   help="queue: infer write-write edges from the log order (Jepsen's "
+                        "--ww-deps); G1c cycles are then allowed")
+    c.add_argument("--allow-duplicates", action="store_true",
+                   help="queue: producers without idempotence may write a value twice")
+    c.add_argument("--allow", action="append", metavar="CLASS",
+                   help="queue: an anomaly class that does not fail the check (repeatable)")
     c.set_defaults(func=_cmd_check)
     r = sub.add_parser("run", help="run a campaign against a Docker cluster")
     r.add_argument("--campaign", help="a YAML campaign file (flags override its fields)")
@@ -540,6 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_check(args) -> int:
+    own = WORKLOADS.get(args.model)
+    if own is not None and hasattr(own, "check_file"):  # a workload that checks its own files
+        return own.check_file(args)
     from .check_cmd import cmd_check
     return cmd_check(args)
 
