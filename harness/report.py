@@ -400,6 +400,70 @@ def plain(cls: str, ex, by_index: dict, sends: dict | None = None) -> str | None
 ROLE_COLOURS = {"linearized": "#2ca02c", "concurrent": "#9e9e9e", "stuck": "#d62728"}
 
 
+def checker_plots(results: dict, faults) -> dict[str, str]:
+    """The series a checker computed (``plots``: name, title, ylabel and {label: [[s, y],
+    ...]}), drawn with the faults shaded."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out = {}
+    for r in results.get("checkers", {}).values():
+        for plot in r.get("plots") or ():
+            fig, ax = plt.subplots(figsize=(11, 3.2))
+            for label, pts in plot["series"].items():
+                if pts:
+                    ax.step([x for x, _ in pts], [y for _, y in pts], where="post", lw=1,
+                            label=str(label))
+            _shade(ax, faults)
+            ax.set(xlabel="time (s)", ylabel=plot.get("ylabel", ""), title=plot["title"])
+            ax.legend(loc="best", fontsize=7, ncol=4, framealpha=0.6)
+            out[plot["name"]] = _png(fig)
+    return out
+
+
+def key_log_svg(key: str, pic: dict) -> str:
+    """One key's log as every operation saw it (a checker's ``pictures``): offsets across,
+    an operation a row; ``w`` what it sent, ``r`` what it read, marked cells coloured."""
+    esc = html.escape
+    offsets, rows = pic.get("offsets") or [], pic.get("rows") or []
+    if not offsets or not rows:
+        return ""
+    col = {o: i for i, o in enumerate(offsets)}
+    marks = pic.get("marks") or {}
+    width_v = max(len(str(c[1])) for r in rows for c in r["cells"]) + 1
+    cw, rh, left = 7 * width_v + 6, 15, 120
+    width, height = left + cw * len(offsets) + 10, 30 + rh * len(rows)
+    out = [f"<svg class='key-log' data-key='{esc(key)}' xmlns='http://www.w3.org/2000/svg' "
+           f"width='{width}' height='{height}' font-size='10' font-family='monospace'>"]
+    for o, i in col.items():
+        if i % 5 == 0:
+            out.append(f"<text x='{left + i * cw}' y='12' fill='#555'>{o}</text>")
+    type_stroke = {"ok": "#ffffff", "info": "#ffaa26", "fail": "#feb5da"}
+    for j, r in enumerate(rows):
+        y = 28 + j * rh
+        out.append(f"<g class='op' data-index='{r['index']}'><title>{esc(r['type'])} op "
+                   f"{r['index']} by process {r['process']}</title><text x='2' y='{y}' "
+                   f"fill='#555'>op {r['index']} p{r['process']}</text>"
+                   f"<rect x='{left - 2}' y='{y - 11}' width='{width - left - 6}' height='{rh - 1}' "
+                   f"fill='none' stroke='{type_stroke.get(r['type'], '#ccc')}'/>")
+        for o, v, wr, mark in r["cells"]:
+            x = left + col[o] * cw
+            if mark:
+                out.append(f"<rect class='{esc(mark)}' x='{x - 1}' y='{y - 10}' width='{cw - 2}' "
+                           f"height='{rh - 3}' fill='{marks.get(mark, '#999')}' "
+                           f"fill-opacity='0.35'/>")
+            out.append(f"<text x='{x}' y='{y}' fill='{'#1f77b4' if wr == 'r' else '#222'}'>"
+                       f"{wr}{v}</text>")
+        out.append("</g>")
+    out.append("</svg>")
+    more = []
+    if pic.get("more_rows"):
+        more.append(f"{pic['more_rows']} more operations not shown")
+    if pic.get("offsets_total", len(offsets)) > len(offsets):
+        more.append(f"offsets {offsets[0]} to {offsets[-1]} of {pic['offsets_total']} observed")
+    return "".join(out) + (f"<p class='plain'>{esc('; '.join(more))}</p>" if more else "")
+
+
 def counterexample_svg(key: str, d: dict) -> str:
     """An SVG of one invalid key's diagram (see checkers.lin_model.diagram)."""
     esc = html.escape
@@ -467,6 +531,7 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     faults = fault_intervals(nemesis, span.end_s)
     per_node = node_series(nemesis, span.end_s)
     images = plots(series, faults, per_node) if series.ops else {}
+    images.update(checker_plots(results, faults))
     logs = node_logs(run_dir)
     start = run_dir / "history-start.json"
     start_wall = json.loads(start.read_text())["wall_clock_s"] if start.exists() else None
@@ -485,8 +550,8 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
            "<h2>Checkers</h2><table id='checkers'><tr><th>checker</th><th>valid</th>"
            "<th>details</th></tr>"]
     for name, r in results.get("checkers", {}).items():
-        detail = {k: v for k, v in r.items()
-                  if k not in ("anomalies", "counterexamples", "diagrams", "valid")}
+        detail = {k: v for k, v in r.items() if k not in (
+            "anomalies", "counterexamples", "diagrams", "valid", "plots", "pictures")}
         out.append(f"<tr><td>{esc(name)}</td><td>{esc(str(r.get('valid')))}</td>"
                    f"<td><pre>{esc(json.dumps(detail, indent=1)[:3000])}</pre></td></tr>")
     out.append("</table>")
@@ -533,6 +598,16 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
                        f"{d['prefix_length']} operations (the last "
                        f"{d['prefix_length'] - d['shown_from']} numbered); the red one cannot "
                        f"follow it</h3>" + counterexample_svg(key, d))
+    pictures = {k: p for r in results.get("checkers", {}).values()
+                for k, p in (r.get("pictures") or {}).items()}
+    if pictures:
+        marks = {k: c for p in pictures.values() for k, c in (p.get("marks") or {}).items()}
+        out.append("<h2>Logs of the keys with anomalies</h2><p class='legend'>" + "".join(
+            f"<span style='background:{c}'>{esc(k)}</span>" for k, c in marks.items())
+            + " w: sent (acknowledged at that offset), r: read; an operation a row</p>")
+        for key, pic in pictures.items():
+            out.append(f"<h3>{esc(key)}</h3><div style='overflow-x:auto'>"
+                       + key_log_svg(key, pic) + "</div>")
     planned = results.get("faults")
     if planned:
         out.append(f"<h2>Planned faults: {planned['happened']} of {planned['planned']} happened"

@@ -385,6 +385,10 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
         from checkers.spark import spark_session  # Spark only when it is asked for
         spark = spark_session(spark_master)
     result = check_queue(spark, str(typed), allowed=tuple(allowed), engine=engine)
+    if stats["rows"] <= AUTO_SPARK_ROWS:
+        _pictures(typed, result)
+    else:
+        log(f"analysis: no unseen, lag or key log plots above {AUTO_SPARK_ROWS:,} rows")
     for name, a in result["anomalies"].items():
         mark = "" if name in result["bad_anomalies"] else " (allowed)"
         log(f"analysis: {name}{mark}: {a['count']}; e.g. {a['examples'][0]}")
@@ -393,6 +397,23 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
     results = {"valid": result["valid"], "verdict": WORD[result["valid"]],
                "checkers": {"queue": result}, "stats": stats}
     return results, stats
+
+
+def _pictures(typed: Path, result: dict) -> None:
+    """Jepsen's Kafka plots as data in the result (``checkers.queue_plots``): unseen and
+    realtime lag over time, and the log of up to three keys named by bad anomalies."""
+    from checkers import queue_history, queue_plots
+    names = queue_history.key_names(typed)
+    t = queue_history.read_table(typed, ["index", "time", "process", "type", "f", "key",
+                                         "value", "offset", "reads", "invoke"])
+    result["plots"] = queue_plots.series(t, names.names)
+    keys: list = []
+    for name in result["bad_anomalies"]:
+        for ex in result["anomalies"][name]["examples"]:
+            for k in [ex.get("key")] + [s.get("key") for s in ex.get("cycle", ())]:
+                if k is not None and k not in keys and k in names.ids:
+                    keys.append(k)
+    result["pictures"] = {str(k): queue_plots.key_log(t, names.ids[k]) for k in keys[:3]}
 
 
 def _detect_time(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None:
@@ -442,6 +463,11 @@ class QueueWorkload:
     def check(self, run_dir: Path, cfg: dict, *, engine: str, spark_master: str | None,
               budget_s: float, log) -> tuple[dict, dict]:
         return check_run(run_dir, cfg, spark_master=spark_master, engine=engine, log=log)
+
+    @staticmethod
+    def check_file(args) -> int:
+        from .queue_check import check_file
+        return check_file(args)
 
     def detection(self, run_dir: Path, results: dict) -> tuple[list[str], float | None]:
         q = results["checkers"][self.name]
