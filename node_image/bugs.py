@@ -109,6 +109,31 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "page cache, and a power loss of every replica loses it.",
         ("lost-write", "unseen", "durability"), workload="queue", docker=True,
         needs_faults=("power-loss",), campaign="campaigns/power-loss-fuse.yaml"),
+    Bug("read-committed-past-lso", "broker",
+        "read_committed consumers only read below the last stable offset",
+        "A read_committed Fetch is served up to the high watermark, past the first record "
+        "of the oldest open transaction, so a consumer reads records of a transaction that "
+        "may still abort.",
+        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml"),
+    Bug("no-aborted-list", "broker",
+        "a read_committed Fetch lists the aborted transactions in the range it serves",
+        "The aborted-transactions list of a read_committed Fetch is always empty, so the "
+        "consumer cannot drop the records of aborted transactions below the last stable "
+        "offset and reads them.",
+        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml"),
+    Bug("abort-as-commit", "broker",
+        "an aborted transaction's markers are ABORT markers",
+        "The transaction coordinator writes COMMIT markers for a transaction it aborts (on "
+        "EndTxn(abort), a timeout or fencing), so the aborted records become readable.",
+        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml"),
+    Bug("partial-commit-markers", "broker",
+        "a committed transaction's marker is written to every partition it touched",
+        "The coordinator writes the COMMIT marker only to the first partition of a "
+        "committing transaction and counts the others as done, so their records stay open: "
+        "their last stable offset never moves again and read_committed consumers never "
+        "read what follows.",
+        ("unseen", "lost-write", "durability"), workload="queue", docker=True,
+        campaign="campaigns/queue-txn.yaml"),
 )}
 
 

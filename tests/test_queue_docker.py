@@ -63,7 +63,7 @@ def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_i
 # tried: the matrix in docs/campaigns.md measured 20 of 20 seeds each. The correct node is
 # valid under the same campaign (above), so whatever anomaly shows is the bug's.
 @pytest.mark.parametrize("bug", [name for name, b in BUGS.items()
-                                 if b.workload == "queue" and not b.needs_faults])
+                                 if b.workload == "queue" and not b.campaign])
 def test_default_queue_campaign_catches_planted_bug(docker_client, node_image, tmp_path, bug):
     seed = 1
     code, results, run_dir = campaign(tmp_path / f"seed{seed}", seed=seed,
@@ -137,9 +137,12 @@ def test_a_transactional_subscribe_campaign_on_a_correct_node_is_valid(docker_cl
     joined = {r["process"] for r in rows if r["f"] == "subscribe" and r["type"] == "ok"}
     assert joined == set(range(15)), joined
     assert not [r for r in rows if r["f"] == "assign"]
-    read = sum(len(msgs) for r in rows if r["f"] == "poll" and r["type"] == "ok"
-               for msgs in r["value"].values())
+    txns = [r for r in rows if r["f"] == "txn" and r["type"] != "invoke"]
+    assert txns and not [r for r in rows if r["f"] in ("send", "poll")], "each is a txn"
+    read = sum(len(msgs) for r in txns for m in r["value"] if m[0] == "poll"
+               for msgs in m[1].values())
     assert read > 50 and q["stats"]["sends"]["ok"] > 50, (read, q["stats"])
+    assert {r["type"] for r in txns} >= {"ok", "fail"}, "commits and aborts on purpose"
     assert q["stats"]["final_polls"], "the final read passed every transaction marker"
 
 

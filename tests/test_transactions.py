@@ -83,7 +83,7 @@ class Txns:
     """A transaction coordinator on node 1 whose ``__transaction_state`` and topic ``t`` it leads
     (replication factor 1: writes commit at once) and the markers it asked for."""
 
-    def __init__(self, disk=None):
+    def __init__(self, disk=None, bugs=frozenset()):
         self.disk = disk or SimDisk()
         self.events = []
         self.sent = []
@@ -97,7 +97,7 @@ class Txns:
         self.c = tc.TransactionCoordinator(self.rm, options, self.events.append,
                                            lambda: self.wall[0], lambda: next(pids),
                                            lambda leader, req: self.sent.append((leader, req)),
-                                           lambda: next(corr))
+                                           lambda: next(corr), bugs)
         self.c.poll(0, True)
 
     def init(self, now=0, txn="tx"):
@@ -249,3 +249,57 @@ def test_the_state_table_and_the_record_format():
         cut = rng.randrange(2, len(tc.txn_value(meta, 99)))
         with pytest.raises(Exception, match="truncated|unknown"):
             tc.read_txn(tc.txn_key("tx"), tc.txn_value(meta, 99)[:cut], 0)
+
+
+# ------------------------------------------------------------ the planted transaction bugs
+
+def _fetch(part, bugs, committed=True):
+    """KafkaApis._read on one partition: (records' end offset, aborted list)."""
+    from types import SimpleNamespace
+
+    from node_image.broker.kafka_apis import KafkaApis
+    apis = SimpleNamespace(rm=SimpleNamespace(leader_partition=lambda t, p: part),
+                           bugs=frozenset(bugs))
+    p = SimpleNamespace(partition=0, current_leader_epoch=-1, fetch_offset=0)
+    error, hw, lso, _, data, aborted = KafkaApis._read(apis, "t", p, 11, 1 << 20, True, committed)
+    assert error == m.NONE
+    ends = [h.next_offset for h, _ in records.iter_batches(data)]
+    return max(ends, default=0), aborted
+
+
+def test_fetch_bugs_serve_past_the_lso_or_hide_the_aborted():
+    part = leader(SimDisk())
+    part.append_as_leader(txn_batch(PID, 0, 0), 1)  # 0-1
+    part.append_as_leader(records.end_txn_marker(PID, 0, False, 0, 1), 1)  # 2: ABORT
+    part.append_as_leader(txn_batch(OTHER, 0, 0), 1)  # 3-4, still open
+    part.high_watermark = part.log.end_offset
+    assert part.last_stable_offset == 3
+    end, aborted = _fetch(part, ())
+    assert end == 3 and [(a.producer_id, a.first_offset) for a in aborted] == [(PID, 0)]
+    end, aborted = _fetch(part, ("read-committed-past-lso",))
+    assert end == 5, "the open transaction's records are served"
+    end, aborted = _fetch(part, ("no-aborted-list",))
+    assert end == 3 and aborted == [], "the consumer cannot drop the aborted records"
+    assert _fetch(part, (), committed=False)[0] == 5  # read_uncommitted: to the HW
+
+
+def test_abort_as_commit_writes_commit_markers_for_an_abort():
+    for bugs, commit in (((), False), (("abort-as-commit",), True)):
+        t = Txns(bugs=frozenset(bugs))
+        t.init()
+        t.add(PID, 0)
+        assert t.end(PID, 0, False) == m.NONE
+        [(_, req)] = t.sent
+        assert req.commit is commit, bugs
+
+
+def test_partial_commit_markers_mark_only_the_first_partition():
+    for bugs, marked in (((), {("t", 0), ("t", 1)}), (("partial-commit-markers",), {("t", 0)})):
+        t = Txns(bugs=frozenset(bugs))
+        t.init()
+        t.add(PID, 0)
+        assert t.end(PID, 0, True) == m.NONE
+        [(_, req)] = t.sent
+        assert set(req.partitions) == marked, bugs
+        t.ack_markers()
+        assert t.state() == "CompleteCommit", "the coordinator believes it is done"

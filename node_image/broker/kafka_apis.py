@@ -116,7 +116,7 @@ class KafkaApis:
             replica_manager, options, on_event, self.wall_clock,
             lambda: self.broker.next_producer_id(),
             lambda leader, msg: self.broker.send_txn_markers(leader, msg),
-            lambda: self.broker.next_correlation())
+            lambda: self.broker.next_correlation(), bugs)
         self._internal_asked_ms: dict[str, int] = {}
         self._internal_creates: set[int] = set()
         self._delayed_markers: list = []
@@ -375,11 +375,13 @@ class KafkaApis:
         if p.fetch_offset < start or p.fetch_offset > part.log.end_offset:
             return m.OFFSET_OUT_OF_RANGE, hw, lso, start, b"", None
         upper = part.log.end_offset if "fetch-above-hw" in self.bugs else (
-            lso if committed else hw)
+            lso if committed and "read-committed-past-lso" not in self.bugs else hw)
         if p.fetch_offset >= upper or (max_bytes <= 0 and not first):
             return m.NONE, hw, lso, start, b"", [] if committed else None
         data = part.log.read_range(p.fetch_offset, max(max_bytes, 1), upper)
         aborted = part.producers.aborted_between(p.fetch_offset, upper) if committed else None
+        if committed and "no-aborted-list" in self.bugs:
+            aborted = []
         return m.NONE, hw, lso, start, data, aborted
 
     # ------------------------------------------------------------ ListOffsets

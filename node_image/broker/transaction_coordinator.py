@@ -152,8 +152,10 @@ def read_txn(key: bytes, value: bytes | None, partition: int) -> tuple[str, TxnM
 class TransactionCoordinator:
     def __init__(self, replica_manager, options, on_event: Callable[[str], None],
                  wall_clock: Callable[[], int], next_producer_id: Callable[[], int | None],
-                 send_markers: Callable[[int, object], None], next_correlation) -> None:
+                 send_markers: Callable[[int, object], None], next_correlation,
+                 bugs: frozenset[str] = frozenset()) -> None:
         self.rm = replica_manager
+        self.bugs = bugs
         self.options = options
         self._on_event = on_event
         self.wall_clock = wall_clock
@@ -328,6 +330,8 @@ class TransactionCoordinator:
             respond(error)
             if error == m.NONE:
                 t.markers = set(t.partitions)
+                if commit and "partial-commit-markers" in self.bugs:
+                    t.markers = set(sorted(t.partitions)[:1])
                 t.marker_sent = {}
                 self._send_markers(self._now)
         self._store(t, now, stored, state=PREPARE_COMMIT if commit else PREPARE_ABORT,
@@ -366,7 +370,8 @@ class TransactionCoordinator:
                     t.marker_sent[key] = deadline
                 self._inflight[corr] = (t.txn_id, tuple(keys), deadline)
                 self.send_markers(leader, m.WriteTxnMarkersRequest(
-                    corr, t.producer_id, t.producer_epoch, t.state == PREPARE_COMMIT,
+                    corr, t.producer_id, t.producer_epoch,
+                    t.state == PREPARE_COMMIT or "abort-as-commit" in self.bugs,
                     self.owned.get(t.partition, -1), tuple(keys)))
             if not t.markers:
                 self._complete(t, now)
