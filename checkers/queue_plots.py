@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 
 POINTS = 300
 # A key log's marks and their colours (Jepsen's order picture colours inconsistent cells).
-MARKS = {"inconsistent": "#d62728", "duplicate": "#ff7f0e", "unread": "#9467bd"}
+MARKS = {"inconsistent": "#d62728", "duplicate": "#ff7f0e", "unread": "#9467bd",
+         "aborted-read": "#e377c2"}
 
 
 def _flat_reads(t: pa.Table):
@@ -159,7 +160,7 @@ def _lag(t, f, typ, sec, key, off, m_row, m_key, m_off, names) -> dict:
 
 def key_log(t: pa.Table, key_id: int, limit_ops: int = 300, limit_offsets: int = 120) -> dict:
     """The log of one key as each operation saw it: ``{"offsets": [...], "rows": [{"index",
-    "process", "type", "cells": [[offset, value, "w"|"r", mark], ...]}]}`` for the operations
+    "process", "type", "cells": [[offset, value, "w"|"r"|"wr", mark], ...]}]}`` for the operations
     that sent (with a known offset) or read the key, in history order, at most ``limit_ops``
     of them over at most ``limit_offsets`` offsets (from just before the first mark)."""
     t = t.filter(pc.is_valid(t["process"]))
@@ -177,9 +178,15 @@ def key_log(t: pa.Table, key_id: int, limit_ops: int = 300, limit_offsets: int =
                                               "type": str(typ[j]), "cells": []})
     for j in np.nonzero((f == "send") & (key == key_id) & (off >= 0))[0]:
         row(j)["cells"].append([int(off[j]), int(val[j]), "w"])
+    failed = set(val[(f == "send") & (key == key_id) & (typ == "fail")].tolist())
     m_row, m_key, m_off, m_val = _flat_reads(t)
     for r, o, v in zip(m_row[m_key == key_id], m_off[m_key == key_id], m_val[m_key == key_id]):
-        row(r)["cells"].append([int(o), int(v), "r"])
+        cells = row(r)["cells"]
+        same = [c for c in cells if c[0] == o and c[1] == v and c[2] == "w"]
+        if same:  # a transaction that read what it sent
+            same[0][2] = "wr"
+        else:
+            cells.append([int(o), int(v), "r"])
     ordered = [rows[i] for i in sorted(rows)]
     offsets = sorted({c[0] for r in ordered for c in r["cells"]})
     # Marks, as Jepsen's picture colours them: offsets holding more than one value, values
@@ -191,12 +198,13 @@ def key_log(t: pa.Table, key_id: int, limit_ops: int = 300, limit_offsets: int =
         for o, v, wr in r["cells"]:
             at.setdefault(o, set()).add(v)
             where.setdefault(v, set()).add(o)
-            if wr == "r":
+            if "r" in wr:
                 read.add(v)
     for r in ordered:
         for c in r["cells"]:
             o, v, wr = c[0], c[1], c[2]
             c.append("inconsistent" if len(at[o]) > 1 else "duplicate" if len(where[v]) > 1
+                     else "aborted-read" if "r" in wr and v in failed
                      else "unread" if wr == "w" and v not in read else "")
     # A window of at most ``limit_offsets`` offsets, from a little before the first mark.
     marked = [c[0] for r in ordered for c in r["cells"] if c[3]]

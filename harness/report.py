@@ -430,7 +430,7 @@ def key_log_svg(key: str, pic: dict) -> str:
         return ""
     col = {o: i for i, o in enumerate(offsets)}
     marks = pic.get("marks") or {}
-    width_v = max(len(str(c[1])) for r in rows for c in r["cells"]) + 1
+    width_v = max(len(str(c[1])) + len(c[2]) for r in rows for c in r["cells"])
     cw, rh, left = 7 * width_v + 6, 15, 120
     width, height = left + cw * len(offsets) + 10, 30 + rh * len(rows)
     out = [f"<svg class='key-log' data-key='{esc(key)}' xmlns='http://www.w3.org/2000/svg' "
@@ -452,7 +452,7 @@ def key_log_svg(key: str, pic: dict) -> str:
                 out.append(f"<rect class='{esc(mark)}' x='{x - 1}' y='{y - 10}' width='{cw - 2}' "
                            f"height='{rh - 3}' fill='{marks.get(mark, '#999')}' "
                            f"fill-opacity='0.35'/>")
-            out.append(f"<text x='{x}' y='{y}' fill='{'#1f77b4' if wr == 'r' else '#222'}'>"
+            out.append(f"<text x='{x}' y='{y}' fill='{'#222' if wr == 'w' else '#1f77b4'}'>"
                        f"{wr}{v}</text>")
         out.append("</g>")
     out.append("</svg>")
@@ -604,7 +604,8 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
         marks = {k: c for p in pictures.values() for k, c in (p.get("marks") or {}).items()}
         out.append("<h2>Logs of the keys with anomalies</h2><p class='legend'>" + "".join(
             f"<span style='background:{c}'>{esc(k)}</span>" for k, c in marks.items())
-            + " w: sent (acknowledged at that offset), r: read; an operation a row</p>")
+            + " w: sent (acknowledged at that offset), r: read, wr: both (a transaction "
+            "read what it sent); an operation a row</p>")
         for key, pic in pictures.items():
             out.append(f"<h3>{esc(key)}</h3><div style='overflow-x:auto'>"
                        + key_log_svg(key, pic) + "</div>")

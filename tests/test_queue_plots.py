@@ -75,3 +75,23 @@ def test_the_report_draws_a_checkers_plots_and_key_logs(tmp_path):
     assert svg.count("<g class='op'") == 6 and "r9</text>" in svg and "w3</text>" in svg
     assert svg.count("class='inconsistent'") == 3 and svg.count("class='unread'") == 1
     assert '"plots"' not in text, "the series are drawn, not dumped in the checkers table"
+
+
+def test_a_transaction_reading_its_own_send_and_reads_of_failed_sends(tmp_path):
+    rows = [
+        {"index": 0, "time": 1, "process": 1, "type": "invoke", "f": "txn",
+         "value": [["send", "k0", 5], ["poll"]]},
+        {"index": 1, "time": 2, "process": 1, "type": "ok", "f": "txn",
+         "value": [["send", "k0", [0, 5]], ["poll", {"k0": [[0, 5]]}]]},
+        {"index": 2, "time": 3, "process": 2, "type": "invoke", "f": "send", "key": "k0",
+         "value": {"value": 6}},
+        {"index": 3, "time": 4, "process": 2, "type": "fail", "f": "send", "key": "k0",
+         "value": {"value": 6}},
+        {"index": 4, "time": 5, "process": 3, "type": "invoke", "f": "poll", "value": None},
+        {"index": 5, "time": 6, "process": 3, "type": "ok", "f": "poll",
+         "value": {"k0": [[0, 5], [1, 6]]}}]
+    queue_history.write(rows, tmp_path / "q.parquet")
+    t = queue_history.read_table(tmp_path / "q.parquet")
+    pic = queue_plots.key_log(t, 0)
+    assert [r["cells"] for r in pic["rows"]] == [[[0, 5, "wr", ""]],
+                                                 [[0, 5, "r", ""], [1, 6, "r", "aborted-read"]]]
