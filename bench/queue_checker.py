@@ -38,6 +38,8 @@ from checkers.queue import ANOMALIES, check_queue  # noqa: E402
 from checkers.spark import spark_session, stop_session  # noqa: E402
 
 PROCESSES = 32
+# Every class is planted but the write cycles, which need ww edges (ww_deps, off by default).
+PLANTED = tuple(a for a in ANOMALIES if not a.startswith("G0"))
 TICK_NS = 100_000  # one history row every 100 us: 10M operations span about 2,000 s
 
 
@@ -56,7 +58,7 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
 
     from checkers import queue_history as qh
     rng = np.random.default_rng(seed)
-    special = {f"k{keys - 1 - i}": a for i, a in enumerate(ANOMALIES)}
+    special = {f"k{keys - 1 - i}": a for i, a in enumerate(PLANTED)}
     planted.update({a: k for k, a in special.items()})
     normal = keys - len(special)
     names = qh.KeyNames([f"k{k}" for k in range(keys)])
@@ -69,29 +71,52 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
     by_key = np.argsort(s_key, kind="stable")
     counts = np.bincount(s_key, minlength=normal)
     key_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    s_off = np.empty(n_send, np.int64)
+    s_off = np.empty(n_send, np.int64)  # sends are numbered in op order: offsets follow it
     s_off[by_key] = np.arange(n_send) - np.repeat(key_start, counts)
     log_vals = s_val[by_key]  # key_start[k] + offset -> value
-    # Polls: each (process, key) reads its key's log from where it stopped.
-    p_key = rng.integers(0, normal, n_poll).astype(np.int32)
-    p_proc = rng.integers(0, PROCESSES, n_poll).astype(np.int32)
-    want = rng.integers(1, 21, n_poll).astype(np.int64)
-    group = p_proc.astype(np.int64) * normal + p_key
-    g_order = np.argsort(group, kind="stable")
-    g_sorted = group[g_order]
-    csum = np.cumsum(want[g_order])
-    g_first = np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])
-    base = np.maximum.accumulate(np.where(g_first, csum - want[g_order], 0))
-    start = np.empty(n_poll, np.int64)
-    start[g_order] = csum - want[g_order] - base
-    end = np.minimum(start + want, counts[p_key])
-    length = np.maximum(end - start, 0)
     # Operation order: sends and polls shuffled; op j has rows 2j, 2j+1 after the assigns.
     is_send = np.zeros(ops, bool)
     is_send[rng.choice(ops, n_send, replace=False)] = True
     which = np.empty(ops, np.int64)  # the op's number among the sends or among the polls
     which[is_send] = np.arange(n_send)
     which[~is_send] = np.arange(n_poll)
+    # Polls: each (process, key) reads its key's log on from where it stopped, up to what
+    # was acknowledged before the poll began (each operation completes before the next
+    # begins: a read of a later send would be a read from the future, a G1c-realtime cycle).
+    p_key = rng.integers(0, normal, n_poll).astype(np.int32)
+    p_proc = rng.integers(0, PROCESSES, n_poll).astype(np.int32)
+    want = rng.integers(1, 21, n_poll).astype(np.int64)
+    # avail: sends of the poll's key before it. The sends of key k, in op order, are
+    # numbered 0..counts[k]-1 (their offsets), and s_off follows op order within a key.
+    sends_before = np.cumsum(is_send) - is_send  # sends before each op
+    poll_at = np.nonzero(~is_send)[0]  # op number of each poll
+    avail = np.zeros(n_poll, np.int64)
+    s_pos = np.nonzero(is_send)[0]  # op number of each send
+    for k in range(normal):  # per key: how many of its sends come before each poll
+        mine = np.nonzero(p_key == k)[0]
+        avail[mine] = np.searchsorted(s_pos[s_key == k], poll_at[mine])
+    del sends_before
+    group = p_proc.astype(np.int64) * normal + p_key
+    g_order = np.argsort(group, kind="stable")
+    g_sorted = group[g_order]
+    g_first = np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])
+    # Within a group: pos_i = min(pos_{i-1} + want_i, avail_i), pos_0 = 0, which is
+    # cumwant_i + min(0, min_{j<=i}(avail_j - cumwant_j)); the running minimum per group
+    # by shifting each group below all earlier ones.
+    csum = np.cumsum(want[g_order])
+    gstart = np.maximum.accumulate(np.where(g_first, csum - want[g_order], 0))
+    cw = csum - gstart
+    gid = np.cumsum(g_first)
+    shift = gid.astype(np.int64) * (4 * (int(cw.max(initial=0)) + n_send + 1))
+    run_min = np.minimum.accumulate(avail[g_order] - cw - shift) + shift
+    pos = cw + np.minimum(0, run_min)
+    before = np.concatenate([[0], pos[:-1]])
+    before[g_first] = 0
+    start = np.empty(n_poll, np.int64)
+    end = np.empty(n_poll, np.int64)
+    start[g_order] = before
+    end[g_order] = np.maximum(pos, before)
+    length = np.maximum(end - start, 0)
     first = 2 * PROCESSES
     yield pa.Table.from_pylist(
         [r for p in range(PROCESSES) for r in (
@@ -201,6 +226,11 @@ def _planted(special: dict, index: int):
     def poll(p, key, msgs):
         yield row(p, "invoke", "poll", None, None)
         yield row(p, "ok", "poll", None, {key: msgs})
+
+    def txn(p, mops):
+        yield row(p, "invoke", "txn", None, [["send", m[1], m[2][1]] if m[0] == "send"
+                                            else ["poll"] for m in mops])
+        yield row(p, "ok", "txn", None, mops)
     final = {}
     for key, a in special.items():
         v = [q + i for i in range(4)]
@@ -250,6 +280,30 @@ def _planted(special: dict, index: int):
                 yield from poll(3, key, [[0, v[0]], [1, v[1]]])
                 yield from poll(3, key, [[1, v[1]]])
             final[key] = [[i, v[i]] for i in range(2)]
+        elif a == "int-send-skip":
+            yield from send(1, key, v[1], 1)
+            yield from txn(0, [["send", key, [0, v[0]]], ["send", key, [2, v[2]]]])
+            final[key] = [[i, v[i]] for i in range(3)]
+        elif a == "int-nonmonotonic-send":
+            yield from txn(0, [["send", key, [1, v[0]]], ["send", key, [0, v[1]]]])
+            final[key] = [[0, v[1]], [1, v[0]]]
+        elif a == "precommitted-read":
+            yield from txn(0, [["send", key, [0, v[0]]], ["poll", {key: [[0, v[0]]]}]])
+            final[key] = [[0, v[0]]]
+        elif a == "G1c":  # two transactions, each reading what the other sent
+            yield from txn(2, [["send", key, [0, v[0]]], ["poll", {key: [[1, v[1]]]}]])
+            yield from txn(3, [["send", key, [1, v[1]]], ["poll", {key: [[0, v[0]]]}]])
+            final[key] = [[0, v[0]], [1, v[1]]]
+        elif a == "G1c-process":  # each process reads what the other sends next
+            yield from poll(4, key, [[0, v[0]]])
+            yield from send(4, key, v[1], 1)
+            yield from poll(5, key, [[1, v[1]]])
+            yield from send(5, key, v[0], 0)
+            final[key] = [[0, v[0]], [1, v[1]]]
+        elif a == "G1c-realtime":  # a read of a value sent after the poll completed
+            yield from poll(6, key, [[0, v[0]]])
+            yield from send(7, key, v[0], 0)
+            final[key] = [[0, v[0]]]
     for key, msgs in final.items():  # one final poll per partition, as the runner's reads go
         yield row(1000, "invoke", "final-poll", None, None)
         yield row(1000, "ok", "final-poll", None, {key: msgs})
@@ -312,14 +366,20 @@ def write_run(run: Path, args, planted: dict) -> int:
     done = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent)
     took = time.monotonic() - t
     results = json.loads((run / "results.json").read_text())
-    examples = results["checkers"]["queue"]["anomalies"]
-    found = sum(planted[a] in {e.get("key") for e in examples.get(a, {}).get("examples", [])}
-                for a in ANOMALIES)
+    found = sum(planted[a] in _keys(results["checkers"]["queue"], a) for a in PLANTED)
     print(f"chaoskraft analyze {run}: exit {done.returncode} in {took:.1f} s; verdict "
-          f"{results['verdict']}; planted anomalies found: {found}/{len(ANOMALIES)}; report "
+          f"{results['verdict']}; planted anomalies found: {found}/{len(PLANTED)}; report "
           f"{(run / 'report.html').exists()}, timeline chunks "
           f"{len(list((run / 'timeline').glob('c-*.js')))}")
     return done.returncode
+
+
+def _keys(result: dict, anomaly: str) -> set:
+    """The keys the examples of a class name (a cycle's, in its steps)."""
+    out = set()
+    for e in result["anomalies"].get(anomaly, {}).get("examples", []):
+        out |= {e.get("key")} | {s.get("key") for s in e.get("cycle", ())}
+    return out
 
 
 def rss_mb() -> float:
@@ -340,8 +400,8 @@ def main() -> int:
     ap.add_argument("--analyze", action="store_true",
                     help="with --run-dir: run `chaoskraft analyze` on it and time it")
     args = ap.parse_args()
-    if args.keys < len(ANOMALIES) + 1:
-        ap.error(f"--keys must be at least {len(ANOMALIES) + 1}")
+    if args.keys < len(PLANTED) + 1:
+        ap.error(f"--keys must be at least {len(PLANTED) + 1}")
     if args.analyze and not args.run_dir:
         ap.error("--analyze needs --run-dir")
     planted: dict = {}
@@ -350,7 +410,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="chaoskraft-bench-") as d:
         path = Path(args.out) if args.out else Path(d) / "queue.parquet"
         if path.exists():
-            planted.update({a: f"k{args.keys - 1 - i}" for i, a in enumerate(ANOMALIES)})
+            planted.update({a: f"k{args.keys - 1 - i}" for i, a in enumerate(PLANTED)})
             print(f"reusing {path} ({path.stat().st_size / 1e6:.0f} MB)", flush=True)
         else:
             t = time.monotonic()
@@ -383,14 +443,13 @@ def main() -> int:
             result = check_queue(spark, str(path), engine=engine)
             took = time.monotonic() - t
             stop.set()
-            found = {a: planted[a] in {e.get("key") for e in result["anomalies"].get(a, {}).get(
-                "examples", [])} for a in ANOMALIES}
+            found = {a: planted[a] in _keys(result, a) for a in PLANTED}
             where = f"spark {args.master or 'local[2]'}" if engine == "spark" else "in process"
             print(f"check_queue {where}: {took:.1f} s; verdict {result['valid']}; planted "
                   f"anomalies found: {sum(found.values())}/{len(found)}; peak memory: driver "
                   f"(Python) {rss_mb():.0f} MB"
                   + (f", Spark JVM {peak[0] / 1024:.0f} MB" if engine == "spark" else ""))
-            for a in ANOMALIES:
+            for a in PLANTED:
                 n = result["anomalies"].get(a, {}).get("count", 0)
                 print(f"  {a:<22} planted on {planted[a]:<5} found {n} "
                       f"{'ok' if found[a] else 'MISSED'}")
