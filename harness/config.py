@@ -50,6 +50,9 @@ class RunConfig:
     # Jepsen's --txn: sends and polls in transactions of 1-4 (a transactional producer, a
     # read_committed consumer); confluent-kafka only
     transactions: bool = False
+    # Jepsen's --ww-deps: the queue checker infers write-write edges from each key's log (G0
+    # cycles then show, and G1c ones are allowed)
+    ww_deps: bool = False
     # None: half the producers (even processes) idempotent, the others without retries, whose
     # records a deposed leader keeps are its own (nobody re-sends them to the next leader)
     idempotent: bool | None = None

@@ -366,7 +366,7 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
     allowed = cfg.get("allowed_anomalies")
     if allowed is None:
         allowed = default_allowed(True if cfg.get("transactions") else cfg.get("idempotent", True),
-                                  cfg.get("consume", "assign"))
+                                  cfg.get("consume", "assign"), bool(cfg.get("ww_deps")))
     typed = run_dir / "queue.parquet"
     if (run_dir / "history.jsonl").exists():
         stats = _stream_queue(run_dir, typed)
@@ -384,7 +384,8 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
     if engine == "spark":
         from checkers.spark import spark_session  # Spark only when it is asked for
         spark = spark_session(spark_master)
-    result = check_queue(spark, str(typed), allowed=tuple(allowed), engine=engine)
+    result = check_queue(spark, str(typed), allowed=tuple(allowed), engine=engine,
+                         ww_deps=bool(cfg.get("ww_deps")))
     if stats["rows"] <= AUTO_SPARK_ROWS:
         _pictures(typed, result)
     else:
