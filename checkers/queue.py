@@ -21,7 +21,17 @@ offsets nobody observed left out):
 - poll-skip / nonmonotonic-poll: a process's successive polls of a key
   (until it re-assigns) skip over / go back to observed log positions;
 - durability: an acknowledged send missing from the final polls, which read
-  every partition after every node was restarted.
+  every partition after every node was restarted;
+- int-send-skip / int-nonmonotonic-send: one operation's (a transaction's)
+  successive sends to a key land at log positions that skip over others' /
+  go back;
+- precommitted-read: an operation read a value it sent itself;
+- G0, G1c and their -process and -realtime forms: dependency cycles
+  (``checkers/queue_cycles.py``), from edges the per-key folds emit.
+
+An operation may hold several micro-operations (a transaction): its rows
+share its index and are ordered by ``mop``; reads and sends are compared
+per operation.
 
 Each anomaly comes with its count and a few examples (key, offsets, values,
 history indexes of the operations). Which anomalies fail a run is
@@ -36,8 +46,9 @@ each key's rows reach ``fold`` as one Arrow table, which finds every anomaly
 of the key in numpy in one pass per concern and returns counts and the first
 examples. In process (``engine="local"``) the keys are folded one after the
 other; through Spark the rows are repartitioned by key and the same fold
-runs in ``mapInArrow``: two Spark jobs for a whole check (the history's
-totals and assigns over four narrow columns, then the folds). ``checkers/queue_reference.py`` (the earlier checker, in Spark SQL)
+runs in ``mapInArrow``: the history's totals and assigns over four narrow
+columns, then the folds (anomalies and dependency edges in one pass), then
+the cycle search over the intervals the edges make. ``checkers/queue_reference.py`` (the earlier checker, in Spark SQL)
 is the reference the differential tests hold this one to.
 """
 from __future__ import annotations

@@ -180,3 +180,20 @@ def test_scenarios_aim_by_the_freshest_broker(monkeypatch):
     assert qc.freshest_partitions(["n5", "n1", "n4", "n2"], "queue", 1.0) == [
         (0, 2, [2, 3, 4], [2, 3]), (1, 1, [5, 1, 2], [1, 2])]
     assert qc.freshest_partitions(["n4"], "queue", 1.0) == []
+
+
+def test_a_transactions_completion_as_jepsen_records_it():
+    from workloads.queue_client import Result
+    from workloads.queue_workload import txn_completion
+    mops = [("send", "k1", 7), ("poll",), ("send", "k0", 8)]
+    ok = [Result("ok", 12), Result("ok", {"k2": [[3, 5]]}), Result("ok", 4)]
+    assert txn_completion(mops, ok) == (
+        "ok", [["send", "k1", [12, 7]], ["poll", {"k2": [[3, 5]]}], ["send", "k0", [4, 8]]], None)
+    aborted = [Result("fail", None, "aborted: on purpose"), Result("ok", {}),
+               Result("fail", None, "aborted: on purpose")]
+    typ, done, error = txn_completion(mops, aborted)
+    assert (typ, done[0], error) == ("fail", ["send", "k1", [None, 7]], "aborted: on purpose")
+    unknown = [Result("info", None, "no delivery report"), Result("fail", None, "not assigned"),
+               Result("fail", None, "x")]
+    typ, done, _ = txn_completion(mops, unknown)
+    assert typ == "info" and done[1] == ["poll", {}], "a failed poll read nothing"
