@@ -164,15 +164,17 @@ class _Found:
 
 
 def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
-         edges: list | None = None, key_id: int = -1, ww_deps: bool = False) -> dict:
+         edges: list | None = None, key_id: int = -1, ww_deps: bool = False, keep=None,
+         anomalies: bool = True) -> dict:
     """Every anomaly of one key: ``{name: (count, first examples)}``.
 
     ``t``: the key's rows (KEY_ROWS without ``key``); ``assigns``: process ->
     sorted int64 array of the history indexes of its ok assigns. ``edges``: a list
-    the key's dependency edges (``queue_cycles.key_edges``, key ``key_id``) are
-    appended to.
+    the key's dependency edges (``queue_cycles.key_edges``, key ``key_id``, those
+    ``keep`` keeps) are appended to; ``anomalies=False``: only that.
     """
     found = _Found(n_examples)
+    keep_edge = keep
     # Operations in history order, a transaction's micro-operations in their order.
     t = t.sort_by([("index", "ascending"), ("mop", "ascending")])
     kind = t["kind"].to_numpy(zero_copy_only=False)
@@ -210,6 +212,12 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
     keep = np.ones(len(a), bool)
     keep[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
     u_off, u_val = a[keep], b[keep]
+    if edges is not None:
+        writers = ((s_type == T_OK) | (s_type == T_INFO)) & s_val_ok
+        edges.append(queue_cycles.key_edges(key_id, s_idx, s_val, writers, p_idx[m_row], m_val,
+                                            u_off, u_val, ww_deps, keep_edge))
+        if not anomalies:
+            return {}
     _groups(found, "inconsistent-offsets", key, u_off, u_val, "offset", "values")
     order = np.lexsort((u_off, u_val))
     _groups(found, "duplicate", key, u_val[order], u_off[order], "value", "offsets")
@@ -227,11 +235,6 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
             "key": key, "value": _i(m_val[reads[j]]), "offset": _i(m_off[reads[j]]),
             "send_index": _i(fi[sends[j]]), "poll_index": _i(p_idx[m_row[reads[j]]])},
             order)
-
-    if edges is not None:
-        writers = ((s_type == T_OK) | (s_type == T_INFO)) & s_val_ok
-        edges.append(queue_cycles.key_edges(key_id, s_idx, s_val, writers, p_idx[m_row], m_val,
-                                            u_off, u_val, ww_deps))
 
     # Acknowledged sends never read.
     never = ok & ~np.isin(s_val, m_val)
@@ -489,19 +492,34 @@ def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool =
     keys = kr["key"].to_numpy(zero_copy_only=False)
     starts = np.nonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))[0] if len(keys) else []
     ends = list(starts[1:]) + [len(keys)]
-    edges: list = []
+    # Cycles in two passes: the folds keep only backward edges, which make the intervals;
+    # only if there are any, the edges inside them (most of a large history's are in none).
+    back: list = [queue_cycles.EDGES.empty_table()]
     per_key = [fold(kr.slice(a, b - a), names.name(int(keys[a])), facts["stats"]["final_polls"],
-                    facts["assigns"], examples, edges, int(keys[a]), ww_deps)
-               for a, b in zip(starts, ends)]
-    found = queue_cycles.cycles(queue_cycles.ops_table(t), pa.concat_tables(
-        [queue_cycles.EDGES.empty_table()] + edges), examples)
-    per_key.append({name: (count, queue_cycles.key_names_in(ex, names.names))
-                    for name, (count, ex) in found.items()})
+                    facts["assigns"], examples, back, int(keys[a]), ww_deps,
+                    queue_cycles.backward) for a, b in zip(starts, ends)]
+    lo, hi = queue_cycles.merge_spans(*queue_cycles.backward_spans(pa.concat_tables(back)))
+    if len(lo):
+        inside: list = [queue_cycles.EDGES.empty_table()]
+        if not ww_deps:  # a wr edge inside an interval joins two rows inside it
+            kr = kr.filter(pa.array(queue_cycles.interval_of(
+                kr["index"].to_numpy(zero_copy_only=False), lo, hi) >= 0))
+            keys = kr["key"].to_numpy(zero_copy_only=False)
+            starts = np.nonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))[0] \
+                if len(keys) else []
+            ends = list(starts[1:]) + [len(keys)]
+        for a, b in zip(starts, ends):
+            fold(kr.slice(a, b - a), None, False, facts["assigns"], 0, inside, int(keys[a]),
+                 ww_deps, queue_cycles.within(lo, hi), anomalies=False)
+        found = queue_cycles.cycles(queue_cycles.ops_table(t), pa.concat_tables(inside),
+                                    examples)
+        per_key.append({name: (count, queue_cycles.key_names_in(ex, names.names))
+                        for name, (count, ex) in found.items()})
     return _result(per_key, facts["stats"], allowed, examples, require_final)
 
 
 def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int,
-                    ww_deps: bool):
+                    ww_deps: bool, keep=queue_cycles.backward, anomalies: bool = True):
     """For ``mapInArrow`` over rows partitioned by key: a partition's batches, gathered per
     key, then each key folded (no sort by key before the Python worker, which
     ``groupBy().applyInArrow`` would do and which costs more than the fold)."""
@@ -520,9 +538,11 @@ def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int
         for k, tables in parts.items():
             table = pa.concat_tables(tables)
             del tables[:]
-            out = fold(table, names[k], has_final, assigns, n_examples, edges, k, ww_deps)
-            out[MESSAGES] = (int(pc.sum(pc.list_value_length(table["offsets"])).as_py() or 0),
-                             [])
+            out = fold(table, names[k], has_final, assigns, n_examples, edges, k, ww_deps, keep,
+                       anomalies)
+            if anomalies:
+                out[MESSAGES] = (int(pc.sum(pc.list_value_length(table["offsets"])).as_py()
+                                     or 0), [])
             for name, (count, ex) in out.items():
                 out_names.append(name)
                 counts.append(count)
@@ -551,6 +571,17 @@ def _merge_partition(batches):
                                       t["hi"].to_numpy(zero_copy_only=False))
     yield pa.RecordBatch.from_arrays([pa.array(lo, pa.int64()), pa.array(hi, pa.int64())],
                                      names=["lo", "hi"])
+
+
+def _rows_within(lo: np.ndarray, hi: np.ndarray):
+    """``mapInArrow``: the key rows whose operation lies in an interval."""
+    def run(batches):
+        for b in batches:
+            keep = queue_cycles.interval_of(b.column("index").to_numpy(zero_copy_only=False),
+                                            lo, hi) >= 0
+            if keep.any():
+                yield b.filter(pa.array(keep))
+    return run
 
 
 def _tag_partition(lo: np.ndarray, hi: np.ndarray):
@@ -588,14 +619,16 @@ def _cycles_group(n_examples: int, names: list):
     return run
 
 
-def _spark_cycles(spark, done, folded, names: list, n_examples: int) -> list[dict]:
-    """The cycle search in Spark (``queue_cycles``): backward spans merged per range
-    partition and then in the driver (intervals only, never the graph); operations and
-    edges tagged with their interval, each interval searched in one ``applyInArrow`` group."""
+def _spark_cycles(spark, done, folded, refold, names: list, n_examples: int) -> list[dict]:
+    """The cycle search in Spark (``queue_cycles``): the backward edges the folds emitted
+    (``folded``) merged into intervals per range partition and then in the driver
+    (intervals only, never the graph); if there are any, the key rows folded again for
+    the edges inside them (``refold(lo, hi)``: those folds' output); operations and
+    edges tagged with their interval, each interval searched in one ``applyInArrow``
+    group."""
     from pyspark.sql import functions as F
-    edges = folded.where(F.col("anomaly").isNull()).select(*queue_cycles.EDGES.names)
-    spans = edges.where(F.col("dst") < F.col("src")).select(F.col("dst").alias("lo"),
-                                                            F.col("src").alias("hi"))
+    spans = folded.where(F.col("anomaly").isNull()).select(F.col("dst").alias("lo"),
+                                                           F.col("src").alias("hi"))
     parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
     merged = (spans.repartitionByRange(parts, "lo").sortWithinPartitions("lo")
               .mapInArrow(_merge_partition, "lo long, hi long").collect())
@@ -603,6 +636,8 @@ def _spark_cycles(spark, done, folded, names: list, n_examples: int) -> list[dic
         return []
     lo, hi = queue_cycles.merge_spans(np.array([r["lo"] for r in merged], np.int64),
                                       np.array([r["hi"] for r in merged], np.int64))
+    edges = (refold(lo, hi).where(F.col("anomaly").isNull())
+             .select(*queue_cycles.EDGES.names))
     ops = (done.where(F.col("type").isin("ok", "info") & F.col("f").isin("send", "poll",
                                                                          "final-poll"))
            .select("index", "invoke", "process", "type").dropDuplicates(["index"])
@@ -665,20 +700,28 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
                      F.lit(None).cast("bigint").alias("offset"),
                      F.col("r.offsets").alias("offsets"), F.col("r.values").alias("values"),
                      "mop"))
-    folded = (sends.unionByName(polls).repartition("key")
-              .mapInArrow(_fold_partition(stats["final_polls"], assigns, names, examples,
-                                          ww_deps), schema=FOLD_SCHEMA)
+    rows = sends.unionByName(polls)
+
+    def refold(lo, hi):
+        """The second pass: the edges inside the intervals, from the rows inside them
+        (all rows with ww edges, whose version order needs every send)."""
+        inside = rows if ww_deps else rows.mapInArrow(_rows_within(lo, hi), rows.schema)
+        return inside.repartition("key").mapInArrow(_fold_partition(
+            stats["final_polls"], assigns, names, 0, ww_deps, queue_cycles.within(lo, hi),
+            anomalies=False), schema=FOLD_SCHEMA)
+    folded = (rows.repartition("key").mapInArrow(_fold_partition(stats["final_polls"], assigns, names, examples,
+                                              ww_deps), schema=FOLD_SCHEMA)
               .persist())
     try:
-        rows = folded.where(F.col("anomaly").isNotNull()).select("anomaly", "count",
-                                                                 "examples").collect()
+        found = folded.where(F.col("anomaly").isNotNull()).select("anomaly", "count",
+                                                                  "examples").collect()
         per_key = []
-        for r in rows:
+        for r in found:
             if r["anomaly"] == MESSAGES:
                 stats["messages_read"] += r["count"]
             else:
                 per_key.append({r["anomaly"]: (r["count"], json.loads(r["examples"]))})
-        per_key += _spark_cycles(spark, done, folded, names, examples)
+        per_key += _spark_cycles(spark, done, folded, refold, names, examples)
     finally:
         folded.unpersist()
     return _result(per_key, stats, allowed, examples, require_final)

@@ -65,11 +65,25 @@ OPS = pa.schema([("index", pa.int64()), ("invoke", pa.int64()), ("process", pa.i
 CANDIDATES = 16  # edges of a required kind tried per component before giving up on a class
 
 
+def backward(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Edges that point back in completion order: all the intervals are made of."""
+    return dst < src
+
+
+def within(lo: np.ndarray, hi: np.ndarray):
+    """Edges with both ends in one interval: all the search needs."""
+    def keep(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        a = interval_of(src, lo, hi)
+        return (a >= 0) & (a == interval_of(dst, lo, hi))
+    return keep
+
+
 def key_edges(key: int, s_idx, s_val, s_type_ok_or_info, r_idx, r_val, u_off, u_val,
-              ww_deps: bool) -> pa.Table:
+              ww_deps: bool, keep=None) -> pa.Table:
     """The data edges of one key. Sends (``s_*``; writers are those ok or info), reads
     (``r_idx``: the reading operation of each message read, ``r_val`` its value), the
-    observed log (``u_off`` ascending, ``u_val``) for ww."""
+    observed log (``u_off`` ascending, ``u_val``) for ww; ``keep(src, dst)``: which to
+    keep (``backward``, ``within``), applied before anything is gathered."""
     w = s_type_ok_or_info
     wv, wi = s_val[w], s_idx[w]
     order = np.argsort(wv, kind="stable")
@@ -78,6 +92,8 @@ def key_edges(key: int, s_idx, s_val, s_type_ok_or_info, r_idx, r_val, u_off, u_
     if len(wv) and len(r_val):
         j = np.minimum(np.searchsorted(wv, r_val), len(wv) - 1)
         hit = (wv[j] == r_val) & (wi[j] != r_idx)
+        if keep is not None:
+            hit[hit] &= keep(wi[j[hit]], r_idx[hit])
         pairs = np.stack([wi[j[hit]], r_idx[hit]], axis=1)
         if len(pairs):
             pairs, first = np.unique(pairs, axis=0, return_index=True)
@@ -91,12 +107,14 @@ def key_edges(key: int, s_idx, s_val, s_type_ok_or_info, r_idx, r_val, u_off, u_
         j = np.minimum(np.searchsorted(wv, lv), len(wv) - 1)
         writer = np.where(wv[j] == lv, wi[j], -1)
         a, b = writer[:-1], writer[1:]
-        keep = (a >= 0) & (b >= 0) & (a != b)
-        if keep.any():
-            src.append(a[keep])
-            dst.append(b[keep])
-            val.append(lv[1:][keep])
-            rel.append(np.full(int(keep.sum()), WW, np.int8))
+        ok = (a >= 0) & (b >= 0) & (a != b)
+        if keep is not None:
+            ok[ok] &= keep(a[ok], b[ok])
+        if ok.any():
+            src.append(a[ok])
+            dst.append(b[ok])
+            val.append(lv[1:][ok])
+            rel.append(np.full(int(ok.sum()), WW, np.int8))
     if not src:
         return EDGES.empty_table()
     n = sum(len(x) for x in src)
