@@ -93,14 +93,12 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
     want = rng.integers(1, 21, n_poll).astype(np.int64)
     # avail: sends of the poll's key before it. The sends of key k, in op order, are
     # numbered 0..counts[k]-1 (their offsets), and s_off follows op order within a key.
-    sends_before = np.cumsum(is_send) - is_send  # sends before each op
     poll_at = np.nonzero(~is_send)[0]  # op number of each poll
     avail = np.zeros(n_poll, np.int64)
     s_pos = np.nonzero(is_send)[0]  # op number of each send
     for k in range(normal):  # per key: how many of its sends come before each poll
         mine = np.nonzero(p_key == k)[0]
         avail[mine] = np.searchsorted(s_pos[s_key == k], poll_at[mine])
-    del sends_before
     group = p_proc.astype(np.int64) * normal + p_key
     g_order = np.argsort(group, kind="stable")
     g_sorted = group[g_order]

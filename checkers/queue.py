@@ -174,7 +174,6 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
     ``keep`` keeps) are appended to; ``anomalies=False``: only that.
     """
     found = _Found(n_examples)
-    keep_edge = keep
     # Operations in history order, a transaction's micro-operations in their order.
     t = t.sort_by([("index", "ascending"), ("mop", "ascending")])
     kind = t["kind"].to_numpy(zero_copy_only=False)
@@ -209,13 +208,13 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
     o_val = np.concatenate([m_val, s_val[has_off]])
     order = np.lexsort((o_val, o_off))
     a, b = o_off[order], o_val[order]
-    keep = np.ones(len(a), bool)
-    keep[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-    u_off, u_val = a[keep], b[keep]
+    distinct = np.ones(len(a), bool)
+    distinct[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    u_off, u_val = a[distinct], b[distinct]
     if edges is not None:
         writers = ((s_type == T_OK) | (s_type == T_INFO)) & s_val_ok
         edges.append(queue_cycles.key_edges(key_id, s_idx, s_val, writers, p_idx[m_row], m_val,
-                                            u_off, u_val, ww_deps, keep_edge))
+                                            u_off, u_val, ww_deps, keep))
         if not anomalies:
             return {}
     _groups(found, "inconsistent-offsets", key, u_off, u_val, "offset", "values")
