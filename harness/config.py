@@ -17,6 +17,8 @@ from node_image.bugs import BUGS
 from nemesis.schedule import COMBINE, PACKAGES, REGISTRY, check_options, package_refusal
 from workloads.registry import WORKLOADS
 
+from .yaml_lines import key_lines as _key_lines, located  # noqa: F401 - used by campaign_matrix
+
 
 # The planted-bug matrix's control cell ("none"): the correct node in this workload's
 # default campaign, which must read valid.
@@ -69,6 +71,10 @@ class RunConfig:
     bugs: list[str] = field(default_factory=list)
     node_config: dict[str, str] = field(default_factory=dict)
     backend: str = "docker"
+    # hosts chaoskraft did not create, reached over SSH (harness.hosts): one node per host
+    hosts: list | None = None
+    known_hosts: str | None = None  # None: ~/.ssh/known_hosts
+    host_key_policy: str = "strict"  # or accept-new: a host's first key is trusted and recorded
     engine: str = "auto"
     spark_master: str | None = None
     check_budget_s: float = 300.0
@@ -84,13 +90,15 @@ _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": tuple(WORKLOADS), "backend": ("docker", "ssh"),
             "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),
-            "consume": ("assign", "subscribe"),
+            "consume": ("assign", "subscribe"), "host_key_policy": ("strict", "accept-new"),
             "nemesis_combine": COMBINE}
 _LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
 
 
 def _type_ok(name: str, value) -> bool:
     t = {f.name: f.type for f in dataclasses.fields(RunConfig)}[name]
+    if name == "hosts":  # checked entry by entry in validate
+        return value is None or isinstance(value, list)
     if name == "nemesis":  # package names, or mappings {package: NAME, option: value, ...}
         return isinstance(value, list) and all(isinstance(x, (str, dict)) for x in value)
     if value is None:
@@ -141,6 +149,12 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
                                         f"(known: {', '.join(ANOMALIES)})")
         if key == "nemesis":
             _validate_nemesis(value, where)
+        if key == "hosts" and value is not None:
+            from .hosts import HostsError, parse_hosts
+            try:
+                parse_hosts(value, where)
+            except HostsError as exc:
+                raise CampaignError(str(exc)) from None
         if key == "nemesis_options":
             for p, opts in value.items():
                 if p not in PACKAGES:
@@ -163,21 +177,31 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     for p in sorted(set(_package_names(values.get("nemesis") or ())) & set(PACKAGES)):
         if (why := package_refusal(p, workload)) is not None:
             raise CampaignError(f"{where('nemesis')}field 'nemesis': {why}")
+    hosts = values.get("hosts")
+    if hosts:
+        if values.get("backend", "ssh") != "ssh":
+            raise CampaignError(f"{where('backend')}field 'backend': hosts are reached over SSH; "
+                                f"backend {values['backend']!r} cannot use them")
+        if "nodes" in values and values["nodes"] != len(hosts):
+            raise CampaignError(f"{where('nodes')}field 'nodes': {values['nodes']} nodes but "
+                                f"{len(hosts)} hosts (one node per host)")
     rf = values.get("replication_factor", RunConfig.replication_factor)
     misr = values.get("min_insync_replicas", RunConfig.min_insync_replicas)
     if isinstance(rf, int) and isinstance(misr, int) and misr > rf:
         raise CampaignError(f"{where('min_insync_replicas')}field 'min_insync_replicas': {misr} is "
                             f"more than the replication factor {rf}")
-    if isinstance(rf, int) and isinstance(values.get("nodes", RunConfig.nodes), int) and \
-            rf > values.get("nodes", RunConfig.nodes):
+    n_nodes = values.get("nodes", len(values["hosts"]) if isinstance(values.get("hosts"), list)
+                         and values["hosts"] else RunConfig.nodes)
+    if isinstance(rf, int) and isinstance(n_nodes, int) and rf > n_nodes:
         raise CampaignError(f"{where('replication_factor')}field 'replication_factor': {rf} is "
-                            f"more than the {values.get('nodes', RunConfig.nodes)} nodes")
+                            f"more than the {n_nodes} nodes")
     if values.get("transactions") is True and \
             values.get("client", RunConfig.client) != "confluent-kafka":
         raise CampaignError(f"{where('transactions')}field 'transactions': transactions run "
                             f"with client confluent-kafka only, not {values.get('client')}")
-    nodes = values.get("nodes", RunConfig.nodes)
-    controllers = values.get("controllers", RunConfig.controllers)
+    nodes = values.get("nodes", len(hosts) if hosts else RunConfig.nodes)
+    controllers = values.get("controllers", min(RunConfig.controllers, nodes)
+                             if isinstance(nodes, int) else RunConfig.controllers)
     if isinstance(nodes, int) and isinstance(controllers, int) and controllers > nodes:
         raise CampaignError(f"{where('controllers')}field 'controllers': {controllers} controllers "
                             f"but only {nodes} nodes")
@@ -251,16 +275,6 @@ def read_campaign_file(path: Path) -> tuple[dict, dict[str, int]]:
     return values, _key_lines(node)
 
 
-def located(path: Path, lines: dict[str, int], prefix: str = ""):
-    """``where(key)``: "FILE:LINE: " for a (nested) key, or its nearest located parent."""
-    def where(key: str) -> str:
-        key = f"{prefix}{key}"
-        while key not in lines and ("." in key or "[" in key):
-            key = key.rsplit(".", 1)[0] if "." in key else key.rsplit("[", 1)[0]
-        return f"{path}:{lines.get(key, 1)}: "
-    return where
-
-
 def load_campaign(path: str | Path) -> dict:
     """The validated mapping of a campaign file."""
     path = Path(path)
@@ -277,29 +291,16 @@ def load_campaign(path: str | Path) -> dict:
     return values
 
 
-def _key_lines(node, prefix: str = "") -> dict[str, int]:
-    """Line of every key in a YAML document: ``a``, ``a.b``, ``a[0]``, ``a[0].b``."""
-    lines: dict[str, int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode):
-                name = f"{prefix}.{k.value}" if prefix else str(k.value)
-                lines[name] = k.start_mark.line + 1
-                lines.update(_key_lines(v, name))
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            name = f"{prefix}[{i}]"
-            lines[name] = item.start_mark.line + 1
-            lines.update(_key_lines(item, name))
-    return lines
-
-
 def resolve(campaign: dict, overrides: dict) -> RunConfig:
     values = {**campaign, **{k: v for k, v in overrides.items() if v is not None}}
     validate(values, lambda key: "")
     _normalise_nemesis(values)
     if "test" not in values and "workload" in values:
         values["test"] = values["workload"]
+    if values.get("hosts"):  # one node per host, on the SSH backend
+        values["backend"] = "ssh"
+        values.setdefault("nodes", len(values["hosts"]))
+        values.setdefault("controllers", min(RunConfig.controllers, values["nodes"]))
     # The workload's defaults (its fault packages, its settings) where the campaign is silent.
     WORKLOADS[values.get("workload", RunConfig.workload)].defaults(values)
     return RunConfig(**values)
