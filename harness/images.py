@@ -24,6 +24,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -120,18 +121,23 @@ def _exists(client, tag: str) -> bool:
 
 
 def build_base(client, log=print) -> str:
+    return build_debian(client, base_tag(debian_mirror()), PACKAGES, log)
+
+
+def build_debian(client, tag: str, packages, log=print) -> str:
+    """A Debian bookworm image ``tag`` with ``packages``, made by mmdebstrap from the mirror
+    this machine's apt uses (reused when present)."""
     mirror = debian_mirror()
-    tag = base_tag(mirror)
     if _exists(client, tag):
-        log(f"base image {tag} is up to date")
+        log(f"image {tag} is up to date")
         return tag
     if shutil.which("mmdebstrap") is None:
         raise ImageError("mmdebstrap is not installed (make setup installs it: apt-get install mmdebstrap)")
-    log(f"building base image {tag} with mmdebstrap from the apt mirror (about a minute)")
+    log(f"building image {tag} with mmdebstrap from the apt mirror (about a minute)")
     with tempfile.TemporaryDirectory(prefix="chaoskraft-base-") as d:
         tar = Path(d) / "rootfs.tar"
         cmd = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
-               "--include=" + ",".join(PACKAGES),
+               "--include=" + ",".join(packages),
                '--aptopt=Acquire::Check-Valid-Until "false"',
                "--dpkgopt=path-exclude=/usr/share/doc/*",
                "--dpkgopt=path-exclude=/usr/share/man/*",
@@ -170,3 +176,34 @@ def build_images(client=None, log=print) -> str:
     """Build (or reuse) both images; returns the node image tag."""
     client = client or docker.from_env()
     return build_node(client, build_base(client, log), log)
+
+
+def bundle_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "chaoskraft" / "bundles"
+
+
+def node_bundle(tag: str, client=None, log=print) -> Path:
+    """The node image's file system as a tar (what the SSH backend unpacks on a host and runs
+    with chroot): exported once per image tag into ~/.cache/chaoskraft/bundles and reused."""
+    client = client or docker.from_env()
+    path = bundle_dir() / (tag.replace(":", "-") + ".tar")
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log(f"exporting the node image {tag} as a bundle for hosts: {path}")
+    container = client.containers.create(tag, command=["true"], labels=LABELS)
+    tmp = path.with_suffix(".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            for chunk in container.export():
+                f.write(chunk)
+        os.replace(tmp, path)
+    finally:
+        container.remove(force=True)
+        tmp.unlink(missing_ok=True)
+    # stale bundles of older images go
+    for old in path.parent.glob("chaoskraft-node-*.tar"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path

@@ -1,4 +1,6 @@
 """The container's init: keeps sshd and the node process running, and obeys ``ck-ctl``.
+On a host reached over SSH (``harness.backends.host_agent``) it runs in the node bundle's
+chroot with CHAOSKRAFT_NO_SSHD set: the host has its own sshd.
 
     python3 -m node_image.supervisor run          # PID 1 of a node container
     python3 -m node_image.supervisor ctl COMMAND  # what the harness runs (docker exec or ssh)
@@ -146,6 +148,19 @@ def _start_node() -> subprocess.Popen:
     return proc
 
 
+def _start_sshd() -> subprocess.Popen:
+    if not os.path.exists(HOST_KEY):
+        # Only the ed25519 key: it takes milliseconds, where `ssh-keygen -A` (RSA 3072 among
+        # them) took over 20 s on a machine busy with other containers.
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", HOST_KEY],
+                       capture_output=True)
+    os.makedirs("/run/sshd", exist_ok=True)
+    return subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-o", f"HostKey={HOST_KEY}"],
+                            stdout=subprocess.DEVNULL,
+                            stderr=open(f"{LOG_DIR}/sshd.log", "ab") if os.path.isdir(LOG_DIR)
+                            else subprocess.DEVNULL)
+
+
 def run() -> int:
     os.makedirs(RUN, exist_ok=True)
     if os.path.exists(HOLD):
@@ -157,16 +172,7 @@ def run() -> int:
         stopping = True
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    if not os.path.exists(HOST_KEY):
-        # Only the ed25519 key: it takes milliseconds, where `ssh-keygen -A` (RSA 3072 among
-        # them) took over 20 s on a machine busy with other containers.
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", HOST_KEY],
-                       capture_output=True)
-    os.makedirs("/run/sshd", exist_ok=True)
-    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-o", f"HostKey={HOST_KEY}"],
-                            stdout=subprocess.DEVNULL,
-                            stderr=open(f"{LOG_DIR}/sshd.log", "ab") if os.path.isdir(LOG_DIR)
-                            else subprocess.DEVNULL)
+    sshd = None if os.environ.get("CHAOSKRAFT_NO_SSHD") else _start_sshd()
     proc: subprocess.Popen | None = None
     fs: subprocess.Popen | None = None
     not_before = 0.0  # a node that stopped on an error of its own starts again after a pause
@@ -215,7 +221,8 @@ def run() -> int:
         except subprocess.TimeoutExpired:
             fs.kill()
         subprocess.run(["fusermount3", "-u", "-z", _data_dir()], capture_output=True)
-    sshd.terminate()
+    if sshd is not None:
+        sshd.terminate()
     return 0
 
 
