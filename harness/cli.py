@@ -108,6 +108,10 @@ def cmd_run(args) -> int:
         "spark_master": args.spark_master, "test": args.test, "results_dir": args.results_dir,
         "workload": args.workload,
     }
+    if args.hosts:
+        from .hosts import read_hosts_arg
+        overrides.update(read_hosts_arg(args.hosts))
+        overrides["backend"] = args.backend or "ssh"
     cfg = resolve(campaign, overrides)
     return run(cfg)
 
@@ -215,6 +219,43 @@ def cmd_cleanup(args) -> int:
                              f"chaoskraft.run={args.run}" if args.run else "chaoskraft=1")
     print(f"removed {counts['containers']} containers, {counts['networks']} networks, "
           f"{counts['volumes']} volumes")
+    return 0
+
+
+def cmd_hosts(args) -> int:
+    """check, status or clean the hosts of --hosts (or of a campaign file's hosts)."""
+    from .backends.ssh_hosts import SshHosts
+    from .config import load_campaign
+    from .hosts import parse_hosts, read_hosts_arg
+    values = load_campaign(args.campaign) if args.campaign else {}
+    if args.hosts:
+        values.update(read_hosts_arg(args.hosts))
+    if not values.get("hosts"):
+        print("chaoskraft hosts: name the hosts with --hosts FILE|h1,h2,... or --campaign FILE",
+              file=sys.stderr)
+        return EXIT_USAGE
+    hosts = parse_hosts(values["hosts"])
+    cluster = SshHosts(hosts, "hosts", controllers=1, known_hosts=values.get("known_hosts"),
+                       host_key_policy=values.get("host_key_policy", "strict"))
+    from .backends import BackendError
+    try:
+        cluster.check()
+        if args.action == "check":
+            for n in cluster.nodes:
+                print(f"{cluster.name(n.node_id)}: reachable, root, python3 usable")
+        elif args.action == "status":
+            for i, st in cluster.status().items():
+                print(f"{cluster.name(i)}: bundle {st.get('bundle') or 'not installed'}, "
+                      f"node {'running' if st.get('running') else 'stopped'}")
+        else:
+            for i, st in cluster.clean().items():
+                print(f"{cluster.name(i)}: " + (f"removed {st['removed']}" if st.get("removed")
+                                                 else "nothing of chaoskraft's was there"))
+    except BackendError as exc:
+        print(f"chaoskraft hosts {args.action}:\n{exc}", file=sys.stderr)
+        return 1
+    finally:
+        cluster.close()
     return 0
 
 
@@ -471,6 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "strand-replica; '' none)")
     r.add_argument("--bug", type=_bug, action="append", help="enable a planted bug on every node")
     r.add_argument("--backend", choices=["docker", "ssh"])
+    r.add_argument("--hosts", metavar="FILE|h1,h2,...",
+                   help="run on these hosts over SSH, one node each (a hosts file, or "
+                        "[user@]address[:port] or ~/.ssh/config aliases; see docs/hosts.md)")
     r.add_argument("--engine", choices=["auto", "spark", "local"])
     r.add_argument("--spark-master")
     r.add_argument("--test", help="test name (the results/<test>/ folder)")
@@ -547,6 +591,12 @@ def build_parser() -> argparse.ArgumentParser:
     cu.add_argument("--run", metavar="ID", help="only the resources of this run (the id in "
                     "its harness.log: `network chaoskraft-ID created`)")
     cu.set_defaults(func=cmd_cleanup)
+    hs = sub.add_parser("hosts", help="check the hosts of an SSH campaign, show what is "
+                                      "installed, or remove everything chaoskraft put there")
+    hs.add_argument("action", choices=["check", "status", "clean"])
+    hs.add_argument("--hosts", metavar="FILE|h1,h2,...")
+    hs.add_argument("--campaign", metavar="FILE", help="the hosts of this campaign file")
+    hs.set_defaults(func=cmd_hosts)
     b = sub.add_parser("bugs", help="list the planted bugs")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bugs)
@@ -578,8 +628,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chaoskraft: {exc}", file=sys.stderr)
         return 3
     except Exception as exc:
+        from .backends.ssh_hosts import HostError
         from .config import CampaignError
-        if isinstance(exc, CampaignError):
+        from .hosts import HostsError
+        if isinstance(exc, HostError):
+            print(f"chaoskraft: cannot use the hosts:\n{exc}", file=sys.stderr)
+            return 4
+        if isinstance(exc, (CampaignError, HostsError)):
             print(f"chaoskraft: {exc}", file=sys.stderr)
             return 3
         raise

@@ -87,6 +87,9 @@ def make_backend(cfg: RunConfig, run_id: str, image: str, log):
         return DockerCluster(run_id, image, cfg.nodes, cfg.controllers, node_config(cfg), cfg.bugs,
                              seed=cfg.seed, log=log, faketime=needs_faketime(cfg),
                              faultfs=needs_faultfs(cfg)), None
+    if cfg.hosts:  # hosts chaoskraft did not create
+        from .backends.ssh_hosts import SshHosts
+        return SshHosts.from_config(cfg, run_id, image, log), None
     from .backends.ssh_backend import ssh_over_docker
     return ssh_over_docker(cfg, run_id, image, log)
 
@@ -139,7 +142,9 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
             if hasattr(backend, "close"):
                 backend.close()
         if owner is not None or backend is not None:
-            log("teardown: removing containers, volumes and network")
+            log("teardown: stopping the nodes on the hosts (the install stays; `chaoskraft "
+                "hosts clean` removes it)" if cfg.hosts else
+                "teardown: removing containers, volumes and network")
             (owner or backend).down()
     if error is not None:
         raise error

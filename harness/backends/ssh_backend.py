@@ -43,19 +43,23 @@ class SshCluster(NodeControl):
             c = self._clients.get(node_id)
             if c is not None and c.get_transport() is not None and c.get_transport().is_active():
                 return c
-            n = self.node(node_id)
-            c = paramiko.SSHClient()
-            c.load_host_keys(str(self.known_hosts))
-            c.set_missing_host_key_policy(paramiko.RejectPolicy() if self.strict
-                                          else paramiko.WarningPolicy())
-            try:
-                c.connect(n.address, port=self.port, username=self.user, pkey=self.pkey,
-                          allow_agent=False, look_for_keys=False, timeout=self.timeout,
-                          banner_timeout=self.timeout, auth_timeout=self.timeout)
-            except (paramiko.SSHException, OSError) as exc:
-                raise BackendError(f"n{node_id}: ssh {self.user}@{n.address}:{self.port}: {exc}") from None
+            c = self._open(node_id)
             self._clients[node_id] = c
             return c
+
+    def _open(self, node_id: int) -> paramiko.SSHClient:
+        n = self.node(node_id)
+        c = paramiko.SSHClient()
+        c.load_host_keys(str(self.known_hosts))
+        c.set_missing_host_key_policy(paramiko.RejectPolicy() if self.strict
+                                      else paramiko.WarningPolicy())
+        try:
+            c.connect(n.address, port=self.port, username=self.user, pkey=self.pkey,
+                      allow_agent=False, look_for_keys=False, timeout=self.timeout,
+                      banner_timeout=self.timeout, auth_timeout=self.timeout)
+        except (paramiko.SSHException, OSError) as exc:
+            raise BackendError(f"n{node_id}: ssh {self.user}@{n.address}:{self.port}: {exc}") from None
+        return c
 
     def connect(self) -> None:
         for n in self.nodes:
