@@ -1,0 +1,225 @@
+"""Campaigns on hosts chaoskraft did not create: three plain Debian containers (sshd and
+python3 only, started here, not labelled chaoskraft) reached only over SSH.
+
+The nodes are installed over SSH, the register and queue campaigns run with their faults,
+the node logs come back, and ``chaoskraft hosts clean`` leaves every host's file list as it
+was. Then each usual mistake (unreachable, key refused, host key unknown or changed, no
+sudo, wrong Python) gets its own clear error.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from plain_hosts import PlainHosts
+
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ssh-hosts")]
+
+
+@pytest.fixture(scope="module")
+def hosts(docker_client, node_image, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("plain-hosts")
+    ph = PlainHosts(3, workdir, docker_client)
+    try:
+        ph.start()
+        ph.known = ph.known_hosts(workdir / "known_hosts")
+        yield ph
+    finally:
+        ph.remove()
+        assert not docker_client.containers.list(
+            all=True, filters={"label": f"chaoskraft-test-hosts={ph.id}"})
+
+
+def _history(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
+def _run(campaign: dict, hosts_file: Path, results: Path) -> tuple[int, Path]:
+    from harness.config import resolve
+    from harness.hosts import read_hosts_arg
+    from harness.runner import run
+    from harness.store import new_run_dir
+    cfg = resolve(campaign, {**read_hosts_arg(str(hosts_file)), "results_dir": str(results)})
+    assert cfg.backend == "ssh" and cfg.nodes == 3 and cfg.controllers == 3
+    run_dir = new_run_dir(results, cfg.test, cfg.seed)
+    with open(run_dir.parent / f"{run_dir.name}.out", "w") as out:
+        code = run(cfg, stream=out, run_dir=run_dir)
+    return code, run_dir
+
+
+def _valid_run_with_its_faults(campaign: dict, hosts_file: Path,
+                               results: Path) -> tuple[str, Path, set[str]]:
+    """Run a campaign on the hosts; it must be valid and every package of its fault plan must
+    have opened a fault in the history (under its own operation names). (log, run, planned)"""
+    from nemesis.schedule import REGISTRY
+    code, run_dir = _run(campaign, hosts_file, results)
+    log = (run_dir / "harness.log").read_text()
+    assert code == 0, log[-3000:]
+    assert json.loads((run_dir / "results.json").read_text())["valid"] is True
+    planned = {step["kind"] for step in json.loads((run_dir / "plan.json").read_text())}
+    seen = {r["f"] for r in _history(run_dir) if r["process"] == "nemesis"}
+    assert planned
+    for kind in planned:
+        assert set(REGISTRY[kind].opens) & seen, (kind, REGISTRY[kind].opens, seen)
+    return log, run_dir, planned
+
+
+def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
+    from harness.cli import main
+    before = [hosts.file_list(i) for i in range(3)]
+    hosts_file = hosts.hosts_file(tmp_path / "hosts.yaml", hosts.known)
+    results = tmp_path / "results"
+
+    register = {"workload": "register", "seed": 7, "time_limit_s": 12, "recovery_s": 3,
+                "concurrency": 6, "nemesis": ["partition", "kill", "pause"],
+                "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
+    log, run_dir, planned = _valid_run_with_its_faults(register, hosts_file, results)
+    assert "installing node bundle" in log and len(planned) >= 2
+    for n in (1, 2, 3):
+        node_log = run_dir / "nodes" / f"n{n}" / "node.log"
+        assert f"node {n} listening" in node_log.read_text()
+        assert (run_dir / "nodes" / f"n{n}" / "data.tar.gz").stat().st_size > 0
+
+    queue = {"workload": "queue", "seed": 3, "time_limit_s": 14, "recovery_s": 3,
+             "concurrency": 6, "nemesis": ["partition", "kill", "power-loss"],
+             "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
+    log, run_dir, planned = _valid_run_with_its_faults(queue, hosts_file, results)
+    assert "already installed" in log and "installing node bundle" not in log  # reused
+    assert "power-loss" in planned
+
+    # the install is still there between runs, and nothing runs
+    for i in range(3):
+        rc, out = hosts.sh(i, "test -d /opt/chaoskraft/root && ! grep -q chaoskraft /proc/mounts")
+        assert rc == 0, out
+    assert main(["hosts", "clean", "--hosts", str(hosts_file)]) == 0
+    after = [hosts.file_list(i) for i in range(3)]
+    for i in range(3):
+        added = sorted(set(after[i]) - set(before[i]))
+        removed = sorted(set(before[i]) - set(after[i]))
+        assert not added and not removed, (i, added[:20], removed[:20])
+        rc, out = hosts.sh(i, "ps -eo comm=")
+        assert rc == 0 and set(out.split()) <= {"sshd", "sh", "ps"}, out  # nothing of ours runs
+
+
+def _check_error(hosts, tmp_path, entries, known=None, **extra) -> str:
+    from harness.backends.ssh_hosts import HostError, SshHosts
+    from harness.hosts import parse_hosts
+    cluster = SshHosts(parse_hosts(entries), "t", controllers=1,
+                       known_hosts=str(known or hosts.known), connect_timeout_s=5, **extra)
+    try:
+        with pytest.raises(HostError) as exc:
+            cluster.check()
+    finally:
+        cluster.close()
+    return str(exc.value)
+
+
+def test_unreachable_host(hosts, tmp_path):
+    a = hosts.addresses[0]
+    msg = _check_error(hosts, tmp_path, [{"address": a, "port": 2222, "key": str(hosts.key_file)}])
+    assert f"root@{a}:2222" in msg and "unreachable" in msg and "Connection refused" in msg
+
+
+def test_refused_key(hosts, tmp_path):
+    import paramiko
+    other = tmp_path / "other"
+    paramiko.ECDSAKey.generate(bits=256).write_private_key_file(str(other))
+    a = hosts.addresses[0]
+    msg = _check_error(hosts, tmp_path, [{"address": a, "key": str(other)}])
+    assert f"root@{a}" in msg and "authentication failed" in msg and str(other) in msg
+    assert "ssh-copy-id" in msg
+
+
+def test_unknown_and_changed_host_keys(hosts, tmp_path):
+    a, b = hosts.addresses[:2]
+    entry = [{"address": a, "key": str(hosts.key_file)}]
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    msg = _check_error(hosts, tmp_path, entry, known=empty)
+    assert "host key is not in" in msg and "SHA256:" in msg and f"ssh-keyscan {a}" in msg
+    # a known_hosts that does not exist: said so, nothing created
+    missing = tmp_path / "nowhere" / "known_hosts"
+    msg = _check_error(hosts, tmp_path, entry, known=missing)
+    assert "does not exist" in msg and not missing.exists()
+    # another host's key under this address: refused as changed, both fingerprints named
+    lines = hosts.known.read_text().splitlines()
+    b_key = next(line for line in lines if line.startswith(b + " ")).split(" ", 1)[1]
+    changed = tmp_path / "changed_known_hosts"
+    changed.write_text(f"{a} {b_key}\n")
+    msg = _check_error(hosts, tmp_path, entry, known=changed)
+    assert "CHANGED" in msg and msg.count("SHA256:") == 2 and "ssh-keygen -R" in msg
+    # accept-new records a first key (and only appends) but still refuses a changed one
+    from harness.backends.ssh_hosts import SshHosts
+    from harness.hosts import parse_hosts
+    fresh = tmp_path / "fresh_known_hosts"
+    fresh.write_text("# mine\n")
+    c = SshHosts(parse_hosts(entry), "t", controllers=1, known_hosts=str(fresh),
+                 host_key_policy="accept-new", log=lambda m: None)
+    c.check()
+    c.close()
+    text = fresh.read_text()
+    assert text.startswith("# mine\n") and text.count(a) == 1
+    msg = _check_error(hosts, tmp_path, entry, known=changed, host_key_policy="accept-new")
+    assert "CHANGED" in msg
+
+
+def test_user_without_sudo(hosts, tmp_path):
+    rc, out = hosts.sh(0, "id plain >/dev/null 2>&1 || (useradd -m plain && mkdir -p "
+                          "/home/plain/.ssh && cp /root/.ssh/authorized_keys /home/plain/.ssh/ "
+                          "&& chown -R plain /home/plain/.ssh)")
+    assert rc == 0, out
+    try:
+        a = hosts.addresses[0]
+        msg = _check_error(hosts, tmp_path, [{"address": a, "user": "plain",
+                                              "key": str(hosts.key_file)}])
+        assert f"plain@{a}" in msg and "no passwordless sudo" in msg and "sudo: not found" in msg
+    finally:
+        hosts.sh(0, "userdel -r plain")
+
+
+def test_wrong_or_missing_python(hosts, tmp_path):
+    a = hosts.addresses[1]
+    entry = [{"address": a, "key": str(hosts.key_file)}]
+    rc, out = hosts.sh(1, "printf '#!/bin/sh\\necho 3.4\\n' > /usr/local/bin/python3 && "
+                          "chmod +x /usr/local/bin/python3")
+    assert rc == 0, out
+    try:
+        msg = _check_error(hosts, tmp_path, entry)
+        assert "/usr/local/bin/python3 is Python 3.4" in msg and "3.7 or newer" in msg
+    finally:
+        hosts.sh(1, "rm -f /usr/local/bin/python3")
+    rc, out = hosts.sh(1, "mv /usr/bin/python3 /usr/bin/python3.away")
+    assert rc == 0, out
+    try:
+        msg = _check_error(hosts, tmp_path, entry)
+        assert "no working python3" in msg and "apt-get install python3" in msg
+    finally:
+        hosts.sh(1, "mv /usr/bin/python3.away /usr/bin/python3")
+
+
+def test_every_bad_host_is_reported_at_once(hosts, tmp_path):
+    a, b = hosts.addresses[:2]
+    msg = _check_error(hosts, tmp_path, [{"address": a, "port": 2222, "key": str(hosts.key_file)},
+                                         {"address": b, "user": "nobody-here",
+                                          "key": str(hosts.key_file)}])
+    assert msg.count("\n") == 1 and "unreachable" in msg and "authentication failed" in msg
+
+
+def test_run_with_a_bad_host_fails_clearly_and_keeps_nothing_running(hosts, tmp_path):
+    from harness.cli import main
+    hosts_file = tmp_path / "hosts.yaml"
+    hosts_file.write_text(yaml.safe_dump({
+        "hosts": [{"address": a, "key": str(hosts.key_file)} for a in hosts.addresses[:2]]
+        + [{"address": hosts.addresses[2], "port": 2222, "key": str(hosts.key_file)}],
+        "known_hosts": str(hosts.known)}))
+    code = main(["run", "--hosts", str(hosts_file), "--time-limit", "5",
+                 "--results-dir", str(tmp_path / "results")])
+    assert code == 4
+    for i in range(3):
+        rc, _ = hosts.sh(i, "test -e /opt/chaoskraft")
+        assert rc != 0  # the check comes before any install
+    shutil.rmtree(tmp_path / "results", ignore_errors=True)
