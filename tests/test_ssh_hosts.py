@@ -75,10 +75,10 @@ def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
     results = tmp_path / "results"
 
     register = {"workload": "register", "seed": 7, "time_limit_s": 12, "recovery_s": 3,
-                "concurrency": 6, "nemesis": ["partition", "kill", "pause"],
+                "concurrency": 6, "nemesis": ["partition", "kill", "pause", "clock", "delay"],
                 "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
     log, run_dir, planned = _valid_run_with_its_faults(register, hosts_file, results)
-    assert "installing node bundle" in log and len(planned) >= 2
+    assert "installing node bundle" in log and len(planned) >= 4
     for n in (1, 2, 3):
         node_log = run_dir / "nodes" / f"n{n}" / "node.log"
         assert f"node {n} listening" in node_log.read_text()
