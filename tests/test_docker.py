@@ -194,6 +194,10 @@ def test_default_campaign_is_valid_and_leaves_nothing(docker_client, node_image,
     for name in ("config.yaml", "history.jsonl", "history.parquet", "results.json", "harness.log"):
         assert (run / name).exists(), name
     assert (run / "nodes" / "n1" / "node.log").stat().st_size > 0
+    import tarfile
+    with tarfile.open(run / "nodes" / "n1" / "data.tar.gz") as tf:  # the data directory too
+        names = tf.getnames()
+    assert any("__cluster_metadata-0/" in n and n.endswith(".log") for n in names), names[:20]
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True and results["stats"]["ok"] > 100
     assert any(f["f"] in ("start-partition", "kill") for f in results["stats"]["faults"])

@@ -218,6 +218,24 @@ class DockerCluster(NodeControl):
             return f.read() if f else b""
 
 
+    def collect_logs(self, dest: Path) -> None:
+        """The node logs, and each node's data directory (partition logs, the metadata log) as
+        ``data.tar.gz``: what a finding needs to be understood after the containers are gone."""
+        import gzip
+        super().collect_logs(dest)
+        for n in self.nodes:
+            d = dest / f"n{n.node_id}"
+            d.mkdir(parents=True, exist_ok=True)
+            try:
+                stream, _ = self._containers[n.node_id].get_archive(DATA_DIR)
+                with gzip.open(d / "data.tar.gz", "wb", compresslevel=1) as f:
+                    for chunk in stream:
+                        f.write(chunk)
+            except (APIError, NotFound) as exc:
+                (d / "data.tar.gz").unlink(missing_ok=True)
+                self.log(f"n{n.node_id}: data directory not fetched: {exc}")
+
+
 def _read_props(container) -> dict[str, str]:
     try:
         stream, _ = container.get_archive("/etc/chaoskraft/server.properties")
