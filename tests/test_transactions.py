@@ -61,6 +61,34 @@ def test_a_fencing_marker_makes_the_old_epoch_invalid():
     assert part.producers.check(records.check_batch(txn_batch(PID, 1, 0)))[0] == m.NONE
 
 
+def test_a_batch_repeating_one_of_an_ended_transaction_is_no_duplicate():
+    """librdkafka aborts a transaction by purging its in-flight batch and, without bumping its
+    epoch, sends the next transaction's first batch with the purged one's sequence. Were it
+    taken for a duplicate, the client would be told its new record is at the aborted one's
+    offset, and commit a transaction whose record is not in the log."""
+    for disk in (SimDisk(), SimDisk()):
+        part = leader(disk)
+        part.append_as_leader(txn_batch(PID, 0, 0), 1)  # 0-1: committed
+        part.append_as_leader(records.end_txn_marker(PID, 0, True, 0, 1), 1)  # 2
+        part.append_as_leader(txn_batch(PID, 0, 2), 1)  # 3-4: aborted
+        within = records.check_batch(txn_batch(PID, 0, 2))
+        error, dup = part.producers.check(within)
+        assert error == m.NONE and dup.first_offset == 3, "a retry within its transaction"
+        part.append_as_leader(records.end_txn_marker(PID, 0, False, 0, 1), 1)  # 5: ABORT
+        # the same sequence again, now in the next transaction: refused, not acknowledged at 3
+        assert part.producers.check(within) == (m.OUT_OF_ORDER_SEQUENCE_NUMBER, None)
+        assert part.producers.check(records.check_batch(txn_batch(PID, 0, 4)))[0] == m.NONE
+        # a follower or a restarted leader rebuilds the same state from the log
+        again = leader(disk)
+        assert again.producers.check(within) == (m.OUT_OF_ORDER_SEQUENCE_NUMBER, None)
+    # an idempotent producer without transactions keeps its duplicates
+    part = leader(SimDisk())
+    plain = records.build_batch(0, 0, [(None, b"v")], 1, producer_id=OTHER, producer_epoch=0,
+                                base_sequence=0)
+    part.append_as_leader(plain, 1)
+    assert part.producers.check(records.check_batch(plain))[1].first_offset == 0
+
+
 def test_a_late_marker_of_a_deposed_coordinator_cannot_end_the_next_transaction():
     """A WriteTxnMarkers request held up by a network partition may arrive after the next
     coordinator finished that transaction and the producer began another: appended, it

@@ -10,6 +10,12 @@ Rules (Kafka's ProducerStateManager and ProducerAppendInfo, idempotence only):
     2^31 - 1), or is 0 with a newer epoch;
   - otherwise OUT_OF_ORDER_SEQUENCE_NUMBER, or INVALID_PRODUCER_EPOCH for
     an older epoch.
+  A batch that repeats one of a transaction that has since ended here (a
+  marker follows it) is no duplicate: it is refused as out of order. The
+  client either retries a batch of an ended transaction (a zombie) or reuses
+  the sequence of a batch it purged when it aborted (librdkafka does, without
+  bumping its epoch); acknowledging it at the old batch's offset would lose
+  the new record. Kafka acknowledges it; this is a deliberate difference.
   A producer the partition does not know may start at any sequence (its
   state may have been lost with an unreplicated tail; the producer's own
   sequence is then the reference, as in Kafka 2.5+).
@@ -57,6 +63,9 @@ class AbortedTxn:
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
+    # offset of the producer's last transaction marker here: batches before it belong to
+    # ended transactions and are no duplicates of anything sent now
+    marker_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -112,6 +121,11 @@ class ProducerStateManager:
         last = _last_seq(header)
         for b in entry.batches:
             if b.first_seq == header.base_sequence and b.last_seq == last:
+                if b.first_offset < entry.marker_offset:
+                    # Its transaction has ended: acknowledging this batch at that batch's
+                    # offset would tell the client a record of its open transaction is
+                    # in the log when the log holds another, ended (aborted) one.
+                    return m.OUT_OF_ORDER_SEQUENCE_NUMBER, None
                 return m.NONE, b
         expected = (entry.last_seq + 1) % (INT32_MAX + 1)
         if header.base_sequence != expected:
@@ -132,7 +146,8 @@ class ProducerStateManager:
                     self.aborted.append(AbortedTxn(pid, first, header.base_offset))
                 entry = self.producers.get(pid)
                 if entry is None or header.producer_epoch > entry.epoch:
-                    self.producers[pid] = ProducerEntry(header.producer_epoch)
+                    entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
+                entry.marker_offset = header.base_offset
                 return
             self.ongoing.setdefault(pid, header.base_offset)
         if pid < 0 or header.base_sequence < 0:
