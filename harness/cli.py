@@ -123,6 +123,10 @@ def cmd_campaign(args) -> int:
     from .campaign_matrix import load_matrix
     from .images import build_images
     matrix = load_matrix(args.file)  # a bad file fails here, before any container
+    if args.n > 1 and any(c.config.hosts for c in matrix.cells):
+        print(f"chaoskraft campaign: {matrix.path}: its cells run on hosts over SSH, one node "
+              f"per host on fixed ports, so one cell at a time: leave out -n", file=sys.stderr)
+        return EXIT_USAGE
     results = Path(args.results_dir or matrix.cells[0].config.results_dir) / matrix.name
     results.mkdir(parents=True, exist_ok=True)
     junit = Path(args.junit_xml) if args.junit_xml else results / "junit.xml"

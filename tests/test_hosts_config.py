@@ -105,3 +105,12 @@ def test_hosts_argument_file_or_list(home, tmp_path):
         read_hosts_arg(str(f))
     with pytest.raises(HostsError, match="no such file"):
         read_hosts_arg(str(d / "missing.yaml"))
+
+
+def test_a_matrix_on_hosts_runs_one_cell_at_a_time(home, tmp_path, capsys):
+    from harness.cli import EXIT_USAGE, main
+    f = tmp_path / "m.yaml"
+    f.write_text('seeds: "1-2"\nhosts: [10.0.0.1, 10.0.0.2, 10.0.0.3]\nworkloads:\n'
+                 '  - {name: r, workload: register}\nnemeses:\n  - {name: p, nemesis: [partition]}\n')
+    assert main(["campaign", str(f), "-n", "2"]) == EXIT_USAGE
+    assert "one cell at a time: leave out -n" in capsys.readouterr().err
