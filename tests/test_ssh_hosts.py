@@ -223,3 +223,14 @@ def test_run_with_a_bad_host_fails_clearly_and_keeps_nothing_running(hosts, tmp_
         rc, _ = hosts.sh(i, "test -e /opt/chaoskraft")
         assert rc != 0  # the check comes before any install
     shutil.rmtree(tmp_path / "results", ignore_errors=True)
+
+
+def test_a_host_without_chroot(hosts, tmp_path):
+    a = hosts.addresses[2]
+    rc, out = hosts.sh(2, "mv /usr/sbin/chroot /usr/sbin/chroot.away")
+    assert rc == 0, out
+    try:
+        msg = _check_error(hosts, tmp_path, [{"address": a, "key": str(hosts.key_file)}])
+        assert f"root@{a}" in msg and "the host lacks chroot" in msg
+    finally:
+        hosts.sh(2, "mv /usr/sbin/chroot.away /usr/sbin/chroot")

@@ -27,6 +27,7 @@ import base64
 import hashlib
 import json
 import os
+import platform
 import random
 import shlex
 import socket
@@ -295,6 +296,15 @@ class SshHosts(SshCluster):
                                 f"sudo ({why}). chaoskraft needs root there (iptables, mounts, "
                                 f"its directory): log in as root, or allow {h.user} "
                                 f"`NOPASSWD: ALL` in /etc/sudoers.d/")
+        rc, out, err = self.run_raw(node_id, "uname -m; for c in tar mount umount chroot; do "
+                                             "command -v $c >/dev/null || echo missing:$c; done")
+        machine, *missing = out.split()
+        if machine != platform.machine():
+            raise HostError(f"{where}: the host is {machine}; the node bundle is built here for "
+                            f"{platform.machine()}. Use hosts of this machine's architecture")
+        if missing:
+            raise HostError(f"{where}: the host lacks {', '.join(x.split(':')[1] for x in missing)}"
+                            f" (Debian's tar, mount and coreutils packages provide them)")
         rc, out, err = self.run_raw(
             node_id, "command -v python3 && python3 -c "
                      "'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
