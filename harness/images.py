@@ -121,19 +121,19 @@ def _exists(client, tag: str) -> bool:
 
 
 def build_base(client, log=print) -> str:
-    return build_debian(client, base_tag(debian_mirror()), PACKAGES, log)
+    return build_debian(client, base_tag(debian_mirror()), PACKAGES, log, what="base image")
 
 
-def build_debian(client, tag: str, packages, log=print) -> str:
+def build_debian(client, tag: str, packages, log=print, what: str = "image") -> str:
     """A Debian bookworm image ``tag`` with ``packages``, made by mmdebstrap from the mirror
     this machine's apt uses (reused when present)."""
     mirror = debian_mirror()
     if _exists(client, tag):
-        log(f"image {tag} is up to date")
+        log(f"{what} {tag} is up to date")
         return tag
     if shutil.which("mmdebstrap") is None:
         raise ImageError("mmdebstrap is not installed (make setup installs it: apt-get install mmdebstrap)")
-    log(f"building image {tag} with mmdebstrap from the apt mirror (about a minute)")
+    log(f"building {what} {tag} with mmdebstrap from the apt mirror (about a minute)")
     with tempfile.TemporaryDirectory(prefix="chaoskraft-base-") as d:
         tar = Path(d) / "rootfs.tar"
         cmd = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",

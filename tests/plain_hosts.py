@@ -34,7 +34,7 @@ FILE_LIST = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path 
 def testhost_image(client) -> str:
     tag = "chaoskraft-testhost:" + _hash(SUITE.encode(), " ".join(PACKAGES).encode(),
                                          debian_mirror().encode())
-    return build_debian(client, tag, PACKAGES)
+    return build_debian(client, tag, PACKAGES, what="test host image")
 
 
 def _tar(name: str, data: bytes, mode: int = 0o600) -> bytes:
