@@ -31,10 +31,10 @@ FILE_LIST = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path 
              "-o -path /var/log \\) -prune -o -print | sort")
 
 
-def testhost_image(client) -> str:
-    tag = "chaoskraft-testhost:" + _hash(SUITE.encode(), " ".join(PACKAGES).encode(),
+def testhost_image(client, packages=PACKAGES) -> str:
+    tag = "chaoskraft-testhost:" + _hash(SUITE.encode(), " ".join(packages).encode(),
                                          debian_mirror().encode())
-    return build_debian(client, tag, PACKAGES, what="test host image")
+    return build_debian(client, tag, packages, what="test host image")
 
 
 def _tar(name: str, data: bytes, mode: int = 0o600) -> bytes:
@@ -62,7 +62,8 @@ ROOT_POWERS = dict(cap_add=["NET_ADMIN", "SYS_ADMIN"], devices=["/dev/fuse:/dev/
 
 
 class PlainHosts:
-    def __init__(self, n: int, workdir: Path, client=None) -> None:
+    def __init__(self, n: int, workdir: Path, client=None, packages=PACKAGES) -> None:
+        self.packages = packages
         self.client = client or docker.from_env()
         self.id = uuid.uuid4().hex[:8]
         self.workdir = workdir
@@ -79,7 +80,7 @@ class PlainHosts:
         self.public = f"{self.key.get_name()} {self.key.get_base64()} test\n".encode()
 
     def start(self) -> "PlainHosts":
-        image = testhost_image(self.client)
+        image = testhost_image(self.client, self.packages)
         self.network = self.client.networks.create(f"plainhosts-{self.id}", driver="bridge",
                                                    labels=self.label)
         for i in range(1, self.n + 1):

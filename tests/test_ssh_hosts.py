@@ -234,3 +234,41 @@ def test_a_host_without_chroot(hosts, tmp_path):
         assert f"root@{a}" in msg and "the host lacks chroot" in msg
     finally:
         hosts.sh(2, "mv /usr/sbin/chroot.away /usr/sbin/chroot")
+
+
+def test_a_sudo_user_is_as_good_as_root(docker_client, node_image, tmp_path):
+    """A host reached as a user with passwordless sudo (Jepsen's usual admin user): every
+    command and file goes through ``sudo -n``. This host has sudo besides sshd and python3."""
+    from harness.backends.ssh_hosts import SshHosts
+    from harness.hosts import parse_hosts
+    from harness.images import build_images, node_bundle
+    ph = PlainHosts(1, tmp_path, docker_client, packages=("openssh-server", "python3", "sudo"))
+    try:
+        ph.start()
+        known = ph.known_hosts(tmp_path / "known_hosts")
+        rc, out = ph.sh(0, "useradd -m ops && mkdir -p /home/ops/.ssh && cp /root/.ssh/"
+                           "authorized_keys /home/ops/.ssh/ && chown -R ops /home/ops/.ssh && "
+                           "echo 'ops ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/ops")
+        assert rc == 0, out
+        before = ph.file_list(0)
+        bundle = node_bundle(build_images(docker_client, log=lambda m: None), docker_client)
+        c = SshHosts(parse_hosts([{"address": ph.addresses[0], "user": "ops",
+                                   "key": str(ph.key_file)}]), "sudo", controllers=1,
+                     known_hosts=str(known), bundle=bundle, log=lambda m: None)
+        try:
+            c.check()
+            c._install(1)
+            c.agent(1, "prepare")
+            c.put_file(1, "/etc/chaoskraft/probe", b"written through sudo")
+            assert c.get_file(1, "/etc/chaoskraft/probe") == b"written through sudo"
+            rc, out = c.exec(1, ["sh", "-c", "id -u; iptables -S INPUT"])
+            assert out.split()[0] == "0" and "-P INPUT" in out, out
+            rc, out = ph.sh(0, "stat -c %U /opt/chaoskraft/root/etc/chaoskraft/probe")
+            assert out.strip() == "root"
+            assert c.status()[1]["bundle"] == bundle.stem
+            assert c.clean()[1]["removed"] == "/opt/chaoskraft"
+        finally:
+            c.close()
+        assert ph.file_list(0) == before
+    finally:
+        ph.remove()

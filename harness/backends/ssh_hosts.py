@@ -296,7 +296,8 @@ class SshHosts(SshCluster):
                                 f"sudo ({why}). chaoskraft needs root there (iptables, mounts, "
                                 f"its directory): log in as root, or allow {h.user} "
                                 f"`NOPASSWD: ALL` in /etc/sudoers.d/")
-        rc, out, err = self.run_raw(node_id, "uname -m; for c in tar mount umount chroot; do "
+        rc, out, err = self.run_raw(node_id, "uname -m; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin; "
+                                             "for c in tar mount umount chroot; do "
                                              "command -v $c >/dev/null || echo missing:$c; done")
         machine, *missing = out.split()
         if machine != platform.machine():
