@@ -135,12 +135,14 @@ def check_target(target: str) -> str | None:
 
 # ----------------------------------------------------------------- iptables
 # Partitions and packet loss live in their own chains, jumped to from INPUT, so that
-# healing one leaves the other in place.
+# healing one leaves the other in place. The jump goes first in INPUT: on a host with a
+# firewall of its own (ufw, firewalld: an early ACCEPT of established connections), a jump
+# appended after its rules would never see the node's traffic.
 
 
 def chain_script(chain: str, rules: list[str]) -> list[str]:
     lines = [f"iptables -N {chain} 2>/dev/null || true",
-             f"iptables -C INPUT -j {chain} 2>/dev/null || iptables -A INPUT -j {chain}"]
+             f"iptables -C INPUT -j {chain} 2>/dev/null || iptables -I INPUT 1 -j {chain}"]
     lines += [f"iptables -A {chain} {r}" for r in rules]
     return ["sh", "-ec", "\n".join(lines)]
 

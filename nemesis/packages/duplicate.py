@@ -15,7 +15,7 @@ def tee_script(targets: list[str], probability: float) -> list[str]:
     """On a sender: clone what goes to each of ``targets`` with ``probability``."""
     lines = [f"iptables -t mangle -N {CHAIN} 2>/dev/null || true",
              f"iptables -t mangle -C POSTROUTING -j {CHAIN} 2>/dev/null || "
-             f"iptables -t mangle -A POSTROUTING -j {CHAIN}"]
+             f"iptables -t mangle -I POSTROUTING 1 -j {CHAIN}"]
     lines += [f"iptables -t mangle -A {CHAIN} -d {a} -m statistic --mode random "
               f"--probability {probability:.4f} -j TEE --gateway {a}" for a in targets]
     return ["sh", "-ec", "\n".join(lines)]
