@@ -131,8 +131,15 @@ class Clock(NodeFault):
         on = False
         while True:
             on = not on
-            await asyncio.to_thread(ctx.backend.exec, node, clock_script(delta_s if on else 0.0),
-                                    False)
+            write = asyncio.ensure_future(asyncio.to_thread(
+                ctx.backend.exec, node, clock_script(delta_s if on else 0.0), False))
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                # a cancelled await does not stop the thread: let its write land before the
+                # reset's, or the node is left skewed after the reset
+                await asyncio.gather(write, return_exceptions=True)
+                raise
             await ctx.clock.sleep(period_s)
 
     async def reset(self, ctx, nodes: list[int]) -> None:
