@@ -1,5 +1,6 @@
 """Transactions without I/O: a partition's open and aborted transactions and last stable offset,
 and the transaction coordinator's states, markers, fencing, timeouts and failover."""
+import dataclasses
 import random
 
 import pytest
@@ -331,3 +332,36 @@ def test_partial_commit_markers_mark_only_the_first_partition():
         assert set(req.partitions) == marked, bugs
         t.ack_markers()
         assert t.state() == "CompleteCommit", "the coordinator believes it is done"
+
+
+def test_a_marker_for_a_partition_without_a_leader_waits_instead_of_spinning():
+    """Found by the simulator's transactional clients (queue seed 7): a partition of a
+    committing transaction had no leader, so its marker was not sent, and the coordinator
+    named the present as its next deadline, again after every poll: the runtime would have
+    polled the node every millisecond until a leader came."""
+    t = Txns()
+    t.init()
+    t.add(PID, 0)
+    image = t.rm.image
+    real = image.partition
+
+    class Leaderless:
+        def __getattr__(self, name):
+            return getattr(image, name)
+
+        def partition(self, topic, p):
+            reg = real(topic, p)
+            return dataclasses.replace(reg, leader=-1) if (topic, p) == ("t", 1) else reg
+    t.rm.image = Leaderless()
+    assert t.end(PID, 0, True, now=10) == m.NONE
+    [(_, req)] = t.sent
+    assert req.partitions == (("t", 0),), "only the partition with a leader is written to"
+    t.ack_markers(now=11)
+    t.c.poll(12, False)
+    assert t.c.next_deadline_ms() > 12, "no deadline in the past while no leader is known"
+    t.rm.image = image
+    t.c.poll(t.c.next_deadline_ms(), False)
+    [(_, again)] = t.sent
+    assert again.partitions == (("t", 1),)
+    t.ack_markers(now=200)
+    assert t.state() == "CompleteCommit"

@@ -363,6 +363,8 @@ class TransactionCoordinator:
                     continue
                 if reg.leader >= 0:
                     by_leader.setdefault(reg.leader, []).append(key)
+                else:  # no leader to write it yet: look again a little later, not at once
+                    t.marker_sent[key] = now + MARKER_RETRY_MS
             for leader, keys in by_leader.items():
                 corr = self.next_correlation()
                 deadline = now + self.options.rpc_timeout_ms
