@@ -4,8 +4,9 @@
                                   [--duration-s 120] [-j 2]
 
 Each bug runs on every seed of the range in its workload's simulation (register bugs in
-the register workload, the data-plane ones in the queue workload), with the same checks
-as ``chaoskraft sim``. Prints one markdown row per bug: the first seed that catches it, how
+the register workload, the data-plane ones in the queue workload, with the simulator
+options each needs: transactions for the transaction bugs), with the same checks as
+``chaoskraft sim``. Prints one markdown row per bug: the first seed that catches it, how
 many of the seeds do, the wall time of a sweep from the first seed until it catches it
 (one process), the median wall seconds per seed, and what caught it. Seeds run ``-j`` at
 a time; the per-seed wall times are each seed's own.
@@ -24,7 +25,9 @@ from harness.simulate import run_seed  # noqa: E402
 from node_image.bugs import BUGS  # noqa: E402
 
 QUEUE_SIM = {"ack-before-replication", "hw-ignores-isr", "fetch-above-hw",
-             "skip-epoch-truncation", "unclean-election", "skip-fsync"}
+             "skip-epoch-truncation", "unclean-election", "skip-fsync",
+             "read-committed-past-lso", "no-aborted-list", "abort-as-commit",
+             "partial-commit-markers"}
 
 
 def workload_of(bug: str) -> str:
@@ -34,7 +37,8 @@ def workload_of(bug: str) -> str:
 def one(job):
     bug, seed, duration_s = job
     started = time.perf_counter()
-    o = run_seed(seed, 5, duration_s, frozenset({bug}), workload=workload_of(bug))
+    o = run_seed(seed, 5, duration_s, frozenset({bug}), dict(BUGS[bug].sim_options),
+                 workload=workload_of(bug))
     return bug, seed, (None if o.ok else o.invariant), time.perf_counter() - started
 
 

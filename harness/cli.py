@@ -58,6 +58,11 @@ def cmd_sim(args) -> int:
             print(f"the Docker run: {stored_verdict(args.from_run)}")
         elif args.seed is None and args.seeds is None:
             raise ValueError("give --seed N, --seeds A-B or --from RUN_DIR")
+        for bug in sorted(bugs):
+            for key, value in BUGS[bug].sim_options if bug in BUGS else ():
+                if key not in overrides:
+                    print(f"note: {bug} shows only with --option {key}={json.dumps(value)}; "
+                          f"without it, only the seeds that draw it can catch it")
         if args.shrink:
             if args.seed is None:
                 raise ValueError("--shrink takes one --seed")
@@ -401,13 +406,16 @@ def cmd_cluster(args) -> int:
 def cmd_bugs(args) -> int:
     rows = [{"name": b.name, "layer": b.layer, "rule": b.rule, "description": b.description,
              "detected_by": list(b.expected), "workload": b.workload,
-             "needs_faults": list(b.needs_faults), "campaign": b.campaign} for b in BUGS.values()]
+             "needs_faults": list(b.needs_faults), "campaign": b.campaign,
+             "sim_options": dict(b.sim_options)} for b in BUGS.values()]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         for r in rows:
             needs = f" (needs {', '.join(r['needs_faults'])}: {r['campaign']})" \
                 if r["needs_faults"] else ""
+            needs += "".join(f" (simulator: --option {k}={json.dumps(v)})"
+                             for k, v in r["sim_options"].items())
             print(f"{r['name']:<24} {r['layer']:<11} {r['workload']:<9} breaks: {r['rule']}{needs}")
     return 0
 

@@ -264,7 +264,7 @@ SIMPLER = {
     "torn_write_prob": [0.0], "drop_rate": [0.0], "duplicate_rate": [0.0],
     "clock_drift_ppm": [0], "observers": [0], "clients": [1, 2], "keys": [1],
     "producers": [1], "consumers": [1], "partitions": [1], "max_delay_ms": [2],
-    "idempotent": [True], "scenario_mean_ms": [None],
+    "idempotent": [True], "scenario_mean_ms": [None], "transactions": [False],
 }
 
 

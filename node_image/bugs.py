@@ -24,6 +24,9 @@ class Bug:
     # campaigns/) that has them, which then replaces the workload's default campaign.
     needs_faults: tuple[str, ...] = ()
     campaign: str | None = None
+    # The simulator's options (``chaoskraft sim --option``) without which it cannot show,
+    # as ``campaign`` is for Docker: the transaction bugs need transactional clients.
+    sim_options: tuple[tuple[str, object], ...] = ()
 
 
 BUGS: dict[str, Bug] = {b.name: b for b in (
@@ -114,18 +117,21 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "A read_committed Fetch is served up to the high watermark, past the first record "
         "of the oldest open transaction, so a consumer reads records of a transaction that "
         "may still abort.",
-        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml"),
+        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml",
+        sim_options=(("transactions", True),)),
     Bug("no-aborted-list", "broker",
         "a read_committed Fetch lists the aborted transactions in the range it serves",
         "The aborted-transactions list of a read_committed Fetch is always empty, so the "
         "consumer cannot drop the records of aborted transactions below the last stable "
         "offset and reads them.",
-        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml"),
+        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml",
+        sim_options=(("transactions", True),)),
     Bug("abort-as-commit", "broker",
         "an aborted transaction's markers are ABORT markers",
         "The transaction coordinator writes COMMIT markers for a transaction it aborts (on "
         "EndTxn(abort), a timeout or fencing), so the aborted records become readable.",
-        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml"),
+        ("G1a",), workload="queue", docker=True, campaign="campaigns/queue-txn.yaml",
+        sim_options=(("transactions", True),)),
     Bug("partial-commit-markers", "broker",
         "a committed transaction's marker is written to every partition it touched",
         "The coordinator writes the COMMIT marker only to the first partition of a "
@@ -133,7 +139,8 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "their last stable offset never moves again and read_committed consumers never "
         "read what follows.",
         ("unseen", "lost-write", "durability"), workload="queue", docker=True,
-        campaign="campaigns/queue-txn.yaml"),
+        campaign="campaigns/queue-txn.yaml",
+        sim_options=(("transactions", True),)),
 )}
 
 

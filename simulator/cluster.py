@@ -138,6 +138,10 @@ class QueueOptions:
     # packages' simulated forms), one after another at this mean interval, with the node
     # properties they need; None: none
     scenario_mean_ms: int | None = None
+    # Transactional producers and read_committed consumers (simulator.kafka_txn), as
+    # campaigns/queue-txn.yaml: every producer then is idempotent. Drawn from a stream of
+    # its own (one seed in three), so the other options are those the seeds drew before.
+    transactions: bool = False
 
     @staticmethod
     def draw(seed: int) -> "QueueOptions":
@@ -146,7 +150,8 @@ class QueueOptions:
                             consumers=r.choice([1, 2]),
                             power_loss_mean_ms=r.choice([None, 60000, 120000]),
                             idempotent=r.choice([True, True, None]),
-                            scenario_mean_ms=r.choice([None, 10000, 30000]))
+                            scenario_mean_ms=r.choice([None, 10000, 30000]),
+                            transactions=random.Random(f"{seed}-queue-txn").random() < 1 / 3)
 
     def describe(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
@@ -328,8 +333,10 @@ class Simulation:
                 self, random.Random(f"{seed}-kafka-clients"), q.producers, q.consumers,
                 q.partitions, 3, o.op_interval_ms, self.duration_ms + WRITES_BACK_WITHIN_MS,
                 self.duration_ms + FINAL_READ_AFTER_MS,
-                idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0)
-            self.check_args["allowed"] = tuple(default_allowed(q.idempotent))
+                idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0,
+                transactional=q.transactions)
+            self.check_args["allowed"] = tuple(default_allowed(True if q.transactions
+                                                               else q.idempotent))
             if q.scenario_mean_ms:
                 self.plan = PlanFaults(self, [], seed, "queue", q.partitions, self.voter_ids)
         self._scenario_broker = self._scenario_settings()  # read once, used at every start
@@ -370,6 +377,8 @@ class Simulation:
             roles=roles,
             # queue campaigns fsync every batch (docs/queue.md: power loss)
             broker=BrokerConfig(flush_interval_messages=1, segment_bytes=o.segment_bytes,
+                                # a coordinator per partition: three are enough to move
+                                transaction_topic_partitions=3, offsets_topic_partitions=3,
                                 **self._scenario_broker)
             if self.workload_name == "queue" else BrokerConfig(),
             raft=RaftConfig(fetch_max_bytes=o.fetch_max_bytes, snapshot_chunk_bytes=4096),

@@ -6,6 +6,9 @@
   leader that counted a replica it should not have).
 - AckedHeldByIsr: when a leader acknowledges an ``acks=all`` batch, every member of its
   ISR that is up holds it.
+- ConsumerReadsBelowHighWatermark: a consumer's Fetch is answered with records below the
+  high watermark the answer gives, and ReadCommittedBelowLastStableOffset: a
+  read_committed one's below its last stable offset (no record of an open transaction).
 - AckedRecordsKept (at the end): every acknowledged record is, on every replica whose log
   reaches its offset, the record that was acknowledged there.
 - FinalReadDone (at the end): after the faults stop and every node is back, the final
@@ -89,6 +92,7 @@ class DataInvariants:
                                                                      self.sim.events)
 
     def _check_consumer_fetch(self, sn, resp: kc.KafkaResponse) -> None:
+        committed = resp.request.body.isolation_level == 1
         for t in resp.body.responses:
             for pd in t.partitions:
                 if pd.error_code != m.NONE or not pd.records:
@@ -99,6 +103,12 @@ class DataInvariants:
                         "ConsumerReadsBelowHighWatermark",
                         f"n{sn.node_id} gave a consumer {t.topic}-{pd.partition_index} up to "
                         f"offset {last}, at or above its high watermark {pd.high_watermark}")
+                if committed and last >= pd.last_stable_offset:
+                    raise SafetyViolation(
+                        "ReadCommittedBelowLastStableOffset",
+                        f"n{sn.node_id} gave a read_committed consumer {t.topic}-"
+                        f"{pd.partition_index} up to offset {last}, at or above its last stable "
+                        f"offset {pd.last_stable_offset} (a transaction open there may abort)")
 
     def check_final(self) -> None:
         clients = self.sim.workload
@@ -119,7 +129,8 @@ class DataInvariants:
                     continue
                 log = part.log
                 for e in log.batch_entries(log.start_offset, log.end_offset):
-                    for rec in records.decode_records(log.read_entry(e))[1]:
+                    header, recs = records.decode_records(log.read_entry(e))
+                    for rec in () if header.is_control else recs:
                         held.setdefault((partition, rec.offset), {})[sn.node_id] = int(rec.value)
         for (topic, partition), hw in self._leader_high_watermarks().items():
             for offset in range(hw):

@@ -45,6 +45,8 @@ from node_image import records
 from workloads.queue import REASSIGN_EVERY, VALUE_STRIDE, key_name, key_partition
 from workloads.queue_client import DEFINITE_SEND_ERRORS
 
+from .kafka_txn import TxnProducers, read_records
+
 TOPIC = "queue"
 REQUEST_TIMEOUT_MS = 3_000  # a request without an answer by then is given up (and retried)
 DELIVERY_TIMEOUT_MS = 10_000  # a send not acknowledged by then is indeterminate
@@ -52,6 +54,7 @@ PRODUCE_TIMEOUT_MS = 2_000  # the Produce request's own timeout_ms (acks=all wai
 FETCH_MAX_WAIT_MS = 100
 BACKOFF_MS = 100
 STABLE_END_MS = 1_000
+FINAL_STUCK_MS = 20_000  # see _final_read
 # After the faults end every node restarts; producers and consumers go on until a send made
 # since then is acknowledged (at least FINAL_READ_AFTER_MS, at most WRITES_BACK_WITHIN_MS:
 # after a restart of every node, registering brokers wait out their old sessions), and then
@@ -68,22 +71,14 @@ PRODUCER_RESET = {m.OUT_OF_ORDER_SEQUENCE_NUMBER, m.UNKNOWN_PRODUCER_ID,
                   m.INVALID_PRODUCER_EPOCH}
 
 
-def read_records(data, position: int, into: list) -> int:
-    """Append ``[offset, value]`` of each record in the fetched ``data`` at or after
-    ``position`` to ``into`` (a fetch returns whole batches, which may start before it);
-    returns the position after the last."""
-    for _, batch in records.iter_batches(bytes(data or b"")):
-        for rec in records.decode_records(batch)[1]:
-            if rec.offset >= position:
-                into.append([rec.offset, int(rec.value)])
-                position = rec.offset + 1
-    return position
-
-
 class _Producer:
-    def __init__(self, process: int, idempotent: bool = True) -> None:
+    def __init__(self, process: int, idempotent: bool = True, transactional: bool = False) -> None:
         self.process = process
-        self.idempotent = idempotent
+        self.idempotent = idempotent or transactional
+        self.transactional = transactional
+        self.txn_id = f"sim-txn-{process}"
+        self.coordinator: int | None = None  # of its transactional id, as last found
+        self.resume = None  # what a transactional producer does at its next txn_resume
         self.producer_id: int | None = None
         self.epoch = -1
         self.sequence: dict[int, int] = {}
@@ -99,17 +94,21 @@ class _Consumer:
         self.assigned = False  # a scripted process's first assign is done
 
 
-class SimKafkaClients:
+class SimKafkaClients(TxnProducers):
     """The queue workload in the simulator: ``sim`` gives time, the event queue, the nodes
     and the network; events for the clients come back through :meth:`event` and
     :meth:`reply`."""
+    TOPIC, BACKOFF_MS, DELIVERY_TIMEOUT_MS = TOPIC, BACKOFF_MS, DELIVERY_TIMEOUT_MS
 
     def __init__(self, sim, rng: random.Random, producers: int, consumers: int,
                  partitions: int, replication: int, op_interval_ms: int, stop_at_ms: int,
                  final_at_ms: int, idempotent=lambda process: True,
                  scripts: dict[int, list[dict]] | None = None, start_at_ms: int = 0,
-                 topic_configs: dict[str, str] | None = None) -> None:
+                 topic_configs: dict[str, str] | None = None,
+                 transactional: bool = False) -> None:
         """``idempotent(process)``: whether that producer is (else it has no retries).
+        ``transactional``: every producer sends in transactions (``kafka_txn``) and every
+        consumer, the final reader included, is read_committed.
         ``scripts``: process -> its operations ({f, key, value}); then each of the
         ``producers`` processes also consumes, starting at ``start_at_ms`` and stepping
         every ``op_interval_ms`` exactly."""
@@ -124,7 +123,9 @@ class SimKafkaClients:
             else None
         self.start_at_ms = start_at_ms
         self.topic_configs = topic_configs or {"min.insync.replicas": "2"}
-        self.producers = [_Producer(p, idempotent(p)) for p in range(producers)]
+        self.transactional = transactional
+        self.isolation_level = 1 if transactional else 0  # read_committed
+        self.producers = [_Producer(p, idempotent(p), transactional) for p in range(producers)]
         base = 0 if scripts is not None else producers
         self.consumers = [_Consumer(base + c) for c in range(consumers)]
         self.final_process = base + consumers if scripts is None else producers
@@ -138,6 +139,7 @@ class SimKafkaClients:
         self._metadata_out = False
         self._final: dict | None = None
         self.acked_after_faults = 0  # sends invoked after the faults stopped and acknowledged
+        self.final_stuck: dict[int, tuple[int, int]] = {}  # partition -> (read to, its HW)
 
     # ------------------------------------------------------------ plumbing
 
@@ -305,6 +307,9 @@ class SimKafkaClients:
     # producers
 
     def _send(self, p: _Producer, partition: int | None = None, value: int | None = None) -> None:
+        if p.transactional:
+            self._txn_begin(p)
+            return
         if p.producer_id is None and p.idempotent:
             self._init_producer_id(p, partition, value)
             return
@@ -350,6 +355,9 @@ class SimKafkaClients:
         if op is None:
             return
         if self.sim.now >= op["deadline"]:
+            if "txn" in op:
+                self._txn_sent(p, op, None, "delivery timeout")
+                return
             if not p.idempotent:  # never sent: no leader was known all along
                 self._send_done(p, "fail", {"value": op["value"]}, "no leader known")
                 return
@@ -363,12 +371,14 @@ class SimKafkaClients:
             return
         if p.idempotent:
             batch = records.build_batch(0, 0, [(None, str(op["value"]).encode())], self.sim.now,
+                                        transactional=p.transactional,
                                         producer_id=p.producer_id, producer_epoch=p.epoch,
                                         base_sequence=op["sequence"])
         else:
             batch = records.build_batch(0, 0, [(None, str(op["value"]).encode())], self.sim.now)
         TD = ProduceRequest[8].TopicProduceData
-        body = ProduceRequest[8](transactional_id=None, acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS,
+        body = ProduceRequest[8](transactional_id=p.txn_id if p.transactional else None,
+                                 acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS,
                                  topic_data=[TD(name=TOPIC, partition_data=[
                                      TD.PartitionProduceData(index=op["partition"],
                                                              records=batch)])])
@@ -384,7 +394,12 @@ class SimKafkaClients:
                 self._send_done(p, "fail" if r.error_code in DEFINITE_SEND_ERRORS else "info",
                                 {"value": op["value"]}, name)
                 return
-            if r.error_code == m.NONE:
+            if r.error_code == m.NONE and "txn" in op:
+                p.sequence[op["partition"]] = op["sequence"] + 1
+                self._txn_sent(p, op, r.base_offset, None)
+            elif r.error_code in PRODUCER_RESET and "txn" in op:
+                self._txn_sent(p, op, None, m.ERROR_NAMES.get(r.error_code, str(r.error_code)))
+            elif r.error_code == m.NONE:
                 p.sequence[op["partition"]] = op["sequence"] + 1
                 if op["invoked_at"] >= self.sim.duration_ms:
                     self.acked_after_faults += 1
@@ -444,16 +459,27 @@ class SimKafkaClients:
         self._record(c.process, "ok", "assign", value=list(map(key_name, range(self.partitions))))
         self._next(c.process)
 
-    def _fetch(self, c: _Consumer, node: int, parts: list[int], poll: dict) -> None:
+    def _fetch_body(self, positions: dict[int, int], max_wait_ms: int, partition_max_bytes: int):
+        """A consumer's Fetch v11 of ``positions`` (partition -> offset), each at the leader
+        epoch known, read_committed in transactions mode."""
         FT = FetchRequest[11].FetchTopic
-        body = FetchRequest[11](
-            replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=1 << 20,
-            isolation_level=0, session_id=0, session_epoch=-1,
+        return FetchRequest[11](
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+            isolation_level=self.isolation_level, session_id=0, session_epoch=-1,
             topics=[FT(topic=TOPIC, partitions=[FT.FetchPartition(
-                partition=p, current_leader_epoch=self.leaders[p][1],
-                fetch_offset=c.position.get(p, 0), log_start_offset=-1,
-                partition_max_bytes=1 << 16) for p in parts])],
+                partition=p, current_leader_epoch=self.leaders[p][1], fetch_offset=offset,
+                log_start_offset=-1, partition_max_bytes=partition_max_bytes)
+                for p, offset in positions.items()])],
             forgotten_topics_data=[], rack_id="")
+
+    def _aborted(self, pd):
+        """What ``read_records`` skips of a fetched partition: its aborted transactions
+        when read_committed, else nothing."""
+        return (pd.aborted_transactions or []) if self.transactional else None
+
+    def _fetch(self, c: _Consumer, node: int, parts: list[int], poll: dict) -> None:
+        body = self._fetch_body({p: c.position.get(p, 0) for p in parts}, FETCH_MAX_WAIT_MS,
+                                1 << 16)
         poll["out"].add(node)
 
         def on_reply(resp) -> None:
@@ -466,15 +492,16 @@ class SimKafkaClients:
                     elif pd.error_code != m.NONE:
                         self._refresh_metadata()
                     else:
-                        self._take(c, pd.partition_index, pd.records, poll)
+                        self._take(c, pd.partition_index, pd.records, poll,
+                                   self._aborted(pd))
             self._fetch_done(c, node, poll)
 
         self._request(c.process, node, kc.FETCH, 11, body, on_reply,
                       lambda: self._fetch_done(c, node, poll))
 
-    def _take(self, c: _Consumer, partition: int, data, poll: dict) -> None:
+    def _take(self, c: _Consumer, partition: int, data, poll: dict, aborted) -> None:
         got = poll["msgs"].setdefault(key_name(partition), [])
-        c.position[partition] = read_records(data, c.position.get(partition, 0), got)
+        c.position[partition] = read_records(data, c.position.get(partition, 0), got, aborted)
         if not got:
             del poll["msgs"][key_name(partition)]
 
@@ -493,7 +520,12 @@ class SimKafkaClients:
     # the final reader
 
     def _final_read(self) -> None:
-        """Read every partition from 0 to its high watermark, once the cluster is back."""
+        """Read every partition from 0 to its high watermark, once the cluster is back.
+        Read_committed (transactions mode), a partition whose last stable offset stays
+        below its high watermark (an open transaction) for FINAL_STUCK_MS after the final
+        read began, when every producer has stopped and the coordinators abort what is left
+        open after TXN_TIMEOUT_MS, is read only that far: what lies beyond it no consumer
+        can read (``final_stuck`` says where)."""
         if self._final is None:
             back = self.acked_after_faults or \
                 self.sim.now >= self.sim.duration_ms + WRITES_BACK_WITHIN_MS
@@ -501,7 +533,8 @@ class SimKafkaClients:
                 self._later(BACKOFF_MS, "final_read")
                 return
             self._record(self.final_process, "invoke", "final-poll")
-            self._final = {"end": {}, "position": {}, "msgs": {}, "confirm": {}, "done": set()}
+            self._final = {"end": {}, "position": {}, "msgs": {}, "confirm": {}, "done": set(),
+                           "started": self.sim.now}
             self._survey()
             return
         f = self._final
@@ -529,24 +562,25 @@ class SimKafkaClients:
         if p not in f["end"]:
             self._list_end(p, leader)
             return
-        FT = FetchRequest[11].FetchTopic
-        body = FetchRequest[11](
-            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1,
-            topics=[FT(topic=TOPIC, partitions=[FT.FetchPartition(
-                partition=p, current_leader_epoch=leader[1],
-                fetch_offset=f["position"].get(p, 0), log_start_offset=-1,
-                partition_max_bytes=1 << 20)])],
-            forgotten_topics_data=[], rack_id="")
+        body = self._fetch_body({p: f["position"].get(p, 0)}, 0, 1 << 20)
 
         def on_reply(resp) -> None:
             pd = resp.responses[0].partitions[0]
+            before = f["position"].get(p, 0)
             if pd.error_code != m.NONE:
                 self._refresh_metadata()
             else:
-                f["position"][p] = read_records(pd.records, f["position"].get(p, 0),
-                                                f["msgs"].setdefault(p, []))
-            self._later(1, "final_read")
+                f["position"][p] = read_records(pd.records, before, f["msgs"].setdefault(p, []),
+                                                self._aborted(pd))
+            if pd.error_code != m.NONE or f["position"][p] > before:
+                self._later(1, "final_read")
+            elif self.sim.now >= f["started"] + FINAL_STUCK_MS:
+                self.final_stuck[p] = (before, f["end"][p])
+                self.sim.stats["final_stuck_partitions"] = len(self.final_stuck)
+                f["done"].add(p)
+                self._later(1, "final_read")
+            else:  # read_committed, below an open transaction: wait for its end
+                self._later(BACKOFF_MS, "final_read")
         self._request(self.final_process, leader[0], kc.FETCH, 11, body, on_reply,
                       lambda: self._later(BACKOFF_MS, "final_read"))
 

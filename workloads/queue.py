@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 VALUE_STRIDE = 1_000_000
+MAX_TXN_LENGTH = 4  # Jepsen's max-txn-length with --txn
+ABORT_RATIO = 0.125  # transactions aborted on purpose: their sends must never be read
 REASSIGN_EVERY = 50  # one operation in this many (on average) is a re-assign
 
 

@@ -29,14 +29,12 @@ from pathlib import Path
 
 from harness.stats import WORD, Stats, run_history
 
-from .queue import QueueGenerator, key_name
+from .queue import ABORT_RATIO, MAX_TXN_LENGTH, QueueGenerator, key_name
 from .queue_client import CLIENT_LOG, make_client, read_to_end
 from .workload import FINAL_PROCESS_BASE, Campaign
 
 TOPIC = "queue"
 KAFKA_PORT = 9092
-MAX_TXN_LENGTH = 4  # Jepsen's max-txn-length with --txn
-ABORT_RATIO = 0.125  # transactions aborted on purpose: their sends must never be read
 QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker session (9 s) or less
 # These hold however long the docker execs that set the faults up take on a busy machine.
 
