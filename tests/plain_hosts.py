@@ -19,12 +19,14 @@ from pathlib import Path
 import docker
 import paramiko
 
+from harness.backends.ssh_backend import host_keys
 from harness.images import SUITE, _hash, build_debian, debian_mirror
 
 PACKAGES = ("openssh-server", "python3")
-BOOT = ("rm -f /etc/ssh/ssh_host_*; ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key"
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"
+BOOT = (f"rm -f /etc/ssh/ssh_host_*; ssh-keygen -q -t ed25519 -N '' -f {HOST_KEY}"
         " && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -o PermitRootLogin=prohibit-password"
-        " -o PasswordAuthentication=no -o HostKey=/etc/ssh/ssh_host_ed25519_key")
+        f" -o PasswordAuthentication=no -o HostKey={HOST_KEY}")
 # What a host holds: every path on its root file system but the kernel's and the
 # run-time ones (and the login records sshd keeps).
 FILE_LIST = ("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp "
@@ -105,19 +107,10 @@ class PlainHosts:
         return rc, out.decode(errors="replace")
 
     def known_hosts(self, path: Path, timeout_s: float = 60) -> Path:
-        lines = []
-        deadline = time.monotonic() + timeout_s
-        for i, addr in enumerate(self.addresses):
-            while True:
-                rc, out = self.sh(i, "cat /etc/ssh/ssh_host_ed25519_key.pub")
-                if rc == 0 and out.strip() and _listening(addr):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"host {i + 1}: no sshd after {timeout_s} s: {out}")
-                time.sleep(0.2)
-            keytype, key = out.split()[:2]
-            lines.append(f"{addr} {keytype} {key}")
-        path.write_text("\n".join(lines) + "\n")
+        """Each host's key, read through the Docker API, once its sshd listens."""
+        hosts = [(f"host{i + 1}", addr) for i, addr in enumerate(self.addresses)]
+        read = lambda name: self.sh(int(name[4:]) - 1, f"cat {HOST_KEY}.pub")  # noqa: E731
+        path.write_text(host_keys(hosts, read, timeout_s, _listening))
         return path
 
     def file_list(self, i: int) -> list[str]:

@@ -8,6 +8,7 @@ sudo, wrong Python) gets its own clear error.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -167,38 +168,38 @@ def test_unknown_and_changed_host_keys(hosts, tmp_path):
     assert "CHANGED" in msg
 
 
-def test_user_without_sudo(hosts, tmp_path):
-    rc, out = hosts.sh(0, "id plain >/dev/null 2>&1 || (useradd -m plain && mkdir -p "
-                          "/home/plain/.ssh && cp /root/.ssh/authorized_keys /home/plain/.ssh/ "
-                          "&& chown -R plain /home/plain/.ssh)")
+@contextlib.contextmanager
+def _broken(hosts, i: int, do: str, undo: str):
+    """Host ``i`` with ``do`` run on it, and ``undo`` run after, also on failure."""
+    rc, out = hosts.sh(i, do)
     assert rc == 0, out
     try:
+        yield
+    finally:
+        hosts.sh(i, undo)
+
+
+def test_user_without_sudo(hosts, tmp_path):
+    with _broken(hosts, 0, "id plain >/dev/null 2>&1 || (useradd -m plain && mkdir -p "
+                           "/home/plain/.ssh && cp /root/.ssh/authorized_keys /home/plain/.ssh/ "
+                           "&& chown -R plain /home/plain/.ssh)", "userdel -r plain"):
         a = hosts.addresses[0]
         msg = _check_error(hosts, tmp_path, [{"address": a, "user": "plain",
                                               "key": str(hosts.key_file)}])
         assert f"plain@{a}" in msg and "no passwordless sudo" in msg and "sudo: not found" in msg
-    finally:
-        hosts.sh(0, "userdel -r plain")
 
 
 def test_wrong_or_missing_python(hosts, tmp_path):
     a = hosts.addresses[1]
     entry = [{"address": a, "key": str(hosts.key_file)}]
-    rc, out = hosts.sh(1, "printf '#!/bin/sh\\necho 3.4\\n' > /usr/local/bin/python3 && "
-                          "chmod +x /usr/local/bin/python3")
-    assert rc == 0, out
-    try:
+    with _broken(hosts, 1, "printf '#!/bin/sh\\necho 3.4\\n' > /usr/local/bin/python3 && "
+                           "chmod +x /usr/local/bin/python3", "rm -f /usr/local/bin/python3"):
         msg = _check_error(hosts, tmp_path, entry)
         assert "/usr/local/bin/python3 is Python 3.4" in msg and "3.7 or newer" in msg
-    finally:
-        hosts.sh(1, "rm -f /usr/local/bin/python3")
-    rc, out = hosts.sh(1, "mv /usr/bin/python3 /usr/bin/python3.away")
-    assert rc == 0, out
-    try:
+    with _broken(hosts, 1, "mv /usr/bin/python3 /usr/bin/python3.away",
+                 "mv /usr/bin/python3.away /usr/bin/python3"):
         msg = _check_error(hosts, tmp_path, entry)
         assert "no working python3" in msg and "apt-get install python3" in msg
-    finally:
-        hosts.sh(1, "mv /usr/bin/python3.away /usr/bin/python3")
 
 
 def test_every_bad_host_is_reported_at_once(hosts, tmp_path):
@@ -227,13 +228,10 @@ def test_run_with_a_bad_host_fails_clearly_and_keeps_nothing_running(hosts, tmp_
 
 def test_a_host_without_chroot(hosts, tmp_path):
     a = hosts.addresses[2]
-    rc, out = hosts.sh(2, "mv /usr/sbin/chroot /usr/sbin/chroot.away")
-    assert rc == 0, out
-    try:
+    with _broken(hosts, 2, "mv /usr/sbin/chroot /usr/sbin/chroot.away",
+                 "mv /usr/sbin/chroot.away /usr/sbin/chroot"):
         msg = _check_error(hosts, tmp_path, [{"address": a, "key": str(hosts.key_file)}])
         assert f"root@{a}" in msg and "the host lacks chroot" in msg
-    finally:
-        hosts.sh(2, "mv /usr/sbin/chroot.away /usr/sbin/chroot")
 
 
 def test_a_sudo_user_is_as_good_as_root(docker_client, node_image, tmp_path):

@@ -102,25 +102,36 @@ class SshCluster(NodeControl):
             raise BackendError(f"n{node_id}: sftp get {path}: {exc}") from None
 
 
-def host_keys_from_docker(docker_cluster, timeout_s: float = 60.0) -> str:
-    """known_hosts lines for every container, read through the Docker API (a trusted channel).
+def host_keys(hosts: list[tuple[str, str]], read_key, timeout_s: float = 60.0,
+              ready=lambda address: True) -> str:
+    """known_hosts lines for ``hosts`` ((name, address) each): ``read_key(name)`` gives (exit
+    code, output) of reading the host's ed25519 public key through a trusted channel (the
+    Docker API, a VM's console), asked again until the key is there and ``ready(address)``.
 
-    The containers make their keys as they boot; on a busy machine that is seconds, so all of
-    them share one generous deadline."""
+    Hosts make their keys as they boot; on a busy machine that is seconds, so all of them
+    share one generous deadline."""
     lines = []
     deadline = time.monotonic() + timeout_s
-    for n in docker_cluster.nodes:
+    for name, address in hosts:
         while True:
-            rc, out = docker_cluster.exec(n.node_id, ["cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
-                                          check=False)
-            if rc == 0 and out.strip():
+            rc, out = read_key(name)
+            if rc == 0 and out.strip() and ready(address):
                 break
             if time.monotonic() > deadline:
-                raise BackendError(f"n{n.node_id}: no sshd host key after {timeout_s:.0f} s")
+                raise BackendError(f"{name}: no sshd host key after {timeout_s:.0f} s: "
+                                   f"{out.strip()[-200:]}")
             time.sleep(0.2)
         keytype, key = out.split()[:2]
-        lines.append(f"{n.address} {keytype} {key}")
+        lines.append(f"{address} {keytype} {key}")
     return "\n".join(lines) + "\n"
+
+
+def host_keys_from_docker(docker_cluster, timeout_s: float = 60.0) -> str:
+    """known_hosts lines for every container, read through the Docker API."""
+    return host_keys([(f"n{n.node_id}", n.address) for n in docker_cluster.nodes],
+                     lambda name: docker_cluster.exec(
+                         int(name[1:]), ["cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
+                         check=False), timeout_s)
 
 
 class _SshOverDocker(SshCluster):
