@@ -64,8 +64,11 @@ def halted_on(cluster, node: int, since: int) -> str:
     """Wait until the node stopped with exit 74 (its supervisor's log past ``since`` says
     so); then its log."""
     status = f"node exited with status {EXIT_LOG_DIR_FAILED << 8}"
+    # it halts at its next write to the disk; a machine busy with other clusters can make
+    # that (and reading the log through docker exec) slow
     wait_for(f"n{node} exits {EXIT_LOG_DIR_FAILED}",
-             lambda: status in text(cluster, node, "/var/log/chaoskraft/supervisor.log")[since:])
+             lambda: status in text(cluster, node, "/var/log/chaoskraft/supervisor.log")[since:],
+             timeout_s=90)
     return text(cluster, node, "/var/log/chaoskraft/node.log")
 
 
