@@ -394,13 +394,12 @@ class SimKafkaClients(TxnProducers):
                 self._send_done(p, "fail" if r.error_code in DEFINITE_SEND_ERRORS else "info",
                                 {"value": op["value"]}, name)
                 return
-            if r.error_code == m.NONE and "txn" in op:
+            if r.error_code == m.NONE:
                 p.sequence[op["partition"]] = op["sequence"] + 1
-                self._txn_sent(p, op, r.base_offset, None)
-            elif r.error_code in PRODUCER_RESET and "txn" in op:
-                self._txn_sent(p, op, None, m.ERROR_NAMES.get(r.error_code, str(r.error_code)))
+            if "txn" in op and (r.error_code == m.NONE or r.error_code in PRODUCER_RESET):
+                self._txn_sent(p, op, r.base_offset if r.error_code == m.NONE else None,
+                               m.ERROR_NAMES.get(r.error_code, str(r.error_code)))
             elif r.error_code == m.NONE:
-                p.sequence[op["partition"]] = op["sequence"] + 1
                 if op["invoked_at"] >= self.sim.duration_ms:
                     self.acked_after_faults += 1
                 self._send_done(p, "ok", {"value": op["value"], "offset": r.base_offset})
