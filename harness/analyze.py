@@ -26,22 +26,40 @@ def fault_summary(run_dir: Path) -> dict | None:
                       "at_s": st.get("at_s"), "status": o["status"], "why": o.get("why", ""),
                       "nodes": o.get("nodes")})
     happened = sum(1 for x in steps if x["status"] == "happened")
-    return {"planned": len(steps), "happened": happened, "skipped": len(steps) - happened,
-            "steps": steps}
+    not_reached = sum(1 for x in steps if x["status"] == "not-reached")
+    return {"planned": len(steps), "happened": happened, "not_reached": not_reached,
+            "skipped": len(steps) - happened - not_reached, "steps": steps}
+
+
+def missed_scenarios(faults: dict | None) -> list[str]:
+    """The planned scenario steps (packages aimed at a state: ``aims_at``) whose state never
+    came, each said in words. Ordinary faults drawn at random that could not act are
+    reported in the fault summary but make no run unknown."""
+    from nemesis.packages import PACKAGES
+    out = []
+    for x in (faults or {}).get("steps", []):
+        aims = getattr(PACKAGES.get(x["kind"]), "aims_at", "")
+        if aims and x["status"] != "happened":
+            out.append(f"step {x['step']} ({x['kind']}, aimed at {aims}) was {x['status']}: "
+                       f"{x['why']}")
+    return out
 
 
 def gates(results: dict, stats: dict, faults: dict | None, log=print) -> dict:
     """Jepsen's stats gate and the fault gate: a run that tested nothing is never valid.
 
     - no client operation succeeded: unknown;
-    - faults were planned and none happened: unknown (a violation found stays invalid:
-      it was found, faults or not).
+    - faults were planned and none happened: unknown;
+    - a planned scenario never reached the state it aims at (``missed_scenarios``): unknown.
+
+    A violation found stays invalid: it was found, faults or not.
     """
     reasons = []
     if stats.get("ok", 0) == 0:
         reasons.append("no client operation succeeded: the run tested nothing")
     if faults and faults["planned"] and not faults["happened"]:
         reasons.append(f"none of the {faults['planned']} planned faults happened")
+    reasons += [f"planned scenario not reached: {m}" for m in missed_scenarios(faults)]
     if reasons:
         results["gates"] = reasons
         for r in reasons:
@@ -62,7 +80,7 @@ def _finish(run_dir: Path, results: dict, stats: dict, log) -> dict:
     if faults is not None:
         results["faults"] = faults
         log(f"analysis: faults: {faults['happened']} of {faults['planned']} planned happened"
-            + "".join(f"; step {x['step']} {x['kind']} skipped: {x['why']}"
+            + "".join(f"; step {x['step']} {x['kind']} {x['status']}: {x['why']}"
                       for x in faults["steps"] if x["status"] != "happened"))
     gates(results, stats, faults, log)
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from nemesis.faults import (PARTITION_CHAIN, aimed_at, drop_script, flush_script, heal_partitions,
                             target_partition)
-from nemesis.package import Skipped
+from nemesis.package import NotReached, Skipped
 from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
 from workloads.registry import WORKLOADS
+from workloads.workload import Deadline
 
 from .backends import DATA_DIR
 from .clock import REAL_CLOCK
@@ -65,6 +66,8 @@ class Campaign:
         self.packages = {name: REGISTRY[name]() for name in cfg.nemesis}
         # what became of each planned fault step (faults.json beside the history)
         self.fault_outcomes: dict[int, dict] = {}
+        self.late_s = 0.0  # how far behind its plan the nemesis runs (``nemesis``)
+        self._running: dict[int, tuple[float, float]] = {}  # step -> (late_s then, planned end)
         self._faults_path = Path(history.path).with_name("faults.json")
         self.workload = WORKLOADS[cfg.workload].open(self)
 
@@ -76,21 +79,40 @@ class Campaign:
 
     async def nemesis(self, steps: list[FaultStep], t0: float) -> None:
         """Run the plan: each step starts, lasts its duration and is undone; with
-        ``nemesis_combine: concurrent`` every package runs its own timeline at once."""
+        ``nemesis_combine: concurrent`` every package runs its own timeline at once.
+
+        A step that runs past its planned end (a scenario waiting for the state it aims at)
+        makes the whole plan late by as much: every later step starts that much later, and
+        the workload's deadline (``lateness``) moves with it, so that slow phases on a slow
+        machine shift the plan instead of cutting its last steps off."""
         async def timeline(mine: list[FaultStep]) -> None:
             for step in mine:
-                await self.clock.sleep(max(0.0, t0 + step.at_s - self.clock.monotonic()))
+                await self.clock.sleep(max(0.0, t0 + step.at_s + self.late_s
+                                           - self.clock.monotonic()))
                 started = self.clock.monotonic()
+                late0 = self.late_s
+                planned_end = t0 + step.at_s + late0 + step.duration_s
+                self._running[step.index] = (late0, planned_end)
                 try:
-                    stop = await self.start_fault(step)  # a scenario spends part of its duration
-                except Exception as exc:
-                    self.note_fault(step, "skipped", f"failed to start: {type(exc).__name__}: {exc}")
-                    raise
-                try:
-                    await self.clock.sleep(max(0.0, step.duration_s
-                                               - (self.clock.monotonic() - started)))
+                    try:
+                        stop = await self.start_fault(step)  # a scenario spends part of its duration
+                    except Exception as exc:
+                        self.note_fault(step, "skipped",
+                                        f"failed to start: {type(exc).__name__}: {exc}")
+                        raise
+                    try:
+                        await self.clock.sleep(max(0.0, step.duration_s
+                                                   - (self.clock.monotonic() - started)))
+                    finally:
+                        await asyncio.shield(stop())
                 finally:
-                    await asyncio.shield(stop())
+                    self._running.pop(step.index, None)
+                    over = self.clock.monotonic() - planned_end
+                    if over > 1.0 and late0 + over > self.late_s:
+                        self.late_s = late0 + over
+                        self.log(f"nemesis: step {step.index} ({step.kind}) ended {over:.1f} s "
+                                 f"after its planned end; the plan is now {self.late_s:.1f} s "
+                                 f"late and the workload runs that much longer")
         try:
             if self.cfg.nemesis_combine == "concurrent":
                 groups: dict[str, list[FaultStep]] = {}
@@ -102,12 +124,22 @@ class Campaign:
         finally:
             for step in steps:
                 if step.index not in self.fault_outcomes:
-                    self.note_fault(step, "skipped", "the workload ended before its time came")
+                    self.note_fault(step, "skipped", "the workload ended before its time came"
+                                    + (f" (the time limit, stretched to {self.cfg.max_stretch:g}x, "
+                                       f"ran out)" if self.late_s else ""))
             await asyncio.shield(self.stop_faults())
+
+    def lateness(self) -> float:
+        """How far behind its plan the nemesis is now: what finished steps overran, or more
+        while a running step is past its planned end."""
+        now = self.clock.monotonic()
+        return max([self.late_s] + [late0 + now - end
+                                    for late0, end in list(self._running.values())])
 
     def note_fault(self, step: FaultStep, status: str, why: str = "",
                    nodes: list[int] | None = None) -> None:
-        """Record what became of a planned step (happened / skipped, and why) in faults.json,
+        """Record what became of a planned step (happened / not-reached / skipped, and why) in
+        faults.json,
         rewritten whole each time (temp + rename), so a crashed harness leaves it readable."""
         self.fault_outcomes[step.index] = {
             "step": step.index, "kind": step.kind, "spec": step.spec, "at_s": step.at_s,
@@ -117,7 +149,7 @@ class Campaign:
                                   indent=1) + "\n")
         os.replace(tmp, self._faults_path)
         if status != "happened":
-            self.log(f"nemesis: step {step.index} ({step.kind} {step.spec}) skipped: {why}")
+            self.log(f"nemesis: step {step.index} ({step.kind} {step.spec}) {status}: {why}")
 
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         """The leader of a partition (a random one when None) of the workload's data, or None
@@ -184,6 +216,10 @@ class Campaign:
         except Skipped as why:
             self.note_fault(step, "skipped", str(why))
             return _nothing
+        except NotReached as why:
+            # A scenario whose state never came: recorded as such; what it did is undone.
+            self.note_fault(step, "not-reached", str(why), nodes=why.nodes)
+            return why.undo or _nothing
         except asyncio.CancelledError:
             # The workload ended while a scenario was acting: what it did so far happened.
             if self.partitioned or self.killed - before:
@@ -230,12 +266,13 @@ class Campaign:
 
     # --------------------------------------------------------------- phases
 
-    async def progress(self, t0: float, limit: float) -> None:
+    async def progress(self, t0: float, deadline: Deadline) -> None:
         while True:
             await asyncio.sleep(5)
             c = self.history.counts
             faults = ", ".join(self.active.values()) or "none"
-            self.log(f"{time.monotonic() - t0:5.0f}/{limit:.0f} s: {c['ok']} ok, {c['fail']} fail, "
+            self.log(f"{time.monotonic() - t0:5.0f}/{deadline.at() - t0:.0f} s: {c['ok']} ok, "
+                     f"{c['fail']} fail, "
                      f"{c['info']} info; faults: {faults}{machine_pressure()}")
 
     async def run(self) -> None:
@@ -258,11 +295,12 @@ class Campaign:
         self.log(f"workload {cfg.workload}: {cfg.concurrency} clients at {cfg.rate:g} ops/s each "
                  f"for {cfg.time_limit_s:g} s; {len(steps)} faults planned")
         t0 = time.monotonic()
-        stop_at = t0 + cfg.time_limit_s
-        progress = asyncio.create_task(self.progress(t0, cfg.time_limit_s))
+        deadline = Deadline(t0 + cfg.time_limit_s, t0 + cfg.time_limit_s * cfg.max_stretch,
+                            self.lateness)
+        progress = asyncio.create_task(self.progress(t0, deadline))
         nemesis = asyncio.create_task(self.nemesis(steps, self.clock.monotonic()))
         try:
-            await self.workload.workers(stop_at)
+            await self.workload.workers(deadline)
         finally:
             nemesis.cancel()
             progress.cancel()

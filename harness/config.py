@@ -35,6 +35,9 @@ class RunConfig:
     workload: str = "register"
     seed: int | None = None
     time_limit_s: float = 60.0
+    # How far the time limit may stretch while the nemesis runs late (a scenario waiting for
+    # the state it aims at on a slow machine): at most this many times time_limit_s
+    max_stretch: float = 3.0
     nodes: int = 5
     controllers: int = 3
     concurrency: int = 15
@@ -132,6 +135,9 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
             raise CampaignError(f"{loc}field {key!r}: {value!r} has the wrong type")
         if key in _POSITIVE and value is not None and value <= 0:
             raise CampaignError(f"{loc}field {key!r}: must be positive, got {value}")
+        if key == "max_stretch" and value < 1:
+            raise CampaignError(f"{loc}field 'max_stretch': a factor of the time limit, at "
+                                f"least 1, got {value}")
         if key in _NON_NEGATIVE and value is not None and value < 0:
             raise CampaignError(f"{loc}field {key!r}: must not be negative, got {value}")
         if key in _CHOICES and value not in _CHOICES[key]:

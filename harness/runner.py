@@ -63,8 +63,9 @@ def install_interrupt_handlers() -> None:
 
 def generated_ops(cfg: RunConfig, per_process: int | None = None):
     """What the workload generator hands each process, in order: the first ``per_process``
-    operations (default: half again what the rate allows in the time limit)."""
-    n = per_process or int(cfg.rate * cfg.time_limit_s * 1.5) + 10
+    operations (default: half again what the rate allows in the time limit at its longest
+    stretch, ``max_stretch``)."""
+    n = per_process or int(cfg.rate * cfg.time_limit_s * cfg.max_stretch * 1.5) + 10
     gen = WORKLOADS[cfg.workload].generator(cfg)
     for p in range(cfg.concurrency):
         for op in itertools.islice(gen.ops(p), n):

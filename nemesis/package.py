@@ -30,6 +30,19 @@ class Skipped(Exception):
     message says why, and the step is recorded as skipped."""
 
 
+class NotReached(Exception):
+    """A scenario whose aimed-at state never came within its bounded wait (no new leader was
+    named, the ISR never shrank, no partition fit): the step is recorded as ``not-reached``
+    with the message, and a run whose planned scenario never reached its state is ``unknown``
+    (``harness.analyze.gates``). ``undo`` undoes what it did on the way; ``nodes``: what it
+    killed."""
+
+    def __init__(self, why: str, undo: Undo | None = None, nodes: list[int] | None = None):
+        super().__init__(why)
+        self.undo = undo
+        self.nodes = sorted(nodes or [])
+
+
 class NotSimulated(Exception):
     """A fault the simulator has no form of (``simulate``); a stored run's twin reports the
     step as not simulated."""
@@ -279,25 +292,32 @@ class NodeFault(Package):
 
 class Scenario(Package):
     """A short sequence of faults aimed at one partition of the workload's topic, chosen
-    from the freshest metadata when the scenario fires (``choose``). It lasts a fixed time
-    (``length_s``), long enough for the controller to act; its rows are the ordinary
-    ``start-partition`` / ``kill`` / ``stop-partition`` ones with the scenario and the
-    partition it chose."""
+    from the freshest metadata when the scenario fires (``choose``). Each phase waits for the
+    state the next one needs (a new leader elected, a replica out of the ISR) with a bounded
+    deadline (``PATIENCE_S``) instead of assuming it came after a fixed time: on a slow
+    machine the phase takes longer and the campaign's plan runs late with it
+    (``harness.campaign``). A state that never comes ends the scenario as ``NotReached``.
+    ``length_s`` is its nominal length; its rows are the ordinary ``start-partition`` /
+    ``kill`` / ``stop-partition`` ones with the scenario and the partition it chose."""
     workloads = ("queue",)
     needs = "aims at a partition of the queue workload's topic"
     targeted = False
     colour = "#54a24b"
-    WAIT_S = 10.0  # the longest it waits for a partition it can act on
+    WAIT_S = 60.0  # the longest it waits for a partition it can act on
+    PATIENCE_S = 90.0  # the longest a phase waits for the state it needs
     needs_controller = False  # ``choose`` is told the active controller
+    aims_at = ""  # the state it aims at, in words (reports, and the reason when not reached)
 
     async def await_partition(self, ctx: FaultContext, partition: int, holds,
-                              patience_s: float):
+                              patience_s: float, what: str = ""):
         """Ask the freshest metadata every 0.5 s until ``holds`` is true of ``partition``'s
         (partition, leader, replicas, ISR) row, for at most ``patience_s``: a phase that must
         have happened before the next one means anything (a new leader elected, a replica out
-        of the ISR) is waited for, not assumed, on a machine that may be slow. Returns the
-        row (None if it never held) and the seconds waited."""
+        of the ISR) is waited for, not assumed, on a machine that may be slow. The harness log
+        says what it waits for and how long it took. Returns the row (None if it never held)
+        and the seconds waited."""
         start = ctx.clock.monotonic()
+        said = 0.0
         while True:
             try:
                 infos = await asyncio.to_thread(ctx.partition_infos)
@@ -306,9 +326,37 @@ class Scenario(Package):
             row = next((p for p in infos if p[0] == partition), None)
             waited = ctx.clock.monotonic() - start
             if row is not None and holds(row):
+                if waited >= 1.0 and what:
+                    ctx.log(f"{self.name}: {what}: came after {waited:.1f} s")
                 return row, waited
             if waited >= patience_s:
+                if what:
+                    ctx.log(f"{self.name}: {what}: did not come within {waited:.0f} s "
+                            f"(last metadata: {row})")
                 return None, waited
+            if what and waited - said >= 10.0:
+                said = waited
+                ctx.log(f"{self.name}: waiting {waited:.0f} s so far (at most {patience_s:.0f}) "
+                        f"for {what}; partition {partition} now {row}")
+            await ctx.clock.sleep(0.5)
+
+    async def await_progress(self, ctx: FaultContext, ops: int, at_least_s: float,
+                             patience_s: float, what: str) -> bool:
+        """Wait at least ``at_least_s``, and until the clients have completed ``ops`` more
+        operations ``ok`` than now (writes acknowledged while the scenario's state holds),
+        for at most ``patience_s``. Whether they did."""
+        start = ctx.clock.monotonic()
+        base = ctx.history.counts["ok"]
+        while True:
+            waited = ctx.clock.monotonic() - start
+            done = ctx.history.counts["ok"] - base
+            if waited >= at_least_s and done >= ops:
+                if waited >= at_least_s + 1.0:
+                    ctx.log(f"{self.name}: {what}: came after {waited:.1f} s")
+                return True
+            if waited >= patience_s:
+                ctx.log(f"{self.name}: {what}: only {done} of {ops} within {waited:.0f} s")
+                return False
             await ctx.clock.sleep(0.5)
 
     def choose(self, infos, controllers: set[int], active: int | None, rng: random.Random):
@@ -316,6 +364,8 @@ class Scenario(Package):
         raise NotImplementedError
 
     async def act(self, ctx: FaultContext, choice, rng: random.Random) -> None:
+        """Play the scenario out; raise ``NotReached`` (without its undo: ``start`` adds it)
+        when a phase's state never came."""
         raise NotImplementedError
 
     def simulate(self, sim, step, opts, rng, controller, leader):
@@ -346,8 +396,9 @@ class Scenario(Package):
 
     async def start(self, ctx, step, opts, rng, controller, leader):
         # Right after another fault some ISRs are still short (a deposed leader rejoins them
-        # within seconds): wait up to WAIT_S for a partition that fits.
-        deadline = ctx.clock.monotonic() + self.WAIT_S
+        # within seconds; on a starved machine much later): wait up to WAIT_S for a
+        # partition that fits.
+        start = ctx.clock.monotonic()
         while True:
             try:
                 infos = await asyncio.to_thread(ctx.partition_infos)
@@ -356,21 +407,30 @@ class Scenario(Package):
             controllers = {n.node_id for n in ctx.backend.nodes if n.is_controller}
             active = await ctx.active_controller() if self.needs_controller else None
             choice = self.choose(infos, controllers, active, rng)
-            if choice is not None or ctx.clock.monotonic() > deadline:
+            if choice is not None or ctx.clock.monotonic() - start > self.WAIT_S:
                 break
             await ctx.clock.sleep(0.5)
         if choice is None:
-            why = f"no partition of the topic fits now ({infos})"
+            why = (f"no partition of the topic fit within {self.WAIT_S:.0f} s "
+                   f"(last metadata: {infos})")
             ctx.history.record("nemesis", "invoke", "skip-scenario", value={"scenario": self.name})
             ctx.history.record("nemesis", "info", "skip-scenario",
                                value={"scenario": self.name, "reason": why})
-            raise Skipped(why)
+            raise NotReached(why)
+        waited = ctx.clock.monotonic() - start
+        if waited >= 1.0:
+            ctx.log(f"{self.name}: a partition fit after {waited:.1f} s")
         before = set(ctx.killed)
-        await self.act(ctx, choice, rng)
-        mine = sorted(ctx.killed - before)
+        mine: list[int] = []  # the nodes it killed, once it is done acting
 
         async def undo():
             if ctx.partitioned:
                 await ctx.heal_cut()
             await ctx.restart(mine)
-        return self.name, undo, mine
+        try:
+            await self.act(ctx, choice, rng)
+        except NotReached as exc:
+            mine[:] = sorted(ctx.killed - before)
+            raise NotReached(str(exc), undo, mine) from None
+        mine[:] = sorted(ctx.killed - before)
+        return self.name, undo, list(mine)

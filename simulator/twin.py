@@ -81,7 +81,7 @@ class StepOutcome:
     kind: str
     spec: str
     at_s: float
-    status: str  # happened | skipped | not simulated
+    status: str  # happened | not-reached | skipped | not simulated
     why: str = ""
     nodes: list[int] = field(default_factory=list)
     label: str = ""
@@ -186,6 +186,13 @@ class PlanFaults:
     def _undo(self, index: int, undo) -> None:
         self._over.add(index)
         undo()
+
+    def not_reached(self, why: str) -> None:
+        """The scenario phase running now never saw the state it waited for (as
+        ``nemesis.package.NotReached`` in a Docker run): its step is not reached."""
+        o = self.outcomes[self.current]
+        step = next(s for s in self.steps if s.index == self.current)
+        self._note(step, "not-reached", why, nodes=o.nodes, label=o.label)
 
     def _note(self, step, status: str, why: str = "", nodes=None, label: str = "") -> None:
         self.outcomes[step.index] = StepOutcome(step.index, step.kind, step.spec, step.at_s,

@@ -83,6 +83,33 @@ def test_a_run_none_of_whose_faults_happened_is_unknown(tmp_path):
     assert r["gates"] == ["none of the 1 planned faults happened"]
 
 
+SCENARIO_PLAN = PLAN[:1] + [{"index": 1, "kind": "strand-replica", "spec": "partition",
+                             "at_s": 20.0}]
+NOT_REACHED = HAPPENED[:1] + [{"step": 1, "status": "not-reached", "nodes": [],
+                               "why": "n4 was still in the ISR of partition 2 98 s into the cut"}]
+
+
+def test_a_run_whose_planned_scenario_never_reached_its_state_is_unknown_naming_it(tmp_path):
+    """A random fault that could not act is reported but leaves the run valid (above); a
+    planned scenario whose state never came makes it unknown, saying which and why, in
+    results.json and report.html."""
+    d = _run_dir(tmp_path, GOOD, SCENARIO_PLAN, NOT_REACHED)
+    r = analyze(d, log=quiet)
+    assert r["valid"] == "unknown", r
+    f = r["faults"]
+    assert (f["planned"], f["happened"], f["not_reached"], f["skipped"]) == (2, 1, 1, 0)
+    [gate] = r["gates"]
+    assert gate.startswith("planned scenario not reached: step 1 (strand-replica, aimed at a "
+                           "replica out of the ISR"), gate
+    assert "n4 was still in the ISR of partition 2" in gate
+    assert "planned scenario not reached" in (d / "report.html").read_text()
+
+
+def test_a_scenario_not_reached_leaves_an_invalid_run_invalid(tmp_path):
+    r = analyze(_run_dir(tmp_path, STALE, SCENARIO_PLAN, NOT_REACHED), log=quiet)
+    assert r["valid"] is False and r["gates"]
+
+
 def test_a_violation_stays_invalid_without_faults_and_is_drawn(tmp_path):
     d = _run_dir(tmp_path, STALE, PLAN[:1], NONE_HAPPENED)
     r = analyze(d, log=quiet)

@@ -225,10 +225,14 @@ def test_a_partition_cuts_what_its_grudge_says_and_heals(tmp_path):
 
 def test_scenarios_act_on_the_partition_they_choose(tmp_path, monkeypatch):
     for module in (strand_replica, depose_leader):
-        for const in ("CUT_S", "DOWN_S", "REFUSE_S", "PATIENCE_S"):
+        for const in ("CUT_S", "DOWN_S", "REFUSE_S", "AFTER_SHRINK_S", "PROGRESS_OPS"):
             if hasattr(module, const):
-                monkeypatch.setattr(module, const, 0.0)
+                monkeypatch.setattr(module, const, 0)
     camp, backend, history = campaign(tmp_path, ["depose-leader", "strand-replica"])
+    # Once cut, the partition has what each scenario waits for: another leader (depose-leader),
+    # an ISR without the stranded follower (strand-replica).
+    camp.partition_infos = lambda: ([(0, 4, [3, 4, 5], [3])] + INFOS[1:] if camp.partitioned
+                                    else INFOS)
 
     async def go():
         for i, name in enumerate(["depose-leader", "strand-replica"]):
@@ -252,13 +256,14 @@ def test_scenarios_act_on_the_partition_they_choose(tmp_path, monkeypatch):
     assert camp.fault_outcomes[1]["nodes"] == kill["nodes"]
 
 
-def test_a_scenario_with_nothing_to_act_on_is_skipped_and_says_why(tmp_path, monkeypatch):
+def test_a_scenario_with_nothing_to_act_on_is_not_reached_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setattr(Scenario, "WAIT_S", 0.0)
     camp, backend, history = campaign(tmp_path, ["depose-leader"])
     camp.partition_infos = lambda: [(0, -1, [3, 4, 5], [])]
     asyncio.run(camp.start_fault(FaultStep(0, 0.0, "depose-leader", "partition", 1.0)))
     outcome = camp.fault_outcomes[0]
-    assert outcome["status"] == "skipped" and "no partition of the topic fits now" in outcome["why"]
+    assert outcome["status"] == "not-reached", outcome
+    assert "no partition of the topic fit within 0 s" in outcome["why"]
     assert backend.calls == []
 
 
@@ -343,12 +348,28 @@ def test_every_package_is_drawn_by_a_plan_with_its_modes():
 
 # ------------------------------------------------- the executor in virtual time (MockClock)
 
+class ClientProgress(dict):
+    """The history's counts, with clients that complete ``OK_PER_S`` operations ok each
+    virtual second (what a scenario waiting for acknowledged writes sees)."""
+    OK_PER_S = 10
+
+    def __init__(self, clock, counts) -> None:
+        super().__init__(counts)
+        self.clock = clock
+
+    def __getitem__(self, key):
+        if key == "ok":
+            return int(self.clock.monotonic() * self.OK_PER_S)
+        return super().__getitem__(key)
+
+
 class ClockedHistory(HistoryWriter):
     """The history, with each row's virtual time beside it: (t, type, f)."""
 
     def __init__(self, path, clock) -> None:
         super().__init__(path)
         self.clock = clock
+        self.counts = ClientProgress(clock, self.counts)
         self.timed: list[tuple[float, str, str]] = []
 
     def record(self, process, type_, f, *args, **kw):
@@ -400,16 +421,21 @@ def test_the_nemesis_runs_a_plan_on_time_in_virtual_time(tmp_path, combine):
                    for b0, b1 in spans[i + 1:])
 
 
+# The clients' 20 operations after the refusal take 2 s at ClientProgress's rate, within
+# REFUSE_S; a leader never named ends the scenario PATIENCE_S after the cut's CUT_S, healed at once.
+NEVER = 7.0 + depose_leader.CUT_S + Scenario.PATIENCE_S
+
+
 @pytest.mark.parametrize("elected_after_s, refused_at, healed_at", [
     (0.0, 7.0 + depose_leader.CUT_S, 32.0),
     (3.0, 7.0 + depose_leader.CUT_S + 3.0, 32.0),
-    (None, 7.0 + depose_leader.CUT_S + depose_leader.PATIENCE_S,
-     7.0 + depose_leader.CUT_S + depose_leader.PATIENCE_S + depose_leader.REFUSE_S)])
+    (None, None, NEVER)])
 def test_a_scenario_plays_its_phases_on_time(tmp_path, elected_after_s, refused_at, healed_at):
     """depose-leader: the cut at its start, the clients refused CUT_S later once the other
     nodes name a new leader (waited for up to PATIENCE_S), everything healed when the step's
-    duration is up; the step outlasting the scenario waits out the rest, and a scenario
-    outlasting its step ends when its phases are done."""
+    duration is up; the step outlasting the scenario waits out the rest. A leader never named
+    is the scenario's state not reached: no client is refused, the cut is healed at once, the
+    step says why, and the plan is late by as much as the wait overran the step."""
     camp, clock = clocked_campaign(tmp_path, ["depose-leader"])
     cut_ends = 7.0 + depose_leader.CUT_S
 
@@ -421,22 +447,73 @@ def test_a_scenario_plays_its_phases_on_time(tmp_path, elected_after_s, refused_
     clock.run(camp.nemesis([step], clock.monotonic()))
     camp.history.close()
     timed = [(t, f) for t, type_, f in camp.history.timed if type_ == "info"]
+    if refused_at is None:
+        assert timed == [(7.0, "start-partition"), (healed_at, "stop-partition")], timed
+        outcome = camp.fault_outcomes[0]
+        assert outcome["status"] == "not-reached", outcome
+        assert "no new leader of partition 0 was named" in outcome["why"], outcome
+        assert camp.late_s == pytest.approx(NEVER - 32.0)
+        return
     assert timed == [(7.0, "start-partition"), (refused_at, "refuse-clients"),
                      (healed_at, "stop-partition")], timed
     refused = [json.loads(line)["value"] for line in (tmp_path / "history.jsonl").read_text()
                .splitlines() if '"refuse-clients"' in line and '"info"' in line][0]
-    assert refused["new_leader"] == (None if elected_after_s is None else 4), refused
+    assert refused["new_leader"] == 4, refused
+    assert camp.fault_outcomes[0]["status"] == "happened" and camp.late_s == 0.0
 
 
-def test_a_scenario_waits_for_a_partition_that_fits_then_says_why_it_skipped(tmp_path):
-    """Nothing fits: the scenario asks again every 0.5 s for WAIT_S, then is skipped."""
+def test_a_scenario_waits_for_a_partition_that_fits_then_says_it_was_not_reached(tmp_path):
+    """Nothing fits: the scenario asks again every 0.5 s for WAIT_S, then is not reached."""
     camp, clock = clocked_campaign(tmp_path, ["depose-leader"])
     asked = []
     camp.partition_infos = lambda: asked.append(clock.monotonic()) or [(0, -1, [3, 4, 5], [])]
     clock.run(camp.start_fault(FaultStep(0, 0.0, "depose-leader", "partition", 1.0)))
     assert asked[0] == 0.0 and asked[-1] > Scenario.WAIT_S
     assert all(b - a == pytest.approx(0.5) for a, b in zip(asked, asked[1:]))
-    assert camp.fault_outcomes[0]["status"] == "skipped"
+    assert camp.fault_outcomes[0]["status"] == "not-reached"
+
+
+def test_a_late_phase_shifts_the_rest_of_the_plan_and_stretches_the_workload(tmp_path):
+    """On a slow machine depose-leader's new leader comes 40 s after the cut's CUT_S: the
+    scenario ends 40 s late, the next step starts 40 s after its planned time instead of
+    being cut off, and the workload's deadline is 40 s later, up to max_stretch x the limit."""
+    from workloads.workload import Deadline
+    camp, clock = clocked_campaign(tmp_path, ["depose-leader", "kill"])
+    cut_ends = 7.0 + depose_leader.CUT_S
+
+    def infos():
+        elected = clock.monotonic() >= cut_ends + 40.0
+        return [(0, 4 if elected else 3, [3, 4, 5], [3, 4, 5])]
+    camp.partition_infos = infos
+    steps = [FaultStep(0, 7.0, "depose-leader", "partition", 18.0),
+             FaultStep(1, 30.0, "kill", "one", 5.0)]
+    deadline = Deadline(60.0, 60.0 * camp.cfg.max_stretch, camp.lateness, clock.monotonic)
+    seen = []
+
+    async def watch():
+        while True:
+            seen.append((clock.monotonic(), deadline.at()))
+            await clock.sleep(1.0)
+
+    async def go():
+        w = asyncio.ensure_future(watch())
+        await camp.nemesis(steps, clock.monotonic())
+        w.cancel()
+    clock.run(go())
+    camp.history.close()
+    # the refusal at cut_ends + 40, the clients' 20 operations 5 s later (REFUSE_S), healed
+    ended = cut_ends + 40.0 + depose_leader.REFUSE_S
+    late = ended - (7.0 + 18.0)
+    assert camp.late_s == pytest.approx(late)
+    kills = [t for t, type_, f in camp.history.timed if f == "kill" and type_ == "info"]
+    assert kills == [pytest.approx(30.0 + late)], camp.history.timed
+    assert [camp.fault_outcomes[i]["status"] for i in (0, 1)] == ["happened", "happened"]
+    # while the scenario overran, the deadline moved with it, second by second
+    during = [(t, at) for t, at in seen if 25.0 < t < ended]
+    assert during and all(at == pytest.approx(60.0 + t - 25.0) for t, at in during), during
+    assert deadline.at() == pytest.approx(60.0 + late)
+    camp.late_s = 1000.0
+    assert deadline.at() == 60.0 * camp.cfg.max_stretch  # never past the cap
 
 
 def test_the_mock_clock_stands_still_while_a_thread_works():
@@ -477,7 +554,9 @@ def test_strand_replica_kills_once_the_stranded_replica_is_out_of_the_isr(tmp_pa
     clock.run(camp.nemesis([step], clock.monotonic()))
     camp.history.close()
     timed = [(t, f) for t, type_, f in camp.history.timed if type_ == "info"]
-    assert timed[:2] == [(7.0, "start-partition"), (cut_ends + 2.0, "kill")], timed
+    # then AFTER_SHRINK_S, during which the clients completed more than PROGRESS_OPS
+    assert timed[:2] == [(7.0, "start-partition"),
+                         (cut_ends + 2.0 + strand_replica.AFTER_SHRINK_S, "kill")], timed
     kill = [json.loads(line)["value"] for line in (tmp_path / "history.jsonl").read_text()
             .splitlines() if '"kill"' in line and '"info"' in line][0]
     assert kill["isr"] == [3] and kill["waited_s"] == 2.0, kill

@@ -184,20 +184,20 @@ class QueueRun:
 
     # ------------------------------------------------------------ workload
 
-    def queue_worker(self, process: int, stop_at: float) -> None:
+    def queue_worker(self, process: int, deadline) -> None:
         cfg = self.cfg
         gen = QueueGenerator(cfg.seed, cfg.partitions).ops(process)
         idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
                              idempotent, process, transactions=cfg.transactions)
         if cfg.transactions:
-            self._txn_worker(process, stop_at, gen, client)
+            self._txn_worker(process, deadline, gen, client)
             return
         interval = 1.0 / cfg.rate
         try:
             self._reposition(process, client)
             for op in gen:
-                if time.monotonic() >= stop_at:
+                if deadline.passed():
                     break
                 if op.f == "assign":
                     self._reposition(process, client)
@@ -232,7 +232,7 @@ class QueueRun:
         r = getattr(client, consume)()
         self.history.record(process, r.type, consume, value=r.value, error=r.error)
 
-    def _txn_worker(self, process: int, stop_at: float, gen, client) -> None:
+    def _txn_worker(self, process: int, deadline, gen, client) -> None:
         """Transactions mode: the generator's sends and polls, in its order, grouped into
         transactions of 1-4 (sizes drawn from the seed), one in eight aborted on purpose
         (drawn from the seed too); an assign is one on its own. A transaction is one
@@ -249,7 +249,7 @@ class QueueRun:
             pending: list = []
             size = rng.randint(1, MAX_TXN_LENGTH)
             for op in gen:
-                if time.monotonic() >= stop_at:
+                if deadline.passed():
                     break
                 if op.f == "assign":
                     self._reposition(process, client)
@@ -268,11 +268,11 @@ class QueueRun:
         finally:
             client.close()
 
-    async def workers(self, stop_at: float) -> None:
+    async def workers(self, deadline) -> None:
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max_workers=self.cfg.concurrency,
                                 thread_name_prefix="queue-worker") as pool:
-            await asyncio.gather(*(loop.run_in_executor(pool, self.queue_worker, p, stop_at)
+            await asyncio.gather(*(loop.run_in_executor(pool, self.queue_worker, p, deadline)
                                    for p in range(self.cfg.concurrency)))
 
     # ------------------------------------------------------------ final phase

@@ -5,7 +5,6 @@ key's history against a cas-register (``checkers``)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from harness.check_cmd import run_check
@@ -32,17 +31,17 @@ class RegisterRun(NoPartitions):
     async def close(self) -> None:
         pass
 
-    async def workers(self, stop_at: float) -> None:
-        await asyncio.gather(*(self.worker(p, stop_at) for p in range(self.c.cfg.concurrency)))
+    async def workers(self, deadline) -> None:
+        await asyncio.gather(*(self.worker(p, deadline) for p in range(self.c.cfg.concurrency)))
 
-    async def worker(self, process: int, stop_at: float) -> None:
+    async def worker(self, process: int, deadline) -> None:
         cfg = self.c.cfg
         gen = RegisterGenerator(cfg.seed, self.c.ids, cfg.ops_per_key).ops(process)
         clients: dict[int, RegisterClient] = {}
         interval = 1.0 / cfg.rate
         try:
             for op in gen:
-                if time.monotonic() >= stop_at:
+                if deadline.passed():
                     break
                 client = clients.get(op.node)
                 if client is None:

@@ -19,10 +19,33 @@ workload for
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 FINAL_PROCESS_BASE = 1000  # the final phase's processes are numbered from here
+
+
+class Deadline:
+    """When the clients stop: the campaign's time limit, stretched by how late its nemesis
+    runs. A scenario that waits for the state it aims at (a new leader, a shrunk ISR) on a
+    slow machine makes every later step late; the workload goes on for that much longer,
+    so the planned steps play out with clients running, never past ``cap``.
+    ``lateness()`` is the nemesis's (seconds behind its plan); read from any thread."""
+
+    def __init__(self, at: float, cap: float | None = None,
+                 lateness: Callable[[], float] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.base = at
+        self.cap = at if cap is None else max(at, cap)
+        self.lateness = lateness or (lambda: 0.0)
+        self._clock = clock
+
+    def at(self) -> float:
+        return min(self.cap, self.base + max(0.0, self.lateness()))
+
+    def passed(self) -> bool:
+        return self._clock() >= self.at()
 
 
 class Campaign(Protocol):
@@ -40,7 +63,7 @@ class WorkloadRun(Protocol):
     client_port: int  # the port the clients talk to (faults that refuse clients aim at it)
 
     async def setup(self) -> None: ...
-    async def workers(self, stop_at: float) -> None: ...
+    async def workers(self, deadline: Deadline) -> None: ...
     async def final_phase(self) -> None: ...
     async def close(self) -> None: ...
     async def partition_leader(self, rng: random.Random,

@@ -5,7 +5,9 @@ for ``REFUSE_S`` (a TCP reset on the client port): a producer whose sends time o
 deposed leader gets no error that sends it elsewhere, and the reset moves it to the new
 leader, which fills the offsets the deposed one filled alone. The clients are refused only
 once the other nodes name a new leader (waited for up to ``PATIENCE_S`` more: on a slow
-machine the election can take longer than ``CUT_S``). After healing the deposed
+machine the election can take longer than ``CUT_S``; a leader never named ends the scenario
+as not reached), and stay refused until the clients have had ``PROGRESS_OPS`` operations
+acknowledged elsewhere. After healing the deposed
 leader must truncate what it appended (leader epochs) before following, and the
 preferred-leader election (``leader.imbalance.check.interval.seconds``, set to 3) makes it
 the leader again.
@@ -15,11 +17,11 @@ from __future__ import annotations
 import random
 
 from ..faults import PARTITION_CHAIN, PartitionInfo, chain_script, grudge, grudge_value
-from ..package import Scenario
+from ..package import NotReached, Scenario
 
 CUT_S = 12.0  # the cut outlasts the broker session (9 s) and an election
 REFUSE_S = 5.0  # then its clients are refused, long enough to move to the new leader
-PATIENCE_S = 15.0  # the longest the cut goes on past CUT_S while no new leader is named
+PROGRESS_OPS = 20  # and until this many operations were acknowledged by the others
 
 
 def refuse_script(port: int) -> list[str]:
@@ -44,6 +46,7 @@ def depose_choice(partitions: list[PartitionInfo],
 class DeposeLeader(Scenario):
     name = "depose-leader"
     length_s = 18.0
+    aims_at = "a new leader elected while the old one, cut off, still takes writes"
     properties = {"leader.imbalance.check.interval.seconds": "3"}
 
     def choose(self, infos, controllers, active, rng):
@@ -56,20 +59,22 @@ class DeposeLeader(Scenario):
         ctx.status(f"depose-leader: n{leader} (leader of partition {partition}) cut from every node")
         await ctx.clock.sleep(CUT_S)
         row, waited = await self.await_partition(
-            ctx, partition, lambda p: p[1] >= 0 and p[1] != leader, PATIENCE_S)
+            ctx, partition, lambda p: p[1] >= 0 and p[1] != leader, self.PATIENCE_S,
+            f"a new leader of partition {partition} (n{leader} cut off)")
         if row is None:
-            ctx.log(f"depose-leader: no new leader of partition {partition} named within "
-                    f"{CUT_S + waited:.0f} s of the cut")
+            raise NotReached(f"no new leader of partition {partition} was named within "
+                             f"{CUT_S + waited:.0f} s of cutting its leader n{leader} off")
         # Its clients' sends time out there with no error that sends them elsewhere (a
         # producer kept writing to the deposed leader for 30 s): connections reset now send
         # them to the new leader, which fills the offsets the deposed leader filled alone.
         value = {"nodes": [leader], "port": ctx.client_port, "partition": partition,
-                 "new_leader": row[1] if row else None, "waited_s": round(waited, 1)}
+                 "new_leader": row[1], "waited_s": round(waited, 1)}
         ctx.history.record("nemesis", "invoke", "refuse-clients", value=value)
         await ctx.exec_all([leader], lambda n: refuse_script(ctx.client_port), check=True)
         ctx.history.record("nemesis", "info", "refuse-clients", value=value)
         ctx.status(f"depose-leader: n{leader} cut off and refusing clients (partition {partition})")
-        await ctx.clock.sleep(REFUSE_S)
+        await self.await_progress(ctx, PROGRESS_OPS, REFUSE_S, self.PATIENCE_S,
+                                  f"{PROGRESS_OPS} operations acknowledged by the other nodes")
 
     def describe(self, choice):
         return f"depose-leader: n{choice[1]} (leader of partition {choice[0]})", []
@@ -79,9 +84,13 @@ class DeposeLeader(Scenario):
         sim.cut(grudge("isolate-partition-leader", sim.ids, rng, leader=leader))
 
         def refuse(row, waited):
+            if row is None:
+                sim.not_reached(f"no new leader of partition {partition} was named within "
+                                f"{CUT_S + waited:.0f} s of cutting its leader n{leader} off")
+                return
             sim.refuse_clients([leader])
         sim.after(CUT_S, sim.await_partition, partition,
-                  lambda p: p[1] >= 0 and p[1] != leader, PATIENCE_S, refuse)
+                  lambda p: p[1] >= 0 and p[1] != leader, self.PATIENCE_S, refuse)
 
 
 PACKAGE = DeposeLeader

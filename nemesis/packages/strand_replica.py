@@ -6,18 +6,21 @@ only live replica is the one without those writes. Kafka must leave the partitio
 majority of the controllers, and the active controller is never the stranded one (the
 replicas that keep the data must reach it to shrink the ISR). The kill waits until the
 freshest metadata shows the stranded replica out of the ISR (up to ``PATIENCE_S`` past
-``CUT_S``): on a slow machine the shrink can take longer.
+``CUT_S``: on a slow machine the shrink can take longer; a shrink that never comes ends the
+scenario as not reached, with nothing killed), and then until the clients have had
+``PROGRESS_OPS`` more operations acknowledged: writes the stranded replica lacks.
 """
 from __future__ import annotations
 
 import random
 
 from ..faults import PartitionInfo, grudge_value
-from ..package import Scenario
+from ..package import NotReached, Scenario
 
 CUT_S = 8.0  # the cut outlasts replica.lag.time.max.ms (3 s) and then some acknowledged writes
 DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
-PATIENCE_S = 15.0  # the longest the cut goes on past CUT_S while the ISR still holds it
+AFTER_SHRINK_S = 2.0  # writes go on without the stranded replica at least this long
+PROGRESS_OPS = 20  # and until this many more operations were acknowledged
 
 def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
                   rng: random.Random, avoid: set = frozenset()) -> tuple[int, int, list[int]] | None:
@@ -47,6 +50,7 @@ def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
 class StrandReplica(Scenario):
     name = "strand-replica"
     length_s = 24.0
+    aims_at = "a replica out of the ISR left as the only live one, without acknowledged writes"
     properties = {"replica.lag.time.max.ms": "3000"}
     needs_controller = True
 
@@ -63,12 +67,15 @@ class StrandReplica(Scenario):
         ctx.status(f"strand-replica: n{stranded} cut from {others} (partition {partition})")
         await ctx.clock.sleep(CUT_S)
         row, waited = await self.await_partition(
-            ctx, partition, lambda p: stranded not in p[3], PATIENCE_S)
+            ctx, partition, lambda p: stranded not in p[3], self.PATIENCE_S,
+            f"n{stranded} out of the ISR of partition {partition}")
         if row is None:
-            ctx.log(f"strand-replica: n{stranded} still in the ISR of partition {partition} "
-                    f"{CUT_S + waited:.0f} s into the cut")
+            raise NotReached(f"n{stranded} was still in the ISR of partition {partition} "
+                             f"{CUT_S + waited:.0f} s into the cut; nothing was killed")
+        await self.await_progress(ctx, PROGRESS_OPS, AFTER_SHRINK_S, self.PATIENCE_S,
+                                  f"{PROGRESS_OPS} operations acknowledged without n{stranded}")
         await ctx.kill("kill", others, {"target": self.name, "partition": partition,
-                                        "nodes": others, "isr": row[3] if row else None,
+                                        "nodes": others, "isr": row[3],
                                         "waited_s": round(waited, 1)})
         await ctx.heal_cut()
         ctx.status(f"strand-replica: {others} killed, n{stranded} alone (partition {partition})")
@@ -88,10 +95,14 @@ class StrandReplica(Scenario):
         sim.cut(g)
 
         def kill_isr(row, waited):
+            if row is None:
+                sim.not_reached(f"n{stranded} was still in the ISR of partition {partition} "
+                                f"{CUT_S + waited:.0f} s into the cut; nothing was killed")
+                return
             sim.kill(others)
             sim.heal_cut()
         sim.after(CUT_S, sim.await_partition, partition, lambda p: stranded not in p[3],
-                  PATIENCE_S, kill_isr)
+                  self.PATIENCE_S, kill_isr)
 
 
 PACKAGE = StrandReplica
