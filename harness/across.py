@@ -10,6 +10,8 @@ Every run directory under the root (one holding ``results.json`` and
   the count its invalid keys;
 - ``faults``: run, kind (one row per fault kind the run injected, from its
   nemesis rows; ``none`` for a run without faults);
+- ``coverage``: run, event, count (the node events the run reached, from its
+  results.json's coverage section: ``harness.coverage``);
 - ``history``: every history row of every run (``history.parquet``), with
   its run.
 
@@ -19,7 +21,9 @@ availability (client operations the service answered, over all completed
 ones: ok, plus fails that are a definite answer such as a cas whose
 expected value did not match; computed from the history table). It is
 printed, and saved with the small tables as Parquet in ``<root>/_across/``
-(``summary.csv`` too).
+(``summary.csv`` too). A second table says, per workload and fault kind, in how
+many runs each node event was reached (``coverage.txt``): what a nightly matrix
+never exercised.
 
 For ad-hoc queries, in ``.venv/bin/pyspark`` (see docs/report.md for its environment) or any
 Spark session::
@@ -36,6 +40,8 @@ from pathlib import Path
 
 import yaml
 
+from workloads.registry import WORKLOADS
+
 from .report import ANSWERED_FAILS, OPENS
 
 FAULT_KINDS = OPENS  # the history row that opens a fault -> its package
@@ -48,8 +54,8 @@ def find_runs(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict]]:
-    runs, anomalies, faults = [], [], []
+def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    runs, anomalies, faults, coverage = [], [], [], []
     for d in run_dirs:
         results = json.loads((d / "results.json").read_text())
         cfg = yaml.safe_load((d / "config.yaml").read_text()) or {}
@@ -72,7 +78,9 @@ def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict]]:
                         if f.get("f") in FAULT_KINDS})
         for kind in kinds or ["none"]:
             faults.append({"run": run, "kind": kind})
-    return runs, anomalies, faults
+        for event, n in (results.get("coverage") or {}).get("reached", {}).items():
+            coverage.append({"run": run, "event": event, "count": int(n)})
+    return runs, anomalies, faults, coverage
 
 
 def load_tables(spark, root: str | Path, views: bool = True) -> dict:
@@ -81,15 +89,17 @@ def load_tables(spark, root: str | Path, views: bool = True) -> dict:
     dirs = find_runs(Path(root))
     if not dirs:
         raise FileNotFoundError(f"no run directory (results.json and config.yaml) under {root}")
-    runs, anomalies, faults = run_rows(dirs)
+    runs, anomalies, faults, coverage = run_rows(dirs)
     schemas = {
         "runs": "run string, test string, workload string, seed long, started string, "
                 "verdict string, nemesis string, bugs string",
         "anomalies": "run string, class string, count long, counted boolean",
         "faults": "run string, kind string",
+        "coverage": "run string, event string, count long",
     }
     tables = {name: spark.createDataFrame(rows, schemas[name])
-              for name, rows in (("runs", runs), ("anomalies", anomalies), ("faults", faults))}
+              for name, rows in (("runs", runs), ("anomalies", anomalies), ("faults", faults),
+                                 ("coverage", coverage))}
     paths = [str(d / "history.parquet") for d in dirs if (d / "history.parquet").exists()]
     if paths:
         hist = spark.read.parquet(*paths).withColumn(
@@ -135,6 +145,41 @@ def summary(spark, tables: dict) -> list[dict]:
     return out
 
 
+def coverage_summary(spark, tables: dict) -> list[dict]:
+    """Per workload and fault kind: every node event (``node_image.coverage.EVENTS``), in how
+    many of the runs it was reached, and how often in all; an event no run of a cell reached
+    is listed with 0 (what a nightly matrix never exercised)."""
+    from pyspark.sql import functions as F
+    from node_image.coverage import DATA_PLANE, EVENTS
+    runs, faults, cov = tables["runs"], tables["faults"], tables["coverage"]
+    cells = runs.join(faults, "run").groupBy("workload", "kind").agg(
+        F.countDistinct("run").alias("runs")).collect()
+    got = {(r["workload"], r["kind"], r["event"]): (int(r["runs"]), int(r["times"]))
+           for r in cov.join(faults, "run").join(runs.select("run", "workload"), "run")
+           .groupBy("workload", "kind", "event")
+           .agg(F.countDistinct("run").alias("runs"), F.sum("count").alias("times")).collect()}
+    out = []
+    for c in sorted(cells, key=lambda r: (r["workload"], r["kind"])):
+        workload = WORKLOADS.get(c["workload"])
+        partitions = workload is None or workload.partitions
+        for event in EVENTS:
+            if event in DATA_PLANE and not partitions:
+                continue
+            n, times = got.get((c["workload"], c["kind"], event), (0, 0))
+            out.append({"workload": c["workload"], "fault": c["kind"], "event": event,
+                        "runs": int(c["runs"]), "reached_in": n, "times": times})
+    return out
+
+
+def format_coverage(rows: list[dict]) -> str:
+    lines = [f"{'workload':<10} {'fault':<15} {'event':<25} {'reached in':>12} {'times':>7}"]
+    for r in rows:
+        mark = "" if r["reached_in"] else "  never"
+        lines.append(f"{r['workload']:<10} {r['fault']:<15} {r['event']:<25} "
+                     f"{r['reached_in']:>5} of {r['runs']:<4} {r['times']:>7}{mark}")
+    return "\n".join(lines)
+
+
 def format_summary(rows: list[dict]) -> str:
     lines = [f"{'workload':<10} {'fault':<12} {'runs':>5} {'invalid':>8} {'availability':>12}  "
              f"anomalies"]
@@ -156,9 +201,14 @@ def across(root: str | Path, spark_master: str | None = None, out=sys.stdout) ->
     rows = summary(spark, tables)
     text = format_summary(rows)
     print(text, file=out)
+    cov_rows = coverage_summary(spark, tables)
+    cov_text = format_coverage(cov_rows)
+    print("\nnode events reached, per workload and fault kind:\n" + cov_text, file=out)
     dest = root / "_across"
     dest.mkdir(exist_ok=True)
-    for name in ("runs", "anomalies", "faults"):
+    (dest / "coverage.txt").write_text(cov_text + "\n")
+    (dest / "coverage.json").write_text(json.dumps(cov_rows, indent=1) + "\n")
+    for name in ("runs", "anomalies", "faults", "coverage"):
         frame = tables[name].toPandas()
         frame.attrs = {}  # Spark Connect leaves its plan metrics here, which Parquet cannot hold
         frame.to_parquet(dest / f"{name}.parquet")
@@ -170,6 +220,7 @@ def across(root: str | Path, spark_master: str | None = None, out=sys.stdout) ->
             anom = ";".join(f"{k}={v}" for k, v in sorted(r["anomalies"].items()))
             f.write(f"{r['workload']},{r['fault']},{r['runs']},{r['invalid']},"
                     f"{'' if r['availability'] is None else r['availability']},{anom}\n")
-    print(f"saved: {dest}/summary.txt, summary.csv, summary.json, runs/anomalies/faults.parquet",
+    print(f"saved: {dest}/summary.txt, summary.csv, summary.json, coverage.txt, coverage.json, "
+          f"runs/anomalies/faults/coverage.parquet",
           file=out)
     return rows

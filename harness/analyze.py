@@ -7,6 +7,7 @@ from pathlib import Path
 from workloads.registry import WORKLOADS
 
 from .config import RunConfig
+from .coverage import coverage, describe
 from .stats import WORD
 
 
@@ -75,7 +76,13 @@ def _run_config(run_dir: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
-def _finish(run_dir: Path, results: dict, stats: dict, log) -> dict:
+def _finish(run_dir: Path, results: dict, stats: dict, log, cfg: dict | None = None) -> dict:
+    cfg = cfg or {}
+    workload = WORKLOADS[cfg.get("workload") or RunConfig.workload]
+    cov = coverage(run_dir, list(cfg.get("nemesis") or []), workload.partitions)
+    if cov is not None:
+        results["coverage"] = cov
+        log(f"analysis: coverage: {describe(cov)}")
     faults = fault_summary(run_dir)
     if faults is not None:
         results["faults"] = faults
@@ -122,4 +129,4 @@ def _analyze(run_dir: Path, *, engine: str, spark_master: str | None, budget_s: 
     workload = WORKLOADS[cfg.get("workload") or RunConfig.workload]
     results, stats = workload.check(run_dir, cfg, engine=engine, spark_master=spark_master,
                                     budget_s=budget_s, log=log)
-    return _finish(run_dir, results, stats, log)
+    return _finish(run_dir, results, stats, log, cfg)

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from nemesis.packages import report_kinds, report_series
+from node_image.coverage import EVENTS
 
 MAX_POINTS = 100_000
 MAX_WINDOWS = 2_000  # a plot is about 1,000 pixels wide
@@ -508,6 +509,7 @@ CSS = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
 .valid{color:#2ca02c} .invalid{color:#d62728} .unknown{color:#ff7f0e}
+tr.not-reached td{color:#d62728}
 table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:3px 6px;
 vertical-align:top;text-align:left} pre{background:#f6f6f6;padding:8px;font-size:12px;
 overflow-x:auto} img{max-width:100%} .legend span{display:inline-block;padding:1px 6px;
@@ -622,6 +624,7 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
                        f"<td>{esc(str(x['spec']))}</td><td>{esc(x['status'])}</td>"
                        f"<td>{esc(what)}</td></tr>")
         out.append("</table>")
+    out += coverage_html(results.get("coverage"))
     out.append("<h2>Faults</h2><p class='legend'>" + "".join(
         f"<span style='background:{c}'>{esc(k)}</span>" for k, c in FAULT_COLOURS.items())
         + "</p><table id='faults'><tr><th>kind</th><th>from (s)</th><th>to (s)</th>"
@@ -661,3 +664,30 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     path = run_dir / "report.html"
     path.write_text("\n".join(out))
     return path
+
+
+def coverage_html(cov: dict | None) -> list[str]:
+    """The coverage section: each node event the run reached or its packages intended, how
+    often, on which nodes, and which package intended it (``harness.coverage``)."""
+    if not cov:
+        return []
+    esc = html.escape
+    by_package: dict[str, list[str]] = {}
+    for package, events in cov.get("intended", {}).items():
+        for e in events:
+            by_package.setdefault(e, []).append(package)
+    events = [e for e in EVENTS if e in cov["reached"] or e in by_package]
+    missing = cov.get("intended_not_reached", [])
+    out = [f"<h2>Coverage: {len(cov['reached'])} kinds of node event reached"
+           + (f", {len(missing)} intended and never reached" if missing else "") + "</h2>",
+           "<table id='coverage'><tr><th>event</th><th>times</th><th>nodes</th>"
+           "<th>intended by</th><th>what it is</th></tr>"]
+    for e in events:
+        n = cov["reached"].get(e, 0)
+        nodes = ", ".join(f"n{k}" for k, c in cov.get("by_node", {}).items() if c.get(e))
+        cls = "reached" if n else "not-reached"
+        out.append(f"<tr class='{cls}'><td>{esc(e)}</td><td>{n}</td><td>{esc(nodes)}</td>"
+                   f"<td>{esc(', '.join(by_package.get(e, [])))}</td>"
+                   f"<td>{esc(EVENTS[e])}</td></tr>")
+    out.append("</table>")
+    return out

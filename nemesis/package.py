@@ -129,6 +129,9 @@ class Package:
     opens: tuple[str, ...] = ()  # history rows (f, type info) that open one of its faults
     closes: tuple[str, ...] = ()  # and that close it
     colour = "#999999"  # its band in the report and the timeline
+    # the node events (node_image.coverage.EVENTS) its faults aim to cause: a run's coverage
+    # says which of them came
+    intends: tuple[str, ...] = ()
     # A per-node quantity its faults set, plotted in the report under this title (``series``)
     series_title = ""
     series_unit = ""

@@ -60,6 +60,7 @@ from typing import Callable
 from . import messages as m
 from . import metadata_records as mr
 from . import replication_control as rc
+from .coverage import Reached
 from .log import OffsetAndEpoch
 from .metadata_image import MetadataDelta, MetadataImage
 from .outbox import Outbox
@@ -149,7 +150,8 @@ class QuorumController:
         self.current = self.committed
         self.applied_offset = snapshot_id.offset
         self._bytes_since_snapshot = 0
-        self._on_event(f"controller loaded snapshot {snapshot_id.offset}-{snapshot_id.epoch}")
+        self._on_event(Reached("snapshot-loaded", f"controller loaded snapshot "
+                               f"{snapshot_id.offset}-{snapshot_id.epoch}"))
         for publish in self._publishers:
             publish(None, self.committed)
 
@@ -191,6 +193,8 @@ class QuorumController:
         for r in records:
             delta.replay(r)
         offset = self.raft.append([(None, mr.encode(r)) for r in records], now)
+        for event, msg in partition_changes(self.current, records):
+            self._on_event(Reached(event, msg))
         self.current = delta.apply(offset + 1)
         self.last_written_offset = offset
         self._last_append_ms = now
@@ -263,8 +267,9 @@ class QuorumController:
             reg = self.current.brokers.get(broker_id)
             if reg is None or reg.fenced or now < last + self.options.session_timeout_ms:
                 continue
-            self._on_event(f"fencing broker {broker_id}: no heartbeat for "
-                           f"{now - last} ms (session timeout {self.options.session_timeout_ms} ms)")
+            self._on_event(Reached("broker-fenced", f"fencing broker {broker_id}: no heartbeat for "
+                                   f"{now - last} ms (session timeout "
+                                   f"{self.options.session_timeout_ms} ms)"))
             self._write(self._fence_records(broker_id, reg.broker_epoch), now)
 
     def _fence_records(self, broker_id: int, broker_epoch: int) -> list:
@@ -341,7 +346,7 @@ class QuorumController:
         elif reg.fenced and caught_up and not req.want_fence:
             change = mr.BrokerRegistrationChangeRecord(req.broker_id, reg.broker_epoch, mr.UNFENCE, 0)
             records = [change] + rc.elect_leaderless(self._replayed([change]), self._unclean)
-            self._on_event(f"unfencing broker {req.broker_id}")
+            self._on_event(Reached("broker-unfenced", f"unfencing broker {req.broker_id}"))
         elif req.want_fence and not reg.fenced:
             records = self._fence_records(req.broker_id, reg.broker_epoch)
         broker_id = req.broker_id
@@ -461,3 +466,31 @@ class QuorumController:
         if req.op in ("write", "cas") and not isinstance(req.value, int):
             return "value must be an integer"
         return None
+
+
+def partition_changes(before: MetadataImage, records: list) -> list[tuple[str, str]]:
+    """(coverage event, message) for each partition change among ``records`` against the
+    image ``before`` them: leader elections (unclean ones: from outside the ISR), a partition
+    left without a leader, ISR shrinks and expansions."""
+    names = {t.topic_id: name for name, t in before.topics.items()}
+    out = []
+    for r in records:
+        if not isinstance(r, mr.PartitionChangeRecord) or r.topic_id not in names:
+            continue
+        name = names[r.topic_id]
+        reg = before.partition(name, r.partition_id)
+        if reg is None:
+            continue
+        where = f"{name}-{r.partition_id}"
+        if r.leader == mr.NO_LEADER and reg.leader != mr.NO_LEADER:
+            out.append(("partition-offline", f"{where}: no leader (ISR {list(reg.isr)})"))
+        elif r.leader not in (mr.NO_LEADER, mr.NO_LEADER_CHANGE, reg.leader):
+            out.append(("partition-leader-elected", f"{where}: leader n{r.leader}"))
+            if r.leader not in reg.isr:
+                out.append(("unclean-election", f"{where}: leader n{r.leader} elected from "
+                                                f"outside the ISR {list(reg.isr)}"))
+        if r.isr is not None and set(r.isr) != set(reg.isr):
+            event = "isr-shrink" if len(r.isr) < len(reg.isr) else "isr-expand"
+            out.append((event, f"{where}: ISR {list(reg.isr)} -> {list(r.isr)}"))
+    return out
+

@@ -38,6 +38,7 @@ import time
 from . import kafka_codec as kc
 from . import messages as m
 from .framing import read_frame
+from .coverage import Reached
 from .config import NodeConfig
 from .fs import LogDirFailure, PowerLossFileSystem, RealFileSystem
 from .node import Node
@@ -53,9 +54,9 @@ def halt_on_log_dir_failure(log_dir: str, exc: LogDirFailure) -> None:
     """Kafka halts when its metadata log directory fails; ours holds the metadata log and
     every partition, so any disk error there stops the node at once, before it serves or
     acknowledges anything it may not have written."""
-    logger.critical("stopping: the log directory %s failed: %s. It holds the metadata log, "
-                    "so the node halts, as Kafka does when its metadata log dir fails; "
-                    "nothing it could not write was acknowledged", log_dir, exc)
+    logger.critical("reached log-dir-failed: stopping: the log directory %s failed: %s. It "
+                    "holds the metadata log, so the node halts, as Kafka does when its metadata "
+                    "log dir fails; nothing it could not write was acknowledged", log_dir, exc)
     logging.shutdown()
     os._exit(EXIT_LOG_DIR_FAILED)
 
@@ -212,7 +213,10 @@ class NodeRuntime:
                              config.broker.replica_fetch_wait_max_ms + config.broker.rpc_timeout_ms)
 
     def _on_event(self, msg: str) -> None:
-        logger.info("%s", msg)
+        if isinstance(msg, Reached):  # counted from the log (node_image.coverage)
+            logger.info("reached %s: %s", msg.event, msg)
+        else:
+            logger.info("%s", msg)
 
     def _on_loop_error(self, loop, context) -> None:
         """An exception no connection or timer caught. A peer that went away (OSError) is

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from node_image import kafka_codec as kc
 from node_image.config import BrokerConfig, NodeConfig, RaftConfig
 from node_image.node import Node
+from node_image.coverage import Reached
 from node_image.fs import LogDirFailure
 from node_image.raft.client import SafetyViolation
 from node_image.raft.state import CandidateState, LeaderState, UnattachedState
@@ -174,6 +175,7 @@ class SimResult:
     workload: str = DEFAULT_WORKLOAD
     check_args: dict = field(default_factory=dict)  # for the workload's checker
     plan: list | None = None  # a twin's steps (simulator.twin.StepOutcome), in plan order
+    coverage: dict = field(default_factory=dict)  # node_image.coverage event -> times reached
 
     def check_history(self) -> tuple[str, str, list | None] | None:
         """The workload's checker on the history: None, or (invariant, detail,
@@ -303,6 +305,7 @@ class Simulation:
         self.voters = tuple(ReplicaKey(i, self.dir_ids[i]) for i in self.voter_ids)
         for i, sn in self.nodes.items():
             format_storage(sn.disk, LOG_DIR, CLUSTER_ID, i, self.voters, self.dir_ids[i])
+        self.coverage: dict[str, int] = {}  # node_image.coverage event -> times reached
         self.stats = {"crashes": 0, "partitions": 0, "wipes": 0, "clock_steps": 0,
                       "delivered": 0, "dropped": 0}
         if workload == "queue":
@@ -409,6 +412,8 @@ class Simulation:
         rng = random.Random(f"{self.seed}-node-{sn.node_id}-{sn.incarnation}")
 
         def on_event(msg: str, sn=sn) -> None:
+            if isinstance(msg, Reached):
+                self.coverage[msg.event] = self.coverage.get(msg.event, 0) + 1
             if self.journal is not None:
                 self.journal.event(self.now, sn.node_id, msg)
             sn.log_lines.append(f"{self.now} {msg}")
@@ -435,6 +440,7 @@ class Simulation:
         after RESTART_PAUSE_MS."""
         self.trace(self.now, "halt", sn.node_id, exc.call)
         self.stats["halts"] = self.stats.get("halts", 0) + 1
+        self.coverage["log-dir-failed"] = self.coverage.get("log-dir-failed", 0) + 1
         if self.journal is not None:
             self.journal.event(self.now, sn.node_id, f"halted: log directory failed: {exc}")
         if sn.node is not None:
@@ -542,7 +548,7 @@ class Simulation:
                          None if ok else self.failure[1], None if ok else self.events,
                          self._hash.hexdigest(), self.events, self.now, self.history,
                          self.options, dict(self.stats), self.queue_options,
-                         self.workload_name, self.check_args, plan)
+                         self.workload_name, self.check_args, plan, dict(self.coverage))
 
     def _run(self) -> None:
         for sn in self.nodes.values():

@@ -48,8 +48,11 @@ def make_runs(root: Path, n: int) -> list[Path]:
         else:
             checker = {"linearizability": {"valid": not invalid,
                                            "invalid_keys": ["r1", "r2"] if invalid else []}}
+        events = ["raft-leader-elected", "broker-fenced"] + (
+            ["isr-shrink"] if workload == "queue" and kinds else [])
+        cov = {"reached": {e: 1 + i % 3 for e in events[:1 + i % len(events)]}}
         results = {"valid": not invalid, "verdict": "invalid" if invalid else "valid",
-                   "checkers": checker,
+                   "checkers": checker, "coverage": cov,
                    "stats": {"faults": [{"f": KINDS[k], "value": {}} for k in kinds]}}
         (d / "results.json").write_text(json.dumps(results))
         (d / "config.yaml").write_text(yaml.safe_dump({"workload": workload, "seed": i,

@@ -50,5 +50,27 @@ def test_across_summary_matches_every_runs_results(tmp_path, spark):
         assert g["availability"] == round(e["ok"] / e["n"], 4), key
     assert sum(e.get("mismatches", 0) for e in expected.values()) > 0, "the runs hold cas mismatches"
     saved = (tmp_path / "_across" / "summary.txt").read_text()
-    assert saved.strip() == text.split("\n", 1)[1].split("saved:")[0].strip()
+    assert saved.strip() == text.split("\n", 1)[1].split("node events reached")[0].strip()
+    # the coverage table: per workload and fault kind, in how many runs each event came
+    cov = json.loads((tmp_path / "_across" / "coverage.json").read_text())
+    want: dict = {}
+    for d in dirs:
+        results = json.loads((d / "results.json").read_text())
+        cfg = yaml.safe_load((d / "config.yaml").read_text())
+        kinds = sorted({k for k, f in KINDS.items()
+                        if f in {x["f"] for x in results["stats"]["faults"]}}) or ["none"]
+        for kind in kinds:
+            for event, n in results["coverage"]["reached"].items():
+                w = want.setdefault((cfg["workload"], kind, event), [0, 0])
+                w[0] += 1
+                w[1] += n
+    got_cov = {(r["workload"], r["fault"], r["event"]): [r["reached_in"], r["times"]]
+               for r in cov if r["reached_in"]}
+    assert got_cov == want
+    never = [r for r in cov if not r["reached_in"]]
+    assert never and all(r["runs"] == expected[(r["workload"], r["fault"])]["runs"]
+                         for r in never)
+    assert not any(r["workload"] == "register" and r["event"] == "isr-shrink" for r in cov), \
+        "a workload without partitions lists no data-plane event"
+    assert "never" in (tmp_path / "_across" / "coverage.txt").read_text()
     assert (tmp_path / "_across" / "runs.parquet").exists()

@@ -438,6 +438,8 @@ def _detect_time(run_dir: Path, anomalies: dict, bad: list[str]) -> float | None
 
 class QueueWorkload:
     name = "queue"
+    # its data lives in topic partitions: the data-plane coverage events can come
+    partitions = True
     # Faults outlast the broker session (9 s) often enough for the controller to fence the
     # victim and elect new leaders, which is where acknowledged-but-unreplicated data is lost.
     fault_duration_s = (5.0, 15.0)

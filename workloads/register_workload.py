@@ -98,6 +98,8 @@ class RegisterRun(NoPartitions):
 
 class RegisterWorkload:
     name = "register"
+    # its data lives in topic partitions: the data-plane coverage events can come
+    partitions = False
     fault_duration_s = (3.0, 6.0)
 
     def defaults(self, values: dict) -> None:

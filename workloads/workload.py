@@ -74,6 +74,7 @@ class WorkloadRun(Protocol):
 class Workload(Protocol):
     name: str
     fault_duration_s: tuple[float, float]  # a fault lasts uniformly this long
+    partitions: bool  # its data lives in topic partitions (the data-plane events can come)
 
     def defaults(self, values: dict) -> None: ...
     def generator(self, cfg): ...

@@ -45,6 +45,7 @@ def depose_choice(partitions: list[PartitionInfo],
 
 class DeposeLeader(Scenario):
     name = "depose-leader"
+    intends = ("partition-leader-elected", "epoch-truncation")
     length_s = 18.0
     aims_at = "a new leader elected while the old one, cut off, still takes writes"
     properties = {"leader.imbalance.check.interval.seconds": "3"}

@@ -25,6 +25,7 @@ def one_of(known):
 
 class DiskError(DiskFault):
     name = "disk-error"
+    intends = ("log-dir-failed",)
     options = {"ops": choices(OPS), "files": glob, "errno": one_of(ERRNOS)}
     defaults = {"ops": ["write", "fsync"], "files": "*", "errno": "EIO"}
     opens = ("start-disk-error",)

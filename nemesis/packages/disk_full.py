@@ -10,6 +10,7 @@ from ..package import LEADER_FIRST
 
 class DiskFull(DiskFault):
     name = "disk-full"
+    intends = ("log-dir-failed",)
     opens = ("start-disk-full",)
     closes = ("stop-disk-full",)
     colour = "#7f7f7f"

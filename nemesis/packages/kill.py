@@ -7,6 +7,8 @@ from ..package import NodeFault
 
 class Kill(NodeFault):
     name = "kill"
+    intends = ("raft-leader-elected", "broker-fenced", "broker-unfenced",
+               "partition-leader-elected", "isr-shrink", "isr-expand")
     opens = ("kill",)
     closes = ("start",)
     colour = "#e45756"

@@ -37,6 +37,7 @@ def one_way_grudge(mode: str, targets: list[int], ids: list[int]) -> dict[int, s
 
 class OneWay(NodeFault):
     name = "one-way"
+    intends = ("raft-leader-elected",)
     modes = ("deaf", "mute")
     opens = ("start-one-way",)
     closes = ("stop-one-way",)

@@ -26,6 +26,7 @@ def netem_probe() -> list[str]:
 
 class PacketLoss(NodeFault):
     name = "packet-loss"
+    intends = ("isr-shrink",)
     options = {"probability": number(0.0001, 1, "0 < p <= 1")}
     defaults = {"probability": 0.3}
     opens = ("start-packet-loss",)

@@ -19,6 +19,8 @@ LEADER_PARTITION_MIN_S = 7.5
 
 class Partition(Package):
     name = "partition"
+    intends = ("raft-leader-elected", "raft-leader-resigned", "partition-leader-elected",
+               "isr-shrink", "broker-fenced")
     weight = 2
     opens = ("start-partition",)
     closes = ("stop-partition",)

@@ -7,6 +7,7 @@ from ..package import NodeFault
 
 class Pause(NodeFault):
     name = "pause"
+    intends = ("raft-leader-elected", "broker-fenced", "isr-shrink")
     opens = ("pause",)
     closes = ("resume",)
     colour = "#b279a2"

@@ -31,6 +31,8 @@ def _flag(v):
 
 class PowerLoss(Kill):
     name = "power-loss"
+    intends = ("raft-leader-elected", "broker-fenced", "partition-leader-elected",
+               "isr-shrink", "epoch-truncation")
     options = {"via": _via, "torn": _flag}
     defaults = {"via": "fuse", "torn": False}
     opens = ("power-loss",)

@@ -49,6 +49,7 @@ def strand_choice(partitions: list[PartitionInfo], controllers: set[int],
 
 class StrandReplica(Scenario):
     name = "strand-replica"
+    intends = ("isr-shrink", "partition-offline")
     length_s = 24.0
     aims_at = "a replica out of the ISR left as the only live one, without acknowledged writes"
     properties = {"replica.lag.time.max.ms": "3000"}

@@ -57,6 +57,7 @@ from typing import Callable
 
 from .. import messages as m
 from .. import records
+from ..coverage import Reached
 from . import group_metadata as gm
 from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
@@ -217,8 +218,9 @@ class GroupCoordinator:
         for g in groups.values():
             self.groups[g.group_id] = g
         if count:  # (an empty partition says nothing: there are 50 of them)
-            self._on_event(f"{OFFSETS_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "
-                           f"{len(groups)} group(s) from {count} record(s)")
+            self._on_event(Reached("coordinator-loaded",
+                                   f"{OFFSETS_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "
+                                   f"{len(groups)} group(s) from {count} record(s)"))
 
     def _restore(self, g: Group, v: gm.GroupValue | None, now: int) -> None:
         if v is None:
@@ -350,8 +352,8 @@ class GroupCoordinator:
             g.join_deadline_ms = now + max(
                 (mb.rebalance_timeout_ms for mb in g.members.values()), default=0)
         g.transition(PREPARING)
-        self._on_event(f"group {g.group_id}: rebalancing from generation {g.generation} "
-                       f"({reason})")
+        self._on_event(Reached("group-rebalanced", f"group {g.group_id}: rebalancing from "
+                               f"generation {g.generation} ({reason})"))
         self._maybe_complete_join(g, now)
 
     def _maybe_complete_join(self, g: Group, now: int) -> None:

@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass
 
 from .. import records
+from ..coverage import Reached
 from ..fs import FileSystem, write_durably
 from ..log import OffsetAndEpoch, UnifiedLog
 from ..metadata_image import PartitionRegistration
@@ -94,6 +95,7 @@ class Partition:
         self.pending_deadline_ms = 0
         self.unflushed_messages = 0
         self._checkpointed_epochs = self.log.epoch_entries
+        self._held_back = False  # the HW is held below the log end by a short ISR (coverage)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -186,7 +188,15 @@ class Partition:
             moved = self.log.end_offset > self.high_watermark
             self.high_watermark = max(self.high_watermark, self.log.end_offset)
             return moved
-        if not self.is_leader or len(self.isr) < min_isr:
+        if self.is_leader and len(self.isr) < min_isr:
+            if not self._held_back and self.log.end_offset > self.high_watermark:
+                self._held_back = True
+                self._on_event(Reached("hwm-held-back", f"{self.topic}-{self.partition}: high "
+                                       f"watermark held at {self.high_watermark}: ISR "
+                                       f"{list(self.isr)} is below min.insync.replicas {min_isr}"))
+            return False
+        self._held_back = False
+        if not self.is_leader:
             return False
         leos = [self.log.end_offset]
         for b in self.maximal_isr:
@@ -214,8 +224,10 @@ class Partition:
         before = self.log.end_offset
         end = self.log.truncate_to_end_offset(diverging, raft=False)
         if end < before:
-            self._on_event(f"{self.topic}-{self.partition}: truncated from {before} to {end} "
-                           f"(diverging epoch {diverging.epoch} ends at {diverging.offset})")
+            self._on_event(Reached("epoch-truncation",
+                                   f"{self.topic}-{self.partition}: truncated from {before} to "
+                                   f"{end} (diverging epoch {diverging.epoch} ends at "
+                                   f"{diverging.offset})"))
             self._rebuild_producer_state()
             self._checkpoint_epochs()
         self.high_watermark = min(self.high_watermark, end)

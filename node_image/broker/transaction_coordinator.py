@@ -43,6 +43,7 @@ from typing import Callable
 
 from .. import messages as m
 from .. import records
+from ..coverage import Reached
 from . import group_metadata as gm
 from .coordinator_log import CoordinatorLog
 
@@ -200,8 +201,9 @@ class TransactionCoordinator:
             if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 t.markers = set(t.partitions)  # finish what the previous coordinator began
         if loaded:
-            self._on_event(f"{TXN_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "
-                           f"{len(loaded)} transactional id(s)")
+            self._on_event(Reached("coordinator-loaded",
+                                   f"{TXN_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "
+                                   f"{len(loaded)} transactional id(s)"))
 
     def _unload(self, pid: int) -> None:
         for t in [t for t in self.txns.values() if t.partition == pid]:
@@ -337,10 +339,11 @@ class TransactionCoordinator:
         self._store(t, now, stored, state=PREPARE_COMMIT if commit else PREPARE_ABORT,
                     producer_epoch=t.producer_epoch if epoch is None else epoch)
 
-    def _abort(self, t: TxnMetadata, now: int, reason: str) -> None:
+    def _abort(self, t: TxnMetadata, now: int, reason: str, timed_out: bool = False) -> None:
         """Abort an open transaction with a bumped epoch (fencing its producer)."""
-        self._on_event(f"transaction {t.txn_id!r} (producer {t.producer_id}, epoch "
-                       f"{t.producer_epoch}) aborted: {reason}")
+        msg = (f"transaction {t.txn_id!r} (producer {t.producer_id}, epoch "
+               f"{t.producer_epoch}) aborted: {reason}")
+        self._on_event(Reached("txn-aborted-by-timeout", msg) if timed_out else msg)
         self._prepare(t, False, now, lambda error: None, epoch=t.producer_epoch + 1)
 
     # ------------------------------------------------------------ markers
@@ -420,7 +423,8 @@ class TransactionCoordinator:
             wall = self.wall_clock()
             for t in list(self.txns.values()):
                 if t.state == ONGOING and not t.writing and wall > t.start_ms + t.timeout_ms:
-                    self._abort(t, now, f"open longer than its timeout ({t.timeout_ms} ms)")
+                    self._abort(t, now, f"open longer than its timeout ({t.timeout_ms} ms)",
+                                timed_out=True)
 
     def next_deadline_ms(self) -> int | None:
         times = [self._next_timeout_check] if any(

@@ -66,6 +66,7 @@ import msgpack
 from .. import messages as m
 from .. import records
 from ..config import RaftConfig
+from ..coverage import Reached
 from ..log import OffsetAndEpoch, UnifiedLog
 from ..outbox import Outbox
 from ..storage import ElectionState, QuorumStateStore, ReplicaKey
@@ -336,7 +337,8 @@ class KafkaRaftClient:
             records.CONTROL_LEADER_CHANGE), body)], now, control=True)
         self.log.append(batch)
         self.log.flush()
-        self._on_event(f"leader in epoch {s.epoch}, epoch start offset {start}")
+        self._on_event(Reached("raft-leader-elected",
+                               f"leader in epoch {s.epoch}, epoch start offset {start}"))
         self._update_local_end(now)
 
     def _to_resigned(self, now: int, reason: str) -> None:
@@ -346,7 +348,7 @@ class KafkaRaftClient:
         others.sort(key=lambda v: (-(s.voters[v].end_offset or -1), v))
         self._leaving()
         self._become(ResignedState(s.epoch, self._election_deadline(now), tuple(others), set(others)))
-        self._on_event(f"resigned in epoch {s.epoch}: {reason}")
+        self._on_event(Reached("raft-leader-resigned", f"resigned in epoch {s.epoch}: {reason}"))
 
     # --------------------------------------------------------------- inputs
 
@@ -751,8 +753,9 @@ class KafkaRaftClient:
                     f"node {self.node_id} truncated to {offset} below its high watermark "
                     f"{committed} (diverging epoch {resp.diverging_epoch} ends at "
                     f"{resp.diverging_end_offset})")
-            self._on_event(f"truncated to {offset}: diverged from leader {src} at epoch "
-                           f"{resp.diverging_epoch} end offset {resp.diverging_end_offset}")
+            self._on_event(Reached("raft-truncation",
+                                   f"truncated to {offset}: diverged from leader {src} at epoch "
+                                   f"{resp.diverging_epoch} end offset {resp.diverging_end_offset}"))
             self.log.flush()
             return
         if resp.snapshot_offset >= 0:
@@ -813,7 +816,8 @@ class KafkaRaftClient:
                            f"fetching again")
             return
         self.log.install_snapshot(snap, data)
-        self._on_event(f"installed snapshot {snap.offset}-{snap.epoch}; log restarts there")
+        self._on_event(Reached("snapshot-loaded",
+                               f"installed snapshot {snap.offset}-{snap.epoch}; log restarts there"))
         if self.high_watermark is None or self.high_watermark < snap.offset:
             self.high_watermark = snap.offset
         self._deliver_snapshot(snap)
@@ -993,8 +997,8 @@ class KafkaRaftClient:
             records.CONTROL_SNAPSHOT_FOOTER), msgpack.packb({"version": 0}))], now, control=True))
         self.log.write_snapshot(snap, b"".join(parts))
         self.log.advance_start_to_snapshot()
-        self._on_event(f"snapshot {snap.offset}-{snap.epoch} written; log start is now "
-                       f"{self.log.start_offset}")
+        self._on_event(Reached("snapshot-written", f"snapshot {snap.offset}-{snap.epoch} written; "
+                               f"log start is now {self.log.start_offset}"))
         return snap
 
     def resign(self, now: int) -> None:
