@@ -238,6 +238,9 @@ def print_outcome(o: Outcome, nodes: int, duration_s: float, bugs: frozenset[str
     if verbose:
         print(f"seed {o.seed}: {r.events} events, {r.sim_ms / 1000:.1f} simulated s, "
               f"{o.wall_s:.2f} wall s, faults {r.stats}", file=out)
+        print(f"seed {o.seed}: coverage: "
+              + (", ".join(f"{e} {n}" for e, n in sorted(r.coverage.items())) or "no node event"),
+              file=out)
     status = "ok" if o.ok else f"FAIL {o.invariant}"
     print(f"seed {o.seed}: {status} trace {o.trace_hash}", file=out)
     if not o.ok:
