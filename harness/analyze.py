@@ -70,6 +70,32 @@ def gates(results: dict, stats: dict, faults: dict | None, log=print) -> dict:
     return results
 
 
+def liveness_verdict(run_dir: Path, results: dict, log=print) -> None:
+    """liveness.json (the campaign's liveness phase): something still stuck once every fault
+    was healed and the bound ran out is a liveness anomaly: the run is invalid, whatever
+    the safety checkers said. A run stored before the phase existed, or with it switched
+    off, says so in ``results["liveness"]``."""
+    path = run_dir / "liveness.json"
+    if not path.exists():
+        return
+    try:
+        live = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
+    results["liveness"] = live
+    if not live.get("checked"):
+        log("analysis: liveness: not checked")
+        return
+    stuck = live.get("stuck") or []
+    if not stuck:
+        log(f"analysis: liveness: whole again after {live.get('took_s')} s")
+        return
+    for s in stuck:
+        log(f"analysis: liveness anomaly: {s['what']}: {s['detail']} (stuck {s.get('since_s')} s "
+            f"when the {live.get('bound_s')} s bound ran out)")
+    results["valid"], results["verdict"] = False, WORD[False]
+
+
 def _run_config(run_dir: Path) -> dict:
     import yaml
     path = run_dir / "config.yaml"
@@ -89,6 +115,7 @@ def _finish(run_dir: Path, results: dict, stats: dict, log, cfg: dict | None = N
         log(f"analysis: faults: {faults['happened']} of {faults['planned']} planned happened"
             + "".join(f"; step {x['step']} {x['kind']} {x['status']}: {x['why']}"
                       for x in faults["steps"] if x["status"] != "happened"))
+    liveness_verdict(run_dir, results, log)
     gates(results, stats, faults, log)
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     return results

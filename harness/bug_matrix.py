@@ -166,6 +166,8 @@ def docker_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: st
     # the workload the run ran: a --campaign file may name another than the bug's default
     workload = yaml.safe_load((run_dir / "config.yaml").read_text())["workload"]
     bad, detect = WORKLOADS[workload].detection(run_dir, results)
+    if (results.get("liveness") or {}).get("stuck"):
+        bad = list(bad) + ["liveness"]  # found by the liveness phase (harness.analyze)
     return Cell(bug or "none", seed, results["valid"] is False, bad, detect,
                 str(run_dir.resolve()), results["verdict"])
 

@@ -315,7 +315,31 @@ class Campaign:
         self.history.record("nemesis", "info", "heal")
         self.log(f"recovery: waiting {cfg.recovery_s:g} s")
         await asyncio.sleep(cfg.recovery_s)
+        await self.liveness()
         await self.workload.final_phase()
+
+    async def liveness(self) -> None:
+        """The liveness phase: every fault is healed, so the cluster must be whole again
+        within ``liveness_s`` (the workload says what whole means: ``WorkloadRun.liveness``).
+        liveness.json beside the history says what was still stuck, naming partition or
+        node and since when; analysis makes such a run invalid."""
+        cfg = self.cfg
+        path = Path(self.history.path).with_name("liveness.json")
+        if not cfg.liveness:
+            path.write_text(json.dumps({"checked": False}) + "\n")
+            self.log("liveness: not checked (liveness: false)")
+            return
+        self.log(f"liveness: waiting up to {cfg.liveness_s:g} s for the cluster to be whole")
+        started = time.monotonic()
+        stuck = await self.workload.liveness(cfg.liveness_s)
+        took = round(time.monotonic() - started, 1)
+        path.write_text(json.dumps({"checked": True, "bound_s": cfg.liveness_s, "took_s": took,
+                                    "stuck": stuck}, indent=1) + "\n")
+        if stuck:
+            for s in stuck:
+                self.log(f"liveness: STUCK {s['what']}: {s['detail']} (for {s['since_s']} s)")
+        else:
+            self.log(f"liveness: whole again after {took:g} s")
 
 
 async def _nothing() -> None:

@@ -71,6 +71,11 @@ class RunConfig:
     nemesis_options: dict[str, dict] = field(default_factory=dict)
     nemesis_combine: str = "sequential"  # or concurrent: each package on its own timeline
     recovery_s: float = 10.0
+    # After the heal and the recovery wait: the cluster must be whole again (a quorum
+    # leader, every partition led with its full ISR, every node serving, acks=all sends
+    # acknowledged) within liveness_s, else the run is invalid with a liveness anomaly
+    liveness: bool = True
+    liveness_s: float = 90.0
     bugs: list[str] = field(default_factory=list)
     node_config: dict[str, str] = field(default_factory=dict)
     backend: str = "docker"
@@ -89,7 +94,7 @@ class RunConfig:
 
 _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_timeout_s",
              "ops_per_key", "nemesis_interval_s", "check_budget_s", "partitions",
-             "replication_factor", "min_insync_replicas", "flush_messages"}
+             "replication_factor", "min_insync_replicas", "flush_messages", "liveness_s"}
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": tuple(WORKLOADS), "backend": ("docker", "ssh"),
             "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),

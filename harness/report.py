@@ -624,6 +624,7 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
                        f"<td>{esc(str(x['spec']))}</td><td>{esc(x['status'])}</td>"
                        f"<td>{esc(what)}</td></tr>")
         out.append("</table>")
+    out += liveness_html(results.get("liveness"))
     out += coverage_html(results.get("coverage"))
     out.append("<h2>Faults</h2><p class='legend'>" + "".join(
         f"<span style='background:{c}'>{esc(k)}</span>" for k, c in FAULT_COLOURS.items())
@@ -691,3 +692,25 @@ def coverage_html(cov: dict | None) -> list[str]:
                    f"<td>{esc(EVENTS[e])}</td></tr>")
     out.append("</table>")
     return out
+
+
+def liveness_html(live: dict | None) -> list[str]:
+    """The liveness phase: whole again after how long, or what was still stuck."""
+    if not live:
+        return []
+    esc = html.escape
+    if not live.get("checked"):
+        return ["<h2>Liveness: not checked</h2>"]
+    stuck = live.get("stuck") or []
+    if not stuck:
+        return [f"<h2 id='liveness'>Liveness: whole again {live.get('took_s')} s after the "
+                f"heal (bound {live.get('bound_s')} s)</h2>"]
+    out = [f"<h2 id='liveness' class='invalid'>Liveness anomaly: {len(stuck)} thing(s) still "
+           f"stuck {live.get('bound_s')} s after the final heal</h2>",
+           "<table id='stuck'><tr><th>what</th><th>stuck for (s)</th><th>detail</th></tr>"]
+    for s in stuck:
+        out.append(f"<tr><td>{esc(str(s.get('what')))}</td><td>{s.get('since_s')}</td>"
+                   f"<td>{esc(str(s.get('detail')))}</td></tr>")
+    out.append("</table>")
+    return out
+

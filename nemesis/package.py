@@ -308,6 +308,8 @@ class Scenario(Package):
     colour = "#54a24b"
     WAIT_S = 60.0  # the longest it waits for a partition it can act on
     PATIENCE_S = 90.0  # the longest a phase waits for the state it needs
+    # a campaign may bound both waits (``patience_s``): a slow machine wants more
+    options = {"patience_s": number(1, None, "seconds, at least 1")}
     needs_controller = False  # ``choose`` is told the active controller
     aims_at = ""  # the state it aims at, in words (reports, and the reason when not reached)
 
@@ -401,6 +403,8 @@ class Scenario(Package):
         # Right after another fault some ISRs are still short (a deposed leader rejoins them
         # within seconds; on a starved machine much later): wait up to WAIT_S for a
         # partition that fits.
+        if "patience_s" in opts:  # the campaign's bound on every wait of this scenario
+            self.WAIT_S = self.PATIENCE_S = float(opts["patience_s"])
         start = ctx.clock.monotonic()
         while True:
             try:

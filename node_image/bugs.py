@@ -100,6 +100,13 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "When a partition needs a new leader the controller takes the first live replica, "
         "in the ISR or not, although unclean.leader.election.enable is false.",
         ("lost-write", "inconsistent-offsets", "durability"), workload="queue", docker=True),
+    Bug("isr-never-expands", "broker",
+        "a follower that has caught up with the leader rejoins the ISR",
+        "The leader never proposes an ISR expansion, so a replica that left the ISR (a "
+        "restarted or cut-off broker) never comes back: nothing is lost, but the partition "
+        "runs on fewer copies for good and stops taking acks=all writes once the ISR is "
+        "below min.insync.replicas. Only the liveness phase sees it.",
+        ("liveness", "Liveness"), workload="queue", docker=True),
     Bug("fetch-above-hw", "broker",
         "consumers only read records below the high watermark",
         "Consumer fetches are served up to the leader's log end offset, so a consumer can "

@@ -143,6 +143,9 @@ class QueueOptions:
     # campaigns/queue-txn.yaml: every producer then is idempotent. Drawn from a stream of
     # its own (one seed in three), so the other options are those the seeds drew before.
     transactions: bool = False
+    # The liveness check at the end (data_invariants.check_liveness): never drawn; off only
+    # when asked (``--option liveness=false``), to show what the safety checks alone miss
+    liveness: bool = True
 
     @staticmethod
     def draw(seed: int) -> "QueueOptions":
@@ -579,6 +582,8 @@ class Simulation:
         self.invariants.check_final()
         if self.data_invariants is not None:
             self.data_invariants.check_final()
+            if self.queue_options.liveness:
+                self.data_invariants.check_liveness()
 
     def _dispatch(self, kind: str, data) -> "bool | _SimNode":
         """False: nothing happened; the node the event ran (a delivery, its timer); True:

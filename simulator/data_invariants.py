@@ -118,10 +118,6 @@ class DataInvariants:
                                  f"{self.sim.RECOVERY_MS} ms after the faults stopped (it "
                                  f"starts {FINAL_READ_AFTER_MS} ms after, once no send is in "
                                  f"progress)")
-        if not clients.acked_after_faults:
-            raise SafetyViolation(
-                "SendsServeAfterFaults", f"no send made in the {WRITES_BACK_WITHIN_MS} ms "
-                                         f"after the faults stopped was acknowledged")
         held: dict[tuple[int, int], dict[int, int]] = {}  # (partition, offset) -> node -> value
         for sn in self.sim.nodes.values():
             for (topic, partition), part in self._partitions(sn.node_id).items():
@@ -148,6 +144,35 @@ class DataInvariants:
                         "AckedRecordsKept",
                         f"{TOPIC}-{partition} offset {offset} was acknowledged holding {value} "
                         f"(event {event}); n{node_id} holds {there} there at the end")
+
+    def check_liveness(self) -> None:
+        """Liveness, once every fault has ended and the recovery time has passed (the faults
+        here all heal: DESIGN section 9): the KRaft quorum has a leader, and every partition
+        of the topic, as the freshest live node's committed metadata has it, a leader and its
+        full ISR again, and some send made after the faults ended was acknowledged. What is
+        stuck is named."""
+        live = [sn for sn in self.sim.nodes.values() if sn.node is not None]
+        if not any(sn.node.raft.is_leader() for sn in live):
+            raise SafetyViolation("Liveness", f"no node leads the KRaft quorum "
+                                              f"{self.sim.RECOVERY_MS} ms after the faults ended")
+        best: dict[int, tuple] = {}
+        for sn in live:
+            topic = sn.node.controller.committed.topics.get(TOPIC)
+            for pid, p in (topic.partitions.items() if topic is not None else ()):
+                if pid not in best or p.partition_epoch > best[pid][0]:
+                    best[pid] = (p.partition_epoch, p)
+        stuck = [f"{TOPIC}-{pid}: " + ("no leader" if p.leader < 0 else
+                                       f"ISR {sorted(p.isr)} lacks replicas "
+                                       f"{sorted(set(p.replicas) - set(p.isr))}")
+                 for pid, (_, p) in sorted(best.items())
+                 if p.leader < 0 or set(p.isr) != set(p.replicas)]
+        if stuck:
+            raise SafetyViolation("Liveness", f"{self.sim.RECOVERY_MS} ms after the faults "
+                                              f"ended: {'; '.join(stuck)}")
+        if not self.sim.workload.acked_after_faults:
+            raise SafetyViolation(
+                "SendsServeAfterFaults", f"no send made in the {WRITES_BACK_WITHIN_MS} ms "
+                                         f"after the faults stopped was acknowledged")
 
     def _leader_high_watermarks(self) -> dict[tuple[str, int], int]:
         """Each partition's high watermark on its leader of the highest epoch."""

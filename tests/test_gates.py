@@ -110,6 +110,32 @@ def test_a_scenario_not_reached_leaves_an_invalid_run_invalid(tmp_path):
     assert r["valid"] is False and r["gates"]
 
 
+def test_something_stuck_after_the_heal_is_a_liveness_anomaly_and_the_run_invalid(tmp_path):
+    d = _run_dir(tmp_path, GOOD, PLAN, HAPPENED)
+    stuck = [{"what": "partition 2", "partition": 2, "nodes": [4],
+              "detail": "ISR [1, 3] lacks replicas [4] (leader n1)", "since_s": 90.0}]
+    (d / "liveness.json").write_text(json.dumps({"checked": True, "bound_s": 90, "took_s": 90.2,
+                                                 "stuck": stuck}))
+    r = analyze(d, log=quiet)
+    assert r["valid"] is False and r["verdict"] == "invalid"
+    assert r["liveness"]["stuck"] == stuck
+    page = (d / "report.html").read_text()
+    assert "Liveness anomaly" in page and "ISR [1, 3] lacks replicas [4]" in page
+
+
+def test_a_run_whole_again_or_not_checked_keeps_its_verdict(tmp_path):
+    for i, live in enumerate([{"checked": True, "bound_s": 90, "took_s": 3.1, "stuck": []},
+                              {"checked": False}]):
+        d = tmp_path / str(i)
+        d.mkdir()
+        _run_dir(d, GOOD, PLAN, HAPPENED)
+        (d / "liveness.json").write_text(json.dumps(live))
+        r = analyze(d, log=quiet)
+        assert r["valid"] is True and r["liveness"] == live
+        assert ("whole again 3.1 s" if i == 0 else "Liveness: not checked") in \
+            (d / "report.html").read_text()
+
+
 def test_a_violation_stays_invalid_without_faults_and_is_drawn(tmp_path):
     d = _run_dir(tmp_path, STALE, PLAN[:1], NONE_HAPPENED)
     r = analyze(d, log=quiet)

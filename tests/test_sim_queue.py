@@ -89,6 +89,8 @@ BUGS = {
     "no-aborted-list": {"QueueAnomaly"},
     "abort-as-commit": {"QueueAnomaly"},
     "partial-commit-markers": {"QueueAnomaly"},
+    # a liveness bug: no safety invariant names it, the end-of-run liveness check does
+    "isr-never-expands": {"Liveness", "SendsServeAfterFaults"},
 }
 
 
@@ -115,6 +117,18 @@ def test_a_seed_sweep_catches_each_data_plane_bug(bug):
             return
         tried.append(seed)
     pytest.fail(f"{bug}: no seed of {tried[0]}-{tried[-1]} caught it")
+
+
+def test_the_liveness_bug_is_caught_by_the_liveness_check_and_missed_without_it():
+    """isr-never-expands loses nothing a safety invariant sees (seed 0): only the end-of-run
+    liveness check names it, and with the check off the seed passes."""
+    bug = frozenset({"isr-never-expands"})
+    o = run_seed(0, 5, DURATION_S, bug, workload="queue")
+    assert (o.ok, o.invariant) == (False, "Liveness"), (o.invariant, o.detail)
+    assert "lacks replicas" in o.detail, o.detail
+    off = run_seed(0, 5, DURATION_S, bug, {"liveness": False}, workload="queue")
+    assert off.ok, (off.invariant, off.detail)
+    assert off.result.trace_hash == o.result.trace_hash, "the check only reads the end state"
 
 
 def chaoskraft(*args):

@@ -29,9 +29,11 @@ from pathlib import Path
 
 from harness.stats import WORD, Stats, run_history
 
-from .queue import ABORT_RATIO, MAX_TXN_LENGTH, QueueGenerator, key_name
+from .queue import ABORT_RATIO, MAX_TXN_LENGTH, VALUE_STRIDE, QueueGenerator, key_name
 from .queue_client import CLIENT_LOG, make_client, read_to_end
-from .workload import FINAL_PROCESS_BASE, Campaign
+from .workload import FINAL_PROCESS_BASE, Campaign, until_live
+
+LIVENESS_PROCESS = FINAL_PROCESS_BASE + 1  # the liveness phase's probe sends
 
 TOPIC = "queue"
 KAFKA_PORT = 9092
@@ -274,6 +276,78 @@ class QueueRun:
                                 thread_name_prefix="queue-worker") as pool:
             await asyncio.gather(*(loop.run_in_executor(pool, self.queue_worker, p, deadline)
                                    for p in range(self.cfg.concurrency)))
+
+    # ------------------------------------------------------------ liveness
+
+    async def liveness(self, bound_s: float) -> list[dict]:
+        """After the final heal, within ``bound_s``: the KRaft quorum has a leader, every
+        broker is registered and unfenced, every partition has a leader and its full ISR
+        again, and an acks=all send to each partition is acknowledged (a probe, recorded in
+        the history as a send of process LIVENESS_PROCESS, read back by the final polls; not
+        in transactions mode, whose history holds transactions only). What is still stuck
+        then, each naming partition or node."""
+        from harness.nodes import active_controller
+        nodes = self.backend.nodes
+        probed: set[int] = set()
+        client = None
+        seq = iter(range(VALUE_STRIDE))
+
+        def probe(partition: int):
+            nonlocal client
+            if client is None:
+                client = make_client(self.cfg.client, self.bootstrap, TOPIC, self.cfg.partitions,
+                                     self.timeout_s, True, LIVENESS_PROCESS)
+            key, value = key_name(partition), LIVENESS_PROCESS * VALUE_STRIDE + next(seq)
+            self.history.record(LIVENESS_PROCESS, "invoke", "send", key, {"value": value})
+            r = client.send(key, value)
+            done = {"value": value, **({"offset": r.value} if r.type == "ok" else {})}
+            self.history.record(LIVENESS_PROCESS, r.type, "send", key, done, error=r.error)
+            return r
+
+        async def stuck_now() -> list[dict]:
+            out = []
+            if await active_controller(nodes) is None:
+                out.append({"what": "quorum", "detail": "no node leads the KRaft quorum"})
+            try:
+                brokers = set((await asyncio.to_thread(
+                    lambda: self._admin().list_topics(timeout=5))).brokers)
+                infos = await asyncio.to_thread(self.partition_infos)
+            except Exception as exc:  # noqa: BLE001 - no metadata: stuck as a whole
+                return out + [{"what": "metadata", "detail": f"{type(exc).__name__}: {exc}"}]
+            for n in sorted(set(self.ids) - brokers):
+                out.append({"what": f"broker n{n}", "node": n,
+                            "detail": "not registered or fenced"})
+            seen = {p for p, *_ in infos}
+            for p in range(self.cfg.partitions):
+                if p not in seen:
+                    out.append({"what": f"partition {p}", "partition": p,
+                                "detail": "in no broker's metadata"})
+            for p, leader, replicas, isr in infos:
+                if leader < 0:
+                    out.append({"what": f"partition {p}", "partition": p,
+                                "detail": f"no leader (replicas {replicas}, ISR {isr})"})
+                elif set(isr) != set(replicas):
+                    missing = sorted(set(replicas) - set(isr))
+                    out.append({"what": f"partition {p}", "partition": p, "nodes": missing,
+                                "detail": f"ISR {sorted(isr)} lacks replicas {missing} "
+                                          f"(leader n{leader})"})
+            if out or self.cfg.transactions:
+                return out
+            for p in range(self.cfg.partitions):
+                if p in probed:
+                    continue
+                r = await asyncio.to_thread(probe, p)
+                if r.type == "ok":
+                    probed.add(p)
+                else:
+                    out.append({"what": f"produce to partition {p}", "partition": p,
+                                "detail": f"an acks=all send was not acknowledged: {r.error}"})
+            return out
+        try:
+            return await until_live(stuck_now, bound_s)
+        finally:
+            if client is not None:
+                await asyncio.to_thread(client.close)
 
     # ------------------------------------------------------------ final phase
 

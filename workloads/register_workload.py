@@ -8,13 +8,13 @@ import asyncio
 from pathlib import Path
 
 from harness.check_cmd import run_check
-from harness.nodes import PORT, wait_for_service
+from harness.nodes import PORT, active_controller, serves, wait_for_service
 from harness.stats import WORD, history_stats, run_history
 from node_image.messages import ERROR_NAMES
 
 from .register import RegisterGenerator
 from .register_client import Indeterminate, RegisterClient
-from .workload import FINAL_PROCESS_BASE, Campaign, NoPartitions
+from .workload import FINAL_PROCESS_BASE, Campaign, NoPartitions, until_live
 
 MODEL = "cas-register"
 
@@ -79,6 +79,22 @@ class RegisterRun(NoPartitions):
         else:
             h.record(process, "info", f, key, value, node, err or "unknown")
         return r.outcome
+
+    async def liveness(self, bound_s: float) -> list[dict]:
+        """After the final heal: the quorum has a leader and every node serves a register
+        read, within ``bound_s``; what is still stuck then."""
+        nodes = self.c.backend.nodes
+
+        async def stuck_now() -> list[dict]:
+            out = []
+            if await active_controller(nodes) is None:
+                out.append({"what": "quorum", "detail": "no node leads the KRaft quorum"})
+            for n in nodes:
+                if not await serves(n.address):
+                    out.append({"what": f"node n{n.node_id}", "node": n.node_id,
+                                "detail": "does not serve register reads"})
+            return out
+        return await until_live(stuck_now, bound_s)
 
     async def final_phase(self) -> None:
         leader = await wait_for_service(self.c.backend.nodes, 60, self.c.log)

@@ -65,6 +65,7 @@ class WorkloadRun(Protocol):
     async def setup(self) -> None: ...
     async def workers(self, deadline: Deadline) -> None: ...
     async def final_phase(self) -> None: ...
+    async def liveness(self, bound_s: float) -> list[dict]: ...
     async def close(self) -> None: ...
     async def partition_leader(self, rng: random.Random,
                                partition: int | None = None) -> int | None: ...
@@ -93,3 +94,21 @@ class NoPartitions:
 
     def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
         return []
+
+
+async def until_live(stuck_now, bound_s: float, poll_s: float = 1.0) -> list[dict]:
+    """Ask ``stuck_now()`` (async: what is still stuck, ``[]`` when nothing is) every
+    ``poll_s`` until nothing is stuck or ``bound_s`` has passed; what is stuck then, each
+    with ``since_s``: how long it had been stuck when the bound ran out."""
+    import asyncio
+    start = time.monotonic()
+    first: dict[str, float] = {}
+    while True:
+        stuck = await stuck_now()
+        now = time.monotonic()
+        for s in stuck:
+            first.setdefault(s["what"], now)
+        if not stuck or now - start >= bound_s:
+            return [{**s, "since_s": round(now - first[s["what"]], 1)} for s in stuck]
+        await asyncio.sleep(poll_s)
+
