@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-packages images run sim sim-nightly test bench clean cleanup
+.PHONY: setup system-packages images run sim sim-nightly nightly test bench clean cleanup
 
 setup: system-packages $(STAMP) images
 
@@ -54,6 +54,15 @@ sim-nightly: $(STAMP)
 
 test: setup
 	$(BIN)/python -m pytest -n 4 --dist loadgroup -q -rs --durations=25
+
+# The long sweeps CI leaves out (DESIGN section 9): the test suite with every seed of its
+# sweeps (200 simulator seeds of each workload, every planted bug swept from seed 0, every
+# Docker seed of a cell), then the Docker detection table of every planted bug over SEEDS
+# (two campaigns side by side), printed and kept in results/matrix.
+NIGHTLY_SEEDS ?= 1-10
+nightly: setup
+	CHAOSKRAFT_NIGHTLY=1 $(BIN)/python -m pytest -n 4 --dist loadgroup -q -rs --durations=25
+	$(BIN)/chaoskraft matrix --bugs docker --seeds $(NIGHTLY_SEEDS) -j 2
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py

@@ -100,12 +100,13 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "When a partition needs a new leader the controller takes the first live replica, "
         "in the ISR or not, although unclean.leader.election.enable is false.",
         ("lost-write", "inconsistent-offsets", "durability"), workload="queue", docker=True),
-    Bug("isr-never-expands", "broker",
+    Bug("isr-expands-only-to-min", "broker",
         "a follower that has caught up with the leader rejoins the ISR",
-        "The leader never proposes an ISR expansion, so a replica that left the ISR (a "
-        "restarted or cut-off broker) never comes back: nothing is lost, but the partition "
-        "runs on fewer copies for good and stops taking acks=all writes once the ISR is "
-        "below min.insync.replicas. Only the liveness phase sees it.",
+        "The leader takes a caught-up follower back into the ISR only while the ISR is below "
+        "min.insync.replicas, so a replica that left it (a restarted or cut-off broker) "
+        "stays out for good once the others make the minimum: nothing is lost and acks=all "
+        "writes go on, but the partition never has all its copies again. Only the liveness "
+        "phase sees it.",
         ("liveness", "Liveness"), workload="queue", docker=True),
     Bug("fetch-above-hw", "broker",
         "consumers only read records below the high watermark",

@@ -9,6 +9,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 IN_CI = os.environ.get("CI") == "true"
+# `make nightly`: the long sweeps (200 simulator seeds, every planted bug from seed 0, every
+# Docker seed of a cell); CI and `make test` run one strict representative of each
+NIGHTLY = os.environ.get("CHAOSKRAFT_NIGHTLY") == "1"
 
 
 def _docker_available() -> str | None:

@@ -5,11 +5,15 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import NIGHTLY, ROOT
 from harness.simulate import run_seed
 from node_image.bugs import BUGS
 
 DURATION_S = 60
+# The first seed that catches each bug (the nightly sweep from seed 0 finds them; CI starts
+# there, so a bug caught late is not swept for again in every CI run). A change of the
+# simulator that moves the traces makes CI sweep on from here, up to 200 seeds.
+FIRST_SEED = {"forget-vote": 31, "read-without-barrier": 8}
 
 
 # The simulator's clocks drift but never step: a bug that needs the clock package is the
@@ -18,7 +22,7 @@ DURATION_S = 60
                                         if b.workload == "register" and not b.needs_faults))
 def test_planted_bug_is_caught_within_200_seeds(name):
     bug = BUGS[name]
-    for seed in range(200):
+    for seed in range(0 if NIGHTLY else FIRST_SEED.get(name, 0), 200):
         o = run_seed(seed, 5, DURATION_S, frozenset([name]))
         if not o.ok:
             assert o.invariant in bug.expected, (

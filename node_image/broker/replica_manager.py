@@ -259,8 +259,9 @@ class ReplicaManager:
                                f"{self.options.replica_lag_time_max_ms} ms)")
             else:
                 joining = [b for b in part.caught_up_outside_isr()
-                           if (reg := self.image.brokers.get(b)) is not None and reg.eligible
-                           and "isr-never-expands" not in self.bugs]
+                           if (reg := self.image.brokers.get(b)) is not None and reg.eligible]
+                if "isr-expands-only-to-min" in self.bugs:  # planted bug
+                    joining = sorted(joining)[:max(0, self.min_isr(part.topic) - len(part.isr))]
                 if joining:
                     new_isr = part.isr + tuple(sorted(joining))
                     self._on_event(f"{part.topic}-{part.partition}: expanding ISR "
