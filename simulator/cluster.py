@@ -582,7 +582,7 @@ class Simulation:
         self.invariants.check_final()
         if self.data_invariants is not None:
             self.data_invariants.check_final()
-            if self.queue_options.liveness:
+            if self.queue_options is None or self.queue_options.liveness:  # a twin: on
                 self.data_invariants.check_liveness()
 
     def _dispatch(self, kind: str, data) -> "bool | _SimNode":

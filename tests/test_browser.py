@@ -45,6 +45,41 @@ def test_report_renders_with_plots_anomalies_and_links(browser, tmp_path):
     assert browser.execute_script("return TL.mark") == lost
 
 
+def test_the_report_shows_what_the_run_reached_and_what_was_stuck(browser, tmp_path):
+    """The coverage section, counted from the run's node logs by the same code analysis runs
+    (harness.coverage), and the liveness anomaly, in the page as a person sees it."""
+    import json
+    from harness.coverage import coverage
+    make_run(tmp_path)
+    log = tmp_path / "nodes" / "n2" / "node.log"
+    log.write_text(log.read_text() + "".join(
+        f"2026-11-26 17:00:0{i},000 INFO chaoskraft.node: reached {e}: {what}\n"
+        for i, (e, what) in enumerate([("isr-shrink", "queue-0: ISR [1, 2, 3] -> [1, 3]"),
+                                       ("isr-shrink", "queue-1: ISR [2, 3, 4] -> [3, 4]"),
+                                       ("partition-leader-elected", "queue-0: leader n3")])))
+    results = json.loads((tmp_path / "results.json").read_text())
+    results["coverage"] = coverage(tmp_path, ["kill", "strand-replica"], partitions=True)
+    results["liveness"] = {"checked": True, "bound_s": 90, "took_s": 90.1, "stuck": [
+        {"what": "partition 1", "partition": 1, "detail": "ISR [3, 4] lacks replicas [2]",
+         "since_s": 88.5}]}
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    render(tmp_path)
+    browser.get((tmp_path / "report.html").as_uri())
+    table = browser.find_element(By.ID, "coverage")
+    rows = {r.find_elements(By.TAG_NAME, "td")[0].text: r
+            for r in table.find_elements(By.CSS_SELECTOR, "tr")[1:]}
+    shrink = [td.text for td in rows["isr-shrink"].find_elements(By.TAG_NAME, "td")]
+    assert shrink[:4] == ["isr-shrink", "2", "n2", "kill, strand-replica"], shrink
+    assert rows["partition-offline"].get_attribute("class") == "not-reached"
+    assert "intended and never reached" in browser.find_element(
+        By.XPATH, "//h2[starts-with(., 'Coverage')]").text
+    stuck = browser.find_element(By.ID, "stuck")
+    assert stuck.is_displayed() and "ISR [3, 4] lacks replicas [2]" in stuck.text
+    assert "Liveness anomaly" in browser.find_element(By.ID, "liveness").text
+    browser.execute_script("arguments[0].scrollIntoView()", stuck)
+    browser.save_screenshot(str(tmp_path / "coverage.png"))
+
+
 def test_timeline_loads_only_the_window_it_shows(browser, tmp_path):
     import json
 
