@@ -121,13 +121,16 @@ def test_a_scenario_waits_for_its_state_on_slow_nodes_and_the_plan_runs_late(
 
 def test_the_liveness_bug_reads_valid_with_the_liveness_phase_off(docker_client, node_image,
                                                                    tmp_path):
-    """isr-expands-only-to-min loses nothing the safety checkers see: with the liveness phase off the
-    default campaign calls it valid (with it on, the campaign above catches it)."""
-    code, results, run_dir = campaign(tmp_path, seed=1, time_limit_s=TIME_LIMIT_S,
+    """isr-expands-only-to-min loses nothing the safety checkers see: a kill fences a broker,
+    its partitions' ISRs shrink and, once it is back, never take it in again. With the
+    liveness phase off the campaign is valid; the default campaign catches the bug with the
+    phase on (test_default_queue_campaign_catches_planted_bug)."""
+    code, results, run_dir = campaign(tmp_path, seed=1, time_limit_s=40, nemesis=["kill"],
                                       bugs=["isr-expands-only-to-min"], liveness=False)
     assert (code, results["valid"]) == (0, True), (results["verdict"], results.get("gates"),
                                                    run_dir)
     assert results["liveness"] == {"checked": False}
+    assert results["coverage"]["reached"].get("isr-shrink"), "the bug's path was exercised"
 
 
 @pytest.mark.parametrize("flush_messages, loses", [(None, True), (1, False)])
