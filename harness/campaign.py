@@ -30,6 +30,7 @@ from .history import HistoryWriter
 from .nodes import active_controller, clock_offsets, wait_for_every_node, wait_for_service
 
 CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
+ACKED_WRITES_S = 60.0  # the longest a fault waits for the writes it needs acknowledged
 
 
 def machine_pressure() -> str:
@@ -67,6 +68,7 @@ class Campaign:
         # what became of each planned fault step (faults.json beside the history)
         self.fault_outcomes: dict[int, dict] = {}
         self.late_s = 0.0  # how far behind its plan the nemesis runs (``nemesis``)
+        self._acked_at_last_fault = 0  # acknowledged writes when the last fault ended
         self._running: dict[int, tuple[float, float]] = {}  # step -> (late_s then, planned end)
         self._faults_path = Path(history.path).with_name("faults.json")
         self.workload = WORKLOADS[cfg.workload].open(self)
@@ -89,6 +91,8 @@ class Campaign:
             for step in mine:
                 await self.clock.sleep(max(0.0, t0 + step.at_s + self.late_s
                                            - self.clock.monotonic()))
+                if await self.await_acked_writes(step):  # the wait shifts the rest of the plan
+                    self.late_s = max(self.late_s, self.clock.monotonic() - t0 - step.at_s)
                 started = self.clock.monotonic()
                 late0 = self.late_s
                 planned_end = t0 + step.at_s + late0 + step.duration_s
@@ -107,6 +111,7 @@ class Campaign:
                         await asyncio.shield(stop())
                 finally:
                     self._running.pop(step.index, None)
+                    self._acked_at_last_fault = self._acked_writes()
                     over = self.clock.monotonic() - planned_end
                     if over > 1.0 and late0 + over > self.late_s:
                         self.late_s = late0 + over
@@ -204,9 +209,7 @@ class Campaign:
         """Start one step's fault; returns the coroutine function that undoes it."""
         rng = random.Random(f"{self.cfg.seed}-fault-{step.index}")
         fid = next(self._fault_ids)
-        package = self.packages.get(step.kind)
-        if package is None:  # a step of a package the campaign did not list (tests drive so)
-            package = self.packages[step.kind] = REGISTRY[step.kind]()
+        package = self._package(step.kind)
         opts = package_options(step.kind, self.cfg.nemesis_options.get(step.kind),
                                self.cfg.workload)
         controller, leader = await self._aim(step.spec, rng)
@@ -238,6 +241,39 @@ class Campaign:
             finally:
                 self.active.pop(fid, None)
         return stop
+
+    def _acked_writes(self) -> int:
+        return sum(self.history.ok_by_f.get(f, 0) for f in WORKLOADS[self.cfg.workload].writes)
+
+    def _package(self, kind: str):
+        package = self.packages.get(kind)
+        if package is None:  # a step of a package the campaign did not list (tests drive so)
+            package = self.packages[kind] = REGISTRY[kind]()
+        return package
+
+    async def await_acked_writes(self, step: FaultStep) -> bool:
+        """Before a fault that destroys acknowledged writes: wait until the clients have had
+        the package's ``needs_acked_writes`` writes acknowledged since the previous fault ended
+        (at most ACKED_WRITES_S; the fault then starts anyway, and the log says so). True when
+        it waited a second or more: the caller makes the plan late by as much."""
+        n = self._package(step.kind).needs_acked_writes
+        if not n:
+            return False
+        since = self._acked_at_last_fault
+        start = self.clock.monotonic()
+        while self._acked_writes() - since < n:
+            waited = self.clock.monotonic() - start
+            if waited >= ACKED_WRITES_S:
+                self.log(f"nemesis: step {step.index} ({step.kind}): only "
+                         f"{self._acked_writes() - since} of {n} writes acknowledged since the "
+                         f"last fault after {waited:.0f} s; starting it anyway")
+                return True
+            await self.clock.sleep(0.5)
+        waited = self.clock.monotonic() - start
+        if waited >= 1.0:
+            self.log(f"nemesis: step {step.index} ({step.kind}) waited {waited:.1f} s for "
+                     f"{n} acknowledged writes")
+        return waited >= 1.0
 
     def status(self, label: str) -> None:
         """A scenario's phase: shown in the progress lines until the scenario is done."""

@@ -26,6 +26,7 @@ class HistoryWriter:
         self._lock = threading.Lock()
         self.index = 0
         self.counts = {"invoke": 0, "ok": 0, "fail": 0, "info": 0}
+        self.ok_by_f: dict[str, int] = {}  # client operations completed ok, by f
 
     def record(self, process, type: str, f: str, key=None, value=None, node=None,
                error: str | None = None) -> dict:
@@ -41,6 +42,8 @@ class HistoryWriter:
             self.index += 1
             if process != "nemesis":
                 self.counts[type] += 1
+                if type == "ok":
+                    self.ok_by_f[f] = self.ok_by_f.get(f, 0) + 1
             return row
 
     def close(self) -> None:

@@ -132,6 +132,11 @@ class Package:
     # the node events (node_image.coverage.EVENTS) its faults aim to cause: a run's coverage
     # says which of them came
     intends: tuple[str, ...] = ()
+    # Writes the clients must have had acknowledged since the previous fault before one of
+    # its faults starts (waited for, bounded: the campaign's ``await_acked_writes``): a
+    # fault that destroys what was acknowledged means nothing before anything was (a
+    # machine that stalled for 12 s once had a power loss strike before the first ack)
+    needs_acked_writes = 0
     # A per-node quantity its faults set, plotted in the report under this title (``series``)
     series_title = ""
     series_unit = ""

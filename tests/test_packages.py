@@ -40,6 +40,9 @@ class RecordingBackend(NodeControl):
 
 
 class RecordingCampaign(Campaign):
+    def _acked_writes(self) -> int:  # clients that have every write acknowledged at once
+        return self.history.index * 1000
+
     async def measure_clocks(self, nodes):
         return {n: 0.0 for n in nodes}
 
@@ -560,3 +563,31 @@ def test_strand_replica_kills_once_the_stranded_replica_is_out_of_the_isr(tmp_pa
     kill = [json.loads(line)["value"] for line in (tmp_path / "history.jsonl").read_text()
             .splitlines() if '"kill"' in line and '"info"' in line][0]
     assert kill["isr"] == [3] and kill["waited_s"] == 2.0, kill
+
+
+def test_a_power_loss_waits_for_acknowledged_writes_before_it_strikes(tmp_path):
+    """A power loss destroys what was acknowledged and not yet synced: it waits until the
+    clients have had writes acknowledged since the previous fault (here the first sends are
+    acknowledged 12 s in, as after a machine that stalled), and makes the plan late by the wait."""
+    camp, clock = clocked_campaign(tmp_path, ["power-loss"])
+    acked = lambda: 0 if clock.monotonic() < 12.0 else int((clock.monotonic() - 12.0) * 10)
+    camp._acked_writes = acked
+    step = FaultStep(0, 2.0, "power-loss", "one", 4.0)
+    clock.run(camp.nemesis([step], clock.monotonic()))
+    camp.history.close()
+    struck = [t for t, type_, f in camp.history.timed if f == "power-loss" and type_ == "invoke"]
+    # 10 writes at 10 a second: 1 s after the first one
+    assert struck == [pytest.approx(13.0, abs=0.5)], camp.history.timed
+    assert camp.fault_outcomes[0]["status"] == "happened"
+    assert camp.late_s == pytest.approx(13.0 - 2.0, abs=0.5)
+
+
+def test_a_power_loss_starts_anyway_when_no_write_is_acknowledged_in_time(tmp_path):
+    from harness.campaign import ACKED_WRITES_S
+    camp, clock = clocked_campaign(tmp_path, ["power-loss"])
+    camp._acked_writes = lambda: 0
+    clock.run(camp.nemesis([FaultStep(0, 2.0, "power-loss", "one", 4.0)], clock.monotonic()))
+    camp.history.close()
+    struck = [t for t, type_, f in camp.history.timed if f == "power-loss" and type_ == "invoke"]
+    assert struck == [pytest.approx(2.0 + ACKED_WRITES_S, abs=0.6)], camp.history.timed
+

@@ -539,6 +539,7 @@ class QueueWorkload:
     name = "queue"
     # its data lives in topic partitions: the data-plane coverage events can come
     partitions = True
+    writes = ("send", "txn")  # the operations whose acknowledgement a fault can undo
     # Faults outlast the broker session (9 s) often enough for the controller to fence the
     # victim and elect new leaders, which is where acknowledged-but-unreplicated data is lost.
     fault_duration_s = (5.0, 15.0)

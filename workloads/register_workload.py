@@ -116,6 +116,7 @@ class RegisterWorkload:
     name = "register"
     # its data lives in topic partitions: the data-plane coverage events can come
     partitions = False
+    writes = ("write", "cas")  # the operations whose acknowledgement a fault can undo
     fault_duration_s = (3.0, 6.0)
 
     def defaults(self, values: dict) -> None:

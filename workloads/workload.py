@@ -76,6 +76,7 @@ class Workload(Protocol):
     name: str
     fault_duration_s: tuple[float, float]  # a fault lasts uniformly this long
     partitions: bool  # its data lives in topic partitions (the data-plane events can come)
+    writes: tuple[str, ...]  # the fs of its operations whose acknowledgement a fault can undo
 
     def defaults(self, values: dict) -> None: ...
     def generator(self, cfg): ...

@@ -31,6 +31,7 @@ def _flag(v):
 
 class PowerLoss(Kill):
     name = "power-loss"
+    needs_acked_writes = 10
     intends = ("raft-leader-elected", "broker-fenced", "partition-leader-elected",
                "isr-shrink", "epoch-truncation")
     options = {"via": _via, "torn": _flag}
