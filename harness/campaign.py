@@ -91,7 +91,9 @@ class Campaign:
             for step in mine:
                 await self.clock.sleep(max(0.0, t0 + step.at_s + self.late_s
                                            - self.clock.monotonic()))
-                if await self.await_acked_writes(step):  # the wait shifts the rest of the plan
+                # while it waits the plan runs late (``lateness``), and after it by as much
+                self._running[step.index] = (self.late_s, t0 + step.at_s + self.late_s)
+                if await self.await_acked_writes(step):
                     self.late_s = max(self.late_s, self.clock.monotonic() - t0 - step.at_s)
                 started = self.clock.monotonic()
                 late0 = self.late_s
