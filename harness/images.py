@@ -21,6 +21,8 @@ seconds. Both images carry the label ``chaoskraft=1``.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import hashlib
 import io
@@ -131,6 +133,14 @@ def build_debian(client, tag: str, packages, log=print, what: str = "image") -> 
     if _exists(client, tag):
         log(f"{what} {tag} is up to date")
         return tag
+    with _one_builder(tag):
+        if _exists(client, tag):  # built meanwhile by another process
+            return tag
+        _mmdebstrap(client, tag, packages, mirror, log, what)
+    return tag
+
+
+def _mmdebstrap(client, tag: str, packages, mirror: str, log, what: str) -> None:
     if shutil.which("mmdebstrap") is None:
         raise ImageError("mmdebstrap is not installed (make setup installs it: apt-get install mmdebstrap)")
     log(f"building {what} {tag} with mmdebstrap from the apt mirror (about a minute)")
@@ -149,7 +159,6 @@ def build_debian(client, tag: str, packages, log=print, what: str = "image") -> 
         repo, version = tag.split(":")
         client.api.import_image_from_file(str(tar), repository=repo, tag=version,
                                           changes=["LABEL chaoskraft=1"])
-    return tag
 
 
 def build_node(client, base: str, log=print) -> str:
@@ -157,6 +166,13 @@ def build_node(client, base: str, log=print) -> str:
     if _exists(client, tag):
         log(f"node image {tag} is up to date")
         return tag
+    with _one_builder(tag):
+        if not _exists(client, tag):  # else built meanwhile by another process
+            _docker_build(client, tag, base, log)
+    return tag
+
+
+def _docker_build(client, tag: str, base: str, log) -> None:
     log(f"building node image {tag}")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
@@ -169,7 +185,21 @@ def build_node(client, base: str, log=print) -> str:
     except docker.errors.BuildError as exc:
         lines = "".join(x.get("stream", "") for x in exc.build_log if isinstance(x, dict))
         raise ImageError(f"node image build failed: {exc}\n{lines[-3000:]}") from None
-    return tag
+
+
+@contextlib.contextmanager
+def _one_builder(name: str):
+    """One process at a time builds a given image or bundle; the others wait for it and then
+    reuse what it made (test workers side by side once built the same image three times, and
+    two exports of a bundle into one temporary file would interleave)."""
+    lock = Path(tempfile.gettempdir()) / ("chaoskraft-build-" + re.sub(r"[^\w.-]", "-", name)
+                                          + ".lock")
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def build_images(client=None, log=print) -> str:
@@ -190,6 +220,13 @@ def node_bundle(tag: str, client=None, log=print) -> Path:
     path = bundle_dir() / (tag.replace(":", "-") + ".tar")
     if path.exists():
         return path
+    with _one_builder(path.name):
+        if not path.exists():  # else exported meanwhile by another process
+            _export_bundle(client, tag, path, log)
+    return path
+
+
+def _export_bundle(client, tag: str, path: Path, log) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     log(f"exporting the node image {tag} as a bundle for hosts: {path}")
     container = client.containers.create(tag, command=["true"], labels=LABELS)
@@ -206,4 +243,3 @@ def node_bundle(tag: str, client=None, log=print) -> Path:
     for old in path.parent.glob("chaoskraft-node-*.tar"):
         if old != path:
             old.unlink(missing_ok=True)
-    return path
