@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import NIGHTLY, ROOT
 from harness.config import load_campaign, resolve
 from node_image.bugs import BUGS
 from harness.runner import run
@@ -62,9 +62,16 @@ def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_i
 
 # Every broker bug, in the default queue campaign (no faults chosen), is caught in the one seed
 # tried: the matrix in docs/campaigns.md measured 20 of 20 seeds each. The correct node is
-# valid under the same campaign (above), so whatever anomaly shows is the bug's.
+# valid under the same campaign (above), so whatever anomaly shows is the bug's. CI runs the
+# two whose detection depends on the harness's timing (a scenario that must reach its state,
+# the liveness phase); every one of them also has its strict cell in CI in the simulator
+# (test_sim_queue), and `make nightly` runs them all here.
+IN_CI_CELLS = {"unclean-election", "isr-expands-only-to-min"}
+
+
 @pytest.mark.parametrize("bug", [name for name, b in BUGS.items()
-                                 if b.workload == "queue" and not b.campaign])
+                                 if b.workload == "queue" and not b.campaign
+                                 and (NIGHTLY or name in IN_CI_CELLS)])
 def test_default_queue_campaign_catches_planted_bug(docker_client, node_image, tmp_path, bug):
     seed = 1
     code, results, run_dir = campaign(tmp_path / f"seed{seed}", seed=seed,
