@@ -230,7 +230,8 @@ def test_planted_register_bug_is_caught_in_every_seed(docker_client, node_image,
         any(c["role"] == "cannot linearize" for c in ce) for ce in lin["counterexamples"].values())
 
 
-@pytest.mark.parametrize("without", ["", "clock"])
+# the control (without the clock package the bug stays unseen) is nightly
+@pytest.mark.parametrize("without", ["", pytest.param("clock", marks=pytest.mark.nightly)])
 def test_lease_read_is_seen_with_the_clock_package_and_only_with_it(docker_client, node_image,
                                                                    tmp_path, without):
     """lease-read needs a clock that steps (needs_faults): its own campaign (partitions that

@@ -13,12 +13,13 @@ from collections import defaultdict
 import pytest
 
 from checkers import queue_history
+from conftest import NIGHTLY
 from checkers.parquet import write_parquet
 from checkers.queue import ANOMALIES, CYCLES, check_queue, default_allowed
 from checkers.queue_reference import check_queue as reference
 
 pytestmark = pytest.mark.spark
-HISTORIES = 60
+HISTORIES = 60 if NIGHTLY else 20  # CI's share of the nightly sweep
 ALL = 1_000_000  # examples: every instance
 # The classes the reference knows: those of single sends and polls (no transactions, no
 # cycles; tests/test_queue_cycles.py has those).

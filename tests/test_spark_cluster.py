@@ -22,7 +22,9 @@ import yaml
 
 from test_queue_differential import generate
 
-pytestmark = pytest.mark.spark
+# a standalone master, a worker and a Connect server: five JVMs; nightly (CI checks Spark
+# in local mode throughout)
+pytestmark = [pytest.mark.spark, pytest.mark.nightly]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "porcupine"
 
 
