@@ -88,13 +88,18 @@ def browser():
 # clock far more than they compute (a default campaign: 28 s of CPU in 81 s), beside them.
 CPU_BOUND = {"test_sim", "test_sim_queue", "test_bugs", "test_porcupine_corpus", "test_wgl_native",
              "test_queue_differential", "test_spark", "test_spark_cluster", "test_queue_checker",
-             "test_across", "test_linearizability", "test_frames"}
+             "test_across", "test_linearizability", "test_frames", "test_queue_cycles"}
+# Modules with a session fixture too heavy to have on every worker: one worker runs each
+# (its Chromium: three workers started one each)
+ONE_WORKER = {"test_browser": "browser"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__ in CPU_BOUND:
             item.add_marker(pytest.mark.xdist_group("cpu"))
+        elif item.module.__name__ in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(ONE_WORKER[item.module.__name__]))
     # `@pytest.mark.nightly`: a cell of a sweep, or a control, that `make nightly` runs and CI
     # leaves to it (deselected, not skipped: CI's budget, DESIGN section 9)
     if not NIGHTLY:

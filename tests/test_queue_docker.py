@@ -144,7 +144,10 @@ def test_the_liveness_bug_reads_valid_with_the_liveness_phase_off(docker_client,
     assert results["coverage"]["reached"].get("isr-shrink"), "the bug's path was exercised"
 
 
-@pytest.mark.parametrize("flush_messages, loses", [(None, True), (1, False)])
+# the correct node that fsyncs every batch stays valid: nightly (CI: the simulator's power
+# losses, test_disk_docker's outside power loss)
+@pytest.mark.parametrize("flush_messages, loses",
+                         [(None, True), pytest.param(1, False, marks=pytest.mark.nightly)])
 def test_power_loss_on_every_node_and_the_flush_policy(docker_client, node_image, tmp_path,
                                                        flush_messages, loses):
     """Kafka's default never fsyncs: all replicas losing power at once lose what they
