@@ -5,6 +5,7 @@ One 3-node cluster (all controllers, running under libfaketime) serves the modul
 starts one fault step as a campaign would, looks, stops it, and looks again.
 """
 import asyncio
+import concurrent.futures
 import json
 import statistics
 import time
@@ -256,14 +257,22 @@ def create_topic(bootstrap: str, topic: str, config: dict):
     deadline = time.monotonic() + 60
     while True:
         try:
-            admin.create_topics([NewTopic(topic, 1, 3, config=config)])[topic].result(30)
+            # a request that times out is asked again (the next answer may be that it exists):
+            # on a starved machine one went unanswered for 30 s and the future's own timeout
+            # escaped the loop
+            admin.create_topics([NewTopic(topic, 1, 3, config=config)],
+                                request_timeout=20)[topic].result(25)
             break
+        except concurrent.futures.TimeoutError:
+            if time.monotonic() > deadline:
+                raise
         except KafkaException as exc:
             err = exc.args[0]
             if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:  # an earlier try got through
                 break
             if time.monotonic() > deadline or not (
-                    err.retriable() or "available brokers" in err.str()):
+                    err.retriable() or "available brokers" in err.str()
+                    or err.code() == KafkaError._TIMED_OUT):
                 raise
             time.sleep(0.5)
     while True:  # every broker knows the partition and its leader (metadata propagates)
