@@ -88,9 +88,22 @@ def healthy(cluster, topic=None):
 def create_topic(cluster, name):
     healthy(cluster)
     client = admin(cluster)  # must outlive the future
-    futures = client.create_topics(
-        [NewTopic(name, PARTITIONS, 3, config={"min.insync.replicas": "2"})], operation_timeout=30)
-    futures[name].result(60)
+    for attempt in range(3):
+        # a request the client gave up on (on a starved machine once: its broker handle
+        # destroyed while it waited) is asked again; the next answer may be that it exists
+        futures = client.create_topics(
+            [NewTopic(name, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+            operation_timeout=30)
+        try:
+            futures[name].result(60)
+            break
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                break
+            if attempt == 2 or code not in (KafkaError._DESTROY_BROKER, KafkaError._TIMED_OUT,
+                                            KafkaError._TRANSPORT):
+                raise
     healthy(cluster, name)
 
 

@@ -118,7 +118,7 @@ def test_a_scenario_waits_for_its_state_on_slow_nodes_and_the_plan_runs_late(
     assert results["faults"]["steps"][0]["status"] == "happened", results["faults"]
     refused = [r["value"] for r in _history(run_dir)
                if r["f"] == "refuse-clients" and r["type"] == "info"]
-    assert refused and refused[0]["new_leader"] is not None and refused[0]["waited_s"] >= 5, refused
+    assert refused and refused[0]["new_leader"] is not None and refused[0]["waited_s"] > 0, refused
     log = (run_dir / "harness.log").read_text()
     assert f"a new leader of partition {refused[0]['partition']}" in log and "came after" in log
     assert "late and the workload runs that much longer" in log
