@@ -36,9 +36,18 @@ def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_i
     code, results, run_dir = campaign(tmp_path, seed=11, time_limit_s=TIME_LIMIT_S)
     q = results["checkers"]["queue"]
     assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
-    assert q["stats"]["sends"]["ok"] > 100 and q["stats"]["final_polls"]
+    assert q["stats"]["final_polls"]
     assert {f["f"] for f in results["stats"]["faults"]} >= {"restart-all", "kill", "start-partition"}
-    rows = [r for r in _history(run_dir) if r["process"] == "nemesis" and r["type"] == "info"]
+    history = _history(run_dir)
+    rows = [r for r in history if r["process"] == "nemesis" and r["type"] == "info"]
+    # The workload made progress before the first cut and again once the killed replicas
+    # were back: acks on both sides of the faults, however many a machine of this speed
+    # manages in between.
+    first_cut = next(r["time"] for r in rows if r["f"] == "start-partition")
+    restarted = [r["time"] for r in rows if r["f"] == "start"][-1]
+    acked = [r["time"] for r in history if r["f"] == "send" and r["type"] == "ok"]
+    progress = (Path(run_dir) / "harness.log").read_text()[-4000:]
+    assert any(t < first_cut for t in acked) and any(t > restarted for t in acked), progress
     cuts = [r["value"] for r in rows if r["f"] == "start-partition"]
     assert [c["shape"] for c in cuts[:2]] == ["depose-leader", "strand-replica"], rows
     deposed = {int(k): set(v) for k, v in cuts[0]["grudge"].items()}
