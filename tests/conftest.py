@@ -41,11 +41,18 @@ def node_image(docker_client):
     return build_images(docker_client, log=lambda msg: None)
 
 
+@pytest.fixture
+def spark_if_nightly(request):
+    """The Spark session in `make nightly`, None in CI: tests that check in process in CI
+    and against Spark as well at night, without starting a JVM on CI's workers."""
+    return request.getfixturevalue("spark") if NIGHTLY else None
+
+
 @pytest.fixture(scope="session")
 def spark():
-    """One Spark session (local[2]) for the whole run of a worker, stopped at its end: the
-    CPU-bound modules share a worker, where pytest-xdist interleaves their tests, and a
-    module-scoped session started a JVM again at each switch (three times in one module)."""
+    """One Spark session (local[2]) for the whole run of a worker, stopped at its end. The
+    modules that use it in CI share one worker (``xdist_group("spark")``), so CI starts one
+    JVM for them."""
     from checkers import spark as sp
     session = sp.spark_session()
     yield session
@@ -83,23 +90,7 @@ def browser():
     driver.quit()
 
 
-# CPU-bound modules (simulator sweeps, checkers, Spark) run one after another on one xdist
-# worker (`--dist loadgroup`): the other three run the Docker campaigns, which wait on the
-# clock far more than they compute (a default campaign: 28 s of CPU in 81 s), beside them.
-CPU_BOUND = {"test_sim", "test_sim_queue", "test_bugs", "test_porcupine_corpus", "test_wgl_native",
-             "test_queue_differential", "test_spark", "test_spark_cluster", "test_queue_checker",
-             "test_across", "test_linearizability", "test_frames", "test_queue_cycles"}
-# Modules with a session fixture too heavy to have on every worker: one worker runs each
-# (its Chromium: three workers started one each)
-ONE_WORKER = {"test_browser": "browser"}
-
-
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.module.__name__ in CPU_BOUND:
-            item.add_marker(pytest.mark.xdist_group("cpu"))
-        elif item.module.__name__ in ONE_WORKER:
-            item.add_marker(pytest.mark.xdist_group(ONE_WORKER[item.module.__name__]))
     # `@pytest.mark.nightly`: a cell of a sweep, or a control, that `make nightly` runs and CI
     # leaves to it (deselected, not skipped: CI's budget, DESIGN section 9)
     if not NIGHTLY:

@@ -9,7 +9,7 @@ import yaml
 from harness.across import across
 from synthetic_runs import KINDS, make_runs
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one JVM
 
 def test_across_summary_matches_every_runs_results(tmp_path, spark):
     dirs = make_runs(tmp_path, 24)

@@ -13,7 +13,7 @@ from harness.timeline import write_timeline
 from synthetic_runs import make_runs
 from test_report import make_run
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one Chromium
 
 
 def wait_ready(browser, timeout_s=20):

@@ -61,15 +61,15 @@ def run(spark, tmp_path, h, **kw):
     return local
 
 
-def test_a_healthy_history_is_valid(spark, tmp_path):
+def test_a_healthy_history_is_valid(spark_if_nightly, tmp_path):
     h = healthy().final({"k0": [[0, 1], [1, 2]], "k1": [[0, 3]]})
-    r = run(spark, tmp_path, h)
+    r = run(spark_if_nightly, tmp_path, h)
     assert r["valid"] is True and r["anomalies"] == {}, r
     assert r["stats"]["sends"] == {"ok": 3, "fail": 0, "info": 0}
 
 
-def test_without_final_polls_the_verdict_is_unknown(spark, tmp_path):
-    r = run(spark, tmp_path, healthy())
+def test_without_final_polls_the_verdict_is_unknown(spark_if_nightly, tmp_path):
+    r = run(spark_if_nightly, tmp_path, healthy())
     assert r["valid"] == "unknown" and r["anomalies"] == {}
 
 
@@ -102,7 +102,7 @@ PER_KEY = set(ANOMALIES) - set(CYCLES)  # cycles: tests/test_queue_cycles.py
 NOT_IN_FINAL = {"lost-write", "unseen", "durability", "G1a"}
 
 
-def test_each_anomaly_is_found_with_an_example(spark, tmp_path):
+def test_each_anomaly_is_found_with_an_example(spark_if_nightly, tmp_path):
     """Every anomaly class planted on its own key; each found on exactly its key."""
     assert set(SCENARIOS) == PER_KEY
     h = healthy()
@@ -119,7 +119,7 @@ def test_each_anomaly_is_found_with_an_example(spark, tmp_path):
                 if r["f"] == "txn" and r["type"] == "ok":
                     final[key] += [m[2] for m in r["value"] if m[0] == "send"]
     h.final(final)
-    r = run(spark, tmp_path, h)
+    r = run(spark_if_nightly, tmp_path, h)
     keys = {anomaly: f"a{n}" for n, anomaly in enumerate(sorted(SCENARIOS))}
     assert r["valid"] is False
     for anomaly in PER_KEY:
@@ -133,22 +133,22 @@ def test_each_anomaly_is_found_with_an_example(spark, tmp_path):
         assert not {e["key"] for e in found["examples"]} & {"k0", "k1"}, found
 
 
-def test_a_re_assign_restarts_the_poll_order(spark, tmp_path):
+def test_a_re_assign_restarts_the_poll_order(spark_if_nightly, tmp_path):
     h = healthy().poll(0, {"k0": [[0, 1], [1, 2]]}).assign(0).poll(0, {"k0": [[0, 1]]})
     h.final(FINAL)
-    r = run(spark, tmp_path, h)
+    r = run(spark_if_nightly, tmp_path, h)
     assert "nonmonotonic-poll" not in r["anomalies"], r
 
 
-def test_a_re_subscribe_restarts_the_poll_order_and_subscribers_allow_skips(spark, tmp_path):
+def test_a_re_subscribe_restarts_the_poll_order_and_subscribers_allow_skips(spark_if_nightly, tmp_path):
     from checkers.queue import default_allowed
     back = healthy().poll(0, {"k0": [[0, 1], [1, 2]]})
     h = H()
     h.rows = [dict(r) for r in back.rows]
     h._op(0, "ok", "subscribe", None, None, ["k0", "k1"]).poll(0, {"k0": [[0, 1]]}).final(FINAL)
-    assert "nonmonotonic-poll" not in run(spark, tmp_path, h)["anomalies"]
+    assert "nonmonotonic-poll" not in run(spark_if_nightly, tmp_path, h)["anomalies"]
     back.poll(0, {"k0": [[0, 1]]}).final(FINAL)  # the same without the subscribe
-    assert "nonmonotonic-poll" in run(spark, tmp_path, back)["anomalies"]
+    assert "nonmonotonic-poll" in run(spark_if_nightly, tmp_path, back)["anomalies"]
     always = ("int-send-skip", "G0", "G0-process", "G0-realtime")  # as Jepsen's
     assert default_allowed(True, "subscribe") == always + ("poll-skip", "nonmonotonic-poll")
     assert default_allowed(None) == always + ("duplicate",) and default_allowed(True) == always
@@ -156,14 +156,14 @@ def test_a_re_subscribe_restarts_the_poll_order_and_subscribers_allow_skips(spar
         "G1c", "G1c-process", "G1c-realtime"}
 
 
-def test_missing_from_the_final_read_is_a_durability_loss(spark, tmp_path):
+def test_missing_from_the_final_read_is_a_durability_loss(spark_if_nightly, tmp_path):
     h = healthy().final({"k0": [[0, 1]], "k1": [[0, 3]]})
-    r = run(spark, tmp_path, h)
+    r = run(spark_if_nightly, tmp_path, h)
     assert r["anomalies"]["durability"]["examples"][0]["value"] == 2
 
 
-def test_allowed_anomalies_do_not_fail_the_run(spark, tmp_path):
+def test_allowed_anomalies_do_not_fail_the_run(spark_if_nightly, tmp_path):
     h = healthy().poll(0, {"k0": [[0, 1], [1, 2], [2, 1]]}).final(FINAL)
-    r = run(spark, tmp_path, h, allowed=("duplicate",))
+    r = run(spark_if_nightly, tmp_path, h, allowed=("duplicate",))
     assert "duplicate" in r["anomalies"] and r["valid"] is True
     assert set(ANOMALIES) >= set(r["anomalies"])

@@ -94,11 +94,11 @@ def planted():
 
 
 @pytest.mark.spark
-def test_each_cycle_class_is_found_with_its_cycle(spark, tmp_path):
+def test_each_cycle_class_is_found_with_its_cycle(spark_if_nightly, tmp_path):
     cases = planted()
     assert set(cases) == set(CYCLES) and set(CYCLES) <= set(ANOMALIES)
     for name, (rows, ww) in cases.items():
-        r = check(tmp_path, rows, spark, ww_deps=ww, allowed=default_allowed(True, ww_deps=ww))
+        r = check(tmp_path, rows, spark_if_nightly, ww_deps=ww, allowed=default_allowed(True, ww_deps=ww))
         assert name in r["anomalies"], (name, r["anomalies"])
         cyc = r["anomalies"][name]["examples"][0]["cycle"]
         rels = {s["rel"] for s in cyc}

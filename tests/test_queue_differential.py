@@ -18,7 +18,7 @@ from checkers.parquet import write_parquet
 from checkers.queue import ANOMALIES, CYCLES, check_queue, default_allowed
 from checkers.queue_reference import check_queue as reference
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one JVM
 HISTORIES = 60 if NIGHTLY else 20  # CI's share of the nightly sweep
 ALL = 1_000_000  # examples: every instance
 # The classes the reference knows: those of single sends and polls (no transactions, no

@@ -8,7 +8,7 @@ from checkers.models import get_model
 from checkers.parquet import write_parquet
 from simulator.cluster import Simulation
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one JVM
 
 
 def _first_seed(bugs, expected):

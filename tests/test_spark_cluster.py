@@ -24,7 +24,7 @@ from test_queue_differential import generate
 
 # a standalone master, a worker and a Connect server: five JVMs; nightly (CI checks Spark
 # in local mode throughout)
-pytestmark = [pytest.mark.spark, pytest.mark.nightly]
+pytestmark = [pytest.mark.spark, pytest.mark.nightly, pytest.mark.xdist_group("spark")]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "porcupine"
 
 
