@@ -351,8 +351,10 @@ class Campaign:
         for package in self.packages.values():
             await package.final_heal(self)
         self.history.record("nemesis", "info", "heal")
-        self.log(f"recovery: waiting {cfg.recovery_s:g} s")
-        await asyncio.sleep(cfg.recovery_s)
+        recovery_s = cfg.recovery_s if cfg.recovery_s is not None else 0 if cfg.liveness else 10
+        if recovery_s:
+            self.log(f"recovery: waiting {recovery_s:g} s")
+            await asyncio.sleep(recovery_s)
         await self.liveness()
         await self.workload.final_phase()
 

@@ -70,7 +70,10 @@ class RunConfig:
     # per package: targets, duration_s, interval_s, weight, modes, ... (nemesis.schedule)
     nemesis_options: dict[str, dict] = field(default_factory=dict)
     nemesis_combine: str = "sequential"  # or concurrent: each package on its own timeline
-    recovery_s: float = 10.0
+    # A fixed wait after the heal, before the liveness phase and the final reads. None: none
+    # when the liveness phase runs (it waits for the cluster's state, not for a time), 10 s
+    # without it
+    recovery_s: float | None = None
     # After the heal and the recovery wait: the cluster must be whole again (a quorum
     # leader, every partition led with its full ISR, every node serving, acks=all sends
     # acknowledged) within liveness_s, else the run is invalid with a liveness anomaly
@@ -314,6 +317,8 @@ def resolve(campaign: dict, overrides: dict) -> RunConfig:
         values.setdefault("controllers", min(RunConfig.controllers, values["nodes"]))
     # The workload's defaults (its fault packages, its settings) where the campaign is silent.
     WORKLOADS[values.get("workload", RunConfig.workload)].defaults(values)
+    if values.get("recovery_s") is None:
+        values["recovery_s"] = 0.0 if values.get("liveness", RunConfig.liveness) else 10.0
     return RunConfig(**values)
 
 
