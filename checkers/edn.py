@@ -14,7 +14,8 @@ millions of operations is never held whole.
 The tokenizer is one regular expression run line by line (a string that
 spans lines is carried to the next one); the parser is an explicit stack,
 so nesting depth costs no recursion. Values become Python values:
-keywords and symbols become strings (without the colon), ``nil`` None,
+keywords become ``Keyword`` (a string without the colon that remembers it
+was one: its repr is ``:a``), symbols strings, ``nil`` None,
 vectors, lists and sets lists, maps dicts, ``#inst``/``#uuid`` their
 string, any other tag its form (records are maps). Jepsen's independent
 tuples (``#jepsen.independent.Tuple{:key k :value v}``) become
@@ -33,6 +34,27 @@ from typing import Any, Iterator
 
 class EDNError(ValueError):
     """Bad EDN; the message names file:line:column."""
+
+
+class Keyword(str):
+    """An EDN keyword: equal to its name as a string (``:send`` == "send"), written back
+    with its colon (``repr``), so a report shows a value as the history wrote it."""
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return ":" + str.__str__(self)
+
+
+_KEYWORDS: dict = {}
+
+
+def _keyword(name: str) -> Keyword:
+    k = _KEYWORDS.get(name)
+    if k is None:
+        if len(_KEYWORDS) > 100_000:  # values of a history of keywords: not worth keeping
+            return Keyword(name)
+        k = _KEYWORDS[name] = Keyword(name)
+    return k
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +98,7 @@ def _string(tok: str) -> str:
 def _atom(tok: str, where) -> Any:
     c = tok[0]
     if c == ":":
-        return tok[1:] if tok[1:2] != ":" else tok[2:]
+        return _keyword(tok[1:] if tok[1:2] != ":" else tok[2:])
     if c.isdigit() or (c in "+-" and len(tok) > 1 and tok[1].isdigit()):
         if _INT.match(tok):
             return int(tok.rstrip("N"))

@@ -454,7 +454,8 @@ def key_rows(t: pa.Table) -> pa.Table:
 
 
 def _result(per_key: list[dict], stats: dict, allowed, n_examples: int,
-            require_final: bool = True) -> dict:
+            require_final: bool = True, values=None) -> dict:
+    """``values``: the file's ``ValueNames``, so examples show values as written."""
     merged: dict[str, list] = {}
     for out in per_key:
         for name, (count, examples) in out.items():
@@ -465,8 +466,9 @@ def _result(per_key: list[dict], stats: dict, allowed, n_examples: int,
     for name in ANOMALIES:
         if name in merged:
             count, examples = merged[name]
+            shown = sorted(examples, key=ORDER[name])[:n_examples]
             anomalies[name] = {"count": count,
-                               "examples": sorted(examples, key=ORDER[name])[:n_examples]}
+                               "examples": values.named(shown) if values else shown}
     bad = sorted(a for a in anomalies if a not in allowed)
     if bad:
         valid: object = False
@@ -514,7 +516,7 @@ def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool =
                                     examples)
         per_key.append({name: (count, queue_cycles.key_names_in(ex, names.names))
                         for name, (count, ex) in found.items()})
-    return _result(per_key, facts["stats"], allowed, examples, require_final)
+    return _result(per_key, facts["stats"], allowed, examples, require_final, names.values)
 
 
 def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int,
@@ -660,7 +662,8 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
     and dependency edges) in one, then the cycle search (``_spark_cycles``)."""
     from pyspark.sql import functions as F
     path = queue_history.typed_path(path)
-    names = queue_history.key_names(path).names
+    file_names = queue_history.key_names(path)
+    names = file_names.names
     size = sum(p.stat().st_size for p in ([Path(path)] if Path(path).is_file()
                                           else Path(path).glob("*.parquet")))
     # Shuffle partitions sized to the input: about 64 MB of Parquet each, at least 2.
@@ -723,7 +726,7 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
         per_key += _spark_cycles(spark, done, folded, refold, names, examples)
     finally:
         folded.unpersist()
-    return _result(per_key, stats, allowed, examples, require_final)
+    return _result(per_key, stats, allowed, examples, require_final, file_names.values)
 
 
 def history_rows(path: str | Path) -> int:

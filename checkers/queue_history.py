@@ -29,7 +29,11 @@ invocation stays one row.
 Keys are written as int32 ids, in the order the history first names them;
 the names themselves (``k3`` in chaoskraft's runs, integers or any string in
 others) are in the file's metadata (``chaoskraft.keys``, a JSON list), so
-reports name keys as the history did. The older ``history.parquet`` (value
+reports name keys as the history did. Values are int64: an integer value is
+itself; any other (Jepsen's keywords ``:a``, strings, floats) gets an id
+counted down from ``VALUE_BASE`` (-2**62), its written form kept in the
+metadata (``chaoskraft.values``), so the checkers compare values as integers
+and reports show them as the history wrote them. The older ``history.parquet`` (value
 as JSON text) converts to this schema in bounded memory, one row group at a
 time (``convert``).
 """
@@ -55,15 +59,80 @@ SCHEMA = pa.schema([
 # Typed files written before transactions were grouped lack the last two columns.
 OLD_NAMES = SCHEMA.names[:-2]
 KEYS = b"chaoskraft.keys"
+VALUES = b"chaoskraft.values"
+# Ids of values that are not integers: VALUE_BASE, VALUE_BASE - 1, ... An integer value in
+# the range they may take is refused (no history seen holds one).
+VALUE_BASE = -(2**62)
+VALUE_SPAN = 2**40
 ROWS_PER_GROUP = 1_000_000
 
 
-class KeyNames:
-    """Key name <-> int32 id, ids in the order names are first seen."""
+def written(v) -> str:
+    """A value that is not an integer as the history wrote it: ``:a`` for an EDN keyword,
+    the text of a string, JSON for anything else."""
+    from .edn import Keyword
+    if isinstance(v, Keyword):
+        return repr(v)
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+class ValueNames:
+    """Message values -> int64: integers are themselves, any other value an id from
+    VALUE_BASE down, in the order first seen (``names``: their written forms)."""
 
     def __init__(self, names: list | None = None) -> None:
         self.names: list = list(names or [])
+        self.ids: dict = {n: VALUE_BASE - i for i, n in enumerate(self.names)}
+
+    def encode(self, v, where: str, field: str):
+        if v is None:
+            return None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63:
+            if VALUE_BASE - VALUE_SPAN < v <= VALUE_BASE:
+                raise HistoryError(f"{where}: {field} {v} is in the range chaoskraft gives "
+                                   f"values that are not integers ({VALUE_BASE} and below)")
+            return v
+        w = written(v)
+        i = self.ids.get(w)
+        if i is None:
+            if len(self.names) >= VALUE_SPAN:
+                raise HistoryError(f"{where}: more than 2**40 values that are not integers")
+            i = self.ids[w] = VALUE_BASE - len(self.names)
+            self.names.append(w)
+        return i
+
+    def name(self, i):
+        """The value as the history wrote it: an integer, or the written form of another."""
+        if i is not None and VALUE_BASE - len(self.names) < i <= VALUE_BASE:
+            return self.names[VALUE_BASE - i]
+        return i
+
+    def named(self, x):
+        """``x`` (an anomaly's example: dicts, lists, integers) with every value id in it
+        replaced by its written form; ``x`` itself when the file has only integers."""
+        if not self.names:
+            return x
+        if isinstance(x, dict):
+            return {k: self.named(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [self.named(v) for v in x]
+        if isinstance(x, int) and not isinstance(x, bool):
+            return self.name(x)
+        return x
+
+
+class KeyNames:
+    """Key name <-> int32 id, ids in the order names are first seen; ``values``: the file's
+    values that are not integers (``ValueNames``)."""
+
+    def __init__(self, names: list | None = None, values: list | None = None) -> None:
+        self.names: list = list(names or [])
         self.ids: dict = {n: i for i, n in enumerate(self.names)}
+        self.values = ValueNames(values)
 
     def encode(self, key, where: str) -> int:
         i = self.ids.get(key) if isinstance(key, (str, int)) else None
@@ -134,7 +203,7 @@ def _reads(v: dict, where: str, f: str, keys: KeyNames) -> list:
                                f"[[offset, value], ...], got {msgs!r:.80}")
         reads.append({"key": keys.encode(k, where),
                       "offsets": [_int(m[0], where, f"{k} offset") for m in msgs],
-                      "values": [_int(m[1], where, f"{k} value") for m in msgs]})
+                      "values": [keys.values.encode(m[1], where, f"{k} value") for m in msgs]})
     return reads
 
 
@@ -178,7 +247,7 @@ def typed_rows(r: dict, i: int, keys: KeyNames, invokes: dict | None = None) -> 
             row = {**out, "f": mf, "mop": j}
             if mf == "send":
                 row["key"] = keys.encode(k, where)
-                row["value"] = _int(x, where, f"micro-operation {j} value")
+                row["value"] = keys.values.encode(x, where, f"micro-operation {j} value")
                 row["offset"] = _int(off, where, f"micro-operation {j} offset")
             elif reads is not None:
                 row["reads"] = _reads(reads, where, f"micro-operation {j} poll", keys)
@@ -188,7 +257,7 @@ def typed_rows(r: dict, i: int, keys: KeyNames, invokes: dict | None = None) -> 
         if r.get("key") is not None:
             out["key"] = keys.encode(r["key"], where)
         if isinstance(v, dict):
-            out["value"] = _int(v.get("value"), where, "value.value")
+            out["value"] = keys.values.encode(v.get("value"), where, "value.value")
             out["offset"] = _int(v.get("offset"), where, "value.offset")
         elif v is not None:
             raise HistoryError(f"{where}: a send's value must be "
@@ -212,11 +281,12 @@ def untyped_row(r: dict, keys: KeyNames) -> dict:
            "process": "nemesis" if r["process"] is None else r["process"],
            "key": None if r["key"] is None else keys.name(r["key"]), "value": None}
     if r["value"] is not None:
-        out["value"] = {"value": r["value"]}
+        out["value"] = {"value": keys.values.name(r["value"])}
         if r["offset"] is not None:
             out["value"]["offset"] = r["offset"]
     if r["reads"] is not None:
-        out["value"] = {keys.name(e["key"]): [[o, v] for o, v in zip(e["offsets"], e["values"])]
+        out["value"] = {keys.name(e["key"]): [[o, keys.values.name(v)]
+                                              for o, v in zip(e["offsets"], e["values"])]
                         for e in r["reads"]}
     if r["extra"]:
         out.update(json.loads(r["extra"]))
@@ -232,9 +302,9 @@ def untyped_op(rows: list[dict], keys: KeyNames) -> dict:
     mops = []
     for r in rows:
         if r["f"] == "send":
-            mops.append(["send", keys.name(r["key"]), [r["offset"], r["value"]]])
+            mops.append(["send", keys.name(r["key"]), [r["offset"], keys.values.name(r["value"])]])
         else:
-            mops.append(["poll", {keys.name(e["key"]): [[o, v] for o, v in
+            mops.append(["poll", {keys.name(e["key"]): [[o, keys.values.name(v)] for o, v in
                                                         zip(e["offsets"], e["values"])]
                                   for e in r["reads"] or []}])
     out = untyped_row({**rows[0], "value": None, "offset": None, "reads": None, "key": None},
@@ -265,7 +335,8 @@ class Writer:
     def close(self) -> None:
         if not self.n:
             self.writer.write_table(pa.Table.from_pylist([], schema=SCHEMA))
-        self.writer.add_key_value_metadata({KEYS: json.dumps(self.keys.names).encode()})
+        self.writer.add_key_value_metadata({KEYS: json.dumps(self.keys.names).encode(),
+                                            VALUES: json.dumps(self.keys.values.names).encode()})
         self.writer.close()
         self.tmp.replace(self.path)
 
@@ -307,8 +378,10 @@ def convert(src: str | Path, dst: str | Path) -> None:
 
 
 def key_names(path: str | Path) -> KeyNames:
+    """The file's key names, and its value names (``.values``)."""
     meta = pq.ParquetFile(str(path)).metadata.metadata or {}
-    return KeyNames(json.loads(meta[KEYS]) if KEYS in meta else None)
+    return KeyNames(json.loads(meta[KEYS]) if KEYS in meta else None,
+                    json.loads(meta[VALUES]) if VALUES in meta else None)
 
 
 def typed_path(path: str | Path, workdir: str | Path | None = None) -> Path:

@@ -58,13 +58,17 @@ def _from_generic(t) -> pd.DataFrame:
     return df[COLUMNS]
 
 
-def _from_typed(t, names) -> pd.DataFrame:
-    """Typed rows -> the common columns; a send's value as the JSON a run writes."""
+def _from_typed(t, names, values=None) -> pd.DataFrame:
+    """Typed rows -> the common columns; a send's value as the JSON a run writes (a value
+    that is not an integer as the history wrote it: ``values``, the file's ValueNames)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     process = pc.fill_null(pc.cast(t.column("process"), pa.string()), "nemesis")
     key = pc.take(names, t.column("key"))
     v, o = pc.cast(t.column("value"), pa.string()), pc.cast(t.column("offset"), pa.string())
+    if values is not None and values.names:
+        v = pa.array([None if x is None else json.dumps(values.name(x))
+                      for x in t.column("value").to_pylist()], pa.string())
     value = pc.if_else(pc.is_valid(o),
                        pc.binary_join_element_wise('{"value": ', v, ', "offset": ', o, "}", ""),
                        pc.binary_join_element_wise('{"value": ', v, "}", ""))
@@ -112,11 +116,12 @@ def batches(run_dir: Path, batch_rows: int | None = None) -> Iterator[pd.DataFra
         f = pq.ParquetFile(str(path))
         if _typed(path):
             from checkers import queue_history as qh
-            names = pa.array([str(n) for n in qh.key_names(path).names], pa.string())
+            file_names = qh.key_names(path)
+            names = pa.array([str(n) for n in file_names.names], pa.string())
             need = [c for c in qh.SCHEMA.names  # the pages need no reads
                     if c != "reads" and c in f.schema_arrow.names]
             for b in f.iter_batches(batch_size=batch_rows, columns=need):
-                yield _from_typed(pa.Table.from_batches([b]), names)
+                yield _from_typed(pa.Table.from_batches([b]), names, file_names.values)
         else:
             have = [c for c in COLUMNS if c in f.schema_arrow.names]
             for b in f.iter_batches(batch_size=batch_rows, columns=have):

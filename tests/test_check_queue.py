@@ -74,3 +74,79 @@ def test_a_bad_operation_is_named_with_its_line(tmp_path, capsys, line, message)
 def test_an_unknown_class_to_allow_is_refused(capsys):
     assert main(["check", "--model", "queue", str(DATA / "valid.edn"), "--allow", "G2"]) == 3
     assert "--allow G2: not an anomaly class" in capsys.readouterr().err
+
+
+def test_values_of_any_type_jepsen_writes_are_read_and_shown_as_written(tmp_path, capsys):
+    # Keywords, strings, integers and floats as values, in sends, polls, a transaction's
+    # micro-operations and assign key lists; keys as keywords. The checkers compare them
+    # as they compare integers; the report shows each as the history wrote it.
+    path = tmp_path / "kw.edn"
+    path.write_text(
+        "{:index 0 :type :invoke :process 0 :f :assign :value [:x :y]}\n"
+        "{:index 1 :type :ok :process 0 :f :assign :value [:x :y]}\n"
+        "{:index 2 :type :invoke :process 0 :f :send :value [[:send :x :a]]}\n"
+        "{:index 3 :type :ok :process 0 :f :send :value [[:send :x [0 :a]]]}\n"
+        "{:index 4 :type :invoke :process 0 :f :txn :value [[:send :y \"b\"] [:send :x 7]]}\n"
+        "{:index 5 :type :ok :process 0 :f :txn :value [[:send :y [0 \"b\"]] [:send :x [1 7]]]}\n"
+        "{:index 6 :type :invoke :process 1 :f :send :value [[:send :x 2.5]]}\n"
+        "{:index 7 :type :fail :process 1 :f :send :value [[:send :x 2.5]]}\n"
+        "{:index 8 :type :invoke :process 0 :f :poll :value [[:poll]]}\n"
+        "{:index 9 :type :ok :process 0 :f :poll :value "
+        "[[:poll {:x [[0 :a] [1 7] [2 2.5]] :y [[0 \"b\"]]}]]}\n")
+    assert main(["check", "--model", "queue", str(path), "--engine", "local"]) == 1
+    out = capsys.readouterr().out
+    assert "4 sends ok" not in out and "3 sends ok, 1 failed" in out, out
+    # the failed send of 2.5 read back: G1a, naming the value as written
+    assert "G1a: 1; e.g. a poll (op 9) read 2.5 at offset 2 of x, from a send that " \
+           "failed (op 7)" in out, out
+    named = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("  ")]
+    assert named == ["G1a"], out
+
+
+def test_a_keyword_and_a_string_of_the_same_name_are_two_values(tmp_path, capsys):
+    path = tmp_path / "two.edn"
+    path.write_text(
+        "{:index 0 :type :invoke :process 0 :f :send :value [[:send 0 :a]]}\n"
+        "{:index 1 :type :ok :process 0 :f :send :value [[:send 0 [0 :a]]]}\n"
+        "{:index 2 :type :invoke :process 1 :f :poll :value [[:poll]]}\n"
+        "{:index 3 :type :ok :process 1 :f :poll :value [[:poll {0 [[0 \"a\"]]}]]}\n")
+    assert main(["check", "--model", "queue", str(path), "--engine", "local"]) == 1
+    out = capsys.readouterr().out
+    assert "inconsistent-offsets: 1; e.g. offset 0 of key 0 was read holding different " \
+           "values: :a; a" in out or "values: a; :a" in out, out
+
+
+def test_an_integer_value_in_the_range_of_value_ids_is_refused(tmp_path, capsys):
+    path = tmp_path / "big.edn"
+    path.write_text(
+        "{:index 0 :type :invoke :process 0 :f :send :value [[:send 0 1]]}\n"
+        "{:index 1 :type :ok :process 0 :f :send :value [[:send 0 [0 -4611686018427387904]]]}\n")
+    assert main(["check", "--model", "queue", str(path), "--engine", "local"]) == 3
+    err = capsys.readouterr().err
+    assert "big.edn:2: " in err and "-4611686018427387904 is in the range" in err, err
+
+
+def test_the_typed_file_gives_back_the_values_as_written(tmp_path):
+    from checkers import queue_history as qh
+    from checkers.history import iter_history
+    from harness.frames import _from_typed
+    import pyarrow as pa
+    path = tmp_path / "h.edn"
+    path.write_text(
+        "{:index 0 :type :invoke :process 0 :f :txn :value [[:send :x :a] [:send :x \"b\"]]}\n"
+        "{:index 1 :type :ok :process 0 :f :txn :value [[:send :x [0 :a]] [:send :x [1 \"b\"]]]}\n"
+        "{:index 2 :type :invoke :process 1 :f :poll :value [[:poll]]}\n"
+        "{:index 3 :type :ok :process 1 :f :poll :value [[:poll {:x [[0 :a] [1 \"b\"] [2 3]]}]]}\n")
+    typed = tmp_path / "q.parquet"
+    qh.write(iter_history(path), typed)
+    names = qh.key_names(typed)
+    assert names.values.names == [":a", "b"]
+    rows = qh.read_table(typed).to_pylist()
+    txn = qh.untyped_op([r for r in rows if r["index"] == 1], names)
+    assert txn["value"] == [["send", "x", [0, ":a"]], ["send", "x", [1, "b"]]]
+    poll = qh.untyped_op([r for r in rows if r["index"] == 3], names)
+    assert poll["value"] == [["poll", {"x": [[0, ":a"], [1, "b"], [2, 3]]}]]
+    # the timeline's rows (harness.frames) show them as written too
+    df = _from_typed(qh.read_table(typed), pa.array(names.names, pa.string()), names.values)
+    sends = [v for v, f in zip(df["value"], df["f"]) if f == "send"]
+    assert sends == ['{"value": ":a", "offset": 0}', '{"value": "b", "offset": 1}'], sends

@@ -131,7 +131,7 @@ def test_elle_transactions_are_read_and_the_model_says_what_it_wants(tmp_path):
 """
     rows = read_history(_write(tmp_path, text))
     assert rows[1]["value"] == [["append", 5, 1], ["r", 5, [1]]]
-    with pytest.raises(HistoryError, match=r"h.edn:1: the cas-register model has no operation 'txn'"):
+    with pytest.raises(HistoryError, match=r"h.edn:1: the cas-register model has no operation :txn"):
         run_check(rows, "cas-register", engine="local")
 
 
@@ -148,7 +148,7 @@ def test_a_lone_info_is_skipped_as_knossos_does_and_a_lone_ok_is_an_error(tmp_pa
     ("[{:process 0, :type :invoke, :f :write, :value 1}\n {:process 0 :type :ok", r"h.edn:2:2: '\{' is never closed"),
     ("{:process 0, :type :invoke, :f :write, :value 1]\n", r"h.edn:1:48: unexpected '\]' \(the '\{' opened at 1:1"),
     ("{:process 0, :type :invoke, :f :write, :value 1}\n{:process 0, :type :done, :f :write}\n",
-     r"h.edn:2: :type 'done' is not one of :invoke, :ok, :fail, :info"),
+     r"h.edn:2: :type :done is not one of :invoke, :ok, :fail, :info"),
     ("{:process 0, :type :invoke, :f :write, :value 1}\n{:type :ok, :f :write}\n",
      r"h.edn:2: operation has no :process"),
     ('{:process 0, :type :invoke, :f :write, :value "open}\n', r"h.edn:1: a string is never closed"),
