@@ -10,6 +10,7 @@ transaction's offsets go) is killed. At the end a read_committed reader of
 read_uncommitted one sees the aborted records too (so aborts happened and
 reached the log), and the group's committed offsets are the end of ``in``.
 """
+import threading
 import time
 
 import pytest
@@ -24,6 +25,17 @@ from tests.conftest import wait_for
 INPUTS = 300
 PARTITIONS = 2
 GROUP = "eos"
+
+
+class _ListLogger:
+    """A ``logging.Logger`` stand-in for librdkafka's ``logger``: keeps the lines."""
+
+    def __init__(self, lines: list) -> None:
+        self.lines = lines
+
+    def log(self, level, fmt, *args) -> None:
+        self.lines.append(fmt % args if args else fmt)
+        del self.lines[:-500]
 
 
 @pytest.fixture
@@ -80,8 +92,11 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "session.timeout.ms": 30000})
     consumer.subscribe(["in"])
+    # librdkafka's transaction log, shown if a call blocks past its own timeout
+    txn_log: list = []
     producer = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "proc",
-                         "transaction.timeout.ms": 60000})
+                         "transaction.timeout.ms": 60000, "debug": "eos",
+                         "logger": _ListLogger(txn_log)})
     producer.init_transactions(60)
 
     def rewind():
@@ -90,52 +105,77 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
                                          tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
     committed, aborted = set(), set()
-    progress = {}  # partition -> the offset the last committed transaction consumed up to
-    victim = None
-    deadline = time.monotonic() + 240
-    txn = 0
-    done = False
-    while not done:
-        assert time.monotonic() < deadline, (len(committed), len(aborted))
-        msgs = [x for x in consumer.consume(10, 1.0) if x.error() is None]
-        if not msgs:
-            continue
-        txn += 1
-        producer.begin_transaction()
-        for x in msgs:
-            producer.produce("out", value=f"{x.value().decode()}@{txn}".encode(),
-                             partition=x.partition())
-        try:
-            positions = consumer.position(consumer.assignment())
-            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(),
-                                                 60)
-            if txn % 4 == 0:
+    state = {"victim": None, "call": "", "error": None}
+
+    def loop():
+        progress = {}  # partition -> the offset the last committed transaction consumed up to
+        deadline = time.monotonic() + 240
+        txn = 0
+        done = False
+        while not done:
+            assert time.monotonic() < deadline, (len(committed), len(aborted))
+            state["call"] = "consume"
+            msgs = [x for x in consumer.consume(10, 1.0) if x.error() is None]
+            if not msgs:
+                continue
+            txn += 1
+            producer.begin_transaction()
+            for x in msgs:
+                producer.produce("out", value=f"{x.value().decode()}@{txn}".encode(),
+                                 partition=x.partition())
+            try:
+                positions = consumer.position(consumer.assignment())
+                state["call"] = f"send_offsets_to_transaction (transaction {txn})"
+                producer.send_offsets_to_transaction(positions,
+                                                     consumer.consumer_group_metadata(), 60)
+                if txn % 4 == 0:
+                    state["call"] = f"abort_transaction (transaction {txn})"
+                    producer.abort_transaction(60)
+                    aborted.add(txn)
+                    rewind()
+                    continue
+                while True:
+                    try:
+                        state["call"] = f"commit_transaction (transaction {txn})"
+                        producer.commit_transaction(60)
+                        break
+                    except KafkaException as exc:
+                        if not exc.args[0].retriable():
+                            raise
+            except KafkaException as exc:
+                if not exc.args[0].txn_requires_abort():
+                    raise
+                state["call"] = f"abort_transaction after {exc} (transaction {txn})"
                 producer.abort_transaction(60)
                 aborted.add(txn)
                 rewind()
                 continue
-            while True:
-                try:
-                    producer.commit_transaction(60)
-                    break
-                except KafkaException as exc:
-                    if not exc.args[0].retriable():
-                        raise
-        except KafkaException as exc:
-            if not exc.args[0].txn_requires_abort():
-                raise
-            producer.abort_transaction(60)
-            aborted.add(txn)
-            rewind()
-            continue
-        committed.add(txn)
-        for tp in positions:  # -1001: nothing fetched since the last rewind
-            if tp.offset >= 0:
-                progress[tp.partition] = tp.offset
-        done = sum(progress.values()) == INPUTS
-        if victim is None and len(committed) == 8:
-            victim = wait_for("the group's coordinator", lambda: group_coordinator(cluster))
-            cluster.kill(victim)
+            committed.add(txn)
+            for tp in positions:  # -1001: nothing fetched since the last rewind
+                if tp.offset >= 0:
+                    progress[tp.partition] = tp.offset
+            done = sum(progress.values()) == INPUTS
+            if state["victim"] is None and len(committed) == 8:
+                state["victim"] = wait_for("the group's coordinator",
+                                           lambda: group_coordinator(cluster))
+                cluster.kill(state["victim"])
+
+    def guarded():
+        try:
+            loop()
+        except BaseException as exc:  # noqa: B902 - handed to the test's thread
+            state["error"] = exc
+    # Every client call in the loop has a timeout, and the loop a deadline; a call blocking
+    # past its own timeout (librdkafka once did, for a quarter of an hour, in CI) fails the
+    # test naming the call, instead of holding the whole run.
+    worker = threading.Thread(target=guarded, daemon=True)
+    worker.start()
+    worker.join(240 + 180)
+    assert not worker.is_alive(), (f"{state['call']} still blocked, past its timeout",
+                                   txn_log[-40:])
+    if state["error"] is not None:
+        raise state["error"]
+    victim = state["victim"]
     assert victim is not None
     consumer.close()
     cluster.start(victim)
