@@ -507,6 +507,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queue: producers without idempotence may write a value twice")
     c.add_argument("--allow", action="append", metavar="CLASS",
                    help="queue: an anomaly class that does not fail the check (repeatable)")
+    c.add_argument("--tested-nothing", choices=["unknown", "invalid"], default="unknown",
+                   help="queue: the verdict of a history in which no send succeeded and no "
+                        "poll read anything (default unknown; Jepsen's checker says invalid: "
+                        "its cycle search finds an empty transaction graph)")
     c.set_defaults(func=_cmd_check)
     r = sub.add_parser("run", help="run a campaign against a Docker cluster")
     r.add_argument("--campaign", help="a YAML campaign file (flags override its fields)")

@@ -150,3 +150,14 @@ def test_the_typed_file_gives_back_the_values_as_written(tmp_path):
     df = _from_typed(qh.read_table(typed), pa.array(names.names, pa.string()), names.values)
     sends = [v for v, f in zip(df["value"], df["f"]) if f == "send"]
     assert sends == ['{"value": ":a", "offset": 0}', '{"value": "b", "offset": 1}'], sends
+
+
+def test_a_history_that_tested_nothing_is_unknown_or_as_jepsen_invalid(tmp_path, capsys):
+    path = tmp_path / "empty.edn"
+    path.write_text("{:index 0 :type :invoke :process 0 :f :poll :value [[:poll]]}\n"
+                    "{:index 1 :type :ok :process 0 :f :poll :value [[:poll {}]]}\n")
+    assert main(["check", "--model", "queue", str(path), "--engine", "local"]) == 2
+    assert "verdict: unknown (no send succeeded" in capsys.readouterr().out
+    assert main(["check", "--model", "queue", str(path), "--engine", "local",
+                 "--tested-nothing", "invalid"]) == 1
+    assert "verdict: invalid (no send succeeded" in capsys.readouterr().out

@@ -64,8 +64,10 @@ def check_file(args) -> int:
         said = sentence(name, ex, lambda i: f" (op {i})", lambda k, v: "") \
             or cycle_sentence(ex, lambda i: "") or json.dumps(ex)
         print(f"  {name}{mark}: {a['count']}; e.g. {said}")
-    if st["sends"]["ok"] == 0 and st["messages_read"] == 0:
-        print("verdict: unknown (no send succeeded and no poll read anything: it tested nothing)")
-        return EXIT["unknown"]
+    if st["sends"]["ok"] == 0 and st["messages_read"] == 0 and result["valid"] is not False:
+        verdict = getattr(args, "tested_nothing", "unknown")
+        print(f"verdict: {verdict} (no send succeeded and no poll read anything: it tested "
+              f"nothing{'; --tested-nothing invalid, as Jepsen' if verdict == 'invalid' else ''})")
+        return EXIT[False if verdict == "invalid" else "unknown"]
     print(f"verdict: {WORD[result['valid']]}")
     return EXIT[result["valid"]]
