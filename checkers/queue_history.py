@@ -223,7 +223,7 @@ def typed_rows(r: dict, i: int, keys: KeyNames, invokes: dict | None = None) -> 
     t = r.get("time")
     out["time"] = int(t) if isinstance(t, (int, float)) and t == t and abs(t) != float("inf") \
         else None
-    extra = {k: r[k] for k in ("node", "error") if r.get(k) is not None}
+    extra = {k: r[k] for k in ("node", "error", "rebalance-log") if r.get(k) is not None}
     if proc == "nemesis" or proc is None:
         extra["value"] = v
         if extra:

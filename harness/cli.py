@@ -507,6 +507,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queue: producers without idempotence may write a value twice")
     c.add_argument("--allow", action="append", metavar="CLASS",
                    help="queue: an anomaly class that does not fail the check (repeatable)")
+    c.add_argument("--semantics", choices=["jepsen", "chaoskraft"],
+                   help="queue: whose meaning of positions and offsets to judge by (default "
+                        "jepsen for Jepsen's EDN, chaoskraft for chaoskraft's own histories; "
+                        "docs/queue.md says where they differ)")
     c.add_argument("--tested-nothing", choices=["unknown", "invalid"], default="unknown",
                    help="queue: the verdict of a history in which no send succeeded and no "
                         "poll read anything (default unknown; Jepsen's checker says invalid: "

@@ -16,12 +16,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from checkers import queue_history
+from checkers import queue_history, queue_jepsen
 from checkers.history import iter_history
 from checkers.queue import ANOMALIES, check_queue, cycle_sentence, default_allowed, sentence
 from harness.stats import WORD
 
 EXIT = {True: 0, False: 1, "unknown": 2}
+
+
+def _ours(path: Path) -> bool:
+    """A history chaoskraft wrote (JSON lines or Parquet), not one of Jepsen's (EDN)."""
+    if path.suffix == ".parquet" or path.is_dir():
+        return True
+    with open(path, encoding="utf-8", errors="replace") as f:
+        head = next((line.strip() for line in f if line.strip()), "")
+    return head.startswith("{") and not head.startswith("{:")
 
 
 def check_file(args) -> int:
@@ -48,13 +57,19 @@ def check_file(args) -> int:
         allowed |= set(default_allowed(True, consume, args.ww_deps))
         if args.allow_duplicates:
             allowed.add("duplicate")
-        result = check_queue(None, str(typed), allowed=tuple(sorted(allowed)),
-                             engine=args.engine, ww_deps=args.ww_deps, require_final=False)
+        semantics = getattr(args, "semantics", None) or (
+            "chaoskraft" if _ours(Path(args.file)) else "jepsen")
+        if semantics == "jepsen":
+            result = queue_jepsen.check(typed, allowed=tuple(sorted(allowed)),
+                                        ww_deps=args.ww_deps)
+        else:
+            result = check_queue(None, str(typed), allowed=tuple(sorted(allowed)),
+                                 engine=args.engine, ww_deps=args.ww_deps, require_final=False)
     st = result["stats"]
     print(f"queue history: {st['sends']['ok']} sends ok, {st['sends']['fail']} failed, "
           f"{st['sends']['info']} indeterminate; {st['polls']} polls read "
           f"{st['messages_read']} messages; consumers: {consume}; ww edges: "
-          f"{'inferred' if args.ww_deps else 'not inferred'}")
+          f"{'inferred' if args.ww_deps else 'not inferred'}; semantics: {semantics}")
     if not st["final_polls"]:
         print("no final-poll operation: durability (acknowledged sends in the final reads) "
               "is not checked; unseen still is")
