@@ -7,8 +7,9 @@
 | etcd | read, write, cas | a failed cas observes "the register did not hold the expected value" | may have happened |
 | kv | get, put, append on string values per key | did not happen | may have happened |
 | mutex | acquire, release | did not happen | may have happened |
+| multi-register | txn of reads and writes of many registers | did not happen | may have happened |
 
-``register``, ``cas-register`` and ``mutex`` follow Knossos; ``etcd`` and
+``register``, ``cas-register``, ``mutex`` and ``multi-register`` follow Knossos; ``etcd`` and
 ``kv`` follow the models Porcupine's test corpus was recorded against
 (``shared/testdata/porcupine/VERDICTS.md``). Registers start at ``initial``
 (default ``None``, Jepsen's nil); kv values start as the empty string.
@@ -266,6 +267,71 @@ class MutexModel(HistoryModel):
                          ret, inv["index"])
 
 
+_READ, _WRITE = ("r", "read"), ("w", "write")
+
+
+def _multi_step(state, inp, out):
+    """A transaction over many registers, micro-operation by micro-operation: a read of
+    nil says nothing (Knossos), any other read must see the register's value."""
+    regs, default = dict(state[0]), state[1]
+    for f, k, v in inp[1]:
+        if f == "r":
+            if v is not None and regs.get(k, default) != v:
+                return False, state
+        else:
+            regs[k] = v
+    return True, (tuple(sorted(regs.items(), key=repr)), default)
+
+
+def _describe_txn(op: Operation) -> str:
+    mops = " ".join(f"[{f} {k!r} {v!r}]" for f, k, v in op.input[1])
+    return f"txn {mops}" + (" (indeterminate)" if op.output is UNKNOWN else "")
+
+
+class MultiRegisterModel(HistoryModel):
+    """Knossos's multi-register: ``txn`` operations of ``[:read k v]`` / ``[:write k v]``
+    (or ``:r`` / ``:w``) over many registers, one state for the whole history.
+
+    ``initial``: a map of the registers' first values (``{"x": 0, "y": 0}``), or one value
+    for every register (default nil)."""
+
+    name = "multi-register"
+    partitioned_by_key = False
+
+    def __init__(self, initial=None) -> None:
+        if isinstance(initial, dict):
+            self.initial = (tuple(sorted(((hashable(k), hashable(v)) for k, v in initial.items()),
+                                         key=repr)), None)
+        else:
+            self.initial = ((), hashable(initial))
+
+    def model(self, partitioned: bool = True) -> Model:
+        initial = self.initial
+        return Model(self.name, lambda: initial, _multi_step, describe=_describe_txn)
+
+    def operation(self, inv, done):
+        if inv["f"] != "txn":
+            raise HistoryError(f"{_where(inv)}: the multi-register model has no operation "
+                               f"{inv['f']!r}; it takes txn operations of reads and writes")
+        typ = done["type"] if done is not None else "info"
+        if typ == "fail":
+            return None
+        row = done if typ == "ok" else inv
+        value = row.get("value")
+        if not isinstance(value, list):
+            raise HistoryError(f"{_where(row)}: a txn's value must be a list of [read k v] or "
+                               f"[write k v], got {value!r:.80}")
+        mops = []
+        for j, m in enumerate(value):
+            if not (isinstance(m, (list, tuple)) and len(m) == 3 and m[0] in _READ + _WRITE):
+                raise HistoryError(f"{_where(row)}: micro-operation {j} must be [read k v] or "
+                                   f"[write k v], got {m!r:.80}")
+            mops.append(("r" if m[0] in _READ else "w", hashable(m[1]), hashable(m[2])))
+        call, ret = _span(inv, done)
+        return Operation(inv["process"], ("txn", tuple(mops)),
+                         UNKNOWN if typ == "info" else None, call, ret, inv["index"])
+
+
 def get_model(name: str, initial=None, nil_read: str = "unknown") -> HistoryModel:
     if name == "register":
         return RegisterModel(cas=False, initial=initial, nil_read=nil_read)
@@ -277,10 +343,12 @@ def get_model(name: str, initial=None, nil_read: str = "unknown") -> HistoryMode
         return KvModel()
     if name == "mutex":
         return MutexModel()
+    if name == "multi-register":
+        return MultiRegisterModel(initial)
     raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
 
-MODELS = ("register", "cas-register", "etcd", "kv", "mutex")
+MODELS = ("register", "cas-register", "etcd", "kv", "mutex", "multi-register")
 
 
 def keys_without_ok(rows: Iterable[dict], partition: bool = True) -> tuple[int, set]:

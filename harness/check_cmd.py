@@ -88,7 +88,8 @@ def gate(result: CheckResult, total_ok: int, empty_keys: set, strict: bool = Tru
                        if total_ok == 0 else result.reason)
 
 
-def print_result(result: CheckResult, model_name: str, out=sys.stdout) -> None:
+def print_result(result: CheckResult, model_name: str, out=None) -> None:
+    out = out or sys.stdout  # the stdout of the call, not of the import
     keys = result.keys
     counts = {w: sum(1 for k in keys if k.valid is v or k.valid == v) for v, w in WORD.items()}
     print(f"model {model_name}: {len(keys)} key(s): {counts['valid']} valid, {counts['invalid']} "
