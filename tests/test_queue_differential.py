@@ -187,8 +187,10 @@ def test_an_older_history_converts_to_the_typed_one(tmp_path):
 
 @pytest.mark.parametrize("row, message", [
     ({"f": "send", "type": "ok", "key": "k0", "value": "x"}, "a send's value must be"),
-    ({"f": "send", "type": "ok", "key": "k0", "value": {"value": "v", "offset": 1}},
-     "value.value must be an integer"),
+    ({"f": "send", "type": "ok", "key": "k0", "value": {"value": "v", "offset": "o"}},
+     "value.offset must be an integer"),
+    ({"f": "send", "type": "ok", "key": "k0", "value": {"value": -2**62, "offset": 1}},
+     "value.value -4611686018427387904 is in the range"),
     ({"f": "poll", "type": "ok", "value": {"k0": [[0]]}}, "messages must be"),
     ({"f": "poll", "type": "ok", "value": [1]}, "must map keys"),
     ({"f": "send", "type": "ok", "key": [1], "value": {"value": 1}}, "must be a string or an"),
