@@ -469,6 +469,7 @@ def _result(per_key: list[dict], stats: dict, allowed, n_examples: int,
             shown = sorted(examples, key=ORDER[name])[:n_examples]
             anomalies[name] = {"count": count,
                                "examples": values.named(shown) if values else shown}
+    from .consistency_models import boundary
     bad = sorted(a for a in anomalies if a not in allowed)
     if bad:
         valid: object = False
@@ -477,7 +478,9 @@ def _result(per_key: list[dict], stats: dict, allowed, n_examples: int,
     else:
         valid = True
     return {"valid": valid, "anomalies": anomalies, "bad_anomalies": bad,
-            "allowed": sorted(allowed), "stats": stats}
+            "allowed": sorted(allowed), "stats": stats,
+            # the consistency models the anomalies found rule out, as Elle says it
+            "consistency": boundary(anomalies)}
 
 
 def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool = False,
@@ -812,6 +815,30 @@ def sentence(anomaly: str, ex, at, sent) -> str | None:
         return (f"a transaction by process {g('process')}{at(g('index'))} read {g('value')} at "
                 f"offset {g('offset')} of {key}, which it sent itself before it committed")
     return None
+
+
+def cycle_proof(ex) -> str | None:
+    """A dependency cycle as Elle proves one: each operation named, each step's reason,
+    and the contradiction that closes it."""
+    steps = ex.get("cycle") if isinstance(ex, dict) else None
+    if not steps:
+        return None
+    n = len(steps)
+
+    def k(s):
+        return f"key {s['key']}" if isinstance(s["key"], int) else s["key"]
+
+    def why(j: int) -> str:
+        s, a, b = steps[j], f"T{j + 1}", f"T{(j + 1) % n + 1}"
+        return {"wr": lambda: f"{a} sent {s['value']} to {k(s)}, which {b} read",
+                "ww": lambda: f"{a} sent to {k(s)} just before {b} sent {s['value']}",
+                "process": lambda: f"{a} came before {b} in process {s['process']}",
+                "realtime": lambda: f"{a} completed before {b} was invoked"}[s["rel"]]()
+    let = ", ".join(f"T{j + 1} = process {s['process']}'s operation {s['index']}"
+                    for j, s in enumerate(steps))
+    then = "; ".join(f"T{j + 1} < T{j + 2}, because {why(j)}" for j in range(n - 1))
+    return (f"Let {let}. Then {then}. However, T{n} < T1, because {why(n - 1)}: "
+            f"a contradiction.")
 
 
 def cycle_sentence(ex, at) -> str | None:

@@ -161,3 +161,37 @@ def test_a_history_that_tested_nothing_is_unknown_or_as_jepsen_invalid(tmp_path,
     assert main(["check", "--model", "queue", str(path), "--engine", "local",
                  "--tested-nothing", "invalid"]) == 1
     assert "verdict: invalid (no send succeeded" in capsys.readouterr().out
+
+
+def test_a_cycle_comes_with_its_proof_and_the_models_it_rules_out(tmp_path, capsys):
+    path = tmp_path / "g1c.edn"
+    path.write_text(
+        "{:index 0 :type :invoke :process 0 :f :txn :value [[:send 0 1] [:poll]]}\n"
+        "{:index 1 :type :invoke :process 1 :f :txn :value [[:send 1 2] [:poll]]}\n"
+        "{:index 2 :type :ok :process 0 :f :txn :value [[:send 0 [0 1]] [:poll {1 [[0 2]]}]]}\n"
+        "{:index 3 :type :ok :process 1 :f :txn :value [[:send 1 [0 2]] [:poll {0 [[0 1]]}]]}\n")
+    assert main(["check", "--model", "queue", str(path), "--engine", "local"]) == 1
+    out = capsys.readouterr().out
+    assert ("proof: Let T1 = process 1's operation 3, T2 = process 0's operation 2. Then "
+            "T1 < T2, because T1 sent 2 to key 1, which T2 read. However, T2 < T1, because T2 "
+            "sent 1 to key 0, which T1 read: a contradiction.") in out, out
+    line = next(x for x in out.splitlines() if x.startswith("consistency: "))
+    assert line.startswith("consistency: not read-committed (nor the 21 models stronger: ")
+    assert "serializable" in line and "strict-serializable" in line and "read-uncommitted" not in line
+
+
+def test_the_weakest_model_each_cycle_class_rules_out():
+    from checkers.consistency_models import boundary
+    weakest = {a: boundary([a])["not"] for a in
+               ("G0", "G1a", "G1c", "G0-process", "G1c-process", "G0-realtime", "G1c-realtime")}
+    assert weakest == {"G0": ["read-uncommitted"], "G1a": ["read-committed"],
+                       "G1c": ["read-committed"],
+                       "G0-process": ["strong-session-read-uncommitted"],
+                       "G1c-process": ["strong-session-read-committed"],
+                       "G0-realtime": ["strong-read-uncommitted"],
+                       "G1c-realtime": ["strong-read-committed"]}
+    # a realtime anomaly rules out strict serializability, a process one does too, and
+    # nothing is ruled out by a history without anomalies
+    assert "strict-serializable" in boundary(["G1c-realtime"])["also_not"]
+    assert "strict-serializable" in boundary(["G0-process"])["also_not"]
+    assert boundary([]) == {"not": [], "also_not": []}

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from checkers import queue_history, queue_jepsen
 from checkers.history import iter_history
-from checkers.queue import ANOMALIES, check_queue, cycle_sentence, default_allowed, sentence
+from checkers.queue import (ANOMALIES, check_queue, cycle_proof, cycle_sentence,
+                            default_allowed, sentence)
 from harness.stats import WORD
 
 EXIT = {True: 0, False: 1, "unknown": 2}
@@ -79,6 +80,14 @@ def check_file(args) -> int:
         said = sentence(name, ex, lambda i: f" (op {i})", lambda k, v: "") \
             or cycle_sentence(ex, lambda i: "") or json.dumps(ex)
         print(f"  {name}{mark}: {a['count']}; e.g. {said}")
+        proof = cycle_proof(ex)
+        if proof:
+            print(f"    proof: {proof}")
+    rules_out = result.get("consistency") or {}
+    if rules_out.get("not"):
+        also = rules_out.get("also_not") or []
+        print(f"consistency: not {', '.join(rules_out['not'])}"
+              + (f" (nor the {len(also)} models stronger: {', '.join(also)})" if also else ""))
     if st["sends"]["ok"] == 0 and st["messages_read"] == 0 and result["valid"] is not False:
         verdict = getattr(args, "tested_nothing", "unknown")
         print(f"verdict: {verdict} (no send succeeded and no poll read anything: it tested "
