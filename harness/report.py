@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from checkers.queue import cycle_proof
 from nemesis.packages import report_kinds, report_series
 from node_image.coverage import EVENTS
 
@@ -570,7 +571,9 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
             linked += idx
             links = " ".join(f"<a href='#op-{i}'>op {i}</a>" for i in idx)
             said = plain(cls, ex, by_index, sends)
+            proof = cycle_proof(ex)
             text = (f"<p class='plain'>{esc(said)}</p>" if said else "") + \
+                (f"<p class='proof'>{esc(proof)}</p>" if proof else "") + \
                 f"<pre>{esc(json.dumps(ex))}</pre>"
             out.append(f"<tr><td>{text}</td><td>{links}</td></tr>")
             if start_wall is not None and idx and timed:

@@ -141,7 +141,7 @@ def test_every_queue_anomaly_example_is_said_in_one_sentence(tmp_path):
     test_queue_checker, and a poll that read a value sent after it completed: a cycle),
     each said in a sentence naming its key, values and operations."""
     from checkers import queue_history
-    from checkers.queue import ANOMALIES, check_local
+    from checkers.queue import ANOMALIES, check_local, cycle_proof
     from harness.report import plain
     from test_queue_checker import FINAL, NOT_IN_FINAL, SCENARIOS, healthy
     h = healthy()
@@ -172,6 +172,13 @@ def test_every_queue_anomaly_example_is_said_in_one_sentence(tmp_path):
         if "cycle" in ex:
             assert said and all(f"op {s['index']}" in said for s in ex["cycle"]), (ex, said)
             assert "77" in said and "future" in said, said
+            proof = cycle_proof(ex)  # and proved as Elle proves a cycle
+            assert proof.startswith("Let T1 = ") and proof.endswith(": a contradiction."), proof
+            assert all(f"operation {s['index']}" in proof for s in ex["cycle"]), proof
+            # G1a and G1c-realtime among the anomalies: not read committed, nor stronger
+            assert result["consistency"]["not"] == ["read-committed"], result["consistency"]
+            assert {"strong-read-committed", "strict-serializable"} <= set(
+                result["consistency"]["also_not"]), result["consistency"]
             continue
         assert said and ex["key"] in said, (anomaly, ex, said)
         for field in ("value", "offset", "prev_offset", "first_offset", "send_index", "index",
