@@ -150,7 +150,8 @@ class DockerCluster(NodeControl):
     def attach(cls, run_id: str, client=None, log=print) -> "DockerCluster":
         """The cluster of an existing run (for ``cluster status`` and ``down``)."""
         client = client or docker.from_env()
-        containers = client.containers.list(all=True, filters={"label": f"{LABEL}.run={run_id}"})
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL}.run={run_id}"},
+                                            ignore_removed=True)
         if not containers:
             raise BackendError(f"no containers for run {run_id}")
         self = cls(run_id, containers[0].image.tags[0] if containers[0].image.tags else "",
@@ -249,7 +250,9 @@ def _read_props(container) -> dict[str, str]:
 def remove_labelled(client, label: str, log=print) -> dict[str, int]:
     """Remove every container, volume and network with ``label`` (``k=v`` or ``k``)."""
     counts = {"containers": 0, "volumes": 0, "networks": 0}
-    for c in client.containers.list(all=True, filters={"label": label}):
+    # ignore_removed: another run (or a cleanup beside this one) may remove a container
+    # between the listing and its inspection
+    for c in client.containers.list(all=True, filters={"label": label}, ignore_removed=True):
         try:
             c.remove(force=True, v=True)
             counts["containers"] += 1
@@ -280,6 +283,7 @@ def remove_labelled(client, label: str, log=print) -> dict[str, int]:
 def running_runs(client=None) -> dict[str, list[str]]:
     client = client or docker.from_env()
     runs: dict[str, list[str]] = {}
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"},
+                                    ignore_removed=True):
         runs.setdefault(c.labels.get(f"{LABEL}.run", "?"), []).append(c.name)
     return runs

@@ -32,6 +32,7 @@ import random
 import shlex
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -218,14 +219,21 @@ class SshHosts(SshCluster):
                         chan.sendall(chunk)
                 chan.shutdown_write()
             out, err = [], []
+            deadline = time.monotonic() + timeout
+            # Read until the host closed its output (EOF), not only until the exit status
+            # came: sshd may send the status before the last of the output, and on a busy
+            # machine a command's whole output then went missing.
             while True:
                 if chan.recv_ready():
                     out.append(chan.recv(CHUNK))
                 elif chan.recv_stderr_ready():
                     err.append(chan.recv_stderr(CHUNK))
-                elif chan.exit_status_ready() and not chan.recv_ready() and \
-                        not chan.recv_stderr_ready():
+                elif (chan.eof_received or chan.closed) and chan.exit_status_ready():
                     break
+                elif time.monotonic() > deadline:
+                    chan.close()
+                    raise BackendError(f"{self.name(node_id)}: ssh {command[:200]}: no end "
+                                       f"after {timeout:g} s")
                 else:
                     chan.status_event.wait(0.05)
             while chan.recv_ready():
@@ -299,6 +307,9 @@ class SshHosts(SshCluster):
         rc, out, err = self.run_raw(node_id, "uname -m; PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin; "
                                              "for c in tar mount umount chroot; do "
                                              "command -v $c >/dev/null || echo missing:$c; done")
+        if rc != 0 or not out.split():
+            raise HostError(f"{where}: `uname -m` and the tools check answered nothing (exit "
+                            f"{rc}): {(err or out).strip()[-300:] or 'no output'}")
         machine, *missing = out.split()
         if machine != platform.machine():
             raise HostError(f"{where}: the host is {machine}; the node bundle is built here for "
