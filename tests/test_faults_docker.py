@@ -56,7 +56,8 @@ while len(got) < n:  # told to stop: what already arrived still counts
         got.add(s.recv(64))
     except BlockingIOError:
         break
-open(out, "w").write(str(len(got)))
+open(out + ".tmp", "w").write(str(len(got)))
+os.replace(out + ".tmp", out)  # whole when it appears: the test reads it as soon as it exists
 """
 SEND = r"""
 import socket, sys
@@ -426,13 +427,15 @@ def test_a_one_way_partition_lets_one_direction_through(cluster, tmp_path):
 
     async def scenario():
         stop = await c.start_fault(FaultStep(0, 0, "one-way", "one", 5, "deaf"))
-        node = rows(history, "start-one-way")[0]["value"]["nodes"][0]
-        other = next(n for n in (1, 2, 3) if n != node)
-        heard = await asyncio.to_thread(datagrams_heard, cluster, other, node)
-        told = await asyncio.to_thread(datagrams_heard, cluster, node, other)
+        try:  # the module's cluster serves the next tests: never leave it deaf
+            node = rows(history, "start-one-way")[0]["value"]["nodes"][0]
+            other = next(n for n in (1, 2, 3) if n != node)
+            heard = await asyncio.to_thread(datagrams_heard, cluster, other, node)
+            told = await asyncio.to_thread(datagrams_heard, cluster, node, other)
+        finally:
+            await stop()
         print(f"one-way deaf n{node}: hears {heard}/20 from n{other}, is heard {told}/20")
         assert (heard, told) == (0, 20)
-        await stop()
         assert await asyncio.to_thread(datagrams_heard, cluster, other, node) == 20
     asyncio.run(scenario())
 
