@@ -817,6 +817,11 @@ def sentence(anomaly: str, ex, at, sent) -> str | None:
     return None
 
 
+def _step_key(s) -> str:
+    """A cycle step's key as the sentences name it (Jepsen's keys are integers)."""
+    return f"key {s['key']}" if isinstance(s["key"], int) else s["key"]
+
+
 def cycle_proof(ex) -> str | None:
     """A dependency cycle as Elle proves one: each operation named, each step's reason,
     and the contradiction that closes it."""
@@ -824,9 +829,7 @@ def cycle_proof(ex) -> str | None:
     if not steps:
         return None
     n = len(steps)
-
-    def k(s):
-        return f"key {s['key']}" if isinstance(s["key"], int) else s["key"]
+    k = _step_key
 
     def why(j: int) -> str:
         s, a, b = steps[j], f"T{j + 1}", f"T{(j + 1) % n + 1}"
@@ -846,8 +849,7 @@ def cycle_sentence(ex, at) -> str | None:
     steps = ex.get("cycle") if isinstance(ex, dict) else None
     if not steps:
         return None
-    def k(s):
-        return f"key {s['key']}" if isinstance(s["key"], int) else s["key"]
+    k = _step_key
     why = {"wr": lambda s: f"sent {s['value']} to {k(s)}, which was read by",
            "ww": lambda s: f"sent to {k(s)} just before {s['value']} was sent by",
            "process": lambda s: "came before, in the same process,",

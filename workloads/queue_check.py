@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from checkers import queue_history, queue_jepsen
-from checkers.history import iter_history
+from checkers.history import _sniff, iter_history
 from checkers.queue import (ANOMALIES, check_queue, cycle_proof, cycle_sentence,
                             default_allowed, sentence)
 from harness.stats import WORD
@@ -29,8 +29,7 @@ def _ours(path: Path) -> bool:
     """A history chaoskraft wrote (JSON lines or Parquet), not one of Jepsen's (EDN)."""
     if path.suffix == ".parquet" or path.is_dir():
         return True
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = next((line.strip() for line in f if line.strip()), "")
+    head = _sniff(path)  # as iter_history tells the formats apart
     return head.startswith("{") and not head.startswith("{:")
 
 
