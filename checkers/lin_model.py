@@ -45,6 +45,8 @@ class Model:
     # "register": the native kernel steps it itself (read/write/cas on values);
     # None: the native kernel calls ``step`` back, memoised per (operation, state).
     native: str | None = None
+    # How a state reads in a report (the interactive page shows it before and after each step).
+    describe_state: Callable[[Hashable], str] = lambda s: "nil" if s is None else repr(s)
 
 
 @dataclass
@@ -109,11 +111,14 @@ def diagram(model: Model, ops: list[Operation], best: list[Operation],
     ``linearized`` with ``order`` (its place in the longest linearizable
     prefix; the last DIAGRAM_PREFIX of them), ``stuck`` (the operation that
     cannot be placed after that prefix) and ``concurrent`` (the other
-    operations overlapping it, which the search tried to place first).
+    operations overlapping it, which the search tried to place first). Each row says the
+    state before and after it: a prefix step's own, and for the others what they would do
+    right after the prefix (``after`` null: illegal there).
     """
     if stuck is None:
         return {}
     placed = {id(op): n for n, op in enumerate(best)}
+    states, last = _states(model, best)
     shown: list[tuple[Operation, str, int | None]] = []
     start = max(0, len(best) - DIAGRAM_PREFIX)
     for n in range(start, len(best)):
@@ -124,11 +129,43 @@ def diagram(model: Model, ops: list[Operation], best: list[Operation],
     shown.append((stuck, "stuck", None))
     rows = []
     for op, role, order in shown:
-        rows.append({"index": op.index, "process": str(op.process), "call": op.call,
-                     "return": _time(op.ret), "op": model.describe(op), "role": role,
-                     "order": order})
+        row = {"index": op.index, "process": str(op.process), "call": op.call,
+               "return": _time(op.ret), "op": model.describe(op), "role": role,
+               "order": order}
+        if order is not None:  # its step in the prefix: the state it met and the one it left
+            row["before"], row["after"] = states[order], states[order + 1]
+        else:  # what it would do right after the prefix
+            legal, after = _step(model, last, op)
+            row["before"] = model.describe_state(last)
+            row["after"] = model.describe_state(after) if legal else None
+        rows.append(row)
     return {"prefix_length": len(best), "shown_from": start, "operations": rows,
-            "processes": sorted({r["process"] for r in rows}, key=_process_order)}
+            "processes": sorted({r["process"] for r in rows}, key=_process_order),
+            "state_after_prefix": states[-1]}
+
+
+def _step(model: Model, state, op: Operation):
+    """(legal, next state) of ``op`` from ``state``; (None, None) if the model refuses to say."""
+    try:
+        return model.step(state, op.input, op.output)
+    except Exception:  # noqa: BLE001 - a report must not fail on a model's corner
+        return None, None
+
+
+def _states(model: Model, best: list[Operation]) -> tuple[list[str], Hashable]:
+    """The state before the prefix and after each of its steps, as text. A step the model
+    calls illegal (a search that knows more than ``step``, such as a memoised native one)
+    keeps its state and says so. Also the state itself after the prefix."""
+    state = model.init()
+    out = [model.describe_state(state)]
+    for op in best:
+        legal, nxt = _step(model, state, op)
+        if legal:
+            state = nxt
+            out.append(model.describe_state(state))
+        else:
+            out.append(model.describe_state(state) + " (not replayed)")
+    return out, state
 
 
 def _process_order(p: str):

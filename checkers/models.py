@@ -283,6 +283,12 @@ def _multi_step(state, inp, out):
     return True, (tuple(sorted(regs.items(), key=repr)), default)
 
 
+def _describe_registers(state) -> str:
+    regs, default = state
+    shown = ", ".join(f"{k!r} {v!r}" for k, v in regs)
+    return "{" + shown + "}" + (f" (others {default!r})" if default is not None else "")
+
+
 def _describe_txn(op: Operation) -> str:
     mops = " ".join(f"[{f} {k!r} {v!r}]" for f, k, v in op.input[1])
     return f"txn {mops}" + (" (indeterminate)" if op.output is UNKNOWN else "")
@@ -307,7 +313,8 @@ class MultiRegisterModel(HistoryModel):
 
     def model(self, partitioned: bool = True) -> Model:
         initial = self.initial
-        return Model(self.name, lambda: initial, _multi_step, describe=_describe_txn)
+        return Model(self.name, lambda: initial, _multi_step, describe=_describe_txn,
+                     describe_state=_describe_registers)
 
     def operation(self, inv, done):
         if inv["f"] != "txn":

@@ -598,11 +598,17 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
         out.append("<h2>Counterexamples</h2><p class='legend'>" + "".join(
             f"<span style='background:{c}'>{esc(k)}</span>" for k, c in ROLE_COLOURS.items())
             + "</p>")
+        from .linpage import needed_indexes, write_pages
+        rows = frames.rows_at(run_dir, needed_indexes(diagrams))
+        pages = write_pages(run_dir, diagrams, {i: r["time"] / 1e9 for i, r in rows.items()
+                                                if r.get("time") is not None}, faults)
         for key, d in diagrams.items():
             out.append(f"<h3>key {esc(key)}: the longest linearizable prefix has "
                        f"{d['prefix_length']} operations (the last "
                        f"{d['prefix_length'] - d['shown_from']} numbered); the red one cannot "
-                       f"follow it</h3>" + counterexample_svg(key, d))
+                       f"follow it</h3><p><a class='lin-page' href='{esc(pages[key])}'>"
+                       f"interactive page: the states before and after each operation, the "
+                       f"faults on the same time axis</a></p>" + counterexample_svg(key, d))
     pictures = {k: p for r in results.get("checkers", {}).values()
                 for k, p in (r.get("pictures") or {}).items()}
     if pictures:

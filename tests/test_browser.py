@@ -11,6 +11,7 @@ from harness.report import render
 from harness.serve import make_server
 from harness.timeline import write_timeline
 from synthetic_runs import make_runs
+from test_linpage import register_run
 from test_report import make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one Chromium
@@ -78,6 +79,40 @@ def test_the_report_shows_what_the_run_reached_and_what_was_stuck(browser, tmp_p
     assert "Liveness anomaly" in browser.find_element(By.ID, "liveness").text
     browser.execute_script("arguments[0].scrollIntoView()", stuck)
     browser.save_screenshot(str(tmp_path / "coverage.png"))
+
+
+def test_a_key_that_is_not_linearizable_gets_a_page_to_follow_it(browser, tmp_path):
+    """From the report to the key's page: hovering an operation shows the state it met and
+    left, the slider walks the prefix, the partition is a band on the same axis."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    register_run(tmp_path)
+    render(tmp_path)
+    browser.get((tmp_path / "report.html").as_uri())
+    browser.find_element(By.CSS_SELECTOR, "a.lin-page").click()
+    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return window.LIN_READY === true"))
+    assert "cannot follow it" in browser.find_element(By.ID, "head").text
+    info = browser.find_element(By.ID, "info")
+    first = browser.find_element(By.CSS_SELECTOR, "g.op.linearized[data-order='0']")
+    ActionChains(browser).move_to_element(first).perform()
+    assert "write 1" in info.text and "state before nil, after 1" in info.text, info.text
+    stuck = browser.find_element(By.CSS_SELECTOR, "g.op.stuck")
+    ActionChains(browser).move_to_element(stuck).perform()
+    assert "read -> 1" in info.text and "cannot follow the prefix" in info.text, info.text
+    assert "this operation is illegal there" in info.text
+    band = browser.find_element(By.CSS_SELECTOR, "g.fault[data-kind='partition']")
+    assert "start-partition" in band.text
+    # the partition began at 1.0 s, between the first write (0.5-0.6 s) and the read (1.5 s)
+    xs = [browser.execute_script("return arguments[0].getBBox().x", e)
+          for e in (first, band, stuck)]
+    assert xs[0] < xs[1] < xs[2], xs
+    browser.execute_script("const s = document.getElementById('step'); s.value = 1;"
+                           "s.dispatchEvent(new Event('input'))")
+    assert browser.find_element(By.ID, "step-state").text.startswith("after step 1 of ")
+    assert browser.find_element(By.ID, "step-state").text.endswith("state 1")
+    later = browser.find_elements(By.CSS_SELECTOR, "g.op.linearized:not([data-order='0'])")
+    assert later and all("faded" in e.get_attribute("class") for e in later)
+    assert "faded" not in first.get_attribute("class")
+    browser.save_screenshot(str(tmp_path / "lin.png"))
 
 
 def test_timeline_loads_only_the_window_it_shows(browser, tmp_path):
