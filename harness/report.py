@@ -564,6 +564,7 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
         out.append("<p id='no-anomalies'>None.</p>")
     timed = timed_lines(logs) if found and start_wall is not None else []
     shown: set[tuple[str, str]] = set()  # node log lines already shown under an example
+    moments: list[tuple[str, int]] = []  # (what, history time ns) to draw the messages of
     for cls, count, examples in found:
         out.append(f"<h3 class='anomaly'>{esc(cls)}: {count}</h3><table class='examples'>")
         for ex in examples[:10]:
@@ -578,6 +579,9 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
             out.append(f"<tr><td>{text}</td><td>{links}</td></tr>")
             if start_wall is not None and idx and timed:
                 t = [by_index[i]["time"] for i in idx if i in by_index]
+                if t and ex is examples[0]:
+                    moments.append((f"{cls}: the first example's first operation (op "
+                                    f"{idx[0]})", min(t)))
                 if t:
                     near = lines_around(timed, start_wall + min(t) / 1e9)
                     new = [x for x in near if x not in shown]
@@ -603,12 +607,17 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
         pages = write_pages(run_dir, diagrams, {i: r["time"] / 1e9 for i, r in rows.items()
                                                 if r.get("time") is not None}, faults)
         for key, d in diagrams.items():
+            stuck = next((o for o in d.get("operations") or [] if o["role"] == "stuck"), None)
+            if stuck is not None and stuck["call"] in rows:
+                moments.append((f"key {key}: {stuck['op']} (op {stuck['index']}) cannot follow "
+                                f"the longest linearizable prefix", rows[stuck["call"]]["time"]))
             out.append(f"<h3>key {esc(key)}: the longest linearizable prefix has "
                        f"{d['prefix_length']} operations (the last "
                        f"{d['prefix_length'] - d['shown_from']} numbered); the red one cannot "
                        f"follow it</h3><p><a class='lin-page' href='{esc(pages[key])}'>"
                        f"interactive page: the states before and after each operation, the "
                        f"faults on the same time axis</a></p>" + counterexample_svg(key, d))
+    out += messages_html(run_dir, moments, start_wall)
     pictures = {k: p for r in results.get("checkers", {}).values()
                 for k, p in (r.get("pictures") or {}).items()}
     if pictures:
@@ -674,6 +683,31 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     path = run_dir / "report.html"
     path.write_text("\n".join(out))
     return path
+
+
+def messages_html(run_dir: Path, moments: list[tuple[str, int]],
+                  start_wall: float | None, limit: int = 3) -> list[str]:
+    """The sequence diagram of the nodes' messages around each of the first ``limit``
+    anomaly moments, from the journals the nodes kept (``harness.sequence``)."""
+    from . import sequence
+    if not moments or start_wall is None:
+        return []
+    journals = sequence.load(run_dir)
+    if not journals:
+        return []
+    esc = html.escape
+    out = ["<h2 id='messages'>Messages around the anomalies</h2><p class='plain'>From the "
+           "nodes' journals: a line per node and one for the clients, time going down in "
+           "Lamport order (each row: the node's wall clock, the node, its Lamport time), an "
+           "arrow per message from its sending to its receipt, a red x for one sent and never "
+           "received. Hover an arrow for its two ends.</p>"]
+    for what, t_ns in moments[:limit]:
+        wall_ms = start_wall * 1000 + t_ns / 1e6
+        drawn = sequence.svg(journals, wall_ms, f"{what} at {t_ns / 1e9:.3f} s")
+        if drawn:
+            out.append(f"<h3>{esc(what)}, at {t_ns / 1e9:.3f} s</h3>"
+                       f"<div style='overflow-x:auto'>{drawn}</div>")
+    return out
 
 
 def coverage_html(cov: dict | None) -> list[str]:

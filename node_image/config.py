@@ -51,6 +51,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
 | chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
+| chaoskraft.journal.path | (empty) | (chaoskraft) journal every message sent and received here, with Lamport timestamps (``node_image.rpc_journal``); empty: no journal. Docker and SSH clusters set /var/log/chaoskraft/rpc.jsonl |
 """
 from __future__ import annotations
 
@@ -131,6 +132,7 @@ class NodeConfig:
     idle_interval_ms: int = 500
     bugs: frozenset[str] = frozenset()
     power_loss: bool = False
+    journal_path: str = ""
 
     @property
     def is_voter(self) -> bool:
@@ -180,7 +182,7 @@ _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
               "chaoskraft.power.loss.enable": "power_loss"}
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
-    "log.dirs", "chaoskraft.bugs"}
+    "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path"}
 
 
 def _parse_listeners(key: str, text: str) -> dict[str, tuple[str, int]]:
@@ -287,4 +289,5 @@ def load_config(props: dict[str, str]) -> NodeConfig:
     return NodeConfig(node_id=node_id, voters=voters, log_dir=props["log.dirs"], roles=roles,
                       listener=listener, kafka_listener=kafka_listener,
                       broker=BrokerConfig(**kw["broker"]),
-                      raft=dataclasses.replace(RaftConfig(), **kw["raft"]), bugs=bugs, **kw[None])
+                      raft=dataclasses.replace(RaftConfig(), **kw["raft"]), bugs=bugs,
+                      journal_path=props.get("chaoskraft.journal.path", ""), **kw[None])

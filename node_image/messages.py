@@ -421,14 +421,24 @@ _TAG = {t: i for i, t in enumerate(TYPES)}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in TYPES}
 
 
-def encode(msg) -> bytes:
+def encode(msg, stamp: list[int] | None = None) -> bytes:
+    """One frame: the length, then ``[type tag, fields..., stamp?]``. ``stamp``: the sender's
+    ``[node id, Lamport time]`` (``rpc_journal``), carried as a last element."""
     t = type(msg)
-    body = msgpack.packb([_TAG[t], *(getattr(msg, f) for f in _FIELDS[t])], use_bin_type=True)
+    parts = [_TAG[t], *(getattr(msg, f) for f in _FIELDS[t])]
+    if stamp is not None:
+        parts.append(stamp)
+    body = msgpack.packb(parts, use_bin_type=True)
     return len(body).to_bytes(4, "big") + body
 
 
 def decode(body: bytes):
-    """Decode one frame body (without the length prefix)."""
+    """Decode one frame body (without the length prefix); a stamp is dropped."""
+    return decode_stamped(body)[0]
+
+
+def decode_stamped(body: bytes):
+    """(message, the sender's stamp ``[node id, Lamport time]`` or None)."""
     try:
         parts = msgpack.unpackb(body, raw=False, use_list=True)
     except Exception as exc:  # msgpack raises several types for garbage
@@ -441,6 +451,13 @@ def decode(body: bytes):
     t = TYPES[tag]
     names = _FIELDS[t]
     values = parts[1:]
+    stamp = None
+    if len(values) == len(names) + 1:
+        stamp = values.pop()
+        if not (isinstance(stamp, list) and len(stamp) == 2
+                and all(type(x) is int for x in stamp)):
+            raise MessageError(f"{t.__name__}: its last element {stamp!r} is not a stamp "
+                               f"[node id, Lamport time]")
     if len(values) != len(names):
         raise MessageError(f"{t.__name__} needs {len(names)} fields, got {len(values)}")
     kwargs = dict(zip(names, values))
@@ -453,7 +470,7 @@ def decode(body: bytes):
                     raise MessageError(f"{t.__name__}.{f.name}: row {row!r} needs {len(rows)} fields")
                 for i, (ann, v) in enumerate(zip(rows, row)):
                     _check_type(t, f"{f.name}[{i}]", ann, v)
-    return t(**kwargs)
+    return t(**kwargs), stamp
 
 
 def _tuples(value):

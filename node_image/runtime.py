@@ -38,6 +38,7 @@ import time
 from . import kafka_codec as kc
 from . import messages as m
 from .framing import read_frame
+from .rpc_journal import RpcJournal, label
 from .coverage import Reached
 from .config import NodeConfig
 from .fs import LogDirFailure, PowerLossFileSystem, RealFileSystem
@@ -70,16 +71,29 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _client(peer) -> str:
+    return f"client {peer[0]}:{peer[1]}" if isinstance(peer, tuple) else f"client {peer}"
+
+
 class _Inbound:
     """A connection a peer or client opened to us; the ``src`` token for replies."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, journal: RpcJournal | None) -> None:
         self.writer = writer
         self.peer = writer.get_extra_info("peername")
+        self.journal = journal
+        self.name = _client(self.peer)  # a node's name once its first stamp names it
+
+    def received(self, msg, stamp) -> None:
+        if stamp is not None:
+            self.name = f"n{stamp[0]}"
+        if self.journal is not None:
+            self.journal.received(self.name, label(msg), stamp)
 
     def send(self, msg) -> None:
         if not self.writer.is_closing():
-            self.writer.write(m.encode(msg))
+            stamp = None if self.journal is None else self.journal.sent(self.name, label(msg))
+            self.writer.write(m.encode(msg, stamp))
 
     def __repr__(self) -> str:
         return f"<inbound {self.peer}>"
@@ -88,12 +102,21 @@ class _Inbound:
 class _KafkaConnection:
     """A Kafka client connection: the ``src`` token for KafkaResponses."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, journal: RpcJournal | None) -> None:
         self.writer = writer
         self.peer = writer.get_extra_info("peername")
         self.answered = asyncio.Event()
+        self.journal = journal
+        self.name = _client(self.peer)
+
+    def received(self, req: kc.KafkaRequest) -> None:
+        if self.journal is not None:
+            self.journal.received(self.name, f"{req.name} #{req.correlation_id}")
 
     def send(self, resp: kc.KafkaResponse) -> None:
+        if resp.body is not None and self.journal is not None:
+            self.journal.sent(self.name, f"{resp.request.name} response "
+                                         f"#{resp.request.correlation_id}")
         if resp.body is not None and not self.writer.is_closing():
             try:
                 self.writer.write(kc.encode_response(resp.request, resp.body))
@@ -118,8 +141,9 @@ class _Outbound:
     kernel's back-off retransmission gets through (13 s and more)."""
 
     def __init__(self, runtime: "NodeRuntime", node_id: int, address: tuple[str, int],
-                 stall_ms: int) -> None:
+                 stall_ms: int, journal: RpcJournal | None = None) -> None:
         self.runtime = runtime
+        self.journal = journal
         self.node_id = node_id
         self.address = address
         self.stall_ms = stall_ms
@@ -129,7 +153,9 @@ class _Outbound:
         self.waiting_since: int | None = None  # first write with no frame read since
 
     def send(self, msg) -> None:
-        frame = m.encode(msg)
+        journal = self.journal
+        frame = m.encode(msg, None if journal is None
+                         else journal.sent(f"n{self.node_id}", label(msg)))
         writer = self.writer
         if writer is not None and not writer.is_closing():
             now = now_ms()
@@ -175,7 +201,10 @@ class _Outbound:
                     break
                 if self.writer is writer:
                     self.waiting_since = None
-                self.runtime.deliver(self.node_id, m.decode(body))
+                msg, stamp = m.decode_stamped(body)
+                if self.journal is not None:
+                    self.journal.received(f"n{self.node_id}", label(msg), stamp)
+                self.runtime.deliver(self.node_id, msg)
         except (m.MessageError, OSError, TypeError) as exc:
             logger.warning("closing connection to node %s: %s", self.node_id, exc)
         finally:
@@ -211,6 +240,8 @@ class NodeRuntime:
         # timeout. A connection silent for longer is dead (see _Outbound).
         self._stall_ms = max(config.raft.request_timeout_ms,
                              config.broker.replica_fetch_wait_max_ms + config.broker.rpc_timeout_ms)
+        self.journal = (RpcJournal(config.journal_path, config.node_id)
+                        if config.journal_path else None)
 
     def _on_event(self, msg: str) -> None:
         if isinstance(msg, Reached):  # counted from the log (node_image.coverage)
@@ -268,6 +299,8 @@ class NodeRuntime:
             self._flush()
             await asyncio.sleep(0.2)  # let EndQuorumEpoch reach the voters
             server.close()
+            if self.journal is not None:
+                self.journal.close()
             if self._kafka_server is not None:
                 self._kafka_server.close()
             self._fs.close()
@@ -285,7 +318,8 @@ class NodeRuntime:
             return None
         peer = self._peers.get(node_id)
         if peer is None or peer.address != address:
-            peer = self._peers[node_id] = _Outbound(self, node_id, address, self._stall_ms)
+            peer = self._peers[node_id] = _Outbound(self, node_id, address, self._stall_ms,
+                                                        self.journal)
         return peer
 
     def _flush(self) -> None:
@@ -312,7 +346,7 @@ class NodeRuntime:
 
     async def _on_kafka_connection(self, reader: asyncio.StreamReader,
                                    writer: asyncio.StreamWriter) -> None:
-        conn = _KafkaConnection(writer)
+        conn = _KafkaConnection(writer, self.journal)
         try:
             while not self._stop.is_set():
                 body = await read_frame(reader, KAFKA_MAX_REQUEST_BYTES)
@@ -329,6 +363,7 @@ class NodeRuntime:
                     logger.warning("Kafka client %s: %s; closing the connection", conn.peer, exc)
                     break
                 conn.answered.clear()
+                conn.received(req)
                 self.node.handle_kafka(conn, req, now_ms())
                 self._after_input()
                 await conn.answered.wait()
@@ -342,6 +377,8 @@ class NodeRuntime:
 
     def _after_input(self) -> None:
         self._flush()
+        if self.journal is not None:
+            self.journal.maybe_flush(now_ms())
         delay_ms = max(1, self.node.next_deadline_ms() - now_ms())
         if self._timer is not None:
             self._timer.cancel()
@@ -353,15 +390,16 @@ class NodeRuntime:
         self._after_input()
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Inbound(writer)
+        conn = _Inbound(writer, self.journal)
         try:
             while True:
                 body = await read_frame(reader)
                 if body is None:
                     break
-                msg = m.decode(body)
+                msg, stamp = m.decode_stamped(body)
                 if not type(msg).__name__.endswith("Request"):
                     raise m.MessageError(f"{type(msg).__name__} is not a request")
+                conn.received(msg, stamp)
                 self.deliver(conn, msg)
         except asyncio.CancelledError:
             pass  # the node is stopping

@@ -214,9 +214,11 @@ def test_default_campaign_is_valid_and_leaves_nothing(docker_client, node_image,
 
 
 @pytest.mark.parametrize("seed", [1, 2] if NIGHTLY else [1])
-def test_planted_register_bug_is_caught_in_every_seed(docker_client, node_image, tmp_path, seed):
+def test_planted_register_bug_is_caught_in_every_seed(docker_client, node_image, tmp_path, seed,
+                                                     browser):
     """The default register campaign catches reply-before-commit in every seed tried (the
-    matrix in docs/campaigns.md: 20 of 20 seeds)."""
+    matrix in docs/campaigns.md: 20 of 20 seeds). Its report, in the browser: the nodes'
+    messages around the anomaly from their journals, and the key's interactive page."""
     p = chaoskraft("run", "--seed", str(seed), "--bug", "reply-before-commit",
                    "--results-dir", str(tmp_path))
     out = p.stdout + p.stderr
@@ -228,6 +230,24 @@ def test_planted_register_bug_is_caught_in_every_seed(docker_client, node_image,
     assert (p.returncode, results["verdict"]) == (1, "invalid"), (results["verdict"], str(run))
     assert lin["counterexamples"] and all(
         any(c["role"] == "cannot linearize" for c in ce) for ce in lin["counterexamples"].values())
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    browser.get((run / "report.html").as_uri())
+    diagrams = browser.find_elements(By.CSS_SELECTOR, "svg.sequence")
+    assert diagrams, str(run)
+    arrows = diagrams[0].find_elements(By.CSS_SELECTOR, "line.msg")
+    nodes = {t.text for t in diagrams[0].find_elements(By.CSS_SELECTOR, "text[font-weight]")}
+    assert len(arrows) > 20 and {"n1", "n2", "n3"} <= nodes, (len(arrows), nodes, str(run))
+    browser.find_element(By.CSS_SELECTOR, "a.lin-page").click()
+    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return window.LIN_READY === true"))
+    assert "cannot follow it" in browser.find_element(By.ID, "head").text
+    ActionChains(browser).move_to_element(
+        browser.find_element(By.CSS_SELECTOR, "g.op.stuck")).perform()
+    info = browser.find_element(By.ID, "info").text
+    assert "after the prefix the state is" in info and "illegal there" in info, info
+    assert browser.execute_script(  # the run's own time axis, where the nemesis's faults lie
+        "return JSON.parse(document.getElementById('data').textContent).axis") == "s"
 
 
 # the control (without the clock package the bug stays unseen) is nightly

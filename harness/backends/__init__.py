@@ -39,8 +39,10 @@ class ClusterBackend(Protocol):
 
 
 DATA_DIR = "/var/lib/chaoskraft/data"  # the node's log.dirs in the image
+JOURNAL = "/var/log/chaoskraft/rpc.jsonl"  # the node's message journal (node_image.rpc_journal)
 NODE_LOGS = ("/var/log/chaoskraft/node.log", "/var/log/chaoskraft/supervisor.log",
-             "/var/log/chaoskraft/faultfs.log")  # the last only where the disk packages run
+             "/var/log/chaoskraft/faultfs.log",  # only where the disk packages run
+             JOURNAL + ".1", JOURNAL)
 
 
 class NodeControl:

@@ -28,7 +28,7 @@ from docker.errors import APIError, NotFound
 
 from node_image.storage import new_directory_id
 
-from . import DATA_DIR, BackendError, NodeControl, NodeInfo
+from . import DATA_DIR, JOURNAL, BackendError, NodeControl, NodeInfo
 
 LABEL = "chaoskraft"
 PORT = 9093
@@ -54,6 +54,7 @@ def node_properties(node_id: int, voters: dict[int, str], roles: tuple[str, ...]
         "controller.quorum.voters": ",".join(f"{v}@{host}:{PORT}" for v, host in sorted(voters.items())),
         "listeners": f"CONTROLLER://0.0.0.0:{PORT}",
         "log.dirs": DATA_DIR,
+        "chaoskraft.journal.path": JOURNAL,  # overrides may turn it off with an empty path
     }
     if "broker" in roles:
         props["listeners"] += f",PLAINTEXT://0.0.0.0:{KAFKA_PORT}"
