@@ -12,6 +12,11 @@ partitions with replication factor 3 and min.insync.replicas=2. Prints:
   leader to the acknowledgement of the first write to partition 0 *sent
   after* the kill (then the node is restarted and the cluster heals).
 The cluster carries the label chaoskraft=1 and is removed at the end.
+
+``--journal both`` (the default) measures throughput and latency twice, on a cluster whose
+nodes journal every message (``chaoskraft.journal.path``, on by default in Docker and over
+SSH) and on one whose nodes do not, and prints the two side by side: the journal's cost.
+``on`` / ``off`` measure one of them (the kills run on the first cluster only).
 """
 import argparse
 import sys
@@ -113,10 +118,27 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--kills", type=int, default=3)
     ap.add_argument("--rate", type=float, default=2000, help="messages/s for the latency pass")
+    ap.add_argument("--journal", choices=("both", "on", "off"), default="both",
+                    help="the nodes' message journal on, off, or one cluster of each")
     args = ap.parse_args()
     image = build_images(log=lambda m: None)
+    figures = {}
+    for n, journal in enumerate({"both": ["on", "off"]}.get(args.journal, [args.journal])):
+        print(f"-- cluster with the message journal {journal}")
+        figures[journal] = measure(args, image, journal == "on", kills=args.kills if n == 0 else 0)
+    if len(figures) == 2:
+        (on_rate, on_p50, on_p99), (off_rate, off_p50, off_p99) = figures["on"], figures["off"]
+        print(f"journal cost: throughput {on_rate:,.0f} msg/s with it, {off_rate:,.0f} without "
+              f"({(on_rate / off_rate - 1) * 100:+.1f} %); latency p50 {on_p50:.1f} vs "
+              f"{off_p50:.1f} ms, p99 {on_p99:.1f} vs {off_p99:.1f} ms")
+    return 0
+
+
+def measure(args, image: str, journal: bool, kills: int) -> tuple[float, float, float]:
+    """(throughput msg/s, latency p50 ms, p99 ms) on a fresh cluster, then ``kills`` rounds."""
     cluster = DockerCluster("b" + uuid.uuid4().hex[:7], image, nodes=5, controllers=3,
-                            log=lambda m: None)
+                            log=lambda m: None,
+                            overrides={} if journal else {"chaoskraft.journal.path": ""})
     try:
         cluster.up()
         bootstrap = ",".join(f"{n.address}:9092" for n in cluster.nodes)
@@ -150,7 +172,8 @@ def main() -> int:
             window = load.latencies[n0:]
         print(f"latency at {args.rate:,.0f} msg/s: p50 {pct(window, 0.5):.1f} ms, "
               f"p99 {pct(window, 0.99):.1f} ms ({len(window)} messages), errors {load.errors}")
-        for k in range(args.kills):
+        latency = (pct(window, 0.5), pct(window, 0.99))
+        for k in range(kills):
             parts = wait_healthy(bootstrap)
             victim = parts[0][0]
             with Load(bootstrap, args.size, args.rate) as load:
@@ -168,7 +191,7 @@ def main() -> int:
             took = f"{after - killed:.2f} s" if after else "no ack within 120 s"
             print(f"kill {k + 1}: SIGKILL of node {victim} (leader of {TOPIC}-0) -> next acked "
                   f"write to {TOPIC}-0 after {took}")
-        return 0
+        return rate, *latency
     finally:
         cluster.down()
 
