@@ -82,6 +82,8 @@ class RpcJournal:
         self._write(entry)
 
     def _write(self, entry: dict) -> None:
+        if self._file.closed:  # a message handled while the node stops, after the journal
+            return
         line = json.dumps(entry, separators=(",", ":")) + "\n"
         if self._size and self._size + len(line) > self.max_bytes:
             self._file.close()
@@ -92,7 +94,7 @@ class RpcJournal:
         self._size += len(line)
 
     def maybe_flush(self, now_ms: int) -> None:
-        if now_ms - self._flushed_ms >= FLUSH_MS:
+        if now_ms - self._flushed_ms >= FLUSH_MS and not self._file.closed:
             self._flushed_ms = now_ms
             self._file.flush()
 

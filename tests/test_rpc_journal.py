@@ -139,3 +139,13 @@ def test_the_report_draws_the_messages_around_each_anomaly(tmp_path):
     assert "lost-write: the first example" in section
     assert section.count("class=\"msg\"") == 4  # fetch, produce, its answer, the next fetch
     assert "VoteRequest (epoch=4) to n2 lost" in section
+
+
+def test_a_message_after_the_journal_closed_is_not_an_error(tmp_path):
+    """The node's last connections may still deliver while it stops, after the journal."""
+    j = RpcJournal(str(tmp_path / "rpc.jsonl"), node_id=1)
+    j.sent("n2", "a")
+    j.close()
+    j.received("n2", "b", [2, 5])
+    j.maybe_flush(10**9)
+    assert [e["m"] for e in journal_lines([tmp_path / "rpc.jsonl"])] == ["a"]
