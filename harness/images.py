@@ -10,9 +10,10 @@
    procps, faketime, fuse3 and python3-pyfuse3 (for faultfs); ``docker import``
    turns the tarball into an image.
 2. The node image (``chaoskraft-node:<hash>``): the top-level Dockerfile,
-   FROM the base, adds ``node_image/``, the supervisor, and the pure-Python
+   FROM the base, adds ``node_image/``, the supervisor, the pure-Python
    ``kafka`` package of the pinned kafka-python (the node's Kafka protocol
-   layer), copied from this project's environment into ``vendor/``.
+   layer) and the pinned cramjam and zstandard wheels (its record codecs),
+   copied from this project's environment into ``vendor/``.
 
 Each tag is a hash of its inputs (package list, suite and mirror; the
 Dockerfile and every file of node_image/ plus the base tag), so an image
@@ -81,19 +82,24 @@ def base_tag(mirror: str) -> str:
     return "chaoskraft-base:" + _hash(SUITE.encode(), " ".join(PACKAGES).encode(), mirror.encode())
 
 
-KAFKA_PYTHON = "kafka-python"
+# (distribution, package, file suffixes) copied from this project's environment into the
+# node image's vendor/: the node's Kafka protocol layer (pure Python) and its record codecs
+# (native wheels built for CPython 3.11 on manylinux, which Debian bookworm's python3 runs).
+VENDORED = (("kafka-python", "kafka", (".py", ".json")),
+            ("cramjam", "cramjam", (".py", ".so")),
+            ("zstandard", "zstandard", (".py", ".so")))
 
 
-def vendored_kafka() -> Path:
-    """The installed ``kafka`` package, checked to be the version pyproject.toml pins."""
+def vendored(dist: str, package: str) -> Path:
+    """The installed ``package``, checked to be the version pyproject.toml pins for ``dist``."""
     import importlib.metadata
     import importlib.util
-    pinned = re.search(r'"kafka-python==([^"]+)"', (ROOT / "pyproject.toml").read_text())
-    installed = importlib.metadata.version(KAFKA_PYTHON)
+    pinned = re.search(rf'"{re.escape(dist)}==([^"]+)"', (ROOT / "pyproject.toml").read_text())
+    installed = importlib.metadata.version(dist)
     if pinned is None or installed != pinned.group(1):
-        raise ImageError(f"{KAFKA_PYTHON} {installed} is installed but pyproject.toml pins "
+        raise ImageError(f"{dist} {installed} is installed but pyproject.toml pins "
                          f"{pinned.group(1) if pinned else 'nothing'}; run make setup")
-    spec = importlib.util.find_spec("kafka")
+    spec = importlib.util.find_spec(package)
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -101,9 +107,11 @@ def node_context_files() -> list[tuple[Path, str]]:
     """(file, path in the build context) of everything the node image is built from."""
     files = [(ROOT / "Dockerfile", "Dockerfile")]
     files += [(p, str(p.relative_to(ROOT))) for p in sorted((ROOT / "node_image").rglob("*.py"))]
-    kafka = vendored_kafka()
-    files += [(p, "vendor/kafka/" + str(p.relative_to(kafka))) for p in sorted(kafka.rglob("*"))
-              if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".json")]
+    for dist, package, suffixes in VENDORED:
+        where = vendored(dist, package)
+        files += [(p, f"vendor/{package}/" + str(p.relative_to(where)))
+                  for p in sorted(where.rglob("*"))
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix in suffixes]
     return files
 
 

@@ -49,6 +49,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | group.min.session.timeout.ms | 6000 | the shortest session timeout a member may ask for |
 | group.max.session.timeout.ms | 1800000 | the longest |
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
+| compression.type | producer | the codec batches are stored with: ``producer`` keeps what the producer sent; ``uncompressed``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` makes the broker recompress; topics override it |
 | chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
 | chaoskraft.journal.path | (empty) | (chaoskraft) journal every message sent and received here, with Lamport timestamps (``node_image.rpc_journal``); empty: no journal. Docker and SSH clusters set /var/log/chaoskraft/rpc.jsonl |
@@ -82,6 +83,7 @@ class RaftConfig:
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
+    compression_type: str = "producer"  # compression.type: producer or the codec to store
     advertised: tuple[str, int] = ("", 9092)
     internal_port: int = 9093
     heartbeat_interval_ms: int = 2000
@@ -182,7 +184,8 @@ _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
               "chaoskraft.power.loss.enable": "power_loss"}
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
-    "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path"}
+    "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path", "compression.type"}
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 def _parse_listeners(key: str, text: str) -> dict[str, tuple[str, int]]:
@@ -284,6 +287,11 @@ def load_config(props: dict[str, str]) -> NodeConfig:
             if props[key] not in ("true", "false"):
                 raise ConfigError(f"{key}: {props[key]!r} is not true or false")
             kw[None if name == "power_loss" else "broker"][name] = props[key] == "true"
+    if "compression.type" in props:
+        if props["compression.type"] not in COMPRESSION_TYPES:
+            raise ConfigError(f"compression.type: {props['compression.type']!r} is not one of "
+                              f"{', '.join(COMPRESSION_TYPES)}")
+        kw["broker"]["compression_type"] = props["compression.type"]
     kw["broker"]["advertised"] = advertised["PLAINTEXT"]
     kw["broker"]["internal_port"] = listener[1]
     return NodeConfig(node_id=node_id, voters=voters, log_dir=props["log.dirs"], roles=roles,

@@ -12,8 +12,9 @@ Rules this module keeps:
   offset and the partition leader epoch can be stamped on an existing batch
   (as a leader does on append) without recomputing it.
 - ``batchLength`` counts the bytes after the batchLength field itself.
-- Records are uncompressed (compression bits 0); a batch that says
-  otherwise is refused rather than misread.
+- The records section may be compressed as a whole (attribute bits 0-2:
+  ``compression``); it is stored and served as written and decompressed only
+  to be read (``decode_records``), with a bound on the size it may grow to.
 - Decoding never trusts a length: every bound is checked, and a bad batch
   raises :class:`CorruptBatchError` naming what is wrong.
 
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import crc32c as _crc32c
+
+from . import compression
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -141,6 +144,10 @@ class BatchHeader:
     def is_transactional(self) -> bool:
         return bool(self.attributes & ATTR_TRANSACTIONAL)
 
+    @property
+    def codec(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
 
 def build_batch(
     base_offset: int,
@@ -199,6 +206,26 @@ def build_batch(
     return bytes(buf)
 
 
+def recompress(batch: bytes, codec: int) -> bytes:
+    """The same records in a batch whose records section is compressed with ``codec``
+    (Kafka's broker-side ``compression.type``): header fields kept, CRC computed again."""
+    header = check_batch(batch)
+    if header.codec == codec:
+        return batch
+    section = memoryview(batch)[HEADER_SIZE:header.size]
+    if header.codec:
+        try:
+            section = compression.decompress(header.codec, section)
+        except compression.CodecError as exc:
+            raise CorruptBatchError(f"batch at offset {header.base_offset}: {exc}") from None
+    body = compression.compress(codec, bytes(section))
+    buf = bytearray(batch[:HEADER_SIZE]) + body
+    struct.pack_into(">i", buf, 8, len(buf) - LOG_OVERHEAD)
+    struct.pack_into(">h", buf, ATTRIBUTES_AT, (header.attributes & ~COMPRESSION_MASK) | codec)
+    struct.pack_into(">I", buf, CRC_AT, crc32c(memoryview(buf)[CRC_START:]))
+    return bytes(buf)
+
+
 def restamp(batch: bytes, base_offset: int, epoch: int | None = None) -> bytes:
     """The same batch with a new base offset (and leader epoch); CRC unchanged."""
     buf = bytearray(batch)
@@ -247,8 +274,10 @@ def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
         raise CorruptBatchError(f"magic {fields[3]} at batch offset {header.base_offset}, expected 2")
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptBatchError(f"batch length {header.batch_length} is shorter than a header")
-    if header.attributes & COMPRESSION_MASK:
-        raise CorruptBatchError("compressed batches are not supported")
+    if not compression.supported(header.attributes & COMPRESSION_MASK):
+        raise CorruptBatchError(f"unknown compression codec "
+                                f"{header.attributes & COMPRESSION_MASK} at batch offset "
+                                f"{header.base_offset}")
     if header.last_offset_delta < 0 or header.records_count != header.last_offset_delta + 1:
         raise CorruptBatchError(
             f"records count {header.records_count} does not match last offset delta "
@@ -287,6 +316,12 @@ def decode_records(batch: bytes) -> tuple[BatchHeader, list[Record]]:
     header = check_batch(batch)
     end = header.size
     pos = HEADER_SIZE
+    if header.codec:
+        try:
+            batch = compression.decompress(header.codec, memoryview(batch)[HEADER_SIZE:end])
+        except compression.CodecError as exc:
+            raise CorruptBatchError(f"batch at offset {header.base_offset}: {exc}") from None
+        pos, end = 0, len(batch)
     records = []
     for _ in range(header.records_count):
         length, pos = read_varint(batch, pos, end)

@@ -56,6 +56,9 @@ TOPIC_CONFIGS = {
     "message.timestamp.before.max.ms": lambda v: v.isdigit(),
     "message.timestamp.after.max.ms": lambda v: v.isdigit(),
     "max.message.bytes": lambda v: v.isdigit() and int(v) > 0,
+    # producer: batches kept as the producer compressed them; else recompressed to this
+    "compression.type": lambda v: v in ("producer", "uncompressed", "gzip", "snappy", "lz4",
+                                        "zstd"),
 }
 
 # What a refused value of a config we take only in part may be.

@@ -48,7 +48,7 @@ from typing import Callable
 
 from .. import kafka_codec as kc
 from .. import messages as m
-from .. import records
+from .. import compression, records
 from ..kafka_codec import KafkaRequest, KafkaResponse
 from ..outbox import Outbox
 from .group_coordinator import GroupCoordinator, JoinResult
@@ -236,7 +236,8 @@ class KafkaApis:
         try:
             while pos < len(data):
                 attributes = records.peek_attributes(data, pos)
-                if attributes is not None and attributes & records.COMPRESSION_MASK:
+                if attributes is not None and not compression.supported(
+                        attributes & records.COMPRESSION_MASK):
                     return refuse(m.UNSUPPORTED_COMPRESSION_TYPE)
                 if attributes is not None and bool(
                         attributes & records.ATTR_TRANSACTIONAL) != transactional:
@@ -246,8 +247,21 @@ class KafkaApis:
                     return refuse(m.INVALID_REQUEST)
                 if header.size > self.options.message_max_bytes:
                     return refuse(m.MESSAGE_TOO_LARGE)
-                batches.append((header, data[pos:pos + header.size]))
+                batch = data[pos:pos + header.size]
+                if header.codec:  # validated as Kafka does: every record read
+                    recs = records.decode_records(batch)[1]
+                    if [r.offset - header.base_offset for r in recs] != list(
+                            range(header.records_count)):
+                        raise records.CorruptBatchError(
+                            "the records' offset deltas are not 0 to count - 1")
+                batches.append((header, batch))
                 pos += header.size
+            target = self.rm.image.topic_config(topic).get("compression.type",
+                                                           self.options.compression_type)
+            if target != "producer":  # the broker recompresses to the codec the config names
+                codec = compression.BY_NAME.get(target, compression.NONE)
+                batches = [(h, b) if h.codec == codec else _recompressed(b, codec)
+                           for h, b in batches]
         except records.CorruptBatchError as exc:
             self._on_event(f"produce to {topic}-{partition}: corrupt records: {exc}")
             return refuse(m.CORRUPT_MESSAGE)
@@ -808,3 +822,8 @@ class KafkaApis:
         self.txns.shutdown()
         now = 1 << 62
         self.complete_delayed(now)
+
+
+def _recompressed(batch: bytes, codec: int) -> tuple[records.BatchHeader, bytes]:
+    out = records.recompress(batch, codec)
+    return records.parse_header(out), out
