@@ -133,6 +133,10 @@ def test_scenarios_pick_a_partition_the_scenario_can_act_on():
     infos = [(0, 2, [1, 2, 3], [1, 2, 3]), (1, 4, [4, 5, 1], [4, 5, 1]), (2, -1, [2, 3, 4], [2])]
     assert {depose_choice(infos, random.Random(s)) for s in range(20)} == {(1, 4)}
     assert depose_choice([(2, -1, [2, 3, 4], [2])], random.Random(0)) is None
+    # a leader alone in its ISR: cut off, no other replica may lead (unclean elections off)
+    assert depose_choice([(0, 2, [2, 3, 4], [2]), (1, 3, [3, 4, 5], [3, 4])],
+                         random.Random(0)) == (1, 3)
+    assert depose_choice([(0, 2, [2, 3, 4], [2])], random.Random(0)) is None
 
 
 def test_scenario_packages_are_for_the_queue_and_set_what_they_need():

@@ -33,14 +33,29 @@ def refuse_script(port: int) -> list[str]:
 def depose_choice(partitions: list[PartitionInfo],
                   rng: random.Random) -> tuple[int, int] | None:
     """(partition, its leader): a partition led by its preferred replica where there is one
-    (the preferred-leader election brings it back), or None when no partition has a leader."""
-    led = sorted(p for p in partitions if p[1] >= 0)
+    (the preferred-leader election brings it back), or None when no partition has a leader
+    that another in-sync replica could replace: cut off a leader alone in its ISR and, with
+    unclean elections off, the partition has no leader until it comes back (on a starved
+    machine followers fall out of the ISR; the scenario waits until they are back in)."""
+    led = sorted(p for p in partitions if p[1] >= 0 and set(p[3]) - {p[1]})
     preferred = [p for p in led if p[2] and p[2][0] == p[1]]
     pool = preferred or led
     if not pool:
         return None
     partition, leader, _, _ = pool[rng.randrange(len(pool))]
     return partition, leader
+
+
+def leaderless(row: PartitionInfo, leader: int) -> bool:
+    """The partition has no leader and no replica but the cut-off ``leader`` in its ISR:
+    with unclean elections off, none may lead until that one is back."""
+    return row[1] < 0 and set(row[3]) <= {leader}
+
+
+def leaderless_reason(row: PartitionInfo, leader: int) -> str:
+    return (f"partition {row[0]} has no leader and only n{leader}, cut off, in its ISR "
+            f"{row[3]}: the other replicas had fallen out of the ISR before the cut, and with "
+            f"unclean elections off none may lead")
 
 
 class DeposeLeader(Scenario):
@@ -60,8 +75,10 @@ class DeposeLeader(Scenario):
         ctx.status(f"depose-leader: n{leader} (leader of partition {partition}) cut from every node")
         await ctx.clock.sleep(CUT_S)
         row, waited = await self.await_partition(
-            ctx, partition, lambda p: p[1] >= 0 and p[1] != leader, self.PATIENCE_S,
-            f"a new leader of partition {partition} (n{leader} cut off)")
+            ctx, partition, lambda p: (p[1] >= 0 and p[1] != leader) or leaderless(p, leader),
+            self.PATIENCE_S, f"a new leader of partition {partition} (n{leader} cut off)")
+        if row is not None and leaderless(row, leader):
+            raise NotReached(leaderless_reason(row, leader))
         if row is None:
             raise NotReached(f"no new leader of partition {partition} was named within "
                              f"{CUT_S + waited:.0f} s of cutting its leader n{leader} off")
@@ -85,13 +102,17 @@ class DeposeLeader(Scenario):
         sim.cut(grudge("isolate-partition-leader", sim.ids, rng, leader=leader))
 
         def refuse(row, waited):
+            if row is not None and leaderless(row, leader):
+                sim.not_reached(leaderless_reason(row, leader))
+                return
             if row is None:
                 sim.not_reached(f"no new leader of partition {partition} was named within "
                                 f"{CUT_S + waited:.0f} s of cutting its leader n{leader} off")
                 return
             sim.refuse_clients([leader])
         sim.after(CUT_S, sim.await_partition, partition,
-                  lambda p: p[1] >= 0 and p[1] != leader, self.PATIENCE_S, refuse)
+                  lambda p: (p[1] >= 0 and p[1] != leader) or leaderless(p, leader),
+                  self.PATIENCE_S, refuse)
 
 
 PACKAGE = DeposeLeader
