@@ -43,6 +43,14 @@ class NotReached(Exception):
         self.nodes = sorted(nodes or [])
 
 
+class Unreachable(NotReached):
+    """The state a scenario aims at can no longer come this time, and nothing irreversible
+    has happened yet (nothing killed, clients not refused): for instance the followers of a
+    cut-off leader had already fallen out of the ISR, or the replica to strand became the
+    leader. ``Scenario.start`` heals the cut and aims again, up to ``Scenario.ATTEMPTS``
+    times, before it counts as not reached."""
+
+
 class NotSimulated(Exception):
     """A fault the simulator has no form of (``simulate``); a stored run's twin reports the
     step as not simulated."""
@@ -312,6 +320,7 @@ class Scenario(Package):
     targeted = False
     colour = "#54a24b"
     WAIT_S = 60.0  # the longest it waits for a partition it can act on
+    ATTEMPTS = 3  # aims this many times at most while its state turns out unreachable
     PATIENCE_S = 90.0  # the longest a phase waits for the state it needs
     # a campaign may bound both waits (``patience_s``): a slow machine wants more
     options = {"patience_s": number(1, None, "seconds, at least 1")}
@@ -395,21 +404,10 @@ class Scenario(Package):
         label, nodes = self.describe(choice)
         return label, undo, sorted(nodes)
 
-    def describe(self, choice) -> tuple[str, list[int]]:
-        """A label for the choice, and the nodes it kills (what a Docker run's faults.json
-        records of a scenario)."""
-        return self.name, []
-
-    def sim_act(self, sim, choice, rng: random.Random) -> None:
-        """``act`` on the simulated cluster: its phases run later through ``sim.after``."""
-        raise NotSimulated(f"the simulator has no form of the {self.name!r} scenario")
-
-    async def start(self, ctx, step, opts, rng, controller, leader):
-        # Right after another fault some ISRs are still short (a deposed leader rejoins them
-        # within seconds; on a starved machine much later): wait up to WAIT_S for a
-        # partition that fits.
-        if "patience_s" in opts:  # the campaign's bound on every wait of this scenario
-            self.WAIT_S = self.PATIENCE_S = float(opts["patience_s"])
+    async def _aim(self, ctx, rng):
+        """A choice from the freshest metadata. Right after another fault some ISRs are still
+        short (a deposed leader rejoins them within seconds; on a starved machine much
+        later): wait up to WAIT_S for a partition that fits, else NotReached."""
         start = ctx.clock.monotonic()
         while True:
             try:
@@ -432,6 +430,20 @@ class Scenario(Package):
         waited = ctx.clock.monotonic() - start
         if waited >= 1.0:
             ctx.log(f"{self.name}: a partition fit after {waited:.1f} s")
+        return choice
+
+    def describe(self, choice) -> tuple[str, list[int]]:
+        """A label for the choice, and the nodes it kills (what a Docker run's faults.json
+        records of a scenario)."""
+        return self.name, []
+
+    def sim_act(self, sim, choice, rng: random.Random) -> None:
+        """``act`` on the simulated cluster: its phases run later through ``sim.after``."""
+        raise NotSimulated(f"the simulator has no form of the {self.name!r} scenario")
+
+    async def start(self, ctx, step, opts, rng, controller, leader):
+        if "patience_s" in opts:  # the campaign's bound on every wait of this scenario
+            self.WAIT_S = self.PATIENCE_S = float(opts["patience_s"])
         before = set(ctx.killed)
         mine: list[int] = []  # the nodes it killed, once it is done acting
 
@@ -439,10 +451,22 @@ class Scenario(Package):
             if ctx.partitioned:
                 await ctx.heal_cut()
             await ctx.restart(mine)
-        try:
-            await self.act(ctx, choice, rng)
-        except NotReached as exc:
-            mine[:] = sorted(ctx.killed - before)
-            raise NotReached(str(exc), undo, mine) from None
+        for attempt in range(1, self.ATTEMPTS + 1):
+            choice = await self._aim(ctx, rng)
+            try:
+                await self.act(ctx, choice, rng)
+                break
+            except Unreachable as exc:
+                if attempt == self.ATTEMPTS or ctx.killed - before:
+                    mine[:] = sorted(ctx.killed - before)
+                    raise NotReached(f"{exc} (attempt {attempt} of {self.ATTEMPTS})", undo,
+                                     mine) from None
+                ctx.log(f"{self.name}: {exc}; healing and aiming again (attempt {attempt} of "
+                        f"{self.ATTEMPTS})")
+                if ctx.partitioned:
+                    await ctx.heal_cut()
+            except NotReached as exc:
+                mine[:] = sorted(ctx.killed - before)
+                raise NotReached(str(exc), undo, mine) from None
         mine[:] = sorted(ctx.killed - before)
         return self.name, undo, list(mine)

@@ -465,6 +465,57 @@ def test_a_scenario_plays_its_phases_on_time(tmp_path, elected_after_s, refused_
     assert camp.fault_outcomes[0]["status"] == "happened" and camp.late_s == 0.0
 
 
+def test_a_scenario_whose_state_turned_unreachable_heals_and_aims_again(tmp_path):
+    """depose-leader cuts off n3, but its followers had already left the ISR: the partition
+    is leaderless with only n3 in its ISR, an election that cannot come. The scenario heals
+    at once and aims again when the ISR is whole; the second time a new leader is named and
+    the clients are refused. Each attempt is in the history and the harness log."""
+    camp, clock = clocked_campaign(tmp_path, ["depose-leader"])
+    logged = []
+    camp.log = logged.append
+    second_cut = []
+
+    def infos():
+        now = clock.monotonic()
+        cuts = [t for t, type_, f in camp.history.timed if f == "start-partition" and
+                type_ == "info"]
+        if len(cuts) == 1 and camp.partitioned:  # the first cut: no other replica may lead
+            return [(0, -1, [3, 4, 5], [3])] if now >= cuts[0] + 1 else [(0, 3, [3, 4, 5], [3, 4, 5])]
+        if len(cuts) == 2:
+            second_cut.append(cuts[1])
+            if now >= cuts[1] + depose_leader.CUT_S:
+                return [(0, 4, [3, 4, 5], [4, 5])]
+        return [(0, 3, [3, 4, 5], [3, 4, 5])]
+    camp.partition_infos = infos
+    step = FaultStep(0, 7.0, "depose-leader", "partition", 25.0)
+    clock.run(camp.nemesis([step], clock.monotonic()))
+    camp.history.close()
+    fs = [f for _, type_, f in camp.history.timed if type_ == "info"]
+    assert fs == ["start-partition", "stop-partition", "start-partition", "refuse-clients",
+                  "stop-partition"], fs
+    assert camp.fault_outcomes[0]["status"] == "happened", camp.fault_outcomes[0]
+    said = [line for line in logged if "aiming again" in line]
+    assert len(said) == 1 and "only n3, cut off, in its ISR [3]" in said[0], logged
+    # healed as soon as the partition was seen leaderless, not after the 90 s patience
+    assert second_cut[0] - 7.0 < depose_leader.CUT_S + 2.0
+
+
+def test_a_scenario_that_cannot_reach_its_state_gives_up_after_its_attempts(tmp_path):
+    camp, clock = clocked_campaign(tmp_path, ["depose-leader"])
+
+    def infos():
+        return [(0, -1, [3, 4, 5], [3])] if camp.partitioned else [(0, 3, [3, 4, 5], [3, 4, 5])]
+    camp.partition_infos = infos
+    clock.run(camp.nemesis([FaultStep(0, 7.0, "depose-leader", "partition", 25.0)],
+                           clock.monotonic()))
+    camp.history.close()
+    cuts = [f for _, type_, f in camp.history.timed if type_ == "info" and f == "start-partition"]
+    assert len(cuts) == Scenario.ATTEMPTS
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "not-reached"
+    assert f"(attempt {Scenario.ATTEMPTS} of {Scenario.ATTEMPTS})" in outcome["why"], outcome
+
+
 def test_a_scenario_waits_for_a_partition_that_fits_then_says_it_was_not_reached(tmp_path):
     """Nothing fits: the scenario asks again every 0.5 s for WAIT_S, then is not reached."""
     camp, clock = clocked_campaign(tmp_path, ["depose-leader"])

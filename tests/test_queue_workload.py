@@ -184,6 +184,14 @@ def test_scenarios_aim_by_the_freshest_broker(monkeypatch):
     assert qc.freshest_partitions(["n5", "n1", "n4", "n2"], "queue", 1.0) == [
         (0, 2, [2, 3, 4], [2, 3]), (1, 1, [5, 1, 2], [1, 2])]
     assert qc.freshest_partitions(["n4"], "queue", 1.0) == []
+    # an ISR shrink keeps the leader epoch; the stranded broker, cut off from the controller,
+    # still names itself in the ISR: the view most brokers share wins
+    views.update({
+        "n1": [(3, 5, 2, [5, 1, 2], [1, 2, 5])],
+        "n2": [(3, 5, 2, [5, 1, 2], [2, 5])],
+        "n5": [(3, 5, 2, [5, 1, 2], [2, 5])],
+    })
+    assert qc.freshest_partitions(["n1", "n2", "n5"], "queue", 1.0) == [(3, 5, [5, 1, 2], [2, 5])]
 
 
 def test_a_transactions_completion_as_jepsen_records_it():

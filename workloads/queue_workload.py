@@ -54,18 +54,27 @@ def broker_metadata(address: str, topic: str, timeout_s: float) -> list[tuple]:
 
 def freshest_partitions(addresses: list[str], topic: str,
                         timeout_s: float) -> list[tuple[int, int, list[int], list[int]]]:
-    """(partition, leader, replicas, ISR) from whichever answering broker knows the highest
-    leader epoch of each partition (as clients discard metadata older than what they saw)."""
-    best: dict[int, tuple] = {}
+    """(partition, leader, replicas, ISR) from the answering brokers that know the highest
+    leader epoch of each partition (as clients discard metadata older than what they saw);
+    among those, the view most of them share. An ISR change keeps the leader epoch, and a
+    broker cut off from the controller keeps its old ISR: taking the first broker's answer,
+    a scenario once waited 98 s for a shrink every other broker had seen."""
+    from collections import Counter
+    views: dict[int, Counter] = {}
     for address in addresses:
         try:
             parts = broker_metadata(address, topic, timeout_s)
         except (OSError, ValueError, struct.error):
             continue  # down, cut off or refusing: the others answer
-        for p in parts:
-            if p[0] not in best or p[2] > best[p[0]][2]:
-                best[p[0]] = p
-    return [(pid, leader, replicas, isr) for pid, (_, leader, _, replicas, isr) in sorted(best.items())]
+        for pid, leader, epoch, replicas, isr in parts:
+            views.setdefault(pid, Counter())[(epoch, leader, tuple(replicas), tuple(isr))] += 1
+    out = []
+    for pid, seen in sorted(views.items()):
+        top = max(v[0] for v in seen)
+        (_, leader, replicas, isr), _ = max(((v, n) for v, n in seen.items() if v[0] == top),
+                                            key=lambda x: x[1])
+        out.append((pid, leader, list(replicas), list(isr)))
+    return out
 
 
 def txn_completion(mops: list, results: list) -> tuple[str, list, str | None]:

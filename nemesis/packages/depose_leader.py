@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 
 from ..faults import PARTITION_CHAIN, PartitionInfo, chain_script, grudge, grudge_value
-from ..package import NotReached, Scenario
+from ..package import NotReached, Scenario, Unreachable
 
 CUT_S = 12.0  # the cut outlasts the broker session (9 s) and an election
 REFUSE_S = 5.0  # then its clients are refused, long enough to move to the new leader
@@ -78,7 +78,7 @@ class DeposeLeader(Scenario):
             ctx, partition, lambda p: (p[1] >= 0 and p[1] != leader) or leaderless(p, leader),
             self.PATIENCE_S, f"a new leader of partition {partition} (n{leader} cut off)")
         if row is not None and leaderless(row, leader):
-            raise NotReached(leaderless_reason(row, leader))
+            raise Unreachable(leaderless_reason(row, leader))
         if row is None:
             raise NotReached(f"no new leader of partition {partition} was named within "
                              f"{CUT_S + waited:.0f} s of cutting its leader n{leader} off")

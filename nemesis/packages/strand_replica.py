@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from ..faults import PartitionInfo, grudge_value
-from ..package import NotReached, Scenario
+from ..package import NotReached, Scenario, Unreachable
 
 CUT_S = 8.0  # the cut outlasts replica.lag.time.max.ms (3 s) and then some acknowledged writes
 DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
@@ -68,8 +68,12 @@ class StrandReplica(Scenario):
         ctx.status(f"strand-replica: n{stranded} cut from {others} (partition {partition})")
         await ctx.clock.sleep(CUT_S)
         row, waited = await self.await_partition(
-            ctx, partition, lambda p: stranded not in p[3], self.PATIENCE_S,
+            ctx, partition, lambda p: stranded not in p[3] or p[1] == stranded, self.PATIENCE_S,
             f"n{stranded} out of the ISR of partition {partition}")
+        if row is not None and row[1] == stranded:
+            raise Unreachable(f"n{stranded}, cut off to be stranded, became the leader of "
+                              f"partition {partition} (ISR {row[3]}): its leader had lost its "
+                              f"broker session")
         if row is None:
             raise NotReached(f"n{stranded} was still in the ISR of partition {partition} "
                              f"{CUT_S + waited:.0f} s into the cut; nothing was killed")
