@@ -57,5 +57,6 @@ def test_multi_register_in_spark_agrees_with_in_process(spark, tmp_path, capsys,
     for engine in ("local", "spark"):
         verdicts[engine] = main([*args[:-1], "--engine", engine, path]), capsys.readouterr().out
     assert verdicts["local"][0] == verdicts["spark"][0] == (1 if torn else 0), verdicts
-    if torn:
-        assert "txn [r :x 1] [r :y 0]" in verdicts["spark"][1], verdicts["spark"][1]
+    if torn:  # the same operation cannot be placed (Spark's copy names :x as 'x')
+        for _, out in verdicts.values():
+            assert "cannot linearize: process 2 txn [r" in out and "(history index 4)" in out, out
