@@ -133,7 +133,11 @@ class PlanFaults:
     def start_now(self, step) -> None:
         """A step the seeded nemesis drew: it starts now (``step.at_s`` is now)."""
         self.steps.append(step)
-        self._fire(step)
+        self.current = step.index  # its later phases belong to it (and stop when it is undone)
+        try:
+            self._fire(step)
+        finally:
+            self.current = None
 
     def _at(self, t: int, step: int, what: str, fn, *args) -> None:
         self._next_id += 1

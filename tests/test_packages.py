@@ -233,12 +233,16 @@ def test_scenarios_act_on_the_partition_they_choose(tmp_path, monkeypatch):
                 monkeypatch.setattr(module, const, 0)
     camp, backend, history = campaign(tmp_path, ["depose-leader", "strand-replica"])
     # Once cut, the partition has what each scenario waits for: another leader (depose-leader),
-    # an ISR without the stranded follower (strand-replica).
-    camp.partition_infos = lambda: ([(0, 4, [3, 4, 5], [3])] + INFOS[1:] if camp.partitioned
+    # an ISR without the stranded follower, still led by n3 (strand-replica).
+    running = []
+    cut_rows = {"depose-leader": (0, 4, [3, 4, 5], [4, 5]),
+                "strand-replica": (0, 3, [3, 4, 5], [3])}
+    camp.partition_infos = lambda: ([cut_rows[running[-1]]] + INFOS[1:] if camp.partitioned
                                     else INFOS)
 
     async def go():
         for i, name in enumerate(["depose-leader", "strand-replica"]):
+            running.append(name)
             stop = await camp.start_fault(FaultStep(i, 0.0, name, "partition", 1.0))
             await stop()
     asyncio.run(go())
