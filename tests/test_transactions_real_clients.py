@@ -161,6 +161,13 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
                                            lambda: group_coordinator(cluster))
                 cluster.kill(state["victim"])
                 killed.set()
+                # The next transactions begin once the group has its new coordinator and the
+                # killed broker is back: librdkafka's send_offsets_to_transaction, asked while
+                # its coordinator is gone, can block past its own timeout for good (librdkafka
+                # issues 5456 and 5511; two CI runs blocked so, one for a quarter of an hour,
+                # one after its TxnOffsetCommit had been answered Success)
+                state["call"] = "waiting for the new coordinator and the killed broker"
+                assert resumed.wait(240), "the group never got a new coordinator"
 
     def guarded():
         try:
@@ -169,7 +176,7 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
             state["error"] = exc
     # Every client call in the loop has a timeout, and the loop a deadline; a call blocking
     # past its own timeout fails the test naming the call, instead of holding the whole run.
-    killed = threading.Event()
+    killed, resumed = threading.Event(), threading.Event()
     worker = threading.Thread(target=guarded, daemon=True)
     worker.start()
     bound = time.monotonic() + 240 + 180
@@ -178,12 +185,13 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill(clu
     victim = state["victim"]
     if killed.is_set():
         # Once the group has a new coordinator the killed one comes back, as a restarted
-        # broker does. Until a broker changes state, librdkafka's send_offsets_to_transaction
-        # may wait past its timeout for a coordinator that left the metadata (librdkafka
-        # issues 5456 and 5511): in one CI run it blocked for a quarter of an hour.
+        # broker does, and the loop goes on once the cluster lists it again.
         wait_for("a new coordinator of the group",
                  lambda: group_coordinator(cluster) not in (None, victim))
         cluster.start(victim)
+        wait_for(f"broker {victim} listed again", lambda: victim in AdminClient(
+            {"bootstrap.servers": cluster.bootstrap()}).list_topics(timeout=5).brokers)
+        resumed.set()
     worker.join(max(0.0, bound - time.monotonic()))
     assert not worker.is_alive(), (f"{state['call']} still blocked, past its timeout",
                                    txn_log[-40:])
