@@ -695,6 +695,7 @@ def messages_html(run_dir: Path, moments: list[tuple[str, int]],
     journals = sequence.load(run_dir)
     if not journals:
         return []
+    index = sequence.Index(journals)  # sorted once for every moment
     esc = html.escape
     out = ["<h2 id='messages'>Messages around the anomalies</h2><p class='plain'>From the "
            "nodes' journals: a line per node and one for the clients, time going down in "
@@ -703,7 +704,7 @@ def messages_html(run_dir: Path, moments: list[tuple[str, int]],
            "received. Hover an arrow for its two ends.</p>"]
     for what, t_ns in moments[:limit]:
         wall_ms = start_wall * 1000 + t_ns / 1e6
-        drawn = sequence.svg(journals, wall_ms, f"{what} at {t_ns / 1e9:.3f} s")
+        drawn = sequence.svg(index, wall_ms, f"{what} at {t_ns / 1e9:.3f} s")
         if drawn:
             out.append(f"<h3>{esc(what)}, at {t_ns / 1e9:.3f} s</h3>"
                        f"<div style='overflow-x:auto'>{drawn}</div>")

@@ -34,18 +34,29 @@ def _party(p: str) -> str:
     return "clients" if p.startswith("client ") else p
 
 
-def around(journals: dict[str, list[dict]], wall_ms: float, before: int = BEFORE,
+class Index:
+    """The journals' events in wall-clock order, the receipts by (receiver, sender, sender's
+    Lamport time) and each node's last time: built once for every moment a report draws."""
+
+    def __init__(self, journals: dict[str, list[dict]]) -> None:
+        self.events = sorted(((e["t"], node, e) for node, es in journals.items() for e in es),
+                             key=lambda x: (x[0], x[2]["l"]))
+        self.times = [t for t, _, _ in self.events]
+        self.last_t = {node: es[-1]["t"] for node, es in journals.items()}
+        self.received = {(node, e["p"], e["sl"]) for node, es in journals.items() for e in es
+                         if e["e"] == "r" and "sl" in e}
+
+
+def around(journals: dict[str, list[dict]] | Index, wall_ms: float, before: int = BEFORE,
            after: int = AFTER) -> tuple[list[dict], dict]:
     """The entries for ``sequence_svg`` of the messages nearest ``wall_ms`` (the nodes' wall
     clocks): up to ``before`` journal events before it and ``after`` from it, and the row
     labels by row key."""
-    events = sorted(((e["t"], node, e) for node, es in journals.items() for e in es),
-                    key=lambda x: (x[0], x[2]["l"]))
-    first = next((i for i, (t, _, _) in enumerate(events) if t >= wall_ms), len(events))
-    window = events[max(0, first - before):first + after]
-    last_t = {node: es[-1]["t"] for node, es in journals.items()}
-    received = {(node, e["p"], e["sl"]) for node, es in journals.items() for e in es
-                if e["e"] == "r" and "sl" in e}
+    import bisect
+    ix = journals if isinstance(journals, Index) else Index(journals)
+    first = bisect.bisect_left(ix.times, wall_ms)
+    window = ix.events[max(0, first - before):first + after]
+    last_t, received = ix.last_t, ix.received
     labels: dict = {}
 
     def key(node: str, e: dict, shift: float = 0.0):
@@ -78,7 +89,7 @@ def around(journals: dict[str, list[dict]], wall_ms: float, before: int = BEFORE
     return shown, labels
 
 
-def svg(journals: dict[str, list[dict]], wall_ms: float, footer: str) -> str:
+def svg(journals: dict[str, list[dict]] | Index, wall_ms: float, footer: str) -> str:
     """The sequence diagram of the messages around ``wall_ms``; empty without journals."""
     from simulator.journal import sequence_svg
     shown, labels = around(journals, wall_ms)
