@@ -211,6 +211,11 @@ class Broker:
                 self.apis.write_txn_markers(
                     req, now, lambda resp: self.apis.txns.handle_markers_response(resp, self.now))
             self.apis.complete_delayed(now)  # what the markers moved (HWs, parked fetches)
+        # The coordinators (txns.poll, groups.poll) and the local markers append after
+        # rm.poll served the parked follower fetches: a follower parked at the log end must
+        # hear of those records now, not when its fetch times out (replica.fetch.wait.max.ms),
+        # or every commit through this broker waits that long for its markers' high watermark.
+        self.rm.complete_parked_fetches(now)
         self.rm.hw_changed.clear()
         self.rm.appended.clear()
         self.rm.role_changed = False

@@ -218,7 +218,7 @@ class ReplicaManager:
                          -1, -1, data))
         return rows, has_data, all_valid
 
-    def _complete_parked_fetches(self, now: int) -> None:
+    def complete_parked_fetches(self, now: int) -> None:
         if not self._parked_fetches:
             return
         keep = []
@@ -367,7 +367,7 @@ class ReplicaManager:
             # Expansion is checked on every input: a follower that caught up joins at once.
             self._maybe_expand_only(now)
         self._send_fetches(now)
-        self._complete_parked_fetches(now)
+        self.complete_parked_fetches(now)
         if now >= self._next_checkpoint_ms:
             self.checkpoint_hws()
             self._next_checkpoint_ms = now + self.options.hw_checkpoint_interval_ms

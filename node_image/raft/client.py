@@ -558,7 +558,10 @@ class KafkaRaftClient:
             self._send(src, self._fetch_error(req, m.OFFSET_OUT_OF_RANGE))
             return
         self._note_fetch(s, req, req.fetch_offset, now)
-        if req.fetch_offset >= self.log.end_offset and req.max_wait_ms > 0:
+        if (req.fetch_offset >= self.log.end_offset and req.max_wait_ms > 0
+                and self._replica_state(s, req).hwm_sent == self._hwm_out(s)):
+            # Nothing new for it, not even the high watermark (which this very fetch may
+            # just have advanced): wait for records or a new high watermark.
             self._parked_fetches.append((src, req, now + min(req.max_wait_ms,
                                                               self.config.fetch_max_wait_ms)))
             return
@@ -570,8 +573,15 @@ class KafkaRaftClient:
         data = b""
         if req.fetch_offset < self.log.end_offset:
             data = self.log.read(req.fetch_offset, min(req.max_bytes, self.config.fetch_max_bytes))
+        self._replica_state(s, req).hwm_sent = self._hwm_out(s)
         self._send(src, m.FetchResponse(req.correlation_id, m.NONE, s.epoch, self.node_id,
                                         self._hwm_out(s), self.log.start_offset, data))
+
+    def _replica_state(self, s: LeaderState, req: m.FetchRequest) -> ReplicaState:
+        voter = self.voters.get(req.replica_id)
+        if voter is not None and voter.matches(req.replica_id, req.replica_directory_id):
+            return s.voters[req.replica_id]
+        return s.observers.setdefault(req.replica_id, ReplicaState())
 
     def _hwm_out(self, s: LeaderState) -> int:
         return -1 if s.high_watermark is None else s.high_watermark

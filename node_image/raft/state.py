@@ -57,6 +57,9 @@ class ReplicaState:
     end_offset: int | None = None
     last_fetch_ms: int | None = None
     directory_id: str | None = None
+    # The high watermark the last fetch response to this replica carried: a fetch at the
+    # log end is parked only while the replica already knows the current one.
+    hwm_sent: int | None = None
 
 
 @dataclass(slots=True)
