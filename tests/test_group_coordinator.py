@@ -239,3 +239,23 @@ def test_records_are_kafkas_and_groups_map_to_partitions_as_in_java():
         gm.read_key(b"\x00\x09")
     with pytest.raises(gm.GroupRecordError, match="field 'topic' runs past the end"):
         gm.read_key(b"\x00\x01\x00\x01g\x00\x05t")
+
+
+def test_a_group_that_emptied_keeps_its_protocol_type_and_a_new_first_member_sets_it():
+    """Kafka keeps an emptied group's protocol type: clients tell a consumer group whose
+    members all left from a simple one (offsets only, type "") by it. Also after a reload."""
+    c = Coordinator()
+    a, b = two_members(c)
+    assert c.gc.leave("g", a, 1) == m.NONE and c.gc.leave("g", b, 1) == m.NONE
+    c.gc.poll(2, False)
+    g = c.gc.groups["g"]
+    assert c.state() == EMPTY and g.protocol is None and g.protocol_type == "consumer"
+    c.rm.checkpoint_hws()
+    again = Coordinator(disk=c.disk)
+    assert again.gc.groups["g"].state == EMPTY
+    assert again.gc.groups["g"].protocol_type == "consumer", "the stored group keeps it"
+    # a member of another type may join the empty group, and the group takes its type
+    again.gc.join("g", "", "x", "", SESSION, SESSION, "connect", (("v1", b""),), False, 10,
+                  lambda r: again.answers.__setitem__("x", r))
+    assert again.answers["x"].error == m.NONE, again.answers["x"]
+    assert again.gc.groups["g"].protocol_type == "connect"

@@ -228,7 +228,7 @@ class GroupCoordinator:
             g.members = {}
             return
         g.protocol_type, g.generation, g.protocol, g.leader = (
-            v.protocol_type, v.generation, v.protocol, v.leader)
+            v.protocol_type or None, v.generation, v.protocol, v.leader)
         g.members = {}
         for mv in v.members:
             g.members[mv.member_id] = Member(
@@ -329,7 +329,7 @@ class GroupCoordinator:
         mb.expires_ms = now + mb.session_timeout_ms
         g.members[mb.member_id] = mb
         g.new_member_added = True
-        if g.protocol_type is None:
+        if len(g.members) == 1:  # the first member of an empty group names its type
             g.protocol_type = mb.protocol_type
         if g.state == PREPARING:
             self._maybe_complete_join(g, now)
@@ -376,7 +376,9 @@ class GroupCoordinator:
         g.pending.clear()
         g.generation += 1
         if not g.members:
-            g.protocol, g.leader, g.protocol_type = None, None, None
+            # Kafka keeps the protocol type of a group that emptied (ListGroups and
+            # DescribeGroups still say "consumer"); the next first member sets it again
+            g.protocol, g.leader = None, None
             g.transition(EMPTY)
             self._on_event(f"group {g.group_id}: empty at generation {g.generation}")
             self._store_group(g, now, lambda error: None)
