@@ -65,7 +65,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     LIST_GROUPS: (0, 2, ListGroupsRequest, ListGroupsResponse),
     API_VERSIONS: (0, 3, ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (2, 4, CreateTopicsRequest, CreateTopicsResponse),
-    INIT_PRODUCER_ID: (0, 1, InitProducerIdRequest, InitProducerIdResponse),
+    INIT_PRODUCER_ID: (0, 4, InitProducerIdRequest, InitProducerIdResponse),
     ADD_PARTITIONS_TO_TXN: (0, 2, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     ADD_OFFSETS_TO_TXN: (0, 2, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     END_TXN: (0, 2, EndTxnRequest, EndTxnResponse),

@@ -109,3 +109,22 @@ def test_bad_requests_name_what_is_wrong_and_get_no_answer(frame, words):
         kc.decode_request(frame)
     assert words in str(e.value)
     assert e.value.response is None
+
+
+def test_init_producer_id_v4_flexible_request_and_response_bytes():
+    """KIP-360's InitProducerId (v3+ carries the caller's producer id and epoch), in its
+    flexible encoding: compact strings and tagged-field sections in header and body."""
+    frame = struct.pack(">hhi", 22, 4, 11) + string("p") + b"\x00"  # request header v2
+    frame += bytes([len("tx") + 1]) + b"tx"  # compact nullable string
+    frame += struct.pack(">iqh", 60_000, 7000, 3) + b"\x00"  # timeout, id, epoch, no tags
+    req = kc.decode_request(frame)
+    body = req.body
+    assert (req.api_version, req.client_id) == (4, "p")
+    assert (body.transactional_id, body.transaction_timeout_ms, body.producer_id,
+            body.producer_epoch) == ("tx", 60_000, 7000, 3)
+    resp = kc.response_class(22, 4)(throttle_time_ms=0, error_code=90, producer_id=-1,
+                                    producer_epoch=-1)
+    out = kc.encode_response(req, resp)
+    want = struct.pack(">i", 11) + b"\x00"  # response header v1: correlation id, no tags
+    want += struct.pack(">ihqh", 0, 90, -1, -1) + b"\x00"
+    assert out == struct.pack(">i", len(want)) + want

@@ -1,6 +1,7 @@
 """Real Kafka clients (librdkafka via confluent-kafka, and kafka-python) against the 5-node
-Docker cluster: acknowledged writes read back, a partition leader SIGKILLed mid-way, and
-NOT_ENOUGH_REPLICAS with two of three replicas stopped.
+Docker cluster: acknowledged writes read back, a partition leader SIGKILLed mid-way (under
+an idempotent producer, and under one transactional producer that must recover as KIP-360
+lets it), and NOT_ENOUGH_REPLICAS with two of three replicas stopped.
 
 One cluster serves the module (3 controller+broker nodes, 2 brokers); each test creates
 its own topic (6 partitions, replication factor 3, min.insync.replicas=2) and starts by
@@ -314,6 +315,109 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
     read = ck_read_all(cluster, topic)
     check_read_back(read, acked, {"kill"})
     print(f"{len(acked)} acknowledged messages, all read back")
+
+
+def read_committed_group(cluster, topic, want, group):
+    """Values read by a read_committed consumer in ``group`` (subscribe) until every value of
+    ``want`` was read and the group's position reached the last stable offsets, then 3 s more
+    for anything that should not be there; {value: times read}."""
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.partition.eof": True, "error_cb": quiet})
+    c.subscribe([topic])
+    seen = defaultdict(int)
+    eof, done_at = set(), None
+    deadline = time.monotonic() + 120
+    try:
+        while done_at is None or time.monotonic() < done_at + 3:
+            assert time.monotonic() < deadline, (
+                f"read_committed consumer stuck: {len(set(want) - set(seen))} committed "
+                f"values unread, at end of {sorted(eof)}")
+            for msg in c.consume(500, 0.5):
+                if msg.error():
+                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                    eof.add(msg.partition())
+                    continue
+                eof.discard(msg.partition())
+                seen[msg.value().decode()] += 1
+            if done_at is None and set(want) <= set(seen) and len(eof) == PARTITIONS:
+                done_at = time.monotonic()
+    finally:
+        c.close()
+    return seen
+
+
+def test_one_transactional_producer_survives_a_partition_leader_kill(cluster):
+    """An application written as Kafka's documentation says: one transactional producer for
+    the whole run, a retriable error retried, an abortable one answered by aborting and
+    going on. The leader of a partition every transaction writes is SIGKILLed and started
+    again midway. librdkafka recovers from the abortable errors this causes by bumping its
+    epoch (InitProducerId with its producer id and epoch, KIP-360); a broker without it
+    leaves the producer in a fatal state. Nothing committed may be lost or read twice,
+    nothing aborted read."""
+    topic = "txnkill"
+    create_topic(cluster, topic)
+    victim = partitions(cluster, topic)[0][0]
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "error_cb": quiet,
+                  "transactional.id": f"kip360-{uuid.uuid4().hex[:6]}",
+                  "transaction.timeout.ms": 60_000, "linger.ms": 5})
+    committed, aborted, errors = [], [], []
+    killed = restarted = False
+    p.init_transactions(60)
+    try:
+        for n in range(150):
+            if n == 100:
+                cluster.start_node(victim)
+                restarted = True
+            values = [f"t{n}-{k}" for k in range(8)]
+            try:
+                p.begin_transaction()
+                for k, v in enumerate(values):  # over partitions 0-2, one of them the victim's
+                    p.produce(topic, value=v.encode(), partition=k % 3)
+                    if n == 50 and k == 3:  # a third of the way, with records in flight
+                        p.poll(0.005)
+                        cluster.kill_node(victim)  # SIGKILL: the leader of partition 0
+                        killed = True
+                        print(f"SIGKILLed node {victim}, the leader of {topic}-0, "
+                              f"in transaction {n}")
+                p.poll(0)
+                if n % 3 == 2:
+                    p.abort_transaction(60)
+                    aborted += values
+                    continue
+                while True:
+                    try:
+                        p.commit_transaction(60)
+                        break
+                    except KafkaException as exc:
+                        if not exc.args[0].retriable():
+                            raise
+                        errors.append(exc.args[0])
+                committed += values
+            except KafkaException as exc:
+                err = exc.args[0]
+                errors.append(err)
+                assert not err.fatal(), f"transaction {n}: fatal error {err}"
+                assert err.txn_requires_abort(), f"transaction {n}: {err}"
+                p.abort_transaction(60)  # as Kafka's documentation says: abort and go on
+                aborted += values
+    finally:
+        if killed and not restarted:
+            cluster.start_node(victim)
+        p.flush(10)
+    print(f"{len(committed) // 8} transactions committed, {len(aborted) // 8} aborted, "
+          f"errors on the way: {sorted({e.name() for e in errors})}")
+    healthy(cluster, topic)
+    seen = read_committed_group(cluster, topic, committed, f"g-{topic}")
+    lost = [v for v in committed if v not in seen]
+    twice = [v for v, times in seen.items() if times > 1]
+    read_aborted = [v for v in aborted if v in seen]
+    assert not lost, f"{len(lost)} committed values never read, e.g. {lost[:5]}"
+    assert not twice, f"values read more than once: {twice[:5]}"
+    assert not read_aborted, f"aborted values read: {read_aborted[:5]}"
+    after = sorted({int(v[1:].split("-")[0]) for v in committed})
+    assert any(50 <= n < 100 for n in after) and any(n >= 100 for n in after), \
+        f"the same producer committed while the node was down and after it came back: {after}"
 
 
 def test_not_enough_replicas_when_two_of_three_are_stopped(cluster):

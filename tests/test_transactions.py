@@ -129,9 +129,9 @@ class Txns:
                                            lambda: next(corr), bugs)
         self.c.poll(0, True)
 
-    def init(self, now=0, txn="tx"):
+    def init(self, now=0, txn="tx", expected=None):
         out = []
-        self.c.init_producer_id(txn, 60_000, now, lambda *a: out.append(a))
+        self.c.init_producer_id(txn, 60_000, now, lambda *a: out.append(a), expected)
         return out[0]
 
     def add(self, pid, epoch, parts=(("t", 0), ("t", 1)), now=0):
@@ -220,6 +220,41 @@ def test_a_new_producer_fences_an_open_transaction_and_waits_for_its_abort():
     t.ack_markers()
     assert t.init() == (m.NONE, PID, 2)
     assert any("aborted: a new producer" in e for e in t.events)
+
+
+def test_kip360_the_holder_of_the_epoch_bumps_it_and_keeps_its_producer():
+    """After an abortable error a producer aborts and asks InitProducerId with the id and
+    epoch it holds (KIP-360): it gets the next epoch of the same id, and a retry of that
+    request whose answer was lost gets the same answer, while anyone holding an older epoch
+    is fenced."""
+    t = Txns()
+    assert t.init() == (m.NONE, PID, 0)
+    t.add(PID, 0)
+    assert t.end(PID, 0, False) == m.NONE
+    t.ack_markers()
+    assert t.init(expected=(PID, 0)) == (m.NONE, PID, 1), "bumped, same producer id"
+    assert t.init(expected=(PID, 0)) == (m.NONE, PID, 1), "a retry: the same epoch again"
+    assert t.init(expected=(PID, 1)) == (m.NONE, PID, 2)
+    assert t.init(expected=(PID, 0)) == (m.PRODUCER_FENCED, -1, -1), "two epochs behind"
+    assert t.init(expected=(PID + 9, 2)) == (m.PRODUCER_FENCED, -1, -1), "another producer id"
+    assert t.add(PID, 2) == {("t", 0): m.NONE, ("t", 1): m.NONE}, "the bumped epoch is usable"
+    # a bump asked for while the transaction is open fences it (Kafka's order: abort first)
+    assert t.init(expected=(PID, 2)) == (m.CONCURRENT_TRANSACTIONS, -1, -1)
+    t.ack_markers()
+    assert t.state() == "CompleteAbort"
+    assert t.init(expected=(PID, 2)) == (m.PRODUCER_FENCED, -1, -1), \
+        "the abort's fencing epoch is no bump its holder asked for"
+    assert t.init() == (m.NONE, PID, 4), "a new producer always gets the next epoch"
+
+
+def test_kip360_an_exhausted_epoch_moves_to_a_new_producer_id():
+    t = Txns()
+    t.init()
+    t.c.txns["tx"].producer_epoch = 32766  # as after 32766 bumps
+    assert t.init(expected=(PID, 32766)) == (m.NONE, PID + 1, 0)
+    assert t.init(expected=(PID, 32766)) == (m.NONE, PID + 1, 0), \
+        "a retry under the old id and its exhausted epoch gets the new id again"
+    assert t.init(expected=(PID + 1, 0)) == (m.NONE, PID + 1, 1)
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted():

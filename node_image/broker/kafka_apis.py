@@ -486,10 +486,17 @@ class KafkaApis:
 
     def _init_producer_id(self, src, req: KafkaRequest, now: int) -> None:
         if req.body.transactional_id is not None:
-            self.txns.init_producer_id(
-                req.body.transactional_id, req.body.transaction_timeout_ms, now,
-                lambda error, pid, epoch: self._reply(src, req, self._cls(req)(
-                    throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)))
+            expected = None
+            if req.api_version >= 3 and req.body.producer_id >= 0:  # KIP-360: a bump
+                expected = (req.body.producer_id, req.body.producer_epoch)
+
+            def respond(error: int, pid: int, epoch: int) -> None:
+                if error == m.PRODUCER_FENCED and req.api_version < 4:
+                    error = m.INVALID_PRODUCER_EPOCH  # as Kafka answers the older versions
+                self._reply(src, req, self._cls(req)(
+                    throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch))
+            self.txns.init_producer_id(req.body.transactional_id,
+                                       req.body.transaction_timeout_ms, now, respond, expected)
             return
         # As Kafka's non-blocking ProducerIdManager: without a block of ids soon (a broker just
         # restarted, a controller election), answer a retriable error rather than outwait the

@@ -68,6 +68,11 @@ VALID_PREVIOUS = {
 }
 
 
+def epoch_exhausted(epoch: int) -> bool:
+    """No epoch is left to bump to (Kafka keeps Short.MaxValue for fencing markers)."""
+    return epoch >= 32766
+
+
 class TxnStateError(RuntimeError):
     """A transition the table does not allow: a bug of ours."""
 
@@ -86,6 +91,11 @@ class TxnMetadata:
     markers: set = field(default_factory=set)  # partitions still without their marker
     marker_sent: dict = field(default_factory=dict)  # (topic, partition) -> resend time
     retry_ms: int = 0  # a failed completion is written again from then on
+    # The producer id and epoch before the last bump asked for by their holder (KIP-360):
+    # a retry of that InitProducerId, whose answer was lost, gets the bumped ones again.
+    # Kept in memory only, as Kafka's TransactionLogValue v0 has no field for them.
+    last_producer_id: int = -1
+    last_producer_epoch: int = -1
 
     def transition(self, target: int) -> None:
         if self.state not in VALID_PREVIOUS[target]:
@@ -234,7 +244,12 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ InitProducerId
 
     def init_producer_id(self, txn_id: str, timeout_ms: int, now: int,
-                         respond: Callable[[int, int, int], None]) -> None:
+                         respond: Callable[[int, int, int], None],
+                         expected: tuple[int, int] | None = None) -> None:
+        """InitProducerId for a transactional id. ``expected``: the producer id and epoch
+        its caller holds (InitProducerId v3+, KIP-360), or None: a new producer, which fences
+        whoever held the id. A caller holding the current id bumps the epoch and keeps its
+        producer after an abortable error; one holding an older epoch is PRODUCER_FENCED."""
         self._now = now
         error = self._error_for(txn_id)
         if error == m.NONE and not 0 < timeout_ms <= MAX_TIMEOUT_MS:
@@ -251,23 +266,45 @@ class TransactionCoordinator:
             # known from now on, as Empty at epoch -1 until the first record is written
             t = self.txns[txn_id] = TxnMetadata(txn_id, self.partition_of(txn_id), pid, -1,
                                                 timeout_ms)
-        if t.writing or t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if t.writing:
+            respond(m.CONCURRENT_TRANSACTIONS, -1, -1)
+            return
+        if expected is not None and not (
+                t.producer_epoch == -1  # just created: a producer after UNKNOWN_PRODUCER_ID
+                or expected[0] == t.producer_id  # its epoch is checked below
+                or (expected[0] == t.last_producer_id and epoch_exhausted(expected[1]))):
+            respond(m.PRODUCER_FENCED, -1, -1)
+            return
+        if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
             respond(m.CONCURRENT_TRANSACTIONS, -1, -1)
             return
         if t.state == ONGOING:  # fence the producer that left it open, then abort it
             self._abort(t, now, "a new producer of its transactional id")
             respond(m.CONCURRENT_TRANSACTIONS, -1, -1)
             return
-        pid, epoch = t.producer_id, t.producer_epoch + 1
-        if epoch >= 32767:  # the epoch would overflow: a new producer id
+        last_pid = t.last_producer_id
+        if epoch_exhausted(t.producer_epoch) and (expected is None or expected[1] == t.producer_epoch):
+            # no epoch left: a new producer id
             pid, epoch = self.next_producer_id(), 0
             if pid is None:
                 respond(m.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
                 return
+            last_pid, last_epoch = t.producer_id, t.producer_epoch if expected else -1
+        elif expected is None:
+            pid, epoch, last_epoch = t.producer_id, t.producer_epoch + 1, -1
+        elif t.producer_epoch == -1 or expected[1] == t.producer_epoch:
+            pid, epoch, last_epoch = t.producer_id, t.producer_epoch + 1, t.producer_epoch
+        elif expected[1] == t.last_producer_epoch:
+            # a retry of the bump it asked for: the same id and epoch again
+            pid, epoch, last_epoch = t.producer_id, t.producer_epoch, t.last_producer_epoch
+        else:
+            respond(m.PRODUCER_FENCED, -1, -1)
+            return
         self._store(t, now, lambda error: respond(error, pid, epoch) if error == m.NONE
                     else respond(error, -1, -1),
                     producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms,
-                    partitions=set(), state=EMPTY)
+                    partitions=set(), state=EMPTY, last_producer_id=last_pid,
+                    last_producer_epoch=last_epoch)
 
     # ------------------------------------------------------------ AddPartitionsToTxn
 
@@ -336,8 +373,9 @@ class TransactionCoordinator:
                     t.markers = set(sorted(t.partitions)[:1])
                 t.marker_sent = {}
                 self._send_markers(self._now)
-        self._store(t, now, stored, state=PREPARE_COMMIT if commit else PREPARE_ABORT,
-                    producer_epoch=t.producer_epoch if epoch is None else epoch)
+        # a fencing abort bumps the epoch, and no retry of an earlier bump may get it
+        fence = {} if epoch is None else {"producer_epoch": epoch, "last_producer_epoch": -1}
+        self._store(t, now, stored, state=PREPARE_COMMIT if commit else PREPARE_ABORT, **fence)
 
     def _abort(self, t: TxnMetadata, now: int, reason: str, timed_out: bool = False) -> None:
         """Abort an open transaction with a bumped epoch (fencing its producer)."""
