@@ -15,6 +15,7 @@ import yaml
 
 from node_image.bugs import BUGS
 from nemesis.schedule import COMBINE, PACKAGES, REGISTRY, check_options, package_refusal
+from workloads.queue import CODECS
 from workloads.registry import WORKLOADS
 
 from .yaml_lines import key_lines as _key_lines, located  # noqa: F401 - used by campaign_matrix
@@ -61,6 +62,9 @@ class RunConfig:
     # None: half the producers (even processes) idempotent, the others without retries, whose
     # records a deposed leader keeps are its own (nobody re-sends them to the next leader)
     idempotent: bool | None = None
+    # The producers' compression.type (none, gzip, snappy, lz4, zstd). None: drawn from the
+    # seed, one codec for the run, so a seed sweep covers every codec
+    compression: str | None = None
     flush_messages: int | None = None  # the topic's flush.messages; None: the broker's (never
     # fsync); the queue workload defaults to 1
     allowed_anomalies: list[str] | None = None  # None: the workload's defaults (Jepsen's)
@@ -148,6 +152,9 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
                                 f"least 1, got {value}")
         if key in _NON_NEGATIVE and value is not None and value < 0:
             raise CampaignError(f"{loc}field {key!r}: must not be negative, got {value}")
+        if key == "compression" and value is not None and value not in CODECS:
+            raise CampaignError(f"{loc}field 'compression': {value!r} is not one of "
+                                f"{', '.join(CODECS)} (or null: drawn from the seed)")
         if key in _CHOICES and value not in _CHOICES[key]:
             raise CampaignError(f"{loc}field {key!r}: {value!r} is not one of {', '.join(_CHOICES[key])}")
         if key in _LIST_CHOICES:

@@ -74,6 +74,10 @@ BAD = [
         nemesis:
           - {package: kill, targets: [leader-of:x]}
         """, 3, "nemesis[0].targets", "leader-of takes a partition number"),
+    ("codec", """
+        workload: queue
+        compression: brotli
+        """, 2, "compression", "'brotli' is not one of none, gzip, snappy, lz4, zstd"),
 ]
 
 
@@ -193,3 +197,11 @@ def test_transactions_need_librdkafka_and_modes_are_checked():
         validate({"workload": "queue", "transactions": True, "client": "kafka-python"})
     with pytest.raises(CampaignError, match="consume"):
         validate({"workload": "queue", "consume": "steal"})
+
+
+def test_the_producers_codec_is_the_campaigns_or_drawn_from_the_seed():
+    from workloads.queue import CODECS, producer_codec
+    assert producer_codec("gzip", 3) == "gzip"
+    drawn = [producer_codec(None, seed) for seed in range(40)]
+    assert drawn == [producer_codec(None, seed) for seed in range(40)], "the seed decides"
+    assert set(drawn) == set(CODECS), "a sweep of seeds covers every codec"

@@ -255,6 +255,22 @@ def test_clients_write_100k_messages_and_read_every_acked_one_back(cluster):
     assert sum(len(v) for v in ck.values()) >= 100_000
 
 
+def ck_produce_until(p, topic, stop, prefix, pause_s, callback):
+    """Send prefix-0, prefix-1, ... round the partitions with ``p`` until ``stop``, each with
+    the delivery callback ``callback()`` makes at its send; then flush and close ``p``."""
+    i = 0
+    while not stop.is_set():
+        p.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % PARTITIONS,
+                  on_delivery=callback())
+        i += 1
+        p.poll(pause_s)
+    try:
+        assert p.flush(180) == 0
+    finally:
+        p.purge()
+        p.close()
+
+
 def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
     topic = "leaderkill"
     create_topic(cluster, topic)
@@ -273,18 +289,8 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
         p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                       "enable.idempotence": True, "linger.ms": 5, "error_cb": quiet,
                       "message.timeout.ms": 120_000})
-        i = 0
-        while not stop.is_set():
-            sent = time.monotonic()
-            p.produce(topic, value=f"kill-{i}".encode(), partition=i % PARTITIONS,
-                      on_delivery=lambda err, msg, sent=sent: on_delivery(err, msg, sent))
-            i += 1
-            p.poll(0.002)
-        try:
-            assert p.flush(180) == 0
-        finally:
-            p.purge()
-            p.close()
+        ck_produce_until(p, topic, stop, "kill", 0.002, lambda: (
+            lambda err, msg, sent=time.monotonic(): on_delivery(err, msg, sent)))
     t = threading.Thread(target=produce)
     t.start()
     try:
@@ -315,6 +321,82 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
     read = ck_read_all(cluster, topic)
     check_read_back(read, acked, {"kill"})
     print(f"{len(acked)} acknowledged messages, all read back")
+
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+def _codec_producer(client, cluster, topic, codec, acked, failed, stop):
+    """Idempotent acks=all sends of ``codec``-i, compressed with ``codec``, until ``stop``."""
+    if client == "confluent-kafka":
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                      "enable.idempotence": True, "linger.ms": 5, "error_cb": quiet,
+                      "compression.type": codec, "message.timeout.ms": 120_000})
+
+        def on_delivery(err, msg):
+            if err is None:
+                acked[msg.value().decode()] = (msg.partition(), msg.offset())
+            else:
+                failed.append(err)
+        ck_produce_until(p, topic, stop, codec, 0.005, lambda: on_delivery)
+        return
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True,
+                      linger_ms=5, compression_type=codec, request_timeout_ms=30_000)
+
+    def ok(md, value):
+        acked[value] = (md.partition, md.offset)
+    i = 0
+    while not stop.is_set():
+        value = f"{codec}-{i}"
+        p.send(topic, value=value.encode(), partition=i % PARTITIONS).add_callback(
+            ok, value).add_errback(failed.append)
+        i += 1
+        time.sleep(0.005)
+    try:
+        p.flush(180)
+    finally:
+        p.close(10)
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_every_codec_survives_a_partition_leader_kill(cluster, client):
+    """One idempotent producer per codec, side by side, while the leader of partition 0 is
+    SIGKILLed and started again: every acknowledged record is read back where it was
+    acknowledged, once, by librdkafka and by kafka-python (each decompressing all four)."""
+    topic = f"codecs-{client.split('-')[0]}"
+    create_topic(cluster, topic)
+    victim = partitions(cluster, topic)[0][0]
+    acked, failed, stop = {}, [], threading.Event()
+    threads = [threading.Thread(target=_codec_producer, args=(
+        client, cluster, topic, codec, acked, failed, stop)) for codec in CODECS]
+    for t in threads:
+        t.start()
+    killed = False
+    try:
+        def per_codec():
+            return {c: sum(1 for v in list(acked) if v.startswith(c + "-")) for c in CODECS}
+        wait_until("200 acknowledged writes of every codec",
+                   lambda: min(per_codec().values()) >= 200)
+        cluster.kill_node(victim)
+        killed = True
+        before = per_codec()
+        print(f"SIGKILLed node {victim}, the leader of {topic}-0, after {before}")
+        wait_until("100 more acknowledged writes of every codec",
+                   lambda: all(n >= before[c] + 100 for c, n in per_codec().items()),
+                   timeout_s=120)
+        cluster.start_node(victim)
+        killed = False
+        healthy(cluster, topic)
+    finally:
+        if killed:
+            cluster.start_node(victim)
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not failed, f"producer errors: {failed[:5]}"
+    for read in (ck_read_all(cluster, topic), kp_read_all(cluster, topic)):
+        check_read_back(read, acked, set(CODECS))
+    print(f"{len(acked)} acknowledged messages of {len(CODECS)} codecs, all read back twice")
 
 
 def read_committed_group(cluster, topic, want, group):

@@ -40,6 +40,16 @@ def key_partition(key: str) -> int:
     return int(key[1:])
 
 
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # Kafka's compression.type values
+
+
+def producer_codec(compression: str | None, seed: int | None) -> str:
+    """The codec the producers use: ``compression`` if set, else one drawn from the seed
+    (a stream of its own, so nothing else the seed draws moves)."""
+    if compression is not None:
+        return compression
+    return random.Random(f"{seed}-compression").choice(CODECS)
+
 @dataclass(frozen=True, slots=True)
 class QueueOp:
     f: str  # "send" | "poll" | "assign"

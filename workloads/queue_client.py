@@ -73,7 +73,8 @@ def _drop_producer(producer) -> None:
 
 class ConfluentQueueClient:
     def __init__(self, bootstrap: str, topic: str, partitions: int, timeout_s: float,
-                 idempotent: bool, process: int, transactions: bool = False) -> None:
+                 idempotent: bool, process: int, transactions: bool = False,
+                 compression: str = "none") -> None:
         from confluent_kafka import Producer
         self.transactions = transactions
         self._txn_ready = False
@@ -92,7 +93,8 @@ class ConfluentQueueClient:
         conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
                 "linger.ms": 0, "message.timeout.ms": max(timeout_ms, MESSAGE_TIMEOUT_MS),
                 "request.timeout.ms": min(timeout_ms, 30000), "error_cb": _quiet, "logger": CLIENT_LOG,
-                "socket.connection.setup.timeout.ms": max(1000, timeout_ms)}
+                "socket.connection.setup.timeout.ms": max(1000, timeout_ms),
+                "compression.type": compression}
         if not idempotent and not transactions:
             conf["retries"] = 0
         if transactions:  # one transactional id per process: a new producer fences the old
@@ -280,7 +282,7 @@ class ConfluentQueueClient:
 
 class KafkaPythonQueueClient:
     def __init__(self, bootstrap: str, topic: str, partitions: int, timeout_s: float,
-                 idempotent: bool, process: int) -> None:
+                 idempotent: bool, process: int, compression: str = "none") -> None:
         from kafka import KafkaProducer
         self.bootstrap = bootstrap.split(",")
         self.topic = topic
@@ -291,7 +293,8 @@ class KafkaPythonQueueClient:
         self.producer = KafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=idempotent,
             retries=(5 if idempotent else 0), request_timeout_ms=timeout_ms,
-            max_block_ms=timeout_ms, linger_ms=0)
+            max_block_ms=timeout_ms, linger_ms=0,
+            compression_type=None if compression == "none" else compression)
         self.consumer = None
 
     def assign(self) -> Result:
@@ -356,14 +359,17 @@ class KafkaPythonQueueClient:
 
 
 def make_client(name: str, bootstrap: str, topic: str, partitions: int, timeout_s: float,
-                idempotent: bool, process: int, transactions: bool = False):
+                idempotent: bool, process: int, transactions: bool = False,
+                compression: str = "none"):
+    """``compression``: the producer's compression.type (none, gzip, snappy, lz4, zstd)."""
     if transactions:
         if name != "confluent-kafka":
             raise ValueError(f"transactions run with confluent-kafka only, not {name}")
         return ConfluentQueueClient(bootstrap, topic, partitions, timeout_s, idempotent,
-                                    process, transactions=True)
+                                    process, transactions=True, compression=compression)
     cls = {"confluent-kafka": ConfluentQueueClient, "kafka-python": KafkaPythonQueueClient}[name]
-    return cls(bootstrap, topic, partitions, timeout_s, idempotent, process)
+    return cls(bootstrap, topic, partitions, timeout_s, idempotent, process,
+               compression=compression)
 
 
 def read_to_end(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> dict:

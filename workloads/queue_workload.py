@@ -29,7 +29,8 @@ from pathlib import Path
 
 from harness.stats import WORD, Stats, run_history
 
-from .queue import ABORT_RATIO, MAX_TXN_LENGTH, VALUE_STRIDE, QueueGenerator, key_name
+from .queue import (ABORT_RATIO, MAX_TXN_LENGTH, VALUE_STRIDE, QueueGenerator, key_name,
+                    producer_codec)
 from .queue_client import CLIENT_LOG, make_client, read_to_end
 from .workload import FINAL_PROCESS_BASE, Campaign, until_live
 
@@ -101,6 +102,7 @@ class QueueRun:
         self.bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self.backend.nodes)
         self.client_port = KAFKA_PORT
         self.timeout_s = max(self.cfg.op_timeout_s, QUEUE_TIMEOUT_S)
+        self.codec = producer_codec(self.cfg.compression, self.cfg.seed)  # the producers' compression.type
         self._admin_client = None
         self._handler: logging.Handler | None = None
 
@@ -150,7 +152,8 @@ class QueueRun:
         if cfg.flush_messages is not None:
             config["flush.messages"] = str(cfg.flush_messages)
         self.log(f"topic {TOPIC}: {cfg.partitions} partitions, replication factor "
-                 f"{cfg.replication_factor}, {config}")
+                 f"{cfg.replication_factor}, {config}; producers compress with {self.codec}"
+                 + (" (drawn from the seed)" if cfg.compression is None else ""))
 
         def create():
             deadline = time.monotonic() + 90
@@ -201,7 +204,8 @@ class QueueRun:
         gen = QueueGenerator(cfg.seed, cfg.partitions).ops(process)
         idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
-                             idempotent, process, transactions=cfg.transactions)
+                             idempotent, process, transactions=cfg.transactions,
+                             compression=self.codec)
         if cfg.transactions:
             self._txn_worker(process, deadline, gen, client)
             return
@@ -329,7 +333,8 @@ class QueueRun:
             nonlocal client
             if client is None:
                 client = make_client(self.cfg.client, self.bootstrap, TOPIC, self.cfg.partitions,
-                                     self.timeout_s, True, LIVENESS_PROCESS)
+                                     self.timeout_s, True, LIVENESS_PROCESS,
+                                     compression=self.codec)
             key, value = key_name(partition), LIVENESS_PROCESS * VALUE_STRIDE + next(seq)
             self.history.record(LIVENESS_PROCESS, "invoke", "send", key, {"value": value})
             r = client.send(key, value)
