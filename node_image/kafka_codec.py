@@ -11,9 +11,10 @@ the node sees one small interface:
   and whether the client gets an error response or a closed connection.
 - :func:`encode_response` frames a response body for a request.
 
-Supported versions are the ones in :data:`SUPPORTED`. They are the
-non-flexible versions of each API (plus flexible ApiVersions v3, which
-librdkafka asks for first). As Kafka brokers do, an ApiVersions request of a
+Supported versions are the ones in :data:`SUPPORTED`: the non-flexible
+versions of the older APIs, and flexible ones where a client needs them
+(ApiVersions v3, which librdkafka asks for first; InitProducerId v2-v4 for
+KIP-360; ListGroups v3-v5; DescribeConfigs v4; DescribeCluster). As Kafka brokers do, an ApiVersions request of a
 version we do not know is answered with a v0 body carrying
 UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
 version closes the connection.
@@ -24,8 +25,11 @@ import io
 import struct
 from dataclasses import dataclass
 
-from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse, DescribeGroupsRequest,
-                                  DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse)
+from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse,
+                                  DescribeClusterRequest, DescribeClusterResponse,
+                                  DescribeConfigsRequest, DescribeConfigsResponse,
+                                  DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
+                                  ListGroupsResponse)
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest,
                                      HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
@@ -47,6 +51,7 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -62,7 +67,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     LEAVE_GROUP: (0, 3, LeaveGroupRequest, LeaveGroupResponse),
     SYNC_GROUP: (0, 3, SyncGroupRequest, SyncGroupResponse),
     DESCRIBE_GROUPS: (0, 4, DescribeGroupsRequest, DescribeGroupsResponse),
-    LIST_GROUPS: (0, 2, ListGroupsRequest, ListGroupsResponse),
+    LIST_GROUPS: (0, 5, ListGroupsRequest, ListGroupsResponse),
     API_VERSIONS: (0, 3, ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (2, 4, CreateTopicsRequest, CreateTopicsResponse),
     INIT_PRODUCER_ID: (0, 4, InitProducerIdRequest, InitProducerIdResponse),
@@ -70,6 +75,8 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     ADD_OFFSETS_TO_TXN: (0, 2, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     END_TXN: (0, 2, EndTxnRequest, EndTxnResponse),
     TXN_OFFSET_COMMIT: (0, 2, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    DESCRIBE_CONFIGS: (1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
+    DESCRIBE_CLUSTER: (0, 2, DescribeClusterRequest, DescribeClusterResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -78,7 +85,8 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup",
              SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups",
              ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
-             END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit"}
+             END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+             DESCRIBE_CONFIGS: "DescribeConfigs", DESCRIBE_CLUSTER: "DescribeCluster"}
 UNSUPPORTED_VERSION = 35
 
 

@@ -51,6 +51,7 @@ from .. import messages as m
 from .. import compression, records
 from ..kafka_codec import KafkaRequest, KafkaResponse
 from ..outbox import Outbox
+from . import describe_configs
 from .group_coordinator import GroupCoordinator, JoinResult
 from .group_metadata import OFFSETS_TOPIC
 from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
@@ -135,6 +136,7 @@ class KafkaApis:
             kc.LIST_GROUPS: self._list_groups, kc.ADD_PARTITIONS_TO_TXN: self._add_partitions_to_txn,
             kc.ADD_OFFSETS_TO_TXN: self._add_offsets_to_txn, kc.END_TXN: self._end_txn,
             kc.TXN_OFFSET_COMMIT: self._txn_offset_commit,
+            kc.DESCRIBE_CONFIGS: self._describe_configs, kc.DESCRIBE_CLUSTER: self._describe_cluster,
         }[req.api_key]
         handler(src, req, now)
 
@@ -722,9 +724,56 @@ class KafkaApis:
 
     def _list_groups(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
+        v = req.api_version
+        # v4: a filter on states (Kafka's names, case-insensitive); v5: on types (every
+        # group here is a classic one)
+        states = {s.lower() for s in req.body.states_filter or ()} if v >= 4 else set()
+        types = {t.lower() for t in req.body.types_filter or ()} if v >= 5 else set()
+        if types and "classic" not in types:
+            groups = []
+        else:
+            groups = [g for g in self.groups.list_groups()
+                      if not states or g.state.lower() in states]
+        extra = (lambda g: {"group_state": g.state, "group_type": "classic"}) if v >= 5 else (
+            (lambda g: {"group_state": g.state}) if v >= 4 else (lambda g: {}))
         self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, groups=[
-            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "")
-            for g in self.groups.list_groups()]))
+            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", **extra(g))
+            for g in groups]))
+
+    def _describe_configs(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        self._reply(src, req, R(throttle_time_ms=0, results=describe_configs.describe(
+            self.rm.image, self.broker.node_id, self.options, req.body.resources,
+            req.api_version, R)))
+
+    def _describe_cluster(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        v = req.api_version
+        if v >= 1 and req.body.endpoint_type != 1:  # 1: brokers; 2: controllers (KIP-919)
+            self._reply(src, req, R(
+                throttle_time_ms=0, error_code=(m.MISMATCHED_ENDPOINT_TYPE
+                                                if req.body.endpoint_type == 2
+                                                else m.UNSUPPORTED_ENDPOINT_TYPE),
+                error_message=f"endpoint type {req.body.endpoint_type} is not served here "
+                              "(1: brokers)", endpoint_type=req.body.endpoint_type,
+                cluster_id=self.cluster_id, controller_id=-1, brokers=[],
+                cluster_authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+            return
+        with_fenced = v >= 2 and req.body.include_fenced_brokers
+        brokers = []
+        for b in sorted(self.rm.image.brokers.values(), key=lambda b: b.broker_id):
+            ep = b.endpoint("PLAINTEXT")
+            if ep is None or (b.fenced and not with_fenced):
+                continue
+            extra = {"is_fenced": b.fenced} if v >= 2 else {}
+            brokers.append(R.DescribeClusterBroker(broker_id=b.broker_id, host=ep[0],
+                                                   port=ep[1], rack=b.rack, **extra))
+        extra = {"endpoint_type": 1} if v >= 1 else {}
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
+                                cluster_id=self.cluster_id,
+                                controller_id=self.broker.controller_hint(), brokers=brokers,
+                                cluster_authorized_operations=NOT_AUTHORIZED_OPERATIONS,
+                                **extra))
 
     def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)

@@ -1,0 +1,121 @@
+"""Admin APIs asked by real clients' admin interfaces (librdkafka's AdminClient and
+kafka-python's KafkaAdminClient) on three real node processes: DescribeConfigs of topics
+and brokers, DescribeCluster, and ListGroups with its state filter, and an emptied group
+keeping its protocol type."""
+import time
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+
+from tests.conftest import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from harness.local_cluster import LocalCluster
+    c = LocalCluster(tmp_path_factory.mktemp("admin"), nodes=3, brokers=True,
+                     extra_config={"min.insync.replicas": "1"})
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def admin(cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap(), "error_cb": lambda e: None})
+
+
+def create(cluster, name, config):
+    a = admin(cluster)
+
+    def made():
+        try:
+            a.create_topics([NewTopic(name, 2, 3, config=config)])[name].result(15)
+        except KafkaException as exc:
+            if "already exists" not in str(exc):
+                raise
+        # every broker has applied it (each answers DescribeConfigs from its own image)
+        for i in cluster.ids:
+            one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
+            t = one.list_topics(name, timeout=10).topics.get(name)
+            if t is None or t.error is not None:
+                return False
+        return True
+    wait_for(f"topic {name} on every broker", made, timeout_s=60)
+
+
+def test_describe_configs_of_a_topic_says_what_was_set_and_what_is_a_default(cluster):
+    create(cluster, "described", {"min.insync.replicas": "2", "compression.type": "zstd"})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "described")
+    a = admin(cluster)  # kept: a future's client must outlive it
+    configs = a.describe_configs([res])[res].result(15)
+    assert configs["min.insync.replicas"].value == "2"
+    assert configs["min.insync.replicas"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["compression.type"].value == "zstd"
+    # not set on the topic: the broker's setting (server.properties here) or Kafka's default
+    assert configs["unclean.leader.election.enable"].value == "false"
+    assert configs["unclean.leader.election.enable"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["retention.ms"].value == "-1", "records are kept forever, and it says so"
+    missing = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
+    with pytest.raises(KafkaException, match="does not exist|UNKNOWN_TOPIC"):
+        a.describe_configs([missing])[missing].result(15)
+    # kafka-python's admin client asks the same API and reads the same answer
+    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        got = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, "described")])
+        print("kafka-python:", got)
+        [(_, by_name)] = got.items()
+        [(_, keys)] = by_name.items()
+        assert set(keys) == {"min.insync.replicas", "compression.type"}, \
+            "kafka-python lists the values set on the topic (not the defaults)"
+    finally:
+        kp.close()
+
+
+def test_describe_configs_of_a_broker_are_its_static_settings_read_only(cluster):
+    res = ConfigResource(ConfigResource.Type.BROKER, "2")
+    a = admin(cluster)
+    configs = a.describe_configs([res])[res].result(15)
+    mir = configs["min.insync.replicas"]
+    assert (mir.value, mir.is_read_only) == ("1", True)
+    assert configs["broker.session.timeout.ms"].value == "9000"
+    assert configs["broker.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_describe_cluster_lists_the_brokers_and_the_cluster_id(cluster):
+    a = admin(cluster)
+    desc = a.describe_cluster(request_timeout=15).result(15)
+    assert desc.cluster_id == "local"
+    assert sorted(n.id for n in desc.nodes) == cluster.ids
+    assert {n.port for n in desc.nodes} == {cluster.kafka_port}
+    assert desc.controller is not None and desc.controller.id in cluster.ids
+
+
+def test_list_groups_filters_by_state_and_an_emptied_group_stays_a_consumer_group(cluster):
+    create(cluster, "grouped", {})
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "listed",
+                  "session.timeout.ms": 6000, "error_cb": lambda e: None})
+    c.subscribe(["grouped"])
+    deadline = time.monotonic() + 60
+    while not c.assignment():
+        assert time.monotonic() < deadline, "the consumer never got its partitions"
+        c.poll(0.5)
+
+    a = admin(cluster)
+
+    def listed(states):
+        out = a.list_consumer_groups(states=states, request_timeout=15).result(15)
+        return {g.group_id: g for g in out.valid}
+    stable = listed({ConsumerGroupState.STABLE})
+    assert "listed" in stable and stable["listed"].state == ConsumerGroupState.STABLE
+    assert "listed" not in listed({ConsumerGroupState.EMPTY})
+    c.close()  # leaves the group: it empties
+
+    def emptied():
+        g = listed({ConsumerGroupState.EMPTY}).get("listed")
+        return g if g is not None else None
+    g = wait_for("the group listed as Empty", emptied, timeout_s=30)
+    assert not g.is_simple_consumer_group, "an emptied consumer group keeps its protocol type"
