@@ -343,7 +343,7 @@ def _codec_producer(client, cluster, topic, codec, acked, failed, stop):
     p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True,
                       linger_ms=5, compression_type=codec, request_timeout_ms=30_000)
 
-    def ok(md, value):
+    def ok(value, md):  # kafka-python passes add_callback's arguments first
         acked[value] = (md.partition, md.offset)
     i = 0
     while not stop.is_set():
