@@ -19,6 +19,7 @@ system-packages:
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
 	$(PYTHON) -c "import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" 2>/dev/null || missing="$$missing python3-dev"; \

@@ -1,3 +1,4 @@
+import contextlib
 import os
 import sys
 import time
@@ -125,3 +126,39 @@ def brokers3(tmp_path):
         yield c
     finally:
         c.close()
+
+
+@contextlib.contextmanager
+def local_brokers(root, **kw):
+    """Three combined controller/broker node processes on 127.0.0.1-3 under ``root`` (for
+    a module-scoped fixture), stopped afterwards."""
+    from harness.local_cluster import LocalCluster
+    c = LocalCluster(root, nodes=3, brokers=True, **kw)
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def create_topic_everywhere(cluster, name, partitions=1, config=None, timeout_s=90):
+    """Create ``name`` (replication factor 3) on a local cluster and wait until every broker
+    lists it: each broker answers Metadata and DescribeConfigs from its own copy of the
+    metadata, which follows the quorum a moment behind."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "error_cb": lambda e: None})
+
+    def made():
+        try:
+            admin.create_topics([NewTopic(name, partitions, 3, config=config or {})])[
+                name].result(30)
+        except Exception as exc:
+            if "already exists" not in str(exc):  # an earlier attempt went through
+                raise
+        for i in cluster.ids:
+            one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
+            t = one.list_topics(name, timeout=10).topics.get(name)
+            if t is None or t.error is not None:
+                return False
+        return True
+    wait_for(f"topic {name} on every broker", made, timeout_s=timeout_s)

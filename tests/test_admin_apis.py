@@ -6,21 +6,16 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
-from tests.conftest import wait_for
+from tests.conftest import create_topic_everywhere, local_brokers, wait_for
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from harness.local_cluster import LocalCluster
-    c = LocalCluster(tmp_path_factory.mktemp("admin"), nodes=3, brokers=True,
-                     extra_config={"min.insync.replicas": "1"})
-    c.start_all()
-    try:
+    with local_brokers(tmp_path_factory.mktemp("admin"),
+                       extra_config={"min.insync.replicas": "1"}) as c:
         yield c
-    finally:
-        c.close()
 
 
 def admin(cluster) -> AdminClient:
@@ -28,22 +23,7 @@ def admin(cluster) -> AdminClient:
 
 
 def create(cluster, name, config):
-    a = admin(cluster)
-
-    def made():
-        try:
-            a.create_topics([NewTopic(name, 2, 3, config=config)])[name].result(15)
-        except KafkaException as exc:
-            if "already exists" not in str(exc):
-                raise
-        # every broker has applied it (each answers DescribeConfigs from its own image)
-        for i in cluster.ids:
-            one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
-            t = one.list_topics(name, timeout=10).topics.get(name)
-            if t is None or t.error is not None:
-                return False
-        return True
-    wait_for(f"topic {name} on every broker", made, timeout_s=60)
+    create_topic_everywhere(cluster, name, 2, config, timeout_s=60)
 
 
 def test_describe_configs_of_a_topic_says_what_was_set_and_what_is_a_default(cluster):
@@ -119,3 +99,22 @@ def test_list_groups_filters_by_state_and_an_emptied_group_stays_a_consumer_grou
         return g if g is not None else None
     g = wait_for("the group listed as Empty", emptied, timeout_s=30)
     assert not g.is_simple_consumer_group, "an emptied consumer group keeps its protocol type"
+
+
+def test_kafka_python_creates_a_topic_and_sees_it_exists(cluster):
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+    from kafka.errors import TopicAlreadyExistsError
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        kp.create_topics([KpNewTopic("made-by-kafka-python", 2, 3,
+                                     topic_configs={"min.insync.replicas": "2"})])
+        with pytest.raises(TopicAlreadyExistsError):
+            kp.create_topics([KpNewTopic("made-by-kafka-python", 2, 3)])
+    finally:
+        kp.close()
+    res = ConfigResource(ConfigResource.Type.TOPIC, "made-by-kafka-python")
+    a = admin(cluster)
+    configs = wait_for("the topic on the broker asked",
+                       lambda: a.describe_configs([res])[res].result(15))
+    assert configs["min.insync.replicas"].value == "2"

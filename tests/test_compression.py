@@ -10,6 +10,7 @@ import pytest
 
 from node_image import compression as c
 from node_image import records
+from tests.conftest import local_brokers
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 PAYLOAD = os.urandom(3000) + b"chaoskraft " * 5000
@@ -96,13 +97,8 @@ def test_an_unknown_codec_is_named():
 
 @pytest.fixture(scope="module")
 def brokers3(tmp_path_factory):
-    from harness.local_cluster import LocalCluster
-    c3 = LocalCluster(tmp_path_factory.mktemp("codecs"), nodes=3, brokers=True)
-    c3.start_all()
-    try:
+    with local_brokers(tmp_path_factory.mktemp("codecs")) as c3:
         yield c3
-    finally:
-        c3.close()
 
 
 def _create(brokers3, topic, config=None):

@@ -1,0 +1,158 @@
+"""Clients no one here wrote against three real node processes (127.0.0.1-3): aiokafka
+(its own Python protocol implementation) and kcat (the command-line client on Debian's
+librdkafka 2.0), each codec, idempotence, consumer groups and transactions. Each test is a
+cell of the compatibility matrix in docs/compatibility.md; the librdkafka (confluent-kafka)
+and kafka-python cells are in the tests that page names."""
+import asyncio
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from tests.conftest import create_topic_everywhere, local_brokers
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+N = 200
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_brokers(tmp_path_factory.mktemp("compat")) as c:
+        yield c
+
+
+def topic_for(cluster, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    create_topic_everywhere(cluster, name, 3, {"min.insync.replicas": "2"}, timeout_s=60)
+    return name
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+# ------------------------------------------------------------------ aiokafka
+
+async def aio_produce(cluster, topic, values, **conf):
+    from aiokafka import AIOKafkaProducer
+    p = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all", **conf)
+    await p.start()
+    try:
+        acked = {}
+        for i, v in enumerate(values):
+            md = await p.send_and_wait(topic, v.encode(), partition=i % 3)
+            acked[v] = (md.partition, md.offset)
+        return acked
+    finally:
+        await p.stop()
+
+
+async def aio_read(cluster, topic, want: int, group: str | None = None, **conf):
+    """{value: [(partition, offset), ...]} once ``want`` records were read; subscribed in
+    ``group`` if one is given, else assigned every partition."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    c = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap(), group_id=group,
+                         auto_offset_reset="earliest", enable_auto_commit=False, **conf)
+    if group is not None:
+        c.subscribe([topic])
+    await c.start()
+    if group is None:
+        c.assign([TopicPartition(topic, p) for p in range(3)])
+        await c.seek_to_beginning()
+    out: dict = {}
+    try:
+        while sum(len(v) for v in out.values()) < want:
+            batches = await c.getmany(timeout_ms=1000)
+            for tp, msgs in batches.items():
+                for msg in msgs:
+                    out.setdefault(msg.value.decode(), []).append((tp.partition, msg.offset))
+        if group is not None:
+            await c.commit()
+    finally:
+        await c.stop()
+    return out
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_aiokafka_idempotent_producer_with_each_codec_and_a_consumer_group(cluster, codec):
+    topic = topic_for(cluster, f"aio-{codec}")
+    values = [f"{codec}-{i}" for i in range(N)]
+    acked = run(aio_produce(cluster, topic, values, enable_idempotence=True,
+                            compression_type=codec))
+    read = run(aio_read(cluster, topic, N, group=f"g-{topic}"))
+    assert {v: [pos] for v, pos in acked.items()} == read, "each acknowledged record, once"
+
+
+def test_aiokafka_transactions_commit_and_abort_for_read_committed(cluster):
+    topic = topic_for(cluster, "aio-txn")
+    committed, aborted = run(_aio_txns(cluster, topic))
+    read = run(aio_read(cluster, topic, len(committed), isolation_level="read_committed"))
+    assert sorted(read) == sorted(committed), "committed read once each, nothing aborted"
+    assert not set(aborted) & set(read)
+    everything = run(aio_read(cluster, topic, len(committed) + len(aborted)))
+    assert set(aborted) <= set(everything), "the aborted records reached the log"
+
+
+async def _aio_txns(cluster, topic):
+    """30 transactions of 3 records over the 3 partitions, every third aborted."""
+    from aiokafka import AIOKafkaProducer
+    p = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap(),
+                         transactional_id=f"aio-{uuid.uuid4().hex[:6]}")
+    await p.start()
+    committed, aborted = [], []
+    try:
+        for n in range(30):
+            values = [f"t{n}-{k}" for k in range(3)]
+            await p.begin_transaction()
+            for k, v in enumerate(values):
+                await p.send_and_wait(topic, v.encode(), partition=k)
+            if n % 3 == 2:
+                await p.abort_transaction()
+                aborted += values
+            else:
+                await p.commit_transaction()
+                committed += values
+    finally:
+        await p.stop()
+    return committed, aborted
+
+
+# ------------------------------------------------------------------ kcat
+
+def kcat(*args, stdin: str | None = None) -> str:
+    exe = shutil.which("kcat")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("kcat is not installed (make setup installs Debian's kcat)")
+        pytest.skip("kcat is not installed (make setup installs Debian's kcat)")
+    out = subprocess.run([exe, *args], input=stdin, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"kcat {' '.join(args)}: {out.stderr[-2000:]}"
+    return out.stdout
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kcat_produces_idempotently_with_each_codec_and_reads_back(cluster, codec):
+    topic = topic_for(cluster, f"kcat-{codec}")
+    values = [f"{codec}-{i}" for i in range(N)]
+    kcat("-P", "-b", cluster.bootstrap(), "-t", topic, "-X", f"compression.codec={codec}",
+         "-X", "enable.idempotence=true", "-X", "acks=all", stdin="\n".join(values) + "\n")
+    out = kcat("-C", "-b", cluster.bootstrap(), "-t", topic, "-o", "beginning", "-e",
+               "-f", "%p %o %s\n", "-X", "check.crcs=true")
+    rows = [line.split(" ", 2) for line in out.splitlines() if line]
+    read = sorted(v for _, _, v in rows)
+    assert read == sorted(values), "each record once"
+    per_partition = {}
+    for p, o, _ in rows:
+        per_partition.setdefault(p, []).append(int(o))
+    assert all(offs == sorted(set(offs)) for offs in per_partition.values())
+
+
+def test_kcat_consumer_group_reads_each_record_once(cluster):
+    topic = topic_for(cluster, "kcat-group")
+    values = [f"g-{i}" for i in range(N)]
+    kcat("-P", "-b", cluster.bootstrap(), "-t", topic, stdin="\n".join(values) + "\n")
+    out = kcat("-G", f"g-{topic}", "-b", cluster.bootstrap(), "-o", "beginning", "-e",
+               "-f", "%s\n", topic)
+    assert sorted(out.split()) == sorted(values)
