@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
+FATAL = "fatal: "  # how a client error after which the client cannot go on is recorded
 
 
 class Stats:
@@ -14,6 +15,9 @@ class Stats:
         self.rows = 0
         self.counts = dict.fromkeys(("invoke", "ok", "fail", "info"), 0)
         self.faults: list[dict] = []
+        # client errors after which the client could not go on (a producer's fatal error,
+        # recorded as "fatal: NAME"), by name
+        self.fatal: dict[str, int] = {}
 
     def add(self, r: dict) -> None:
         self.rows += 1
@@ -22,9 +26,14 @@ class Stats:
                 self.faults.append({"f": r["f"], "value": r.get("value")})
         elif r.get("type") in self.counts:
             self.counts[r["type"]] += 1
+            error = r.get("error")
+            if isinstance(error, str) and FATAL in error:
+                name = error.split(FATAL, 1)[1].split(";")[0].strip()
+                self.fatal[name] = self.fatal.get(name, 0) + 1
 
     def result(self) -> dict:
-        return {"rows": self.rows, **self.counts, "faults": self.faults}
+        return {"rows": self.rows, **self.counts, "faults": self.faults,
+                "fatal_errors": self.fatal}
 
 
 def history_stats(rows) -> dict:

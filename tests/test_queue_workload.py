@@ -209,3 +209,18 @@ def test_a_transactions_completion_as_jepsen_records_it():
                Result("fail", None, "x")]
     typ, done, _ = txn_completion(mops, unknown)
     assert typ == "info" and done[1] == ["poll", {}], "a failed poll read nothing"
+
+
+def test_fatal_client_errors_are_marked_and_counted_in_the_stats():
+    from confluent_kafka import KafkaError
+
+    from harness.stats import history_stats
+    from workloads.queue_client import fatal_name
+    assert fatal_name(KafkaError(KafkaError._FENCED, fatal=True)) == "fatal: _FENCED"
+    assert fatal_name(KafkaError(KafkaError._TIMED_OUT)) == "_TIMED_OUT"
+    rows = [{"process": 1, "type": "fail", "f": "send", "error": "fatal: _FENCED"},
+            {"process": 2, "type": "info", "f": "txn",
+             "error": "_TIMED_OUT; abort: fatal: INVALID_TXN_STATE"},
+            {"process": 3, "type": "fail", "f": "send", "error": "NOT_ENOUGH_REPLICAS"},
+            {"process": 1, "type": "info", "f": "send", "error": "fatal: _FENCED"}]
+    assert history_stats(rows)["fatal_errors"] == {"_FENCED": 2, "INVALID_TXN_STATE": 1}

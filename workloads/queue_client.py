@@ -23,6 +23,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from harness.stats import FATAL as FATAL_PREFIX
+
 from .queue import key_name, key_partition
 
 # Errors a broker returns only before appending anything; with client retries off they are
@@ -55,6 +57,13 @@ CLIENT_LOG.addHandler(logging.NullHandler())
 
 def _quiet(_err) -> None:
     pass  # librdkafka reports broker connection errors by itself; the history has what matters
+
+
+def fatal_name(err) -> str:
+    """A librdkafka error's name, marked ``fatal:`` when the producer cannot go on (the
+    history's stats count them: ``fatal_errors``; one Kafka would not cause is a bug)."""
+    name = err.name() if hasattr(err, "name") else str(err)
+    return f"{FATAL_PREFIX}{name}" if getattr(err, "fatal", lambda: False)() else name
 
 
 def _drop_producer(producer) -> None:
@@ -123,7 +132,7 @@ class ConfluentQueueClient:
 
         def name(exc) -> str:
             if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "name"):
-                return exc.args[0].name()
+                return fatal_name(exc.args[0])
             return str(exc)
         try:
             if not self._txn_ready:
@@ -232,7 +241,7 @@ class ConfluentQueueClient:
             return Result("fail", None, f"client queue full: {exc}")
         except KafkaException as exc:
             self._new_producer()  # nothing was queued, but the producer cannot go on
-            return Result("fail", None, exc.args[0].name() if exc.args else str(exc))
+            return Result("fail", None, fatal_name(exc.args[0]) if exc.args else str(exc))
         deadline = time.monotonic() + self.timeout_s + 1.0
         try:
             while not box and time.monotonic() < deadline:
@@ -240,7 +249,7 @@ class ConfluentQueueClient:
         except KafkaException as exc:
             # A fatal producer error while this send was in flight: it may have been written.
             self._new_producer()
-            return Result("info", None, exc.args[0].name() if exc.args else str(exc))
+            return Result("info", None, fatal_name(exc.args[0]) if exc.args else str(exc))
         if not box:
             return Result("info", None, "no delivery report")
         err, msg = box[0]
