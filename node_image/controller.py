@@ -384,6 +384,23 @@ class QuorumController:
                 self._on_event(f"creating topic {r.name}")
         self._park(Deferred(self._write(records, now), src, lambda: answer(rows), on_resign))
 
+    def handle_create_partitions(self, src, req: m.CreatePartitionsRequest, now: int) -> None:
+        def answer(results):
+            return m.CreatePartitionsResponse(req.correlation_id, tuple(results))
+        if not self._ready():
+            self.outbox.send(src, answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics))
+            return
+        records, results = rc.create_partitions(self.current, req.topics)
+        rows = [(r.name, r.error, r.message) for r in results]
+        on_resign = lambda _l, _e: answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics)  # noqa: E731
+        if req.validate_only or not records:
+            self._park_at_last_write(src, lambda: answer(rows), on_resign)
+            return
+        for r in results:
+            if r.error == m.NONE:
+                self._on_event(f"adding partitions to topic {r.name}")
+        self._park(Deferred(self._write(records, now), src, lambda: answer(rows), on_resign))
+
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):
             reg = self.committed.partition(req.topic, req.partition)

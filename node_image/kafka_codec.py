@@ -25,7 +25,8 @@ import io
 import struct
 from dataclasses import dataclass
 
-from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse,
+from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
+                                  CreateTopicsRequest, CreateTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
                                   DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
@@ -51,7 +52,7 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
-DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
+DESCRIBE_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 37, 60
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -76,6 +77,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     END_TXN: (0, 2, EndTxnRequest, EndTxnResponse),
     TXN_OFFSET_COMMIT: (0, 2, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     DESCRIBE_CONFIGS: (1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
+    CREATE_PARTITIONS: (0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     DESCRIBE_CLUSTER: (0, 2, DescribeClusterRequest, DescribeClusterResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
@@ -86,7 +88,8 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups",
              ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
              END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
-             DESCRIBE_CONFIGS: "DescribeConfigs", DESCRIBE_CLUSTER: "DescribeCluster"}
+             DESCRIBE_CONFIGS: "DescribeConfigs", DESCRIBE_CLUSTER: "DescribeCluster",
+             CREATE_PARTITIONS: "CreatePartitions"}
 UNSUPPORTED_VERSION = 35
 
 

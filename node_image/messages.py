@@ -53,6 +53,7 @@ UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 NOT_CONTROLLER = 41
@@ -322,6 +323,21 @@ class CreateTopicsResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    correlation_id: int
+    # rows (topic, new total count, assignments: one tuple of broker ids per new partition,
+    # or () to let the controller place them)
+    topics: tuple
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResponse:
+    correlation_id: int
+    results: tuple  # rows (name, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
 class AlterPartitionRequest:
     correlation_id: int
     broker_id: int
@@ -409,12 +425,15 @@ TYPES: tuple[type, ...] = (
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, CreateTopicsRequest, CreateTopicsResponse,
     AlterPartitionRequest, AlterPartitionResponse, AllocateProducerIdsRequest,
     AllocateProducerIdsResponse, ReplicaFetchRequest, ReplicaFetchResponse,
-    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
     (CreateTopicsRequest, "topics"): ("str", "int", "int", "tuple"),
     (CreateTopicsResponse, "results"): ("str", "int", "str | None"),
+    (CreatePartitionsRequest, "topics"): ("str", "int", "tuple"),
+    (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),
     (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int"),
     (WriteTxnMarkersRequest, "partitions"): ("str", "int"),
     (WriteTxnMarkersResponse, "partitions"): ("str", "int", "int"),

@@ -133,6 +133,7 @@ class Node:
         m.BrokerRegistrationRequest: QuorumController.handle_broker_registration,
         m.BrokerHeartbeatRequest: QuorumController.handle_broker_heartbeat,
         m.CreateTopicsRequest: QuorumController.handle_create_topics,
+        m.CreatePartitionsRequest: QuorumController.handle_create_partitions,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

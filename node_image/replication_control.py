@@ -155,6 +155,65 @@ def create_topics(image: MetadataImage, topics, salt: int,
     return records, results
 
 
+def create_partitions(image: MetadataImage, topics) -> tuple[list, list[TopicResult]]:
+    """Records adding partitions to existing topics (rows of name, new total count and the
+    new partitions' replicas, or () to place them as CreateTopics does) and a result per
+    topic, with Kafka's errors: a count that does not grow is INVALID_PARTITIONS, a manual
+    assignment of the wrong shape or naming an unknown broker INVALID_REPLICA_ASSIGNMENT."""
+    records: list = []
+    results: list[TopicResult] = []
+    usable = sorted(b for b, reg in image.brokers.items() if reg.eligible)
+    seen: set[str] = set()
+    for name, count, assignments in topics:
+        def fail(code: int, message: str) -> None:
+            results.append(TopicResult(name, code, message))
+        t = image.topics.get(name)
+        if name in seen:
+            fail(m.INVALID_REQUEST, f"topic {name!r} is listed twice")
+            continue
+        seen.add(name)
+        if t is None:
+            fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            continue
+        have = len(t.partitions)
+        if count <= have:
+            fail(m.INVALID_PARTITIONS, f"topic {name!r} has {have} partitions; the new count "
+                                       f"must be larger, got {count}")
+            continue
+        rf = len(next(iter(t.partitions.values())).replicas)
+        new = count - have
+        if assignments:
+            if len(assignments) != new:
+                fail(m.INVALID_REPLICA_ASSIGNMENT, f"{len(assignments)} assignments for {new} "
+                                                   "new partitions")
+                continue
+            bad = next((a for a in assignments if len(a) != rf or len(set(a)) != rf
+                        or any(b not in image.brokers for b in a)), None)
+            if bad is not None:
+                fail(m.INVALID_REPLICA_ASSIGNMENT,
+                     f"assignment {list(bad)}: needs {rf} distinct known brokers "
+                     f"(known: {sorted(image.brokers)})")
+                continue
+            placed = [tuple(a) for a in assignments]
+            if any(not any(eligible(image, b) for b in a) for a in placed):
+                fail(m.INVALID_REPLICA_ASSIGNMENT, "every broker of an assignment is fenced "
+                                                   "or shutting down: no leader to elect")
+                continue
+        else:
+            if rf > len(usable):
+                fail(m.INVALID_REPLICATION_FACTOR, f"replication factor {rf} is larger than "
+                                                   f"the {len(usable)} available brokers")
+                continue
+            start = zlib.crc32(name.encode()) % len(usable)
+            placed = [tuple(usable[(start + p + i) % len(usable)] for i in range(rf))
+                      for p in range(have, count)]
+        results.append(TopicResult(name, m.NONE, None))
+        for p, replicas in zip(range(have, count), placed):
+            isr = tuple(b for b in replicas if eligible(image, b))
+            records.append(mr.PartitionRecord(p, t.topic_id, replicas, isr, isr[0], 0, 0))
+    return records, results
+
+
 class PartitionChangeBuilder:
     """What one partition becomes given a target ISR and an election type."""
 

@@ -118,3 +118,68 @@ def test_kafka_python_creates_a_topic_and_sees_it_exists(cluster):
     configs = wait_for("the topic on the broker asked",
                        lambda: a.describe_configs([res])[res].result(15))
     assert configs["min.insync.replicas"].value == "2"
+
+
+def test_create_partitions_grows_a_topic_that_clients_then_write_and_read(cluster):
+    from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
+    from confluent_kafka.admin import NewPartitions
+    create(cluster, "grown", {})
+    a = admin(cluster)
+    a.create_partitions([NewPartitions("grown", 5)])["grown"].result(15)
+    with pytest.raises(KafkaException, match="must be larger|INVALID_PARTITIONS"):
+        a.create_partitions([NewPartitions("grown", 3)])["grown"].result(15)
+    with pytest.raises(KafkaException, match="does not exist|UNKNOWN_TOPIC"):
+        a.create_partitions([NewPartitions("no-such", 3)])["no-such"].result(15)
+
+    def five():
+        t = a.list_topics("grown", timeout=10).topics["grown"]
+        return len(t.partitions) == 5 and all(p.leader >= 0 for p in t.partitions.values())
+    wait_for("5 partitions with leaders", five)
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                  "error_cb": lambda e: None})
+    acked = []
+    for i in range(5):
+        p.produce("grown", f"v{i}".encode(), partition=i,
+                  on_delivery=lambda err, msg: acked.append((err, msg.partition())))
+    assert p.flush(30) == 0
+    assert sorted(part for err, part in acked if err is None) == [0, 1, 2, 3, 4]
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "grown-reader",
+                  "error_cb": lambda e: None})
+    c.assign([TopicPartition("grown", i, OFFSET_BEGINNING) for i in range(5)])
+    read = set()
+    deadline = time.monotonic() + 30
+    while len(read) < 5 and time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is not None and not msg.error():
+            read.add((msg.partition(), msg.value().decode()))
+    c.close()
+    assert read == {(i, f"v{i}") for i in range(5)}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_cluster_on_the_wire_in_every_version(cluster, version):
+    """DescribeCluster itself (librdkafka's describe_cluster asks Metadata instead), each
+    version as a client that knows it would send it, and a controller endpoint type refused."""
+    import socket
+
+    from kafka.protocol.admin import DescribeClusterRequest
+
+    from node_image import kafka_codec as kc
+
+    def ask(**fields):
+        with socket.create_connection((cluster.host(1), cluster.kafka_port), timeout=10) as s:
+            s.sendall(kc.encode_request(kc.DESCRIBE_CLUSTER, version,
+                                        DescribeClusterRequest[version](**fields)))
+            return kc.decode_response(kc.DESCRIBE_CLUSTER, version, kc.recv_frame(s))
+    fields = {"include_cluster_authorized_operations": False}
+    if version >= 1:
+        fields["endpoint_type"] = 1
+    if version >= 2:
+        fields["include_fenced_brokers"] = True
+    r = wait_for("a DescribeCluster answer naming every broker",
+                 lambda: (lambda r: r if len(r.brokers) == 3 else None)(ask(**fields)))
+    assert (r.error_code, r.cluster_id) == (0, "local")
+    assert sorted(b.broker_id for b in r.brokers) == cluster.ids
+    if version >= 1:
+        refused = ask(**{**fields, "endpoint_type": 2})
+        assert refused.error_code == 114 and "endpoint type 2" in refused.error_message

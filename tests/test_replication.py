@@ -84,6 +84,30 @@ def test_create_topic_twice_is_topic_already_exists():
     assert result.error == m.TOPIC_ALREADY_EXISTS
 
 
+def test_create_partitions_adds_placed_or_assigned_partitions_and_refuses_with_kafkas_errors():
+    image = with_topic(cluster_image(5, fenced=(5,)), partitions=2, rf=3)
+    recs, [ok] = rc.create_partitions(image, [("t", 4, ())])
+    assert ok.error == m.NONE and [r.partition_id for r in recs] == [2, 3]
+    after = image_with(recs, image)
+    assert sorted(after.topics["t"].partitions) == [0, 1, 2, 3]
+    for p in (2, 3):
+        reg = after.partition("t", p)
+        assert len(set(reg.replicas)) == 3 and 5 not in reg.replicas, "placed on usable brokers"
+        assert reg.isr == reg.replicas and reg.leader == reg.replicas[0]
+    assert after.partition("t", 0) == image.partition("t", 0), "the old partitions untouched"
+    recs, [ok] = rc.create_partitions(image, [("t", 3, ((5, 4, 1),))])
+    assert ok.error == m.NONE and recs[0].replicas == (5, 4, 1)
+    assert recs[0].isr == (4, 1) and recs[0].leader == 4, "a fenced broker is no leader"
+    bad = [("t", 2, (), m.INVALID_PARTITIONS, "must be larger"),
+           ("nope", 3, (), m.UNKNOWN_TOPIC_OR_PARTITION, "does not exist"),
+           ("t", 4, ((1, 2, 3),), m.INVALID_REPLICA_ASSIGNMENT, "1 assignments for 2"),
+           ("t", 3, ((1, 1, 2),), m.INVALID_REPLICA_ASSIGNMENT, "3 distinct known brokers"),
+           ("t", 3, ((1, 2, 9),), m.INVALID_REPLICA_ASSIGNMENT, "3 distinct known brokers")]
+    for name, count, assignments, code, words in bad:
+        recs, [r] = rc.create_partitions(image, [(name, count, assignments)])
+        assert recs == [] and r.error == code and words in r.message, (name, count, r)
+
+
 def fence(image, broker):
     b = image.brokers[broker]
     change = mr.BrokerRegistrationChangeRecord(broker, b.broker_epoch, mr.FENCE, 0)

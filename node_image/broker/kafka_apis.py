@@ -137,6 +137,7 @@ class KafkaApis:
             kc.ADD_OFFSETS_TO_TXN: self._add_offsets_to_txn, kc.END_TXN: self._end_txn,
             kc.TXN_OFFSET_COMMIT: self._txn_offset_commit,
             kc.DESCRIBE_CONFIGS: self._describe_configs, kc.DESCRIBE_CLUSTER: self._describe_cluster,
+            kc.CREATE_PARTITIONS: self._create_partitions,
         }[req.api_key]
         handler(src, req, now)
 
@@ -477,12 +478,35 @@ class KafkaApis:
         self._create_topics_reply(src, req, early, {n: (e, msg) for n, e, msg in resp.results})
 
     def _create_topics_reply(self, src, req, early: dict, results: dict) -> None:
+        """The answer to a CreateTopics or CreatePartitions the controller answered (or
+        did not, within the request's timeout)."""
         R = self._cls(req)
         out = []
         for t in req.body.topics:
             error, message = early.get(t.name) or results.get(t.name, (m.REQUEST_TIMED_OUT, None))
-            out.append(R.CreatableTopicResult(name=t.name, error_code=error, error_message=message))
-        self._reply(src, req, R(throttle_time_ms=0, topics=out))
+            if req.api_key == kc.CREATE_PARTITIONS:
+                out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=error,
+                                                         error_message=message))
+            else:
+                out.append(R.CreatableTopicResult(name=t.name, error_code=error,
+                                                  error_message=message))
+        if req.api_key == kc.CREATE_PARTITIONS:
+            self._reply(src, req, R(throttle_time_ms=0, results=out))
+        else:
+            self._reply(src, req, R(throttle_time_ms=0, topics=out))
+
+    def _create_partitions(self, src, req: KafkaRequest, now: int) -> None:
+        body = req.body
+        rows = []
+        for t in body.topics:
+            assignments = tuple(tuple(a.broker_ids) for a in (t.assignments or ()))
+            rows.append((t.name, t.count, assignments))
+        corr = self.broker.send_to_controller(
+            lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only)))
+        if corr is None:
+            self._create_topics_reply(src, req, {}, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
+            return
+        self._pending_creates[corr] = (src, req, now + max(body.timeout_ms, 1000), {})
 
     # ------------------------------------------------------------ InitProducerId
 
@@ -757,7 +781,7 @@ class KafkaApis:
                 error_message=f"endpoint type {req.body.endpoint_type} is not served here "
                               "(1: brokers)", endpoint_type=req.body.endpoint_type,
                 cluster_id=self.cluster_id, controller_id=-1, brokers=[],
-                cluster_authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                authorized_operations=NOT_AUTHORIZED_OPERATIONS))
             return
         with_fenced = v >= 2 and req.body.include_fenced_brokers
         brokers = []
@@ -772,7 +796,7 @@ class KafkaApis:
         self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
                                 cluster_id=self.cluster_id,
                                 controller_id=self.broker.controller_hint(), brokers=brokers,
-                                cluster_authorized_operations=NOT_AUTHORIZED_OPERATIONS,
+                                authorized_operations=NOT_AUTHORIZED_OPERATIONS,
                                 **extra))
 
     def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
