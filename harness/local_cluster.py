@@ -34,7 +34,9 @@ class LocalCluster:
         self.root = Path(root)
         self.ids = list(range(1, nodes + 1))
         self.port = port or free_port()
-        self.kafka_port = free_port() if brokers else None
+        self.kafka_port = None
+        while brokers and self.kafka_port in (None, self.port):  # two listeners, two ports
+            self.kafka_port = free_port()
         self.procs: dict[int, subprocess.Popen] = {}
         voters = ",".join(f"{i}@{self.host(i)}:{self.port}" for i in self.ids)
         for i in self.ids:

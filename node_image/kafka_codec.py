@@ -29,8 +29,11 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsRespo
                                   CreateTopicsRequest, CreateTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
-                                  DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
-                                  ListGroupsResponse)
+                                  DescribeGroupsRequest, DescribeGroupsResponse,
+                                  DescribeProducersRequest, DescribeProducersResponse,
+                                  DescribeTransactionsRequest, DescribeTransactionsResponse,
+                                  ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
+                                  ListTransactionsResponse)
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest,
                                      HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
@@ -53,6 +56,7 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 1
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 37, 60
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -79,6 +83,9 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_CONFIGS: (1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
     CREATE_PARTITIONS: (0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     DESCRIBE_CLUSTER: (0, 2, DescribeClusterRequest, DescribeClusterResponse),
+    DESCRIBE_PRODUCERS: (0, 0, DescribeProducersRequest, DescribeProducersResponse),
+    DESCRIBE_TRANSACTIONS: (0, 0, DescribeTransactionsRequest, DescribeTransactionsResponse),
+    LIST_TRANSACTIONS: (0, 2, ListTransactionsRequest, ListTransactionsResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -89,7 +96,9 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
              END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
              DESCRIBE_CONFIGS: "DescribeConfigs", DESCRIBE_CLUSTER: "DescribeCluster",
-             CREATE_PARTITIONS: "CreatePartitions"}
+             CREATE_PARTITIONS: "CreatePartitions", DESCRIBE_PRODUCERS: "DescribeProducers",
+             DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+             LIST_TRANSACTIONS: "ListTransactions"}
 UNSUPPORTED_VERSION = 35
 
 

@@ -49,6 +49,7 @@ KAFKA_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 CONTROLLED_SHUTDOWN_MS = 8000
 EXIT_BUG = 70  # EX_SOFTWARE: the node stopped on a bug of its own (see _on_loop_error)
 EXIT_LOG_DIR_FAILED = 74  # EX_IOERR: the disk under the log directory failed
+EXIT_LISTENER = 71  # EX_OSERR: the Kafka listener's address could not be bound
 
 
 def halt_on_log_dir_failure(log_dir: str, exc: LogDirFailure) -> None:
@@ -340,7 +341,14 @@ class NodeRuntime:
 
     async def _open_kafka_listener(self) -> None:
         host, port = self.config.kafka_listener
-        self._kafka_server = await asyncio.start_server(self._on_kafka_connection, host, port)
+        try:
+            self._kafka_server = await asyncio.start_server(self._on_kafka_connection, host, port)
+        except OSError as exc:
+            # A broker no client can reach must not run on as if it served: stop, saying why
+            logger.critical("stopping: cannot open the Kafka listener on %s:%s (listeners): %s",
+                            host, port, exc)
+            logging.shutdown()
+            os._exit(EXIT_LISTENER)
         logger.info("Kafka listener open on %s:%s (advertised %s:%s)", host, port,
                     *self.node.broker.advertised)
 

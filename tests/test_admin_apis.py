@@ -183,3 +183,71 @@ def test_describe_cluster_on_the_wire_in_every_version(cluster, version):
     if version >= 1:
         refused = ask(**{**fields, "endpoint_type": 2})
         assert refused.error_code == 114 and "endpoint type 2" in refused.error_message
+
+
+def test_open_transactions_and_producers_are_listed_and_described(cluster):
+    """kafka-python's admin client, the way a person looks for a hanging transaction:
+    ListTransactions on every broker, DescribeTransactions at the coordinator,
+    DescribeProducers at the partition leader."""
+    from confluent_kafka import Producer
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import TransactionalIdNotFoundError
+    create(cluster, "txn-admin", {})
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "looked-at",
+                  "error_cb": lambda e: None})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txn-admin", b"open", partition=1)
+    assert p.flush(30) == 0  # written, and the transaction still open
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        def mine(**filters):  # {broker: listings} from every broker: its coordinators' ids
+            return [(b, t) for b, ts in kp.list_transactions(**filters).items() for t in ts
+                    if t.transactional_id == "looked-at"]
+        listed = mine()
+        assert len(listed) == 1 and str(listed[0][1].state.value) == "Ongoing", listed
+        coordinator, listing = listed[0]
+        assert not mine(state_filters=["CompleteCommit"])
+        assert mine(producer_id_filters=[listing.producer_id])
+        assert not mine(producer_id_filters=[listing.producer_id + 1])
+        desc = kp.describe_transactions(["looked-at"])["looked-at"]
+        print("describe_transactions:", desc)
+        assert str(getattr(desc.state, "value", desc.state)) == "Ongoing"
+        assert desc.producer_id == listing.producer_id
+        assert set(desc.topic_partitions) == {KpTopicPartition("txn-admin", 1)}
+        tp = KpTopicPartition("txn-admin", 1)
+        [state] = kp.describe_producers([tp])[tp].active_producers
+        print("describe_producers:", state)
+        assert state.producer_id == desc.producer_id and state.current_transaction_start_offset == 0
+        p.commit_transaction(30)
+
+        def completed():
+            state = kp.describe_transactions(["looked-at"])["looked-at"].state
+            return str(getattr(state, "value", state)) == "CompleteCommit"
+        wait_for("the transaction described as committed", completed, timeout_s=30)
+        [state] = kp.describe_producers([tp])[tp].active_producers
+        assert state.current_transaction_start_offset == -1, "no transaction open any more"
+        with pytest.raises(TransactionalIdNotFoundError):
+            kp.describe_transactions(["never-used"])
+    finally:
+        kp.close()
+
+
+def test_a_kafka_listener_that_cannot_bind_stops_the_node_saying_so(tmp_path):
+    """A broker whose Kafka port is taken must not run on unreachable (it once did, logging
+    only asyncio's 'Task exception was never retrieved')."""
+    import socket
+
+    from harness.local_cluster import LocalCluster
+    c = LocalCluster(tmp_path, nodes=1, brokers=True)
+    with socket.socket() as taken:
+        taken.bind((c.host(1), c.kafka_port))
+        taken.listen()
+        c.start(1)
+        try:
+            code = c.procs[1].wait(60)
+        finally:
+            c.close()
+    assert code == 71
+    assert "cannot open the Kafka listener on 127.0.0.1:" in c.log_path(1).read_text()

@@ -54,6 +54,7 @@ from ..outbox import Outbox
 from . import describe_configs
 from .group_coordinator import GroupCoordinator, JoinResult
 from .group_metadata import OFFSETS_TOPIC
+from .transaction_coordinator import NAMES as TXN_STATE_NAMES
 from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
 from .replica_manager import ReplicaManager
 
@@ -138,6 +139,9 @@ class KafkaApis:
             kc.TXN_OFFSET_COMMIT: self._txn_offset_commit,
             kc.DESCRIBE_CONFIGS: self._describe_configs, kc.DESCRIBE_CLUSTER: self._describe_cluster,
             kc.CREATE_PARTITIONS: self._create_partitions,
+            kc.DESCRIBE_PRODUCERS: self._describe_producers,
+            kc.DESCRIBE_TRANSACTIONS: self._describe_transactions,
+            kc.LIST_TRANSACTIONS: self._list_transactions,
         }[req.api_key]
         handler(src, req, now)
 
@@ -763,6 +767,87 @@ class KafkaApis:
         self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, groups=[
             R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", **extra(g))
             for g in groups]))
+
+    def _describe_producers(self, src, req: KafkaRequest, now: int) -> None:
+        """The active producers of partitions this broker leads (Kafka's producer state:
+        epoch, last sequence and timestamp, coordinator epoch, open transaction's start)."""
+        R = self._cls(req)
+        T = R.TopicResponse
+        P = T.PartitionResponse
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for index in t.partition_indexes:
+                part = self.rm.partitions.get((t.name, index))
+                if self.rm.image.partition(t.name, index) is None:
+                    parts.append(P(partition_index=index, error_code=m.UNKNOWN_TOPIC_OR_PARTITION,
+                                   error_message=None, active_producers=[]))
+                    continue
+                if part is None or not part.is_leader:
+                    parts.append(P(partition_index=index, error_code=m.NOT_LEADER_OR_FOLLOWER,
+                                   error_message=None, active_producers=[]))
+                    continue
+                ps = part.producers
+                active = [P.ProducerState(
+                    producer_id=pid, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp,
+                    coordinator_epoch=ps.coordinator_epochs.get(pid, -1),
+                    current_txn_start_offset=ps.ongoing.get(pid, -1))
+                    for pid, e in sorted(ps.producers.items())]
+                parts.append(P(partition_index=index, error_code=m.NONE, error_message=None,
+                               active_producers=active))
+            topics.append(T(name=t.name, partitions=parts))
+        self._reply(src, req, R(throttle_time_ms=0, topics=topics))
+
+    def _describe_transactions(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        S = R.TransactionState
+        out = []
+        for txn_id in req.body.transactional_ids:
+            error, t = self.txns.describe(txn_id)
+            if t is None:
+                out.append(S(error_code=error, transactional_id=txn_id, transaction_state="",
+                             transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                             producer_id=-1, producer_epoch=-1, topics=[]))
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in sorted(t.partitions):
+                by_topic.setdefault(topic, []).append(p)
+            out.append(S(error_code=m.NONE, transactional_id=txn_id,
+                         transaction_state=TXN_STATE_NAMES[t.state],
+                         transaction_timeout_ms=t.timeout_ms, transaction_start_time_ms=t.start_ms,
+                         producer_id=t.producer_id, producer_epoch=t.producer_epoch,
+                         topics=[S.TopicData(topic=k, partitions=v)
+                                 for k, v in by_topic.items()]))
+        self._reply(src, req, R(throttle_time_ms=0, transaction_states=out))
+
+    def _list_transactions(self, src, req: KafkaRequest, now: int) -> None:
+        import re
+        R = self._cls(req)
+        b = req.body
+        asked = set(b.state_filters or ())
+        known = asked & set(TXN_STATE_NAMES)
+        duration = b.duration_filter if req.api_version >= 1 else -1
+        pattern = None
+        if req.api_version >= 2 and b.transactional_id_pattern:
+            try:
+                pattern = re.compile(b.transactional_id_pattern)
+            except re.error as exc:
+                self._reply(src, req, R(throttle_time_ms=0, error_code=m.INVALID_REGULAR_EXPRESSION,
+                                        unknown_state_filters=[], transaction_states=[]))
+                self._on_event(f"ListTransactions: bad pattern "
+                               f"{b.transactional_id_pattern!r}: {exc}")
+                return
+        if asked and not known:
+            listed = []  # only states Kafka does not have: nothing matches
+        else:
+            listed = self.txns.listed(known, set(b.producer_id_filters or ()), duration, pattern)
+        self._reply(src, req, R(
+            throttle_time_ms=0, error_code=m.NONE, unknown_state_filters=sorted(asked - known),
+            transaction_states=[R.TransactionState(transactional_id=t.txn_id,
+                                                   producer_id=t.producer_id,
+                                                   transaction_state=TXN_STATE_NAMES[t.state])
+                                for t in listed]))
 
     def _describe_configs(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)

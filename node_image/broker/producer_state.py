@@ -66,6 +66,7 @@ class ProducerEntry:
     # offset of the producer's last transaction marker here: batches before it belong to
     # ended transactions and are no duplicates of anything sent now
     marker_offset: int = -1
+    last_timestamp: int = -1  # the max timestamp of its last data batch here
 
     @property
     def last_seq(self) -> int:
@@ -157,6 +158,7 @@ class ProducerStateManager:
             entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
         entry.batches.append(BatchMetadata(header.base_sequence, _last_seq(header),
                                            header.base_offset, header.last_offset))
+        entry.last_timestamp = header.max_timestamp
 
     def clear(self) -> None:
         self.producers.clear()

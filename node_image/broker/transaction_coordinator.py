@@ -306,6 +306,39 @@ class TransactionCoordinator:
                     partitions=set(), state=EMPTY, last_producer_id=last_pid,
                     last_producer_epoch=last_epoch)
 
+    # ------------------------------------------------------------ admin
+
+    def describe(self, txn_id: str) -> tuple[int, TxnMetadata | None]:
+        """DescribeTransactions of one id: its state here, or why not."""
+        error = self._error_for(txn_id)
+        if error != m.NONE:
+            return error, None
+        t = self.txns.get(txn_id)
+        if t is None or t.state == DEAD:
+            return m.TRANSACTIONAL_ID_NOT_FOUND, None
+        return m.NONE, t
+
+    def listed(self, states: set[str], producer_ids: set[int], min_duration_ms: int,
+               pattern) -> list[TxnMetadata]:
+        """ListTransactions: the transactional ids this coordinator owns, filtered (an empty
+        filter lets all through; ``min_duration_ms`` < 0: any age; ``pattern``: a compiled
+        regular expression the whole id must match, or None)."""
+        wall = self.wall_clock()
+        out = []
+        for t in sorted(self.txns.values(), key=lambda t: t.txn_id):
+            if t.state == DEAD or self.partition_of(t.txn_id) not in self.owned:
+                continue
+            if states and NAMES[t.state] not in states:
+                continue
+            if producer_ids and t.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and wall - t.start_ms < min_duration_ms:
+                continue  # as Kafka: the age of its last transaction's start
+            if pattern is not None and not pattern.fullmatch(t.txn_id):
+                continue
+            out.append(t)
+        return out
+
     # ------------------------------------------------------------ AddPartitionsToTxn
 
     def _check_producer(self, txn_id: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
