@@ -401,6 +401,22 @@ class QuorumController:
                 self._on_event(f"adding partitions to topic {r.name}")
         self._park(Deferred(self._write(records, now), src, lambda: answer(rows), on_resign))
 
+    def handle_alter_configs(self, src, req: m.AlterConfigsRequest, now: int) -> None:
+        def answer(results):
+            return m.AlterConfigsResponse(req.correlation_id, tuple(results))
+        refused = [(r[0], r[1], m.NOT_CONTROLLER, None) for r in req.resources]
+        if not self._ready():
+            self.outbox.send(src, answer(refused))
+            return
+        records, results = rc.alter_configs(self.current, req.resources, req.incremental)
+        on_resign = lambda _l, _e: answer(refused)  # noqa: E731
+        if req.validate_only or not records:
+            self._park_at_last_write(src, lambda: answer(results), on_resign)
+            return
+        self._on_event("altering configs of " + ", ".join(
+            sorted({r.resource_name for r in records})))
+        self._park(Deferred(self._write(records, now), src, lambda: answer(results), on_resign))
+
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):
             reg = self.committed.partition(req.topic, req.partition)

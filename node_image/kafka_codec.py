@@ -25,12 +25,15 @@ import io
 import struct
 from dataclasses import dataclass
 
-from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
+from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
+                                  CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
                                   DescribeGroupsRequest, DescribeGroupsResponse,
                                   DescribeProducersRequest, DescribeProducersResponse,
+                                  IncrementalAlterConfigsRequest,
+                                  IncrementalAlterConfigsResponse,
                                   DescribeTransactionsRequest, DescribeTransactionsResponse,
                                   ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
                                   ListTransactionsResponse)
@@ -55,7 +58,8 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
-DESCRIBE_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 37, 60
+DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
+DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 # api key -> (min version, max version, request class, response class)
@@ -82,6 +86,9 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     TXN_OFFSET_COMMIT: (0, 2, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     DESCRIBE_CONFIGS: (1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
     CREATE_PARTITIONS: (0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
+    ALTER_CONFIGS: (0, 2, AlterConfigsRequest, AlterConfigsResponse),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1, IncrementalAlterConfigsRequest,
+                                IncrementalAlterConfigsResponse),
     DESCRIBE_CLUSTER: (0, 2, DescribeClusterRequest, DescribeClusterResponse),
     DESCRIBE_PRODUCERS: (0, 0, DescribeProducersRequest, DescribeProducersResponse),
     DESCRIBE_TRANSACTIONS: (0, 0, DescribeTransactionsRequest, DescribeTransactionsResponse),
@@ -98,7 +105,8 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              DESCRIBE_CONFIGS: "DescribeConfigs", DESCRIBE_CLUSTER: "DescribeCluster",
              CREATE_PARTITIONS: "CreatePartitions", DESCRIBE_PRODUCERS: "DescribeProducers",
              DESCRIBE_TRANSACTIONS: "DescribeTransactions",
-             LIST_TRANSACTIONS: "ListTransactions"}
+             LIST_TRANSACTIONS: "ListTransactions", ALTER_CONFIGS: "AlterConfigs",
+             INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
 UNSUPPORTED_VERSION = 35
 
 

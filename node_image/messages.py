@@ -340,6 +340,23 @@ class CreatePartitionsResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterConfigsRequest:
+    correlation_id: int
+    # rows (resource type, resource name, ops: rows (name, operation, value or None)) with
+    # Kafka's operations SET 0, DELETE 1, APPEND 2, SUBTRACT 3; ``incremental`` False:
+    # AlterConfigs, whose SETs replace the resource's whole set
+    resources: tuple
+    incremental: bool
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResponse:
+    correlation_id: int
+    results: tuple  # rows (resource type, resource name, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
 class AlterPartitionRequest:
     correlation_id: int
     broker_id: int
@@ -428,7 +445,7 @@ TYPES: tuple[type, ...] = (
     AlterPartitionRequest, AlterPartitionResponse, AllocateProducerIdsRequest,
     AllocateProducerIdsResponse, ReplicaFetchRequest, ReplicaFetchResponse,
     WriteTxnMarkersRequest, WriteTxnMarkersResponse, CreatePartitionsRequest,
-    CreatePartitionsResponse,
+    CreatePartitionsResponse, AlterConfigsRequest, AlterConfigsResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -436,6 +453,8 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (CreateTopicsResponse, "results"): ("str", "int", "str | None"),
     (CreatePartitionsRequest, "topics"): ("str", "int", "tuple"),
     (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),
+    (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),
+    (AlterConfigsResponse, "results"): ("int", "str", "int", "str | None"),
     (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int"),
     (WriteTxnMarkersRequest, "partitions"): ("str", "int"),
     (WriteTxnMarkersResponse, "partitions"): ("str", "int", "int"),

@@ -134,6 +134,7 @@ class Node:
         m.BrokerHeartbeatRequest: QuorumController.handle_broker_heartbeat,
         m.CreateTopicsRequest: QuorumController.handle_create_topics,
         m.CreatePartitionsRequest: QuorumController.handle_create_partitions,
+        m.AlterConfigsRequest: QuorumController.handle_alter_configs,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

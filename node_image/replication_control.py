@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from . import messages as m
 from . import metadata_records as mr
-from .metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration
+from .metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, PartitionRegistration
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -127,17 +127,8 @@ def create_topics(image: MetadataImage, topics, salt: int,
                     and isinstance(item[1], str)):
                 bad = f"config entry {item!r} is not (name, value)"
                 break
-            key, value = item
-            check = TOPIC_CONFIGS.get(key)
-            if check is None:
-                bad = f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
-                break
-            if not check(value):
-                bad = f"config {key}: invalid value {value!r}" + (
-                    f" ({ONLY[key]})" if key in ONLY else "")
-                break
-            if key == "min.insync.replicas" and int(value) > rf:
-                bad = f"min.insync.replicas {value} is larger than the replication factor {rf}"
+            bad = check_topic_config(*item, rf)
+            if bad:
                 break
         if bad:
             fail(m.INVALID_CONFIG, bad)
@@ -211,6 +202,82 @@ def create_partitions(image: MetadataImage, topics) -> tuple[list, list[TopicRes
         for p, replicas in zip(range(have, count), placed):
             isr = tuple(b for b in replicas if eligible(image, b))
             records.append(mr.PartitionRecord(p, t.topic_id, replicas, isr, isr[0], 0, 0))
+    return records, results
+
+
+SET, DELETE, APPEND, SUBTRACT = range(4)  # Kafka's AlterConfigOp.OpType
+LIST_CONFIGS = {"cleanup.policy"}  # comma-separated lists: APPEND and SUBTRACT apply
+
+
+def check_topic_config(key: str, value: str, rf: int) -> str | None:
+    """Why ``key=value`` cannot be a topic's config, or None."""
+    check = TOPIC_CONFIGS.get(key)
+    if check is None:
+        return f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
+    if not check(value):
+        return f"config {key}: invalid value {value!r}" + (f" ({ONLY[key]})" if key in ONLY else "")
+    if key == "min.insync.replicas" and int(value) > rf:
+        return f"min.insync.replicas {value} is larger than the replication factor {rf}"
+    return None
+
+
+def alter_configs(image: MetadataImage, resources, incremental: bool) -> tuple[list, list]:
+    """ConfigRecords for AlterConfigs (``incremental`` False: the SETs given become the
+    topic's whole set) or IncrementalAlterConfigs (SET, DELETE, and APPEND/SUBTRACT on list
+    configs), and a (resource type, name, error, message) row per resource. Topics only:
+    the node's broker settings are static (server.properties)."""
+    records: list = []
+    results: list = []
+    for rtype, name, ops in resources:
+        def fail(code: int, message: str) -> None:
+            results.append((rtype, name, code, message))
+        if rtype == BROKER_RESOURCE:
+            fail(m.INVALID_CONFIG, "broker settings are static here (server.properties): none "
+                                   "can be changed at run time")
+            continue
+        if rtype != TOPIC_RESOURCE:
+            fail(m.INVALID_REQUEST, f"resource type {rtype} has no configs here "
+                                    f"(topics {TOPIC_RESOURCE})")
+            continue
+        t = image.topics.get(name)
+        if t is None:
+            fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            continue
+        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        before = dict(image.topic_config(name))
+        after = dict(before) if incremental else {}
+        bad = None
+        for key, op, value in ops:
+            if key not in TOPIC_CONFIGS:
+                bad = f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
+            elif op == SET and value is not None:
+                after[key] = value
+            elif op == DELETE or (op == SET and value is None):
+                after.pop(key, None)
+            elif op in (APPEND, SUBTRACT) and key in LIST_CONFIGS:
+                have = [v for v in after.get(key, "delete").split(",") if v]
+                given = [v for v in (value or "").split(",") if v]
+                items = have + [v for v in given if v not in have] if op == APPEND else [
+                    v for v in have if v not in given]
+                after[key] = ",".join(items)
+            elif op in (APPEND, SUBTRACT):
+                bad = f"config {key} is not a list: {('APPEND', 'SUBTRACT')[op - APPEND]} " \
+                      "applies to list configs only"
+            else:
+                bad = f"config {key}: unknown operation {op}"
+            if bad:
+                break
+        if bad is None:
+            bad = next((why for key, value in sorted(after.items())
+                        if key not in before or before[key] != value
+                        for why in [check_topic_config(key, value, rf)] if why), None)
+        if bad:
+            fail(m.INVALID_CONFIG, bad)
+            continue
+        results.append((rtype, name, m.NONE, None))
+        for key in sorted(set(before) | set(after)):
+            if before.get(key) != after.get(key):
+                records.append(mr.ConfigRecord(TOPIC_RESOURCE, name, key, after.get(key)))
     return records, results
 
 

@@ -251,3 +251,44 @@ def test_a_kafka_listener_that_cannot_bind_stops_the_node_saying_so(tmp_path):
             c.close()
     assert code == 71
     assert "cannot open the Kafka listener on 127.0.0.1:" in c.log_path(1).read_text()
+
+
+def test_topic_configs_altered_by_clients_take_effect_on_every_broker(cluster):
+    """IncrementalAlterConfigs (librdkafka) and AlterConfigs (kafka-python) change a topic's
+    configs through the controller; every broker's DescribeConfigs then says so, and the
+    value is what every broker then reads (the replace-everything semantics of the legacy
+    AlterConfigs are in tests/test_replication.py)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
+    create(cluster, "altered", {"min.insync.replicas": "2"})
+    a = admin(cluster)
+    res = ConfigResource(ConfigResource.Type.TOPIC, "altered", incremental_configs=[
+        ConfigEntry("flush.messages", "1", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE)])
+    a.incremental_alter_configs([res])[res].result(15)
+
+    def on_every_broker(want):
+        def check():
+            for i in cluster.ids:
+                one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
+                r = ConfigResource(ConfigResource.Type.TOPIC, "altered")
+                got = one.describe_configs([r])[r].result(15)
+                if any(got[k].value != v for k, v in want.items()):
+                    return False
+            return True
+        wait_for(f"{want} on every broker", check, timeout_s=30)
+    on_every_broker({"flush.messages": "1", "min.insync.replicas": "1"})  # back to the default
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "altered", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "4", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="larger than the replication factor"):
+        a.incremental_alter_configs([bad])[bad].result(15)
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        # the legacy AlterConfigs (kafka-python asks the incremental one when it can)
+        kp.alter_configs([KpResource(ConfigResourceType.TOPIC, "altered",
+                                     {"min.insync.replicas": "3"})], incremental=False)
+    finally:
+        kp.close()
+    # AlterConfigs replaces the whole set; kafka-python sends the topic's other dynamic
+    # values along (it described them first), so flush.messages stays
+    on_every_broker({"min.insync.replicas": "3", "flush.messages": "1"})

@@ -108,6 +108,36 @@ def test_create_partitions_adds_placed_or_assigned_partitions_and_refuses_with_k
         assert recs == [] and r.error == code and words in r.message, (name, count, r)
 
 
+def test_alter_configs_sets_deletes_appends_and_refuses_with_a_reason():
+    image = with_topic(cluster_image(), configs=(("min.insync.replicas", "2"),))
+    recs, [row] = rc.alter_configs(image, [(2, "t", (
+        ("flush.messages", rc.SET, "1"), ("min.insync.replicas", rc.DELETE, None)))], True)
+    assert row == (2, "t", m.NONE, None)
+    after = image_with(recs, image)
+    assert after.topic_config("t") == {"flush.messages": "1"}
+    # AlterConfigs replaces the whole set: what it does not name goes back to the default
+    recs, [row] = rc.alter_configs(after, [(2, "t", (("compression.type", 0, "lz4"),))], False)
+    assert row[2] == m.NONE and image_with(recs, after).topic_config("t") == {
+        "compression.type": "lz4"}
+    recs, [row] = rc.alter_configs(after, [(2, "t", (("cleanup.policy", rc.APPEND, "delete"),))],
+                                   True)
+    assert row[2] == m.NONE and image_with(recs, after).topic_config("t")["cleanup.policy"] == \
+        "delete"
+    bad = [((2, "t", (("min.insync.replicas", rc.SET, "4"),)), m.INVALID_CONFIG,
+            "larger than the replication factor 3"),
+           ((2, "t", (("retention.ms", rc.SET, "1000"),)), m.INVALID_CONFIG, "only -1"),
+           ((2, "t", (("no.such", rc.SET, "1"),)), m.INVALID_CONFIG, "unknown topic config"),
+           ((2, "t", (("flush.messages", rc.APPEND, "2"),)), m.INVALID_CONFIG, "not a list"),
+           ((2, "t", (("cleanup.policy", rc.SUBTRACT, "delete"),)), m.INVALID_CONFIG,
+            "invalid value ''"),
+           ((2, "nope", ()), m.UNKNOWN_TOPIC_OR_PARTITION, "does not exist"),
+           ((4, "1", (("log.segment.bytes", rc.SET, "1"),)), m.INVALID_CONFIG, "static"),
+           ((8, "x", ()), m.INVALID_REQUEST, "no configs")]
+    for resource, code, words in bad:
+        recs, [row] = rc.alter_configs(after, [resource], True)
+        assert recs == [] and row[2] == code and words in row[3], (resource, row)
+
+
 def fence(image, broker):
     b = image.brokers[broker]
     change = mr.BrokerRegistrationChangeRecord(broker, b.broker_epoch, mr.FENCE, 0)

@@ -173,8 +173,9 @@ class Broker:
             self.rm.handle_alter_partition_response(msg, now)
         elif isinstance(msg, m.AllocateProducerIdsResponse):
             self._handle_pids(msg)
-        elif isinstance(msg, (m.CreateTopicsResponse, m.CreatePartitionsResponse)):
-            self.apis.handle_create_topics_response(msg)
+        elif isinstance(msg, (m.CreateTopicsResponse, m.CreatePartitionsResponse,
+                              m.AlterConfigsResponse)):
+            self.apis.handle_controller_response(msg)
         elif isinstance(msg, m.WriteTxnMarkersRequest):
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))
         elif isinstance(msg, m.WriteTxnMarkersResponse):

@@ -111,7 +111,7 @@ class KafkaApis:
         self._delayed_produce: list[_DelayedProduce] = []
         self._delayed_fetch: list[_DelayedFetch] = []
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
-        self._pending_creates: dict[int, tuple[object, KafkaRequest, int]] = {}
+        self._pending_controller: dict[int, tuple[object, KafkaRequest, int]] = {}
         self.groups = GroupCoordinator(replica_manager, options, on_event, self.wall_clock,
                                        rng or random.Random(0))
         self.txns = TransactionCoordinator(
@@ -139,6 +139,8 @@ class KafkaApis:
             kc.TXN_OFFSET_COMMIT: self._txn_offset_commit,
             kc.DESCRIBE_CONFIGS: self._describe_configs, kc.DESCRIBE_CLUSTER: self._describe_cluster,
             kc.CREATE_PARTITIONS: self._create_partitions,
+            kc.ALTER_CONFIGS: self._alter_configs,
+            kc.INCREMENTAL_ALTER_CONFIGS: self._alter_configs,
             kc.DESCRIBE_PRODUCERS: self._describe_producers,
             kc.DESCRIBE_TRANSACTIONS: self._describe_transactions,
             kc.LIST_TRANSACTIONS: self._list_transactions,
@@ -458,16 +460,31 @@ class KafkaApis:
             configs = tuple((c.name, c.value) for c in (t.configs or ()))
             rows.append((t.name, t.num_partitions, t.replication_factor, configs))
         if not rows:
-            self._create_topics_reply(src, req, early, {})
+            self._controller_reply(src, req, early, {})
             return
         corr = self.broker.send_to_controller(
             lambda c: m.CreateTopicsRequest(c, tuple(rows), bool(body.validate_only)))
         if corr is None:
-            self._create_topics_reply(src, req, early, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
+            self._controller_reply(src, req, early, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
             return
-        self._pending_creates[corr] = (src, req, now + max(body.timeout_ms, 1000), early)
+        self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), early)
 
-    def handle_create_topics_response(self, resp: m.CreateTopicsResponse) -> None:
+    def _alter_configs(self, src, req: KafkaRequest, now: int) -> None:
+        """AlterConfigs and IncrementalAlterConfigs, decided by the controller."""
+        body = req.body
+        incremental = req.api_key == kc.INCREMENTAL_ALTER_CONFIGS
+        rows = tuple((r.resource_type, r.resource_name, tuple(
+            (c.name, c.config_operation if incremental else 0, c.value) for c in r.configs))
+            for r in body.resources)
+        corr = self.broker.send_to_controller(
+            lambda c: m.AlterConfigsRequest(c, rows, incremental, bool(body.validate_only)))
+        if corr is None:
+            self._controller_reply(src, req, {}, {(r[0], r[1]): (m.NOT_CONTROLLER, None)
+                                                     for r in rows})
+            return
+        self._pending_controller[corr] = (src, req, now + self.options.request_timeout_ms, {})
+
+    def handle_controller_response(self, resp: m.CreateTopicsResponse) -> None:
         if resp.correlation_id in self._internal_creates:
             self._internal_creates.discard(resp.correlation_id)
             for name, error, message in resp.results:
@@ -475,17 +492,30 @@ class KafkaApis:
                     self._on_event(f"creating {name} failed: {m.ERROR_NAMES.get(error, error)}: "
                                    f"{message}")
             return
-        entry = self._pending_creates.pop(resp.correlation_id, None)
+        entry = self._pending_controller.pop(resp.correlation_id, None)
         if entry is None:
             return
         src, req, _, early = entry
-        self._create_topics_reply(src, req, early, {n: (e, msg) for n, e, msg in resp.results})
+        if isinstance(resp, m.AlterConfigsResponse):
+            results = {(t, n): (e, msg) for t, n, e, msg in resp.results}
+        else:
+            results = {n: (e, msg) for n, e, msg in resp.results}
+        self._controller_reply(src, req, early, results)
 
-    def _create_topics_reply(self, src, req, early: dict, results: dict) -> None:
-        """The answer to a CreateTopics or CreatePartitions the controller answered (or
-        did not, within the request's timeout)."""
+    def _controller_reply(self, src, req, early: dict, results: dict) -> None:
+        """The answer to a CreateTopics, CreatePartitions or (Incremental)AlterConfigs the
+        controller answered (or did not, within the request's timeout)."""
         R = self._cls(req)
         out = []
+        if req.api_key in (kc.ALTER_CONFIGS, kc.INCREMENTAL_ALTER_CONFIGS):
+            for r in req.body.resources:
+                error, message = results.get((r.resource_type, r.resource_name),
+                                             (m.REQUEST_TIMED_OUT, None))
+                out.append(R.AlterConfigsResourceResponse(
+                    error_code=error, error_message=message, resource_type=r.resource_type,
+                    resource_name=r.resource_name))
+            self._reply(src, req, R(throttle_time_ms=0, responses=out))
+            return
         for t in req.body.topics:
             error, message = early.get(t.name) or results.get(t.name, (m.REQUEST_TIMED_OUT, None))
             if req.api_key == kc.CREATE_PARTITIONS:
@@ -508,9 +538,9 @@ class KafkaApis:
         corr = self.broker.send_to_controller(
             lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only)))
         if corr is None:
-            self._create_topics_reply(src, req, {}, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
+            self._controller_reply(src, req, {}, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
             return
-        self._pending_creates[corr] = (src, req, now + max(body.timeout_ms, 1000), {})
+        self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), {})
 
     # ------------------------------------------------------------ InitProducerId
 
@@ -965,16 +995,16 @@ class KafkaApis:
         self.txns.poll(now, self.rm.role_changed)
         if self._delayed_markers:
             self._check_markers(now)
-        for corr, (src, req, deadline, early) in list(self._pending_creates.items()):
+        for corr, (src, req, deadline, early) in list(self._pending_controller.items()):
             if now >= deadline:
-                del self._pending_creates[corr]
-                self._create_topics_reply(src, req, early, {})
+                del self._pending_controller[corr]
+                self._controller_reply(src, req, early, {})
 
     def next_deadline_ms(self) -> int | None:
         times = [d.deadline_ms for d in self._delayed_produce]
         times += [d.deadline_ms for d in self._delayed_fetch]
         times += [d for _, _, d in self._pending_pids]
-        times += [e[2] for e in self._pending_creates.values()]
+        times += [e[2] for e in self._pending_controller.values()]
         times += [e[2] for e in self._delayed_markers]
         for t in (self.groups.next_deadline_ms(), self.txns.next_deadline_ms()):
             if t is not None:
