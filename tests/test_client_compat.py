@@ -156,3 +156,54 @@ def test_kcat_consumer_group_reads_each_record_once(cluster):
     out = kcat("-G", f"g-{topic}", "-b", cluster.bootstrap(), "-o", "beginning", "-e",
                "-f", "%s\n", topic)
     assert sorted(out.split()) == sorted(values)
+
+
+def test_aiokafka_every_codec_through_a_partition_leader_kill(cluster):
+    """One idempotent aiokafka producer per codec, side by side, while the leader of
+    partition 0 is SIGKILLed and started again: every acknowledged record read back once."""
+    from confluent_kafka.admin import AdminClient
+    topic = topic_for(cluster, "aio-kill")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "error_cb": lambda e: None})
+    victim = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+
+    async def go():
+        from aiokafka import AIOKafkaProducer
+        acked: dict = {}
+        stop = asyncio.Event()
+
+        async def produce(codec):
+            p = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all",
+                                 enable_idempotence=True, compression_type=codec,
+                                 request_timeout_ms=30_000)
+            await p.start()
+            try:
+                i = 0
+                while not stop.is_set():
+                    v = f"{codec}-{i}"
+                    md = await p.send_and_wait(topic, v.encode(), partition=i % 3)
+                    acked[v] = (md.partition, md.offset)
+                    i += 1
+            finally:
+                await p.stop()
+
+        def count(codec):
+            return sum(1 for v in list(acked) if v.startswith(codec + "-"))
+        tasks = [asyncio.create_task(produce(c)) for c in CODECS]
+        killed = False
+        try:
+            while min(count(c) for c in CODECS) < 50:
+                await asyncio.sleep(0.1)
+            cluster.kill(victim)
+            killed = True
+            before = {c: count(c) for c in CODECS}
+            while any(count(c) < before[c] + 50 for c in CODECS):
+                await asyncio.sleep(0.1)
+        finally:
+            if killed:
+                cluster.start(victim)  # also when the test fails: the module's cluster goes on
+            stop.set()
+            await asyncio.gather(*tasks)
+        return acked
+    acked = asyncio.run(asyncio.wait_for(go(), 180))
+    read = run(aio_read(cluster, topic, len(acked)))
+    assert {v: [pos] for v, pos in acked.items()} == read, "each acknowledged record, once"
