@@ -401,6 +401,21 @@ class QuorumController:
                 self._on_event(f"adding partitions to topic {r.name}")
         self._park(Deferred(self._write(records, now), src, lambda: answer(rows), on_resign))
 
+    def handle_delete_topics(self, src, req: m.DeleteTopicsRequest, now: int) -> None:
+        def answer(results):
+            return m.DeleteTopicsResponse(req.correlation_id, tuple(results))
+        refused = [(n, i, m.NOT_CONTROLLER, None) for n, i in req.topics]
+        if not self._ready():
+            self.outbox.send(src, answer(refused))
+            return
+        records, results = rc.delete_topics(self.current, req.topics)
+        on_resign = lambda _l, _e: answer(refused)  # noqa: E731
+        if not records:
+            self._park_at_last_write(src, lambda: answer(results), on_resign)
+            return
+        self._on_event("deleting topic(s) " + ", ".join(r[0] for r in results if r[2] == m.NONE))
+        self._park(Deferred(self._write(records, now), src, lambda: answer(results), on_resign))
+
     def handle_alter_configs(self, src, req: m.AlterConfigsRequest, now: int) -> None:
         def answer(results):
             return m.AlterConfigsResponse(req.correlation_id, tuple(results))

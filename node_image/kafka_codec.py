@@ -26,6 +26,7 @@ import struct
 from dataclasses import dataclass
 
 from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
+                                  DeleteTopicsRequest, DeleteTopicsResponse,
                                   CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
@@ -59,7 +60,7 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 1
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
-DESCRIBE_CLUSTER = 60
+DESCRIBE_CLUSTER, DELETE_TOPICS = 60, 20
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 # api key -> (min version, max version, request class, response class)
@@ -87,6 +88,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_CONFIGS: (1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
     CREATE_PARTITIONS: (0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     ALTER_CONFIGS: (0, 2, AlterConfigsRequest, AlterConfigsResponse),
+    DELETE_TOPICS: (1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
     INCREMENTAL_ALTER_CONFIGS: (0, 1, IncrementalAlterConfigsRequest,
                                 IncrementalAlterConfigsResponse),
     DESCRIBE_CLUSTER: (0, 2, DescribeClusterRequest, DescribeClusterResponse),
@@ -106,7 +108,7 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              CREATE_PARTITIONS: "CreatePartitions", DESCRIBE_PRODUCERS: "DescribeProducers",
              DESCRIBE_TRANSACTIONS: "DescribeTransactions",
              LIST_TRANSACTIONS: "ListTransactions", ALTER_CONFIGS: "AlterConfigs",
-             INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
+             INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics"}
 UNSUPPORTED_VERSION = 35
 
 
@@ -185,7 +187,9 @@ def _null_field(obj, version: int, path: str) -> str | None:
         value = getattr(obj, f.name)
         where = f"{path}.{f.name}"
         if value is None:
-            if not f.nullable_for_version_q(version):
+            # kafka-python reads the all-zero uuid (Kafka's "none given") as None; a uuid
+            # has no null on the wire
+            if not f.nullable_for_version_q(version) and f.type_str != "uuid":
                 return where
         elif f.is_struct():
             problem = _null_field(value, version, where)

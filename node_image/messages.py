@@ -72,6 +72,7 @@ PRODUCER_FENCED = 90
 MISMATCHED_ENDPOINT_TYPE = 114
 UNSUPPORTED_ENDPOINT_TYPE = 115
 TRANSACTIONAL_ID_NOT_FOUND = 105
+UNKNOWN_TOPIC_ID = 100
 INVALID_REGULAR_EXPRESSION = 128
 KAFKA_STORAGE_ERROR = 56
 FENCED_LEADER_EPOCH = 74
@@ -357,6 +358,18 @@ class AlterConfigsResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    correlation_id: int
+    topics: tuple  # rows (name, topic id): either "" when the request names the other
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    correlation_id: int
+    results: tuple  # rows (name, topic id, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
 class AlterPartitionRequest:
     correlation_id: int
     broker_id: int
@@ -445,7 +458,8 @@ TYPES: tuple[type, ...] = (
     AlterPartitionRequest, AlterPartitionResponse, AllocateProducerIdsRequest,
     AllocateProducerIdsResponse, ReplicaFetchRequest, ReplicaFetchResponse,
     WriteTxnMarkersRequest, WriteTxnMarkersResponse, CreatePartitionsRequest,
-    CreatePartitionsResponse, AlterConfigsRequest, AlterConfigsResponse,
+    CreatePartitionsResponse, AlterConfigsRequest, AlterConfigsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -455,6 +469,8 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),
     (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),
     (AlterConfigsResponse, "results"): ("int", "str", "int", "str | None"),
+    (DeleteTopicsRequest, "topics"): ("str", "str"),
+    (DeleteTopicsResponse, "results"): ("str", "str", "int", "str | None"),
     (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int"),
     (WriteTxnMarkersRequest, "partitions"): ("str", "int"),
     (WriteTxnMarkersResponse, "partitions"): ("str", "int", "int"),

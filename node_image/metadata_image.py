@@ -184,6 +184,19 @@ class MetadataDelta:
             self._map("topic_names")[record.topic_id] = record.name
             self._topic_parts[record.name] = self._map("topics")[record.name].partitions
             self.created_topics.add(record.name)
+        elif t is mr.RemoveTopicRecord:
+            names = self._map("topic_names")
+            name = names.pop(record.topic_id, None)
+            if name is None:
+                raise AssertionError(f"{record!r} names unknown topic id {record.topic_id}")
+            gone = self._map("topics").pop(name)
+            self._topic_parts.pop(name, None)
+            self.changed_partitions.update((name, p) for p in gone.partitions)
+            self.created_topics.discard(name)
+            key = (TOPIC_RESOURCE, name)
+            if key in self._get("configs"):
+                del self._map("configs")[key]
+                self.changed_configs.add(key)
         elif t is mr.PartitionRecord:
             name, parts = self._parts(record.topic_id, record)
             parts[record.partition_id] = PartitionRegistration(

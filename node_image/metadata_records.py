@@ -3,7 +3,7 @@
 A record value is ``uvarint frame version (1) | uvarint api key | uvarint
 record version | body``. Api keys, names and fields are Kafka's
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
-PartitionChangeRecord 5, FeatureLevelRecord 12, ProducerIdsRecord 15,
+PartitionChangeRecord 5, RemoveTopicRecord 9, FeatureLevelRecord 12, ProducerIdsRecord 15,
 BrokerRegistrationChangeRecord 17, NoOpRecord 20); chaoskraft's own register
 service uses key 10000, outside Kafka's range. Bodies are msgpack maps of the record's fields instead
 of Kafka's generated schema bytes: the metadata log is only read by
@@ -98,6 +98,12 @@ class ConfigRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    """The topic is deleted: its partitions and configs go with it."""
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIdsRecord:
     """The block of producer ids below ``next_producer_id`` is taken (by ``broker_id``)."""
     broker_id: int
@@ -114,7 +120,7 @@ class RegisterValueRecord:
 
 API_KEYS: dict[type, int] = {
     RegisterBrokerRecord: 0, TopicRecord: 2, PartitionRecord: 3, ConfigRecord: 4,
-    PartitionChangeRecord: 5, FeatureLevelRecord: 12, ProducerIdsRecord: 15,
+    PartitionChangeRecord: 5, RemoveTopicRecord: 9, FeatureLevelRecord: 12, ProducerIdsRecord: 15,
     BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, RegisterValueRecord: 10000}
 _BY_KEY = {v: k for k, v in API_KEYS.items()}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in API_KEYS}

@@ -135,6 +135,7 @@ class Node:
         m.CreateTopicsRequest: QuorumController.handle_create_topics,
         m.CreatePartitionsRequest: QuorumController.handle_create_partitions,
         m.AlterConfigsRequest: QuorumController.handle_alter_configs,
+        m.DeleteTopicsRequest: QuorumController.handle_delete_topics,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

@@ -205,6 +205,41 @@ def create_partitions(image: MetadataImage, topics) -> tuple[list, list[TopicRes
     return records, results
 
 
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def delete_topics(image: MetadataImage, topics) -> tuple[list, list]:
+    """RemoveTopicRecords for ``topics`` (rows of name and topic id, either "" when the
+    request names the other) and a (name, topic id, error, message) row each: an unknown
+    name or id is UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID), an internal topic is
+    refused (its coordinators' state lives there)."""
+    records: list = []
+    results: list = []
+    done: set[str] = set()
+    for name, topic_id in topics:
+        if topic_id:
+            found = image.topic_names.get(topic_id)
+            if found is None:
+                results.append((name, topic_id, m.UNKNOWN_TOPIC_ID,
+                                f"no topic has id {topic_id}"))
+                continue
+            name = found
+        t = image.topics.get(name)
+        if t is None:
+            results.append((name, topic_id, m.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"topic {name!r} does not exist"))
+            continue
+        if name in INTERNAL_TOPICS:
+            results.append((name, t.topic_id, m.INVALID_REQUEST,
+                            f"{name} is internal: the coordinators' state lives there"))
+            continue
+        results.append((name, t.topic_id, m.NONE, None))
+        if name not in done:
+            done.add(name)
+            records.append(mr.RemoveTopicRecord(t.topic_id))
+    return records, results
+
+
 SET, DELETE, APPEND, SUBTRACT = range(4)  # Kafka's AlterConfigOp.OpType
 LIST_CONFIGS = {"cleanup.policy"}  # comma-separated lists: APPEND and SUBTRACT apply
 

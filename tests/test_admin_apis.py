@@ -292,3 +292,54 @@ def test_topic_configs_altered_by_clients_take_effect_on_every_broker(cluster):
     # AlterConfigs replaces the whole set; kafka-python sends the topic's other dynamic
     # values along (it described them first), so flush.messages stays
     on_every_broker({"min.insync.replicas": "3", "flush.messages": "1"})
+
+
+def test_delete_topics_removes_the_data_everywhere_and_a_new_topic_of_the_name_is_empty(cluster):
+    """DeleteTopics (librdkafka by name, kafka-python too): the topic is gone from every
+    broker's metadata and disk, and one created again under the name is a new, empty topic."""
+    from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import UnknownTopicOrPartitionError
+    create(cluster, "doomed", {})
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                  "error_cb": lambda e: None})
+    for i in range(10):
+        p.produce("doomed", f"old-{i}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    dirs = [cluster.root / f"data{i}" / f"doomed-{k}" for i in cluster.ids for k in (0, 1)]
+    assert all(any(d.glob("*.log")) for d in dirs), "every replica has the records on disk"
+    a = admin(cluster)
+    a.delete_topics(["doomed"], operation_timeout=15)["doomed"].result(15)
+    with pytest.raises(KafkaException, match="does not exist|UNKNOWN_TOPIC"):
+        a.delete_topics(["doomed"], operation_timeout=15)["doomed"].result(15)
+
+    def gone_everywhere():
+        for i in cluster.ids:
+            one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
+            if "doomed" in one.list_topics(timeout=10).topics:
+                return False
+        return all(not any(d.iterdir()) for d in dirs if d.exists())
+    wait_for("the topic gone from every broker and disk", gone_everywhere, timeout_s=30)
+    create(cluster, "doomed", {})
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "doomed-reader",
+                  "enable.partition.eof": True, "error_cb": lambda e: None})
+    c.assign([TopicPartition("doomed", k, OFFSET_BEGINNING) for k in (0, 1)])
+    eof, read = set(), []
+    deadline = time.monotonic() + 30
+    while len(eof) < 2 and time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            eof.add(msg.partition())
+        else:
+            read.append(msg.value())
+    c.close()
+    assert eof == {0, 1} and read == [], "the new topic holds nothing of the old one"
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        kp.delete_topics(["doomed"])
+        with pytest.raises(UnknownTopicOrPartitionError):
+            kp.delete_topics(["doomed"])
+    finally:
+        kp.close()

@@ -138,6 +138,57 @@ def test_alter_configs_sets_deletes_appends_and_refuses_with_a_reason():
         assert recs == [] and row[2] == code and words in row[3], (resource, row)
 
 
+def test_delete_topics_removes_the_topic_its_partitions_and_configs():
+    image = with_topic(with_topic(cluster_image(), configs=(("flush.messages", "1"),)), "u")
+    tid = image.topics["t"].topic_id
+    recs, results = rc.delete_topics(image, [("t", ""), ("", image.topics["u"].topic_id),
+                                             ("nope", ""), ("", "no-such-id"),
+                                             ("__consumer_offsets", "")])
+    assert [r[2] for r in results] == [m.NONE, m.NONE, m.UNKNOWN_TOPIC_OR_PARTITION,
+                                       m.UNKNOWN_TOPIC_ID, m.UNKNOWN_TOPIC_OR_PARTITION]
+    assert results[1][0] == "u", "a topic named by id is answered with its name"
+    delta = MetadataDelta(image)
+    for r in recs:
+        delta.replay(r)
+    after = delta.apply(99)
+    assert after.topics == {} and after.topic_names == {}
+    assert after.topic_config("t") == {}
+    assert ("t", 0) in delta.changed_partitions and ("u", 5) in delta.changed_partitions
+    assert image_with(after.records()) .topics == {}, "a snapshot of the image agrees"
+    again, _ = rc.create_topics(after, [("t", 1, 3, ())], salt=7)
+    assert again[0].topic_id != tid, "a topic created again under the name is a new topic"
+
+
+def test_a_deleted_partitions_files_go_and_a_new_topic_of_the_name_starts_empty():
+    from node_image.broker.partition import PARTITION_METADATA, Partition, claim_directory
+    from node_image.broker.replica_manager import ReplicaManager
+    from node_image.config import BrokerConfig
+    from node_image.outbox import Outbox
+    from simulator.disk import SimDisk
+    disk = SimDisk()
+    image = with_topic(image_with(brokers(1)), partitions=1, rf=1)
+    corr = iter(range(1, 1000))
+    rm = ReplicaManager(1, "/data", disk, BrokerConfig(), Outbox(), lambda: next(corr),
+                        lambda e: None)
+    rm.apply_image(image, None, 0)
+    part = rm.partitions[("t", 0)]
+    rm.append(part, batch())
+    assert disk.listdir("/data/t-0"), "the partition has files"
+    [rec] = rc.delete_topics(image, [("t", "")])[0]
+    delta = MetadataDelta(image)
+    delta.replay(rec)
+    rm.apply_image(delta.apply(10), set(delta.changed_partitions), 1)
+    assert ("t", 0) not in rm.partitions and disk.listdir("/data/t-0") == []
+    # a deletion cut short: the metadata file (removed last) still names the old topic
+    old = Partition(1, "t", 0, disk, "/data", 1 << 20, 0, lambda e: None, topic_id="old-id")
+    old.log.append(batch())
+    old.log.flush()
+    claim_directory(disk, "/data/t-0", "new-id", lambda e: None)
+    assert disk.listdir("/data/t-0") == [PARTITION_METADATA]
+    fresh = Partition(1, "t", 0, disk, "/data", 1 << 20, 0, lambda e: None, topic_id="new-id")
+    assert fresh.log.end_offset == 0, "nothing of the deleted topic is served"
+
+
 def fence(image, broker):
     b = image.brokers[broker]
     change = mr.BrokerRegistrationChangeRecord(broker, b.broker_epoch, mr.FENCE, 0)

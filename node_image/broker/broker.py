@@ -174,7 +174,7 @@ class Broker:
         elif isinstance(msg, m.AllocateProducerIdsResponse):
             self._handle_pids(msg)
         elif isinstance(msg, (m.CreateTopicsResponse, m.CreatePartitionsResponse,
-                              m.AlterConfigsResponse)):
+                              m.AlterConfigsResponse, m.DeleteTopicsResponse)):
             self.apis.handle_controller_response(msg)
         elif isinstance(msg, m.WriteTxnMarkersRequest):
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))

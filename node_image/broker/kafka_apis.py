@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -57,6 +58,13 @@ from .group_metadata import OFFSETS_TOPIC
 from .transaction_coordinator import NAMES as TXN_STATE_NAMES
 from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
 from .replica_manager import ReplicaManager
+
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no topic id given
+
+
+def _zero_uuid(value) -> bool:
+    return value is None or str(value) in (str(ZERO_UUID), "AAAAAAAAAAAAAAAAAAAAAA")
+
 
 NOT_AUTHORIZED_OPERATIONS = None  # encodes as INT32_MIN: operations not requested
 PID_WAIT_MS = 1000  # how long an InitProducerId waits for a producer-id block
@@ -140,6 +148,7 @@ class KafkaApis:
             kc.DESCRIBE_CONFIGS: self._describe_configs, kc.DESCRIBE_CLUSTER: self._describe_cluster,
             kc.CREATE_PARTITIONS: self._create_partitions,
             kc.ALTER_CONFIGS: self._alter_configs,
+            kc.DELETE_TOPICS: self._delete_topics,
             kc.INCREMENTAL_ALTER_CONFIGS: self._alter_configs,
             kc.DESCRIBE_PRODUCERS: self._describe_producers,
             kc.DESCRIBE_TRANSACTIONS: self._describe_transactions,
@@ -469,6 +478,26 @@ class KafkaApis:
             return
         self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), early)
 
+    @staticmethod
+    def _delete_rows(req: KafkaRequest) -> list[tuple[str, str]]:
+        """(name, topic id) per topic a DeleteTopics request names, either "" if not given."""
+        if req.api_version >= 6:
+            return [(t.name or "", "" if _zero_uuid(t.topic_id) else str(t.topic_id))
+                    for t in req.body.topics]
+        return [(name, "") for name in req.body.topic_names]
+
+    def _delete_topics(self, src, req: KafkaRequest, now: int) -> None:
+        """DeleteTopics by name (v1-v5) or by name or topic id (v6), decided by the
+        controller; every broker then removes the partitions' data it holds."""
+        body = req.body
+        rows = tuple(self._delete_rows(req))
+        corr = self.broker.send_to_controller(lambda c: m.DeleteTopicsRequest(c, rows))
+        if corr is None:
+            self._controller_reply(src, req, {}, {row: (m.NOT_CONTROLLER, None, row[0], row[1])
+                                                  for row in rows})
+            return
+        self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), {})
+
     def _alter_configs(self, src, req: KafkaRequest, now: int) -> None:
         """AlterConfigs and IncrementalAlterConfigs, decided by the controller."""
         body = req.body
@@ -498,6 +527,12 @@ class KafkaApis:
         src, req, _, early = entry
         if isinstance(resp, m.AlterConfigsResponse):
             results = {(t, n): (e, msg) for t, n, e, msg in resp.results}
+        elif isinstance(resp, m.DeleteTopicsResponse):
+            # by what the request named (name or id), with the name and id found
+            results = {}
+            for (name, tid), (found, found_id, e, msg) in zip(
+                    self._delete_rows(req), resp.results):
+                results[(name, tid)] = (e, msg, found, found_id)
         else:
             results = {n: (e, msg) for n, e, msg in resp.results}
         self._controller_reply(src, req, early, results)
@@ -507,6 +542,17 @@ class KafkaApis:
         controller answered (or did not, within the request's timeout)."""
         R = self._cls(req)
         out = []
+        if req.api_key == kc.DELETE_TOPICS:
+            v = req.api_version
+            for row in self._delete_rows(req):
+                error, message, name, tid = results.get(row, (m.REQUEST_TIMED_OUT, None) + row)
+                extra = {"topic_id": uuid.UUID(tid) if tid else ZERO_UUID} if v >= 6 else {}
+                if v >= 5:
+                    extra["error_message"] = message
+                out.append(R.DeletableTopicResult(name=name or None if v >= 6 else name,
+                                                  error_code=error, **extra))
+            self._reply(src, req, R(throttle_time_ms=0, responses=out))
+            return
         if req.api_key in (kc.ALTER_CONFIGS, kc.INCREMENTAL_ALTER_CONFIGS):
             for r in req.body.resources:
                 error, message = results.get((r.resource_type, r.resource_name),

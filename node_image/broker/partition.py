@@ -66,10 +66,40 @@ class RemoteReplica:
         self.last_fetch_ms = now
 
 
+PARTITION_METADATA = "partition.metadata"  # Kafka's: which topic id the directory holds
+
+
+def claim_directory(fs: FileSystem, directory: str, topic_id: str, on_event) -> None:
+    """Make ``directory`` hold ``topic_id``'s partition. What an earlier topic of the same
+    name left there (its deletion cut short by a crash, or done while this broker was down)
+    is removed first; a directory without the file (written before it existed) is kept."""
+    path = os.path.join(directory, PARTITION_METADATA)
+    if fs.exists(path):
+        fields = dict(line.split(": ", 1) for line in fs.read(path).decode(errors="replace")
+                      .splitlines() if ": " in line)
+        if fields.get("topic_id") == topic_id:
+            return
+        on_event(f"{directory} holds topic id {fields.get('topic_id')!r}, a deleted topic of "
+                 f"the same name: its files are removed")
+        remove_files(fs, directory)
+    fs.makedirs(directory)
+    write_durably(fs, path, f"version: 0\ntopic_id: {topic_id}\n".encode())
+
+
+def remove_files(fs: FileSystem, directory: str) -> None:
+    """Remove every file of a partition's directory, its metadata file last: cut short,
+    the directory still names the topic the rest belonged to."""
+    names = fs.listdir(directory)
+    for name in sorted(names, key=lambda n: n == PARTITION_METADATA):
+        fs.remove(os.path.join(directory, name))
+    fs.fsync_dir(directory)
+
+
 class Partition:
     def __init__(self, node_id: int, topic: str, partition: int, fs: FileSystem, log_dir: str,
                  segment_bytes: int, high_watermark: int, on_event,
-                 hw_ignores_isr: bool = False, skip_fsync: bool = False) -> None:
+                 hw_ignores_isr: bool = False, skip_fsync: bool = False,
+                 topic_id: str | None = None) -> None:
         self.node_id = node_id
         self.hw_ignores_isr = hw_ignores_isr  # planted bug
         self.skip_fsync = skip_fsync  # planted bug
@@ -78,6 +108,8 @@ class Partition:
         self.fs = fs
         self.dir = os.path.join(log_dir, f"{topic}-{partition}")
         self._on_event = on_event
+        if topic_id is not None:
+            claim_directory(fs, self.dir, topic_id, lambda msg: on_event(msg))
         self.log = UnifiedLog(fs, self.dir, segment_bytes,
                               lambda msg: on_event(f"{topic}-{partition}: {msg}"))
         self.producers = ProducerStateManager()
@@ -100,6 +132,11 @@ class Partition:
     @property
     def key(self) -> tuple[str, int]:
         return self.topic, self.partition
+
+    def delete(self) -> None:
+        """The topic was deleted: its data goes from this broker."""
+        self.is_leader = False
+        remove_files(self.fs, self.dir)
 
     @property
     def maximal_isr(self) -> tuple:

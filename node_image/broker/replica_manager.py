@@ -126,7 +126,10 @@ class ReplicaManager:
             (t, p) for t, ti in image.topics.items() for p in ti.partitions}
         for key in sorted(keys):
             reg = image.partition(*key)
-            if reg is None or self.node_id not in reg.replicas:
+            if reg is None:
+                self._delete(key)
+                continue
+            if self.node_id not in reg.replicas:
                 continue
             part = self.partitions.get(key)
             if part is None:
@@ -134,12 +137,25 @@ class ReplicaManager:
                     self.node_id, key[0], key[1], self.fs, self.log_dir,
                     self.options.segment_bytes, self._checkpoint.get(key, 0), self._on_event,
                     hw_ignores_isr="hw-ignores-isr" in self.bugs,
-                    skip_fsync="skip-fsync" in self.bugs)
+                    skip_fsync="skip-fsync" in self.bugs,
+                    topic_id=image.topics[key[0]].topic_id)
             if part.apply_registration(reg, self._lag_clock(now)) is not None:
                 self.role_changed = True
                 self.hw_changed.add(key)
             if part.is_leader and part.maybe_increment_hw(self.min_isr(key[0])):
                 self.hw_changed.add(key)
+
+    def _delete(self, key: tuple[str, int]) -> None:
+        """The partition's topic was deleted: its data goes, and requests parked on it are
+        answered now (their partition is gone)."""
+        part = self.partitions.pop(key, None)
+        if part is None:
+            return
+        part.delete()
+        self._checkpoint.pop(key, None)
+        self.role_changed = True
+        self.hw_changed.add(key)
+        self._on_event(f"{key[0]}-{key[1]}: deleted with its topic")
 
     def leader_partition(self, topic: str, partition: int) -> Partition | None:
         p = self.partitions.get((topic, partition))
