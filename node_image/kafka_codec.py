@@ -33,6 +33,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
                                   DescribeGroupsRequest, DescribeGroupsResponse,
                                   DescribeProducersRequest, DescribeProducersResponse,
+                                  DescribeQuorumRequest, DescribeQuorumResponse,
                                   IncrementalAlterConfigsRequest,
                                   IncrementalAlterConfigsResponse,
                                   DescribeTransactionsRequest, DescribeTransactionsResponse,
@@ -60,7 +61,7 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 1
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
-DESCRIBE_CLUSTER, DELETE_TOPICS = 60, 20
+DESCRIBE_CLUSTER, DELETE_TOPICS, DESCRIBE_QUORUM = 60, 20, 55
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 # api key -> (min version, max version, request class, response class)
@@ -89,6 +90,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     CREATE_PARTITIONS: (0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     ALTER_CONFIGS: (0, 2, AlterConfigsRequest, AlterConfigsResponse),
     DELETE_TOPICS: (1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
+    DESCRIBE_QUORUM: (0, 2, DescribeQuorumRequest, DescribeQuorumResponse),
     INCREMENTAL_ALTER_CONFIGS: (0, 1, IncrementalAlterConfigsRequest,
                                 IncrementalAlterConfigsResponse),
     DESCRIBE_CLUSTER: (0, 2, DescribeClusterRequest, DescribeClusterResponse),
@@ -108,7 +110,8 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              CREATE_PARTITIONS: "CreatePartitions", DESCRIBE_PRODUCERS: "DescribeProducers",
              DESCRIBE_TRANSACTIONS: "DescribeTransactions",
              LIST_TRANSACTIONS: "ListTransactions", ALTER_CONFIGS: "AlterConfigs",
-             INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics"}
+             INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics",
+             DESCRIBE_QUORUM: "DescribeQuorum"}
 UNSUPPORTED_VERSION = 35
 
 

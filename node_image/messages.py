@@ -370,6 +370,26 @@ class DeleteTopicsResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class QuorumStateRequest:
+    """A broker asks the quorum leader for Kafka's DescribeQuorum answer."""
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStateResponse:
+    correlation_id: int
+    error: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    # rows (id, directory id or "", log end offset, last fetch wall ms or -1, last caught-up
+    # wall ms or -1)
+    voters: tuple
+    observers: tuple
+    nodes: tuple  # rows (voter id, host, port): the voters' CONTROLLER listeners
+
+
+@dataclass(frozen=True, slots=True)
 class AlterPartitionRequest:
     correlation_id: int
     broker_id: int
@@ -459,7 +479,7 @@ TYPES: tuple[type, ...] = (
     AllocateProducerIdsResponse, ReplicaFetchRequest, ReplicaFetchResponse,
     WriteTxnMarkersRequest, WriteTxnMarkersResponse, CreatePartitionsRequest,
     CreatePartitionsResponse, AlterConfigsRequest, AlterConfigsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse,
+    DeleteTopicsResponse, QuorumStateRequest, QuorumStateResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -471,6 +491,9 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (AlterConfigsResponse, "results"): ("int", "str", "int", "str | None"),
     (DeleteTopicsRequest, "topics"): ("str", "str"),
     (DeleteTopicsResponse, "results"): ("str", "str", "int", "str | None"),
+    (QuorumStateResponse, "voters"): ("int", "str", "int", "int", "int"),
+    (QuorumStateResponse, "observers"): ("int", "str", "int", "int", "int"),
+    (QuorumStateResponse, "nodes"): ("int", "str", "int"),
     (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int"),
     (WriteTxnMarkersRequest, "partitions"): ("str", "int"),
     (WriteTxnMarkersResponse, "partitions"): ("str", "int", "int"),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from typing import Callable
 
 from . import messages as m
@@ -68,6 +69,7 @@ class Node:
         self.config = config
         self.node_id = config.node_id
         self._on_event = on_event or (lambda msg: None)
+        self._wall_clock = wall_clock or (lambda: int(time.time() * 1000))
         self.meta = read_meta_properties(fs, config.log_dir, config.node_id)
         metadata_dir = os.path.join(config.log_dir, METADATA_DIR)
         self.store = QuorumStateStore(fs, metadata_dir,
@@ -124,6 +126,8 @@ class Node:
             self._forward_done(msg)
         elif isinstance(msg, m.DescribeQuorumRequest):
             self.outbox.send(src, self.describe(msg.request_id))
+        elif isinstance(msg, m.QuorumStateRequest):
+            self.outbox.send(src, self.quorum_state(msg.correlation_id, now_ms))
         elif isinstance(msg, (m.RegisterResponse, m.DescribeQuorumResponse)):
             raise TypeError(f"{type(msg).__name__} is not a request a node accepts")
         else:
@@ -223,6 +227,27 @@ class Node:
         if self.broker is not None:
             self.broker.shutdown()
         self.raft.resign(now_ms)
+
+    def quorum_state(self, correlation_id: int, now_ms: int) -> m.QuorumStateResponse:
+        """Kafka's DescribeQuorum, as the quorum leader sees it (NOT_LEADER_OR_FOLLOWER
+        elsewhere); fetch times on this node's wall clock."""
+        nodes = tuple((v, host, port) for v, (host, port) in sorted(self.config.voters.items()))
+        state = self.raft.quorum_state(now_ms)
+        if state is None:
+            leader = self.raft.leader_id()
+            return m.QuorumStateResponse(correlation_id, m.NOT_LEADER_OR_FOLLOWER,
+                                         -1 if leader is None else leader, self.raft.epoch,
+                                         -1, (), (), nodes)
+        epoch, hwm, voters, observers = state
+        wall = self._wall_clock()
+
+        def rows(replicas):
+            return tuple((rid, directory or "", offset,
+                          -1 if since is None else wall - since,
+                          wall - since if caught_up and since is not None else -1)
+                         for rid, directory, offset, since, caught_up in replicas)
+        return m.QuorumStateResponse(correlation_id, m.NONE, self.node_id, epoch, hwm,
+                                     rows(voters), rows(observers), nodes)
 
     def describe(self, request_id: int = 0) -> m.DescribeQuorumResponse:
         raft = self.raft

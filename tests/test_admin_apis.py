@@ -343,3 +343,28 @@ def test_delete_topics_removes_the_data_everywhere_and_a_new_topic_of_the_name_i
             kp.delete_topics(["doomed"])
     finally:
         kp.close()
+
+
+def test_describe_quorum_names_the_leader_and_each_voters_progress(cluster):
+    """DescribeQuorum through kafka-python's describe_metadata_quorum: a broker asks the
+    quorum leader, which knows every voter's log end and last fetch."""
+    from kafka.admin import KafkaAdminClient
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        def described():
+            q = kp.describe_metadata_quorum()
+            print("describe_metadata_quorum:", q)
+            [topic] = q["topics"]
+            [part] = topic["partitions"]
+            voters = part["current_voters"]
+            return (q, part) if part["error"] is None and len(voters) == 3 and all(
+                v["log_end_offset"] >= 0 and v["last_fetch_timestamp"] > 0 for v in voters) \
+                else None
+        q, part = wait_for("a quorum whose three voters all fetched", described, timeout_s=30)
+    finally:
+        kp.close()
+    assert q["topics"][0]["topic_name"] == "__cluster_metadata"
+    assert part["leader_id"] in cluster.ids and part["leader_epoch"] >= 1
+    assert sorted(v["replica_id"] for v in part["current_voters"]) == cluster.ids
+    assert part["high_watermark"] > 0
+    assert sorted(n["node_id"] for n in q.get("nodes", [])) == cluster.ids

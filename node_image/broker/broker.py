@@ -174,7 +174,8 @@ class Broker:
         elif isinstance(msg, m.AllocateProducerIdsResponse):
             self._handle_pids(msg)
         elif isinstance(msg, (m.CreateTopicsResponse, m.CreatePartitionsResponse,
-                              m.AlterConfigsResponse, m.DeleteTopicsResponse)):
+                              m.AlterConfigsResponse, m.DeleteTopicsResponse,
+                              m.QuorumStateResponse)):
             self.apis.handle_controller_response(msg)
         elif isinstance(msg, m.WriteTxnMarkersRequest):
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))

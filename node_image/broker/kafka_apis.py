@@ -60,6 +60,15 @@ from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
 from .replica_manager import ReplicaManager
 
 ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no topic id given
+METADATA_TOPIC = "__cluster_metadata"  # the quorum's log, as DescribeQuorum names it
+
+
+def _as_uuid(text: str) -> uuid.UUID:
+    """A directory or topic id as Kafka's Uuid; one not in that form is sent as zero."""
+    try:
+        return uuid.UUID(text) if text else ZERO_UUID
+    except ValueError:
+        return ZERO_UUID
 
 
 def _zero_uuid(value) -> bool:
@@ -149,6 +158,7 @@ class KafkaApis:
             kc.CREATE_PARTITIONS: self._create_partitions,
             kc.ALTER_CONFIGS: self._alter_configs,
             kc.DELETE_TOPICS: self._delete_topics,
+            kc.DESCRIBE_QUORUM: self._describe_quorum,
             kc.INCREMENTAL_ALTER_CONFIGS: self._alter_configs,
             kc.DESCRIBE_PRODUCERS: self._describe_producers,
             kc.DESCRIBE_TRANSACTIONS: self._describe_transactions,
@@ -478,6 +488,60 @@ class KafkaApis:
             return
         self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), early)
 
+    def _describe_quorum(self, src, req: KafkaRequest, now: int) -> None:
+        """DescribeQuorum of ``__cluster_metadata-0``, answered by the quorum leader."""
+        corr = self.broker.send_to_controller(lambda c: m.QuorumStateRequest(c))
+        if corr is None:
+            self._controller_reply(src, req, {}, {"error": m.NOT_LEADER_OR_FOLLOWER})
+            return
+        self._pending_controller[corr] = (src, req, now + self.options.request_timeout_ms, {})
+
+    def _quorum_reply(self, src, req: KafkaRequest, resp: m.QuorumStateResponse | None,
+                      error: int) -> None:
+        R = self._cls(req)
+        T = R.TopicData
+        P = T.PartitionData
+        v = req.api_version
+
+        def replicas(rows):
+            out = []
+            for rid, directory, offset, fetched, caught_up in rows:
+                kw = {}
+                if v >= 1:
+                    kw.update(last_fetch_timestamp=fetched, last_caught_up_timestamp=caught_up)
+                if v >= 2:
+                    kw["replica_directory_id"] = _as_uuid(directory)
+                out.append(P.ReplicaState(replica_id=rid, log_end_offset=offset, **kw))
+            return out
+        msg = {"error_message": None} if v >= 2 else {}
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                if (t.topic_name, p.partition_index) != (METADATA_TOPIC, 0):
+                    parts.append(P(partition_index=p.partition_index,
+                                   error_code=m.UNKNOWN_TOPIC_OR_PARTITION, leader_id=-1,
+                                   leader_epoch=-1, high_watermark=-1, current_voters=[],
+                                   observers=[], **msg))
+                elif resp is None or resp.error != m.NONE:
+                    parts.append(P(partition_index=0, error_code=error if resp is None
+                                   else resp.error, leader_id=-1 if resp is None
+                                   else resp.leader_id, leader_epoch=-1, high_watermark=-1,
+                                   current_voters=[], observers=[], **msg))
+                else:
+                    parts.append(P(partition_index=0, error_code=m.NONE,
+                                   leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
+                                   high_watermark=resp.high_watermark,
+                                   current_voters=replicas(resp.voters),
+                                   observers=replicas(resp.observers), **msg))
+            topics.append(T(topic_name=t.topic_name, partitions=parts))
+        extra = {}
+        if v >= 2:
+            nodes = [] if resp is None else resp.nodes
+            extra["nodes"] = [R.Node(node_id=i, listeners=[R.Node.Listener(
+                name="CONTROLLER", host=host, port=port)]) for i, host, port in nodes]
+        self._reply(src, req, R(error_code=m.NONE, topics=topics, **msg, **extra))
+
     @staticmethod
     def _delete_rows(req: KafkaRequest) -> list[tuple[str, str]]:
         """(name, topic id) per topic a DeleteTopics request names, either "" if not given."""
@@ -527,6 +591,9 @@ class KafkaApis:
         src, req, _, early = entry
         if isinstance(resp, m.AlterConfigsResponse):
             results = {(t, n): (e, msg) for t, n, e, msg in resp.results}
+        elif isinstance(resp, m.QuorumStateResponse):
+            self._quorum_reply(src, req, resp, resp.error)
+            return
         elif isinstance(resp, m.DeleteTopicsResponse):
             # by what the request named (name or id), with the name and id found
             results = {}
@@ -540,13 +607,16 @@ class KafkaApis:
     def _controller_reply(self, src, req, early: dict, results: dict) -> None:
         """The answer to a CreateTopics, CreatePartitions or (Incremental)AlterConfigs the
         controller answered (or did not, within the request's timeout)."""
+        if req.api_key == kc.DESCRIBE_QUORUM:  # not answered: no quorum leader, or timeout
+            self._quorum_reply(src, req, None, results.get("error", m.REQUEST_TIMED_OUT))
+            return
         R = self._cls(req)
         out = []
         if req.api_key == kc.DELETE_TOPICS:
             v = req.api_version
             for row in self._delete_rows(req):
                 error, message, name, tid = results.get(row, (m.REQUEST_TIMED_OUT, None) + row)
-                extra = {"topic_id": uuid.UUID(tid) if tid else ZERO_UUID} if v >= 6 else {}
+                extra = {"topic_id": _as_uuid(tid)} if v >= 6 else {}
                 if v >= 5:
                     extra["error_message"] = message
                 out.append(R.DeletableTopicResult(name=name or None if v >= 6 else name,

@@ -577,6 +577,24 @@ class KafkaRaftClient:
         self._send(src, m.FetchResponse(req.correlation_id, m.NONE, s.epoch, self.node_id,
                                         self._hwm_out(s), self.log.start_offset, data))
 
+    def quorum_state(self, now: int) -> tuple | None:
+        """As the leader: (epoch, high watermark, voters, observers), each replica a row
+        (id, directory id, log end offset, ms since its last fetch or None, caught up with
+        the log end); None on any other replica."""
+        s = self.state
+        if not isinstance(s, LeaderState):
+            return None
+        now = self._input(now)  # the Raft clock, which stamped the fetches
+        end = self.log.end_offset
+
+        def row(rid, rs, me=False):
+            offset = end if me else (-1 if rs.end_offset is None else rs.end_offset)
+            since = 0 if me else (None if rs.last_fetch_ms is None else now - rs.last_fetch_ms)
+            return (rid, rs.directory_id, offset, since, offset >= end)
+        voters = [row(v, rs, v == self.node_id) for v, rs in sorted(s.voters.items())]
+        observers = [row(o, rs) for o, rs in sorted(s.observers.items())]
+        return s.epoch, self._hwm_out(s), voters, observers
+
     def _replica_state(self, s: LeaderState, req: m.FetchRequest) -> ReplicaState:
         voter = self.voters.get(req.replica_id)
         if voter is not None and voter.matches(req.replica_id, req.replica_directory_id):
