@@ -15,11 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from conftest import NIGHTLY
+from conftest import NIGHTLY, wait_for
 from node_image import kafka_codec as kc
 from node_image import records
 
@@ -199,8 +200,18 @@ class Fuzzer:
 
 def test_fuzzed_frames_never_stop_the_node(cluster):
     admin = wait_for_brokers(cluster)
-    admin.create_topics([NewTopic("fuzz", 2, 3)])
     admin.close()
+
+    def created():  # a connection of the admin client may meet a broker still opening up
+        a = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=5000)
+        try:
+            a.create_topics([NewTopic("fuzz", 2, 3)])
+        except TopicAlreadyExistsError:
+            pass
+        finally:
+            a.close()
+        return True
+    wait_for("topic fuzz", created)
     rng = random.Random(SEED)
     fuzzers = [Fuzzer(cluster.host(i), cluster.kafka_port) for i in cluster.ids]
     pool = [b for _ in range(100) for b in valid_frames(rng)]
