@@ -230,3 +230,34 @@ def test_a_corrupt_compressed_batch_is_refused_and_the_broker_serves_on(brokers3
     p.produce("garbage", b"fine", partition=0)
     assert p.flush(30) == 0
     assert [v for _, v in _read_all(brokers3, "garbage", 1)] == [b"fine"]
+
+
+def test_zstd_needs_produce_v7_as_in_kafka(brokers3):
+    """KIP-110: a client that has not asked Produce v7 or later cannot know the broker reads
+    zstd, so such a batch is refused (UNSUPPORTED_COMPRESSION_TYPE); v7 and later append it."""
+    import socket
+
+    from kafka.protocol.producer import ProduceRequest
+
+    from node_image import kafka_codec as kc
+    _create(brokers3, "zstd-versions")
+    TD = ProduceRequest.TopicProduceData
+
+    def produce(version):
+        frame = kc.encode_request(kc.PRODUCE, version, ProduceRequest[version](
+            transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[TD(
+                name="zstd-versions", partition_data=[TD.PartitionProduceData(
+                    index=0, records=_batch(c.ZSTD))])]))
+        for node in brokers3.ids:  # the leader's answer (the others: 6, or 3 until told)
+            with socket.create_connection((brokers3.host(node), brokers3.kafka_port), 10) as s:
+                s.sendall(frame)
+                code = kc.decode_response(kc.PRODUCE, version, kc.recv_frame(s)).responses[
+                    0].partition_responses[0].error_code
+            if code not in (3, 6):
+                return code
+        return None
+    deadline = time.monotonic() + 60
+    while (old := produce(6)) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert old == 76, "UNSUPPORTED_COMPRESSION_TYPE below v7"
+    assert produce(7) == 0 and produce(8) == 0

@@ -232,7 +232,8 @@ class KafkaApis:
                     results[key] = _ProduceResult(m.INVALID_TOPIC_EXCEPTION)
                 else:
                     results[key] = self._append(td.name, pd.index, pd.records, acks,
-                                                transactional=body.transactional_id is not None)
+                                                transactional=body.transactional_id is not None,
+                                                version=req.api_version)
         if acks == 0:
             self._reply(src, req, None)
             return
@@ -246,7 +247,7 @@ class KafkaApis:
             self._produce_reply(d)
 
     def _append(self, topic: str, partition: int, data, acks: int,
-                transactional: bool = False) -> _ProduceResult:
+                transactional: bool = False, version: int = 8) -> _ProduceResult:
         part = self.rm.leader_partition(topic, partition)
         if part is None:
             known = self.rm.image.partition(topic, partition) is not None
@@ -264,9 +265,10 @@ class KafkaApis:
         try:
             while pos < len(data):
                 attributes = records.peek_attributes(data, pos)
-                if attributes is not None and not compression.supported(
-                        attributes & records.COMPRESSION_MASK):
-                    return refuse(m.UNSUPPORTED_COMPRESSION_TYPE)
+                codec = None if attributes is None else attributes & records.COMPRESSION_MASK
+                if codec is not None and (not compression.supported(codec) or (
+                        codec == compression.ZSTD and version < 7)):
+                    return refuse(m.UNSUPPORTED_COMPRESSION_TYPE)  # zstd: Produce v7+ (KIP-110)
                 if attributes is not None and bool(
                         attributes & records.ATTR_TRANSACTIONAL) != transactional:
                     return refuse(m.INVALID_REQUEST)  # a transactional batch needs its id
