@@ -365,72 +365,64 @@ class QuorumController:
 
     # ------------------------------------------------------ replication control
 
-    def handle_create_topics(self, src, req: m.CreateTopicsRequest, now: int) -> None:
-        def answer(results):
-            return m.CreateTopicsResponse(req.correlation_id, tuple(results))
+    def _admin_write(self, src, now: int, answer, refused, plan, validate_only=False) -> None:
+        """The shape every admin request to the controller shares: refused whole
+        (``answer(refused)``, NOT_CONTROLLER) unless this controller leads and has caught
+        up; else ``plan()`` gives (records, per-resource results, events to report), and
+        ``answer(results)`` goes out once the records are committed, or, where there are
+        none or only validation was asked, once everything written before them is."""
         if not self._ready():
-            self.outbox.send(src, answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics))
+            self.outbox.send(src, answer(refused))
             return
-        records, results = rc.create_topics(
-            self.current, req.topics, self.raft.log.end_offset,
-            self.options.default_partitions, self.options.default_replication_factor)
-        rows = [(r.name, r.error, r.message) for r in results]
-        on_resign = lambda _l, _e: answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics)  # noqa: E731
-        if req.validate_only or not records:
-            self._park_at_last_write(src, lambda: answer(rows), on_resign)
+        records, results, events = plan()
+        reply = lambda: answer(results)  # noqa: E731
+        on_resign = lambda _l, _e: answer(refused)  # noqa: E731
+        if validate_only or not records:
+            self._park_at_last_write(src, reply, on_resign)
             return
-        for r in results:
-            if r.error == m.NONE:
-                self._on_event(f"creating topic {r.name}")
-        self._park(Deferred(self._write(records, now), src, lambda: answer(rows), on_resign))
+        for event in events:
+            self._on_event(event)
+        self._park(Deferred(self._write(records, now), src, reply, on_resign))
+
+    def handle_create_topics(self, src, req: m.CreateTopicsRequest, now: int) -> None:
+        def plan():
+            records, results = rc.create_topics(
+                self.current, req.topics, self.raft.log.end_offset,
+                self.options.default_partitions, self.options.default_replication_factor)
+            return (records, [(r.name, r.error, r.message) for r in results],
+                    [f"creating topic {r.name}" for r in results if r.error == m.NONE])
+        self._admin_write(
+            src, now, lambda rows: m.CreateTopicsResponse(req.correlation_id, tuple(rows)),
+            [(t[0], m.NOT_CONTROLLER, None) for t in req.topics], plan, req.validate_only)
 
     def handle_create_partitions(self, src, req: m.CreatePartitionsRequest, now: int) -> None:
-        def answer(results):
-            return m.CreatePartitionsResponse(req.correlation_id, tuple(results))
-        if not self._ready():
-            self.outbox.send(src, answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics))
-            return
-        records, results = rc.create_partitions(self.current, req.topics)
-        rows = [(r.name, r.error, r.message) for r in results]
-        on_resign = lambda _l, _e: answer((t[0], m.NOT_CONTROLLER, None) for t in req.topics)  # noqa: E731
-        if req.validate_only or not records:
-            self._park_at_last_write(src, lambda: answer(rows), on_resign)
-            return
-        for r in results:
-            if r.error == m.NONE:
-                self._on_event(f"adding partitions to topic {r.name}")
-        self._park(Deferred(self._write(records, now), src, lambda: answer(rows), on_resign))
+        def plan():
+            records, results = rc.create_partitions(self.current, req.topics)
+            return (records, [(r.name, r.error, r.message) for r in results],
+                    [f"adding partitions to topic {r.name}" for r in results
+                     if r.error == m.NONE])
+        self._admin_write(
+            src, now, lambda rows: m.CreatePartitionsResponse(req.correlation_id, tuple(rows)),
+            [(t[0], m.NOT_CONTROLLER, None) for t in req.topics], plan, req.validate_only)
 
     def handle_delete_topics(self, src, req: m.DeleteTopicsRequest, now: int) -> None:
-        def answer(results):
-            return m.DeleteTopicsResponse(req.correlation_id, tuple(results))
-        refused = [(n, i, m.NOT_CONTROLLER, None) for n, i in req.topics]
-        if not self._ready():
-            self.outbox.send(src, answer(refused))
-            return
-        records, results = rc.delete_topics(self.current, req.topics)
-        on_resign = lambda _l, _e: answer(refused)  # noqa: E731
-        if not records:
-            self._park_at_last_write(src, lambda: answer(results), on_resign)
-            return
-        self._on_event("deleting topic(s) " + ", ".join(r[0] for r in results if r[2] == m.NONE))
-        self._park(Deferred(self._write(records, now), src, lambda: answer(results), on_resign))
+        def plan():
+            records, results = rc.delete_topics(self.current, req.topics)
+            return records, results, ["deleting topic(s) " + ", ".join(
+                r[0] for r in results if r[2] == m.NONE)]
+        self._admin_write(
+            src, now, lambda rows: m.DeleteTopicsResponse(req.correlation_id, tuple(rows)),
+            [(n, i, m.NOT_CONTROLLER, None) for n, i in req.topics], plan)
 
     def handle_alter_configs(self, src, req: m.AlterConfigsRequest, now: int) -> None:
-        def answer(results):
-            return m.AlterConfigsResponse(req.correlation_id, tuple(results))
-        refused = [(r[0], r[1], m.NOT_CONTROLLER, None) for r in req.resources]
-        if not self._ready():
-            self.outbox.send(src, answer(refused))
-            return
-        records, results = rc.alter_configs(self.current, req.resources, req.incremental)
-        on_resign = lambda _l, _e: answer(refused)  # noqa: E731
-        if req.validate_only or not records:
-            self._park_at_last_write(src, lambda: answer(results), on_resign)
-            return
-        self._on_event("altering configs of " + ", ".join(
-            sorted({r.resource_name for r in records})))
-        self._park(Deferred(self._write(records, now), src, lambda: answer(results), on_resign))
+        def plan():
+            records, results = rc.alter_configs(self.current, req.resources, req.incremental)
+            return records, results, ["altering configs of " + ", ".join(
+                sorted({r.resource_name for r in records}))]
+        self._admin_write(
+            src, now, lambda rows: m.AlterConfigsResponse(req.correlation_id, tuple(rows)),
+            [(r[0], r[1], m.NOT_CONTROLLER, None) for r in req.resources], plan,
+            req.validate_only)
 
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):
