@@ -71,6 +71,17 @@ def _as_uuid(text: str) -> uuid.UUID:
         return ZERO_UUID
 
 
+def _by_name(resp) -> dict:
+    """Topic name -> (error, message) of a controller's per-topic answer (None: no answer)."""
+    return {} if resp is None else {n: (e, msg) for n, e, msg in resp.results}
+
+
+def _missing(error: int) -> int:
+    """The error of a resource the controller's answer leaves out: why there was no answer,
+    or, where there was one, a timeout (as Kafka answers what it never decided)."""
+    return error if error != m.NONE else m.REQUEST_TIMED_OUT
+
+
 def _zero_uuid(value) -> bool:
     return value is None or str(value) in (str(ZERO_UUID), "AAAAAAAAAAAAAAAAAAAAAA")
 
@@ -128,7 +139,8 @@ class KafkaApis:
         self._delayed_produce: list[_DelayedProduce] = []
         self._delayed_fetch: list[_DelayedFetch] = []
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
-        self._pending_controller: dict[int, tuple[object, KafkaRequest, int]] = {}
+        # correlation id -> (deadline, reply(controller's response or None, error))
+        self._pending_controller: dict[int, tuple[int, Callable]] = {}
         self.groups = GroupCoordinator(replica_manager, options, on_event, self.wall_clock,
                                        rng or random.Random(0))
         self.txns = TransactionCoordinator(
@@ -480,23 +492,44 @@ class KafkaApis:
                 continue
             configs = tuple((c.name, c.value) for c in (t.configs or ()))
             rows.append((t.name, t.num_partitions, t.replication_factor, configs))
+        R = self._cls(req)
+
+        def reply(resp, error):
+            results = _by_name(resp)
+            out = []
+            for t in body.topics:
+                code, message = early.get(t.name) or results.get(t.name, (_missing(error), None))
+                out.append(R.CreatableTopicResult(name=t.name, error_code=code,
+                                                  error_message=message))
+            self._reply(src, req, R(throttle_time_ms=0, topics=out))
         if not rows:
-            self._controller_reply(src, req, early, {})
+            reply(None, m.NONE)
             return
-        corr = self.broker.send_to_controller(
+        self._via_controller(
+            now, max(body.timeout_ms, 1000), reply,
             lambda c: m.CreateTopicsRequest(c, tuple(rows), bool(body.validate_only)))
+
+    def _via_controller(self, now: int, timeout_ms: int, reply, build) -> None:
+        """Send ``build(correlation id)`` to the controller; ``reply(response, error)``
+        answers the client once: with the controller's response (error NONE), or with None
+        and NOT_CONTROLLER where no controller is known, REQUEST_TIMED_OUT where it did not
+        answer within ``timeout_ms``."""
+        corr = self.broker.send_to_controller(build)
         if corr is None:
-            self._controller_reply(src, req, early, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
+            reply(None, m.NOT_CONTROLLER)
             return
-        self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), early)
+        self._pending_controller[corr] = (now + timeout_ms, reply)
 
     def _describe_quorum(self, src, req: KafkaRequest, now: int) -> None:
         """DescribeQuorum of ``__cluster_metadata-0``, answered by the quorum leader."""
-        corr = self.broker.send_to_controller(lambda c: m.QuorumStateRequest(c))
-        if corr is None:
-            self._controller_reply(src, req, {}, {"error": m.NOT_LEADER_OR_FOLLOWER})
-            return
-        self._pending_controller[corr] = (src, req, now + self.options.request_timeout_ms, {})
+        def reply(resp, error):
+            if resp is not None:
+                error = resp.error
+            elif error == m.NOT_CONTROLLER:
+                error = m.NOT_LEADER_OR_FOLLOWER  # no quorum leader known
+            self._quorum_reply(src, req, resp, error)
+        self._via_controller(now, self.options.request_timeout_ms, reply,
+                             lambda c: m.QuorumStateRequest(c))
 
     def _quorum_reply(self, src, req: KafkaRequest, resp: m.QuorumStateResponse | None,
                       error: int) -> None:
@@ -555,14 +588,25 @@ class KafkaApis:
     def _delete_topics(self, src, req: KafkaRequest, now: int) -> None:
         """DeleteTopics by name (v1-v5) or by name or topic id (v6), decided by the
         controller; every broker then removes the partitions' data it holds."""
-        body = req.body
         rows = tuple(self._delete_rows(req))
-        corr = self.broker.send_to_controller(lambda c: m.DeleteTopicsRequest(c, rows))
-        if corr is None:
-            self._controller_reply(src, req, {}, {row: (m.NOT_CONTROLLER, None, row[0], row[1])
-                                                  for row in rows})
-            return
-        self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), {})
+        R, v = self._cls(req), req.api_version
+
+        def reply(resp, error):
+            # by what the request named (name or id), with the name and id found
+            results = {} if resp is None else {
+                row: (e, msg, found, found_id)
+                for row, (found, found_id, e, msg) in zip(rows, resp.results)}
+            out = []
+            for row in rows:
+                code, message, name, tid = results.get(row, (_missing(error), None) + row)
+                extra = {"topic_id": _as_uuid(tid)} if v >= 6 else {}
+                if v >= 5:
+                    extra["error_message"] = message
+                out.append(R.DeletableTopicResult(name=name or None if v >= 6 else name,
+                                                  error_code=code, **extra))
+            self._reply(src, req, R(throttle_time_ms=0, responses=out))
+        self._via_controller(now, max(req.body.timeout_ms, 1000), reply,
+                             lambda c: m.DeleteTopicsRequest(c, rows))
 
     def _alter_configs(self, src, req: KafkaRequest, now: int) -> None:
         """AlterConfigs and IncrementalAlterConfigs, decided by the controller."""
@@ -571,15 +615,23 @@ class KafkaApis:
         rows = tuple((r.resource_type, r.resource_name, tuple(
             (c.name, c.config_operation if incremental else 0, c.value) for c in r.configs))
             for r in body.resources)
-        corr = self.broker.send_to_controller(
-            lambda c: m.AlterConfigsRequest(c, rows, incremental, bool(body.validate_only)))
-        if corr is None:
-            self._controller_reply(src, req, {}, {(r[0], r[1]): (m.NOT_CONTROLLER, None)
-                                                     for r in rows})
-            return
-        self._pending_controller[corr] = (src, req, now + self.options.request_timeout_ms, {})
+        R = self._cls(req)
 
-    def handle_controller_response(self, resp: m.CreateTopicsResponse) -> None:
+        def reply(resp, error):
+            results = {} if resp is None else {(t, n): (e, msg) for t, n, e, msg in resp.results}
+            out = []
+            for r in body.resources:
+                code, message = results.get((r.resource_type, r.resource_name),
+                                            (_missing(error), None))
+                out.append(R.AlterConfigsResourceResponse(
+                    error_code=code, error_message=message, resource_type=r.resource_type,
+                    resource_name=r.resource_name))
+            self._reply(src, req, R(throttle_time_ms=0, responses=out))
+        self._via_controller(
+            now, self.options.request_timeout_ms, reply,
+            lambda c: m.AlterConfigsRequest(c, rows, incremental, bool(body.validate_only)))
+
+    def handle_controller_response(self, resp) -> None:
         if resp.correlation_id in self._internal_creates:
             self._internal_creates.discard(resp.correlation_id)
             for name, error, message in resp.results:
@@ -588,64 +640,8 @@ class KafkaApis:
                                    f"{message}")
             return
         entry = self._pending_controller.pop(resp.correlation_id, None)
-        if entry is None:
-            return
-        src, req, _, early = entry
-        if isinstance(resp, m.AlterConfigsResponse):
-            results = {(t, n): (e, msg) for t, n, e, msg in resp.results}
-        elif isinstance(resp, m.QuorumStateResponse):
-            self._quorum_reply(src, req, resp, resp.error)
-            return
-        elif isinstance(resp, m.DeleteTopicsResponse):
-            # by what the request named (name or id), with the name and id found
-            results = {}
-            for (name, tid), (found, found_id, e, msg) in zip(
-                    self._delete_rows(req), resp.results):
-                results[(name, tid)] = (e, msg, found, found_id)
-        else:
-            results = {n: (e, msg) for n, e, msg in resp.results}
-        self._controller_reply(src, req, early, results)
-
-    def _controller_reply(self, src, req, early: dict, results: dict) -> None:
-        """The answer to a CreateTopics, CreatePartitions or (Incremental)AlterConfigs the
-        controller answered (or did not, within the request's timeout)."""
-        if req.api_key == kc.DESCRIBE_QUORUM:  # not answered: no quorum leader, or timeout
-            self._quorum_reply(src, req, None, results.get("error", m.REQUEST_TIMED_OUT))
-            return
-        R = self._cls(req)
-        out = []
-        if req.api_key == kc.DELETE_TOPICS:
-            v = req.api_version
-            for row in self._delete_rows(req):
-                error, message, name, tid = results.get(row, (m.REQUEST_TIMED_OUT, None) + row)
-                extra = {"topic_id": _as_uuid(tid)} if v >= 6 else {}
-                if v >= 5:
-                    extra["error_message"] = message
-                out.append(R.DeletableTopicResult(name=name or None if v >= 6 else name,
-                                                  error_code=error, **extra))
-            self._reply(src, req, R(throttle_time_ms=0, responses=out))
-            return
-        if req.api_key in (kc.ALTER_CONFIGS, kc.INCREMENTAL_ALTER_CONFIGS):
-            for r in req.body.resources:
-                error, message = results.get((r.resource_type, r.resource_name),
-                                             (m.REQUEST_TIMED_OUT, None))
-                out.append(R.AlterConfigsResourceResponse(
-                    error_code=error, error_message=message, resource_type=r.resource_type,
-                    resource_name=r.resource_name))
-            self._reply(src, req, R(throttle_time_ms=0, responses=out))
-            return
-        for t in req.body.topics:
-            error, message = early.get(t.name) or results.get(t.name, (m.REQUEST_TIMED_OUT, None))
-            if req.api_key == kc.CREATE_PARTITIONS:
-                out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=error,
-                                                         error_message=message))
-            else:
-                out.append(R.CreatableTopicResult(name=t.name, error_code=error,
-                                                  error_message=message))
-        if req.api_key == kc.CREATE_PARTITIONS:
-            self._reply(src, req, R(throttle_time_ms=0, results=out))
-        else:
-            self._reply(src, req, R(throttle_time_ms=0, topics=out))
+        if entry is not None:
+            entry[1](resp, m.NONE)
 
     def _create_partitions(self, src, req: KafkaRequest, now: int) -> None:
         body = req.body
@@ -653,12 +649,19 @@ class KafkaApis:
         for t in body.topics:
             assignments = tuple(tuple(a.broker_ids) for a in (t.assignments or ()))
             rows.append((t.name, t.count, assignments))
-        corr = self.broker.send_to_controller(
+        R = self._cls(req)
+
+        def reply(resp, error):
+            results = _by_name(resp)
+            out = []
+            for t in body.topics:
+                code, message = results.get(t.name, (_missing(error), None))
+                out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code,
+                                                         error_message=message))
+            self._reply(src, req, R(throttle_time_ms=0, results=out))
+        self._via_controller(
+            now, max(body.timeout_ms, 1000), reply,
             lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only)))
-        if corr is None:
-            self._controller_reply(src, req, {}, {r[0]: (m.NOT_CONTROLLER, None) for r in rows})
-            return
-        self._pending_controller[corr] = (src, req, now + max(body.timeout_ms, 1000), {})
 
     # ------------------------------------------------------------ InitProducerId
 
@@ -1113,16 +1116,16 @@ class KafkaApis:
         self.txns.poll(now, self.rm.role_changed)
         if self._delayed_markers:
             self._check_markers(now)
-        for corr, (src, req, deadline, early) in list(self._pending_controller.items()):
+        for corr, (deadline, reply) in list(self._pending_controller.items()):
             if now >= deadline:
                 del self._pending_controller[corr]
-                self._controller_reply(src, req, early, {})
+                reply(None, m.REQUEST_TIMED_OUT)
 
     def next_deadline_ms(self) -> int | None:
         times = [d.deadline_ms for d in self._delayed_produce]
         times += [d.deadline_ms for d in self._delayed_fetch]
         times += [d for _, _, d in self._pending_pids]
-        times += [e[2] for e in self._pending_controller.values()]
+        times += [e[0] for e in self._pending_controller.values()]
         times += [e[2] for e in self._delayed_markers]
         for t in (self.groups.next_deadline_ms(), self.txns.next_deadline_ms()):
             if t is not None:
