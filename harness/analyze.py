@@ -46,12 +46,24 @@ def missed_scenarios(faults: dict | None) -> list[str]:
     return out
 
 
-def gates(results: dict, stats: dict, faults: dict | None, log=print) -> dict:
+def missed_aims(coverage: dict | None, aims: dict[str, str]) -> list[str]:
+    """The states the workload's own plan aims at (``Workload.aims_at``: event -> why) that
+    no node reported reaching. Without node logs nothing can be said, so nothing is."""
+    if coverage is None:
+        return []
+    return [f"{event} never came ({why})" for event, why in aims.items()
+            if event not in coverage["reached"]]
+
+
+def gates(results: dict, stats: dict, faults: dict | None, log=print,
+          aims: dict[str, str] | None = None) -> dict:
     """Jepsen's stats gate and the fault gate: a run that tested nothing is never valid.
 
     - no client operation succeeded: unknown;
     - faults were planned and none happened: unknown;
-    - a planned scenario never reached the state it aims at (``missed_scenarios``): unknown.
+    - a planned scenario never reached the state it aims at (``missed_scenarios``): unknown;
+    - a state the workload's own plan aims at (``aims``, ``missed_aims``) never came:
+      unknown.
 
     A violation found stays invalid: it was found, faults or not.
     """
@@ -61,6 +73,8 @@ def gates(results: dict, stats: dict, faults: dict | None, log=print) -> dict:
     if faults and faults["planned"] and not faults["happened"]:
         reasons.append(f"none of the {faults['planned']} planned faults happened")
     reasons += [f"planned scenario not reached: {m}" for m in missed_scenarios(faults)]
+    reasons += [f"planned state not reached: {m}"
+                for m in missed_aims(results.get("coverage"), aims or {})]
     if reasons:
         results["gates"] = reasons
         for r in reasons:
@@ -105,7 +119,9 @@ def _run_config(run_dir: Path) -> dict:
 def _finish(run_dir: Path, results: dict, stats: dict, log, cfg: dict | None = None) -> dict:
     cfg = cfg or {}
     workload = WORKLOADS[cfg.get("workload") or RunConfig.workload]
-    cov = coverage(run_dir, list(cfg.get("nemesis") or []), workload.partitions)
+    aims = workload.aims_at(cfg)
+    cov = coverage(run_dir, list(cfg.get("nemesis") or []), workload.partitions,
+                   (workload.name, list(aims)))
     if cov is not None:
         results["coverage"] = cov
         log(f"analysis: coverage: {describe(cov)}")
@@ -116,7 +132,7 @@ def _finish(run_dir: Path, results: dict, stats: dict, log, cfg: dict | None = N
             + "".join(f"; step {x['step']} {x['kind']} {x['status']}: {x['why']}"
                       for x in faults["steps"] if x["status"] != "happened"))
     liveness_verdict(run_dir, results, log)
-    gates(results, stats, faults, log)
+    gates(results, stats, faults, log, aims=aims)
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     return results
 

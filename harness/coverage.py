@@ -40,12 +40,18 @@ def intended(packages: list[str], partitions: bool) -> dict[str, list[str]]:
     return out
 
 
-def coverage(run_dir: Path, packages: list[str], partitions: bool) -> dict | None:
-    """The coverage section of results.json, or None where no node log was collected."""
+def coverage(run_dir: Path, packages: list[str], partitions: bool,
+             workload: tuple[str, list[str]] | None = None) -> dict | None:
+    """The coverage section of results.json, or None where no node log was collected.
+    ``workload``: (its name, the events its own plan aims at), listed as ``workload NAME``
+    beside the packages."""
     per_node = node_counts(run_dir)
     if not per_node:
         return None
-    return summarise(per_node, intended(packages, partitions))
+    intends = intended(packages, partitions)
+    if workload and workload[1]:
+        intends[f"workload {workload[0]}"] = list(workload[1])
+    return summarise(per_node, intends)
 
 
 def summarise(per_node: dict[int, dict[str, int]], intends: dict[str, list[str]]) -> dict:

@@ -33,6 +33,8 @@ EVENTS: dict[str, str] = {
     "coordinator-loaded": "a broker became a group or transaction coordinator (a coordinator moved)",
     "group-rebalanced": "a consumer group began a rebalance",
     "txn-aborted-by-timeout": "the coordinator aborted a transaction open past its timeout",
+    "aborted-txn-fetched": "a read_committed fetch crossed an aborted transaction's records "
+                           "(the leader listed them for the consumer to drop)",
     "log-dir-failed": "a node halted on a failed log directory (a disk fault)",
 }
 
@@ -40,7 +42,8 @@ EVENTS: dict[str, str] = {
 # data lives elsewhere never causes them.
 DATA_PLANE = frozenset({"partition-leader-elected", "unclean-election", "partition-offline",
                         "isr-shrink", "isr-expand", "hwm-held-back", "epoch-truncation",
-                        "coordinator-loaded", "group-rebalanced", "txn-aborted-by-timeout"})
+                        "coordinator-loaded", "group-rebalanced", "txn-aborted-by-timeout",
+                        "aborted-txn-fetched"})
 
 LINE = re.compile(r"\breached ([a-z][a-z-]*): ")
 

@@ -110,6 +110,62 @@ def test_a_scenario_not_reached_leaves_an_invalid_run_invalid(tmp_path):
     assert r["valid"] is False and r["gates"]
 
 
+def _txn_run(tmp_path, transactions, node_log, aborted_read=False):
+    """A stored queue run of two committed transactions, one aborted with a record in the
+    log, and a read_committed final poll; node 1's log is ``node_log``. With
+    ``aborted_read`` the final poll also returns the aborted send (G1a)."""
+    rows = []
+
+    def op(process, typ, f, invoke, done):
+        rows.append({"process": process, "type": "invoke", "f": f, "key": None, "value": invoke})
+        rows.append({"process": process, "type": typ, "f": f, "key": None, "value": done})
+    op(0, "ok", "txn", [["send", "k0", 1]], [["send", "k0", [0, 1]]])
+    op(0, "fail", "txn", [["send", "k0", 2]], [["send", "k0", 2]])  # aborted at offset 1
+    op(1, "ok", "txn", [["send", "k0", 3]], [["send", "k0", [3, 3]]])
+    read = [[0, 1], [1, 2], [3, 3]] if aborted_read else [[0, 1], [3, 3]]
+    op(1000, "ok", "final-poll", None, {"k0": read})
+    for i, r in enumerate(rows):
+        r.update(index=i, time=i * 1000, node=1)
+    (tmp_path / "nodes" / "n1").mkdir(parents=True)
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
+        {"workload": "queue", "transactions": transactions, "nemesis": ["kill"]}))
+    (tmp_path / "nodes" / "n1" / "node.log").write_text(node_log)
+    return tmp_path
+
+
+ELECTED = "[ 3.1s] reached partition-leader-elected: t-0: leader 1 in epoch 2\n"
+CROSSED = ("[ 9.4s] reached aborted-txn-fetched: t-0: a read_committed fetch crossed 1 aborted "
+           "transaction(s) in leader epoch 2, the first of producer 7 at offset 1\n")
+
+
+def test_a_transactions_run_that_never_fetched_across_an_aborted_transaction_is_unknown(tmp_path):
+    """The transactions workload aborts on purpose so that read_committed consumers must drop
+    what was aborted; a run in which none ever fetched across an aborted transaction's
+    records (a starved machine: the aborted ones wrote nothing) did not test it, and says so
+    (the planted no-aborted-list bug once read valid that way)."""
+    r = analyze(_txn_run(tmp_path / "a", True, ELECTED), engine="local", log=quiet)
+    assert r["valid"] == "unknown", r
+    [gate] = r["gates"]
+    assert gate.startswith("planned state not reached: aborted-txn-fetched never came"), gate
+    cov = r["coverage"]
+    assert cov["intended"]["workload queue"] == ["aborted-txn-fetched"]
+    assert "aborted-txn-fetched" in cov["intended_not_reached"]
+    assert "aborted-txn-fetched" in (tmp_path / "a" / "report.html").read_text()
+
+    r = analyze(_txn_run(tmp_path / "b", True, ELECTED + CROSSED), engine="local", log=quiet)
+    assert r["valid"] is True and "gates" not in r, r
+    assert r["coverage"]["reached"]["aborted-txn-fetched"] == 1
+    # without transactions the workload aims at no such state
+    r = analyze(_txn_run(tmp_path / "c", False, ELECTED), engine="local", log=quiet)
+    assert "workload queue" not in r["coverage"]["intended"] and "gates" not in r, r
+
+
+def test_an_aborted_read_found_stays_invalid_whatever_was_reached(tmp_path):
+    r = analyze(_txn_run(tmp_path, True, ELECTED, aborted_read=True), engine="local", log=quiet)
+    assert r["valid"] is False and any("aborted-txn-fetched" in g for g in r["gates"]), r
+
+
 def test_something_stuck_after_the_heal_is_a_liveness_anomaly_and_the_run_invalid(tmp_path):
     d = _run_dir(tmp_path, GOOD, PLAN, HAPPENED)
     stuck = [{"what": "partition 2", "partition": 2, "nodes": [4],

@@ -317,14 +317,17 @@ def test_the_state_table_and_the_record_format():
 
 # ------------------------------------------------------------ the planted transaction bugs
 
-def _fetch(part, bugs, committed=True):
-    """KafkaApis._read on one partition: (records' end offset, aborted list)."""
-    from types import SimpleNamespace
+def _fetch(part, bugs, committed=True, events=None, fetch_offset=0, seen=None):
+    """KafkaApis._read on one partition: (records' end offset, aborted list); the events it
+    reports go to ``events``; ``seen``: the broker's memory of what it reported."""
+    from types import MethodType, SimpleNamespace
 
     from node_image.broker.kafka_apis import KafkaApis
     apis = SimpleNamespace(rm=SimpleNamespace(leader_partition=lambda t, p: part),
-                           bugs=frozenset(bugs))
-    p = SimpleNamespace(partition=0, current_leader_epoch=-1, fetch_offset=0)
+                           bugs=frozenset(bugs), _aborted_seen=set() if seen is None else seen,
+                           _on_event=(events if events is not None else []).append)
+    apis._aborted_fetched = MethodType(KafkaApis._aborted_fetched, apis)
+    p = SimpleNamespace(partition=0, current_leader_epoch=-1, fetch_offset=fetch_offset)
     error, hw, lso, _, data, aborted = KafkaApis._read(apis, "t", p, 11, 1 << 20, True, committed)
     assert error == m.NONE
     ends = [h.next_offset for h, _ in records.iter_batches(data)]
@@ -345,6 +348,38 @@ def test_fetch_bugs_serve_past_the_lso_or_hide_the_aborted():
     end, aborted = _fetch(part, ("no-aborted-list",))
     assert end == 3 and aborted == [], "the consumer cannot drop the aborted records"
     assert _fetch(part, (), committed=False)[0] == 5  # read_uncommitted: to the HW
+
+
+def test_a_read_committed_fetch_across_aborted_records_is_reported_even_with_the_list_dropped():
+    """Coverage: ``aborted-txn-fetched`` comes when a read_committed fetch's range holds an
+    aborted transaction's records, whether or not a bug then hides the list from the
+    consumer (the run must know it had something to show); never for read_uncommitted or a
+    range past the abort. Reported once per partition and leader epoch."""
+    from node_image.coverage import Reached, event_of
+    part = leader(SimDisk())
+    part.append_as_leader(txn_batch(PID, 0, 0), 1)  # 0-1
+    part.append_as_leader(records.end_txn_marker(PID, 0, False, 0, 1), 1)  # 2: ABORT
+    part.append_as_leader(txn_batch(OTHER, 0, 0), 1)  # 3-4
+    part.append_as_leader(records.end_txn_marker(OTHER, 0, True, 0, 1), 1)  # 5: COMMIT
+    part.high_watermark = part.log.end_offset
+    for bugs in ((), ("no-aborted-list",)):
+        events = []
+        _fetch(part, bugs, events=events)
+        [e] = events
+        assert isinstance(e, Reached) and e.event == "aborted-txn-fetched", e
+        assert event_of(f"reached {e.event}: {e}") == "aborted-txn-fetched"
+        assert f"producer {PID} at offset 0" in e, e
+    quiet = []
+    _fetch(part, (), committed=False, events=quiet)
+    _fetch(part, (), events=quiet, fetch_offset=3)
+    assert quiet == [], quiet
+    seen, events = set(), []
+    for _ in range(3):
+        _fetch(part, (), events=events, seen=seen)
+    part.leader_epoch += 1
+    _fetch(part, (), events=events, seen=seen)
+    assert [e.split(" in leader epoch ")[1].split(",")[0] for e in events] == [
+        str(part.leader_epoch - 1), str(part.leader_epoch)]
 
 
 def test_abort_as_commit_writes_commit_markers_for_an_abort():

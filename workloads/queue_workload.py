@@ -584,6 +584,16 @@ class QueueWorkload:
         from .queue_check import check_file
         return check_file(args)
 
+    def aims_at(self, cfg: dict) -> dict[str, str]:
+        """In transactions mode one transaction in eight is aborted on purpose so that the
+        read_committed consumers must drop its records: a run in which none of them ever
+        fetched across an aborted transaction's records did not test that (on a starved
+        machine few transactions complete and the aborted ones may have written nothing)."""
+        if not cfg.get("transactions"):
+            return {}
+        return {"aborted-txn-fetched": "the workload aborts transactions on purpose and a "
+                                       "read_committed consumer must fetch across one's records"}
+
     def detection(self, run_dir: Path, results: dict) -> tuple[list[str], float | None]:
         q = results["checkers"][self.name]
         bad = q["bad_anomalies"]

@@ -114,13 +114,16 @@ class RegisterRun(NoPartitions):
 
 class RegisterWorkload:
     name = "register"
-    # its data lives in topic partitions: the data-plane coverage events can come
+    # its data lives in the metadata quorum, not in topic partitions: no data-plane event
     partitions = False
     writes = ("write", "cas")  # the operations whose acknowledgement a fault can undo
     fault_duration_s = (3.0, 6.0)
 
     def defaults(self, values: dict) -> None:
         pass  # the config's defaults are the register's
+
+    def aims_at(self, cfg: dict) -> dict[str, str]:
+        return {}  # its plan aims at no state of its own: the fault packages' scenarios do
 
     def generator(self, cfg) -> RegisterGenerator:
         return RegisterGenerator(cfg.seed, list(range(1, cfg.nodes + 1)), cfg.ops_per_key)

@@ -14,7 +14,9 @@ workload for
 - its checker (``check(run_dir, cfg, ...)``): the history of a stored run in, the
   checker's result and the history's stats out; ``detection`` says, for the
   planted-bug matrix, which anomaly classes made a stored run invalid and how
-  many seconds into the workload the earliest anomalous operation came.
+  many seconds into the workload the earliest anomalous operation came;
+- the states its own plan aims at (``aims_at(cfg)``: coverage event -> why): a run that
+  never reached one is ``unknown``, the way a scenario that missed its state is.
 """
 from __future__ import annotations
 
@@ -84,6 +86,7 @@ class Workload(Protocol):
     def check(self, run_dir: Path, cfg: dict, *, engine: str, spark_master: str | None,
               budget_s: float, log) -> tuple[dict, dict]: ...
     def detection(self, run_dir: Path, results: dict) -> tuple[list[str], float | None]: ...
+    def aims_at(self, cfg: dict) -> dict[str, str]: ...
 
 
 class NoPartitions:

@@ -51,6 +51,7 @@ from .. import kafka_codec as kc
 from .. import messages as m
 from .. import compression, records
 from ..kafka_codec import KafkaRequest, KafkaResponse
+from ..coverage import Reached
 from ..outbox import Outbox
 from . import describe_configs
 from .group_coordinator import GroupCoordinator, JoinResult
@@ -136,6 +137,7 @@ class KafkaApis:
         self.options = options
         self.outbox = outbox
         self._on_event = on_event
+        self._aborted_seen: set[tuple[str, int, int]] = set()  # (topic, partition, leader epoch)
         self._delayed_produce: list[_DelayedProduce] = []
         self._delayed_fetch: list[_DelayedFetch] = []
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
@@ -436,9 +438,23 @@ class KafkaApis:
             return m.NONE, hw, lso, start, b"", [] if committed else None
         data = part.log.read_range(p.fetch_offset, max(max_bytes, 1), upper)
         aborted = part.producers.aborted_between(p.fetch_offset, upper) if committed else None
+        if aborted:
+            self._aborted_fetched(part, aborted)
         if committed and "no-aborted-list" in self.bugs:
             aborted = []
         return m.NONE, hw, lso, start, data, aborted
+
+    def _aborted_fetched(self, part, aborted) -> None:
+        """Coverage: a read_committed fetch reached an aborted transaction's records, said once
+        per partition and leader epoch (consumers fetch across the same ones many times)."""
+        key = (part.topic, part.partition, part.leader_epoch)
+        if key in self._aborted_seen:
+            return
+        self._aborted_seen.add(key)
+        self._on_event(Reached("aborted-txn-fetched", (
+            f"{part.topic}-{part.partition}: a read_committed fetch crossed {len(aborted)} "
+            f"aborted transaction(s) in leader epoch {part.leader_epoch}, the first of "
+            f"producer {aborted[0].producer_id} at offset {aborted[0].first_offset}")))
 
     # ------------------------------------------------------------ ListOffsets
 
