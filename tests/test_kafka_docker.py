@@ -386,13 +386,15 @@ def test_every_codec_survives_a_partition_leader_kill(cluster, client):
                    timeout_s=120)
         cluster.start_node(victim)
         killed = False
-        healthy(cluster, topic)
     finally:
         if killed:
             cluster.start_node(victim)
         stop.set()
         for t in threads:
             t.join()
+    # the producers stop before the restarted node is waited for: how fast it catches up
+    # beside four producers is the machine's speed, not what this test is about
+    healthy(cluster, topic)
     assert not failed, f"producer errors: {failed[:5]}"
     for read in (ck_read_all(cluster, topic), kp_read_all(cluster, topic)):
         check_read_back(read, acked, set(CODECS))
