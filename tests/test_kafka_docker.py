@@ -326,8 +326,12 @@ def test_partition_leader_sigkilled_midway_loses_no_acked_message(cluster):
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 
 
+CLIENTS = {"confluent-kafka": "ck", "kafka-python": "kp"}  # client -> its values' tag
+
+
 def _codec_producer(client, cluster, topic, codec, acked, failed, stop):
-    """Idempotent acks=all sends of ``codec``-i, compressed with ``codec``, until ``stop``."""
+    """Idempotent acks=all sends of TAG.``codec``-i, compressed with ``codec``, until ``stop``."""
+    prefix = f"{CLIENTS[client]}.{codec}"
     if client == "confluent-kafka":
         p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                       "enable.idempotence": True, "linger.ms": 5, "error_cb": quiet,
@@ -338,7 +342,7 @@ def _codec_producer(client, cluster, topic, codec, acked, failed, stop):
                 acked[msg.value().decode()] = (msg.partition(), msg.offset())
             else:
                 failed.append(err)
-        ck_produce_until(p, topic, stop, codec, 0.005, lambda: on_delivery)
+        ck_produce_until(p, topic, stop, prefix, 0.005, lambda: on_delivery)
         return
     p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True,
                       linger_ms=5, compression_type=codec, request_timeout_ms=30_000)
@@ -347,7 +351,7 @@ def _codec_producer(client, cluster, topic, codec, acked, failed, stop):
         acked[value] = (md.partition, md.offset)
     i = 0
     while not stop.is_set():
-        value = f"{codec}-{i}"
+        value = f"{prefix}-{i}"
         p.send(topic, value=value.encode(), partition=i % PARTITIONS).add_callback(
             ok, value).add_errback(failed.append)
         i += 1
@@ -358,34 +362,36 @@ def _codec_producer(client, cluster, topic, codec, acked, failed, stop):
         p.close(10)
 
 
-# CI: librdkafka's producers (kafka-python reads every codec back here, and produces each in
-# test_compression; aiokafka's through a kill in test_client_compat); nightly: kafka-python's
-@pytest.mark.parametrize("client", ["confluent-kafka",
-                                    pytest.param("kafka-python", marks=pytest.mark.nightly)])
-def test_every_codec_survives_a_partition_leader_kill(cluster, client):
-    """One idempotent producer per codec, side by side, while the leader of partition 0 is
-    SIGKILLed and started again: every acknowledged record is read back where it was
-    acknowledged, once, by librdkafka and by kafka-python (each decompressing all four)."""
-    topic = f"codecs-{client.split('-')[0]}"
+def test_every_codec_of_both_clients_survives_a_partition_leader_kill(cluster):
+    """One idempotent producer per codec and client (librdkafka and kafka-python), eight side
+    by side, while the leader of partition 0 is SIGKILLed and started again: every
+    acknowledged record is read back where it was acknowledged, once, by librdkafka and by
+    kafka-python (each decompressing all four codecs of both)."""
+    topic = "codecs"
     create_topic(cluster, topic)
     victim = partitions(cluster, topic)[0][0]
     acked, failed, stop = {}, [], threading.Event()
+    producers = [(client, codec) for client in CLIENTS for codec in CODECS]
+    prefixes = {f"{CLIENTS[client]}.{codec}" for client, codec in producers}
     threads = [threading.Thread(target=_codec_producer, args=(
-        client, cluster, topic, codec, acked, failed, stop)) for codec in CODECS]
+        client, cluster, topic, codec, acked, failed, stop)) for client, codec in producers]
     for t in threads:
         t.start()
     killed = False
     try:
-        def per_codec():
-            return {c: sum(1 for v in list(acked) if v.startswith(c + "-")) for c in CODECS}
-        wait_until("200 acknowledged writes of every codec",
-                   lambda: min(per_codec().values()) >= 200)
+        def per_producer():
+            counts = dict.fromkeys(prefixes, 0)
+            for v in list(acked):
+                counts[v.split("-")[0]] += 1
+            return counts
+        wait_until("200 acknowledged writes of every producer",
+                   lambda: min(per_producer().values()) >= 200)
         cluster.kill_node(victim)
         killed = True
-        before = per_codec()
+        before = per_producer()
         print(f"SIGKILLed node {victim}, the leader of {topic}-0, after {before}")
-        wait_until("100 more acknowledged writes of every codec",
-                   lambda: all(n >= before[c] + 100 for c, n in per_codec().items()),
+        wait_until("100 more acknowledged writes of every producer",
+                   lambda: all(n >= before[c] + 100 for c, n in per_producer().items()),
                    timeout_s=120)
         cluster.start_node(victim)
         killed = False
@@ -396,12 +402,12 @@ def test_every_codec_survives_a_partition_leader_kill(cluster, client):
         for t in threads:
             t.join()
     # the producers stop before the restarted node is waited for: how fast it catches up
-    # beside four producers is the machine's speed, not what this test is about
+    # beside eight producers is the machine's speed, not what this test is about
     healthy(cluster, topic)
     assert not failed, f"producer errors: {failed[:5]}"
     for read in (ck_read_all(cluster, topic), kp_read_all(cluster, topic)):
-        check_read_back(read, acked, set(CODECS))
-    print(f"{len(acked)} acknowledged messages of {len(CODECS)} codecs, all read back twice")
+        check_read_back(read, acked, prefixes)
+    print(f"{len(acked)} acknowledged messages of {len(producers)} producers, all read back twice")
 
 
 def read_committed_group(cluster, topic, want, group):
