@@ -87,6 +87,9 @@ class ConfluentQueueClient:
         from confluent_kafka import Producer
         self.transactions = transactions
         self._txn_ready = False
+        # "commit" or "abort": the end of the last transaction is still unknown (it timed out
+        # retriably); librdkafka wants the same call again before the next transaction
+        self._unfinished: str | None = None
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
@@ -121,6 +124,34 @@ class ConfluentQueueClient:
         _drop_producer(self.producer)
         self.producer = Producer(self._producer_conf)
         self._txn_ready = False
+        self._unfinished = None
+
+    def _end(self, commit: bool) -> None:
+        """commit_transaction or abort_transaction as librdkafka documents them: a retriable
+        error (a timeout, a coordinator moving) is answered by the same call again, until the
+        operation's time is up; any other error is raised."""
+        from confluent_kafka import KafkaException
+        end = self.producer.commit_transaction if commit else self.producer.abort_transaction
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                end(max(deadline - time.monotonic(), 0.1))
+                self._unfinished = None
+                return
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if (err is None or not err.retriable() or err.fatal() or err.txn_requires_abort()
+                        or time.monotonic() >= deadline):
+                    self._unfinished = "commit" if commit else "abort"
+                    raise
+            time.sleep(0.1)
+
+    def _after_unknown_end(self, exc) -> None:
+        """The transaction's end is unknown (the history says info): only a fatal error takes
+        a new producer, as in Kafka; otherwise this one ends it at the next transaction."""
+        err = exc.args[0] if getattr(exc, "args", None) else None
+        if err is not None and hasattr(err, "fatal") and err.fatal():
+            self._new_producer()
 
     def txn(self, mops: list, abort: bool = False) -> list[Result]:
         """Sends and polls (``("send", key, value)`` or ``("poll",)``) in one transaction,
@@ -138,6 +169,13 @@ class ConfluentQueueClient:
             if not self._txn_ready:
                 self.producer.init_transactions(self.timeout_s)
                 self._txn_ready = True
+            if self._unfinished is not None:  # the last one's end first, as librdkafka wants
+                try:
+                    self._end(self._unfinished == "commit")
+                except KafkaException as exc:
+                    if not (exc.args and exc.args[0].txn_requires_abort()):
+                        raise
+                    self._end(False)
             self.producer.begin_transaction()
         except KafkaException as exc:  # nothing was sent
             if exc.args and exc.args[0].fatal():
@@ -167,20 +205,22 @@ class ConfluentQueueClient:
                 self.producer.flush(self.timeout_s)
             if failed or abort:
                 raise RuntimeError(failed or "aborted on purpose")
-            self.producer.commit_transaction(self.timeout_s)
+            self._end(True)
             committed = True
         except (KafkaException, RuntimeError) as exc:
             error = error or name(exc)
             needs_abort = failed or abort or (isinstance(exc, KafkaException) and exc.args
                                               and exc.args[0].txn_requires_abort())
+            last = exc
             if needs_abort:
                 try:
-                    self.producer.abort_transaction(self.timeout_s)
+                    self._end(False)
                     committed = False
                 except KafkaException as again:
                     error = f"{error}; abort: {name(again)}"
-            if committed is None:  # unknown: a new producer of the same id fences this one
-                self._new_producer()
+                    last = again
+            if committed is None:
+                self._after_unknown_end(last)
         self.producer.poll(0)  # delivery reports
         for i, box in boxes.items():
             if committed and box and box[0][0] is None:
