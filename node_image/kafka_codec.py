@@ -14,7 +14,7 @@ the node sees one small interface:
 Supported versions are the ones in :data:`SUPPORTED`: the non-flexible
 versions of the older APIs, and flexible ones where a client needs them
 (ApiVersions v3, which librdkafka asks for first; InitProducerId v2-v4 for
-KIP-360; ListGroups v3-v5; DescribeConfigs v4; DescribeCluster). As Kafka brokers do, an ApiVersions request of a
+KIP-360; ListGroups v3-v5; DescribeConfigs v4; DescribeCluster; DeleteRecords v2). As Kafka brokers do, an ApiVersions request of a
 version we do not know is answered with a v0 body carrying
 UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
 version closes the connection.
@@ -26,6 +26,7 @@ import struct
 from dataclasses import dataclass
 
 from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
+                                  DeleteRecordsRequest, DeleteRecordsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
                                   CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
@@ -63,6 +64,7 @@ ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
 DESCRIBE_CLUSTER, DELETE_TOPICS, DESCRIBE_QUORUM = 60, 20, 55
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
+DELETE_RECORDS = 21
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -97,6 +99,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_PRODUCERS: (0, 0, DescribeProducersRequest, DescribeProducersResponse),
     DESCRIBE_TRANSACTIONS: (0, 0, DescribeTransactionsRequest, DescribeTransactionsResponse),
     LIST_TRANSACTIONS: (0, 2, ListTransactionsRequest, ListTransactionsResponse),
+    DELETE_RECORDS: (0, 2, DeleteRecordsRequest, DeleteRecordsResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -111,7 +114,7 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              DESCRIBE_TRANSACTIONS: "DescribeTransactions",
              LIST_TRANSACTIONS: "ListTransactions", ALTER_CONFIGS: "AlterConfigs",
              INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics",
-             DESCRIBE_QUORUM: "DescribeQuorum"}
+             DESCRIBE_QUORUM: "DescribeQuorum", DELETE_RECORDS: "DeleteRecords"}
 UNSUPPORTED_VERSION = 35
 
 

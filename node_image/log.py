@@ -24,6 +24,11 @@ Rules
   truncate; ``end_offset_for_epoch`` answers Kafka's OffsetForLeaderEpoch.
 - Snapshots are written ``.part`` first, fsynced, renamed, directory fsynced.
   A ``.part`` file found on open is an unfinished snapshot and is deleted.
+- A data partition's start can also be moved up by Kafka's DeleteRecords
+  (``delete_records_before``): the new start is written durably to
+  ``log-start-offset`` before any segment goes, and on open the start is the
+  higher of it and the first segment's base (a log that recovered shorter
+  than it restarts empty there, as Kafka's does).
 """
 from __future__ import annotations
 
@@ -34,13 +39,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import records
-from .fs import FileSystem
+from .fs import FileSystem, write_durably
 
 logger = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".log"
 SNAPSHOT_SUFFIX = ".checkpoint"
 PART_SUFFIX = ".part"
+LOG_START = "log-start-offset"  # the start DeleteRecords moved a data log to
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -109,6 +115,16 @@ class UnifiedLog:
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
 
+    def _stored_start(self) -> int | None:
+        """The start DeleteRecords last moved the log to, or None."""
+        path = self._path(LOG_START)
+        if not self.fs.exists(path):
+            return None
+        text = self.fs.read(path).decode(errors="replace").strip()
+        if not text.isdigit():
+            raise ValueError(f"{path}: not a log start offset: {text[:40]!r}")
+        return int(text)
+
     def _open(self) -> None:
         self.fs.makedirs(self.dir)
         names = self.fs.listdir(self.dir)
@@ -150,6 +166,14 @@ class UnifiedLog:
             self.advance_start_to_snapshot()
         elif self._segments:
             self.start_offset = self._segments[0]
+        stored = self._stored_start()
+        if stored is not None and stored > self.start_offset:
+            if stored > self.end_offset:
+                self._on_event(f"recovery: the log ends at {self.end_offset}, below its start "
+                               f"{stored} (DeleteRecords); it restarts empty there")
+                self._reset_to(stored)
+            else:
+                self.start_offset = stored
         if not self._segments:
             self._new_segment(self.end_offset)
         self.flushed_end_offset = self.end_offset
@@ -459,7 +483,11 @@ class UnifiedLog:
         if latest.offset > self.end_offset:
             self._reset_to(latest.offset)
         self.start_offset = latest.offset
-        while len(self._segments) > 1 and self._segments[1] <= latest.offset:
+        self._drop_below(latest.offset)
+
+    def _drop_below(self, offset: int) -> None:
+        """Delete the segments wholly below ``offset`` and the epochs that ended there."""
+        while len(self._segments) > 1 and self._segments[1] <= offset:
             base = self._segments.pop(0)
             self.fs.remove(self._path(segment_name(base)))
             del self._segment_size[base]
@@ -467,9 +495,27 @@ class UnifiedLog:
             k = bisect.bisect_left(self._bases, self._segments[0])
             del self._batches[:k]
             del self._bases[:k]
-        while len(self._epochs) > 1 and self._epochs[1][1] <= latest.offset:
+        while len(self._epochs) > 1 and self._epochs[1][1] <= offset:
             self._epochs.pop(0)
         self.fs.fsync_dir(self.dir)
+
+    def delete_records_before(self, offset: int) -> None:
+        """Kafka's DeleteRecords on this log: the start moves up to ``offset`` (at most the
+        end), durably, and the segments wholly below it are deleted. Reads below it are out
+        of range from now on."""
+        if offset <= self.start_offset:
+            return
+        if offset > self.end_offset:
+            raise AssertionError(f"log start {offset} past the log end {self.end_offset}")
+        write_durably(self.fs, self._path(LOG_START), f"{offset}\n".encode())
+        self.start_offset = offset
+        self._drop_below(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower whose log ends below its leader's start: everything goes and the log
+        restarts empty at ``offset`` (Kafka's truncateFullyAndStartAt)."""
+        write_durably(self.fs, self._path(LOG_START), f"{offset}\n".encode())
+        self._reset_to(offset)
 
     def _reset_to(self, offset: int) -> None:
         """Drop every batch and segment; the log restarts empty at ``offset``."""

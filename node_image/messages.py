@@ -438,7 +438,9 @@ class ReplicaFetchRequest:
     replica_id: int
     broker_epoch: int
     max_wait_ms: int
-    partitions: tuple  # rows (topic, partition, current leader epoch, fetch offset, last fetched epoch)
+    # rows (topic, partition, current leader epoch, fetch offset, last fetched epoch,
+    #       the follower's log start offset)
+    partitions: tuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,7 +496,7 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (QuorumStateResponse, "voters"): ("int", "str", "int", "int", "int"),
     (QuorumStateResponse, "observers"): ("int", "str", "int", "int", "int"),
     (QuorumStateResponse, "nodes"): ("int", "str", "int"),
-    (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int"),
+    (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int", "int"),
     (WriteTxnMarkersRequest, "partitions"): ("str", "int"),
     (WriteTxnMarkersResponse, "partitions"): ("str", "int", "int"),
     (ReplicaFetchResponse, "partitions"): ("str", "int", "int", "int", "int", "int", "int", "bytes"),

@@ -368,3 +368,72 @@ def test_describe_quorum_names_the_leader_and_each_voters_progress(cluster):
     assert sorted(v["replica_id"] for v in part["current_voters"]) == cluster.ids
     assert part["high_watermark"] > 0
     assert sorted(n["node_id"] for n in q.get("nodes", [])) == cluster.ids
+
+
+def _earliest(cluster, tp, broker=None):
+    from confluent_kafka.admin import OffsetSpec
+    a = AdminClient({"bootstrap.servers": broker or cluster.bootstrap(), "error_cb": lambda e: None})
+    return a.list_offsets({tp: OffsetSpec.earliest()})[tp].result(15).offset
+
+
+def test_delete_records_moves_every_replicas_start_and_reads_below_it_are_out_of_range(cluster):
+    """DeleteRecords (librdkafka's and kafka-python's admin clients): the log start moves to
+    the offset asked for (-1: the high watermark), the answer's low watermark is every live
+    replica's start (so a new leader starts there too), a read below it is out of range,
+    and an offset past the high watermark is refused OFFSET_OUT_OF_RANGE."""
+    from confluent_kafka import Producer, TopicPartition
+    create(cluster, "trimmed", {})
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "error_cb": lambda e: None})
+    for i in range(50):
+        p.produce("trimmed", value=f"v{i}".encode(), partition=0)
+        p.produce("trimmed", value=f"w{i}".encode(), partition=1)
+    assert p.flush(30) == 0
+    a = admin(cluster)
+    tp0 = TopicPartition("trimmed", 0, 20)
+    assert a.delete_records([tp0])[tp0].result(30).low_watermark == 20
+    assert _earliest(cluster, TopicPartition("trimmed", 0)) == 20
+
+    # a consumer at an offset below the start is told it is out of range: reset to the
+    # earliest, it reads from the start on
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "below-start",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "error_cb": lambda e: None})
+    try:
+        c.assign([TopicPartition("trimmed", 0, 5)])
+        msg = wait_for("a record", lambda: (lambda m: m if m is not None and not m.error()
+                                            else None)(c.poll(1)))
+        assert (msg.offset(), msg.value()) == (20, b"v20")
+    finally:
+        c.close()
+
+    past = TopicPartition("trimmed", 0, 51)
+    with pytest.raises(KafkaException, match="OFFSET_OUT_OF_RANGE|out of range"):
+        a.delete_records([past])[past].result(30)
+    hw = TopicPartition("trimmed", 0, -1)
+    assert a.delete_records([hw])[hw].result(30).low_watermark == 50
+
+    # kafka-python's admin client asks the same API
+    from kafka import KafkaAdminClient
+    from kafka.structs import TopicPartition as KpPartition
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        got = kp.delete_records({KpPartition("trimmed", 1): 10})
+        print("kafka-python:", got)
+        assert got[KpPartition("trimmed", 1)]["low_watermark"] == 10
+    finally:
+        kp.close()
+
+    # every replica moved its start: whichever node answers for the partition next, after
+    # its leader is killed, starts at the high watermark deleted up to
+    meta = a.list_topics("trimmed", timeout=10).topics["trimmed"].partitions[0]
+    victim = meta.leader
+    cluster.kill(victim)
+    try:
+        def moved():
+            leader = a.list_topics("trimmed", timeout=10).topics["trimmed"].partitions[0].leader
+            return leader not in (victim, -1) and leader
+        wait_for("a new leader of trimmed-0", moved)
+        assert wait_for("the new leader's earliest offset",
+                        lambda: _earliest(cluster, TopicPartition("trimmed", 0))) == 50
+    finally:
+        cluster.start(victim)

@@ -142,6 +142,50 @@ def test_snapshot_advances_log_start_and_survives_restart(fs_and_dir):
     assert reopened.latest_snapshot_id() == snap
 
 
+def test_delete_records_moves_the_start_durably_and_drops_whole_segments(fs_and_dir):
+    """Kafka's DeleteRecords on a data log: reads below the new start are out of range, the
+    segments wholly below it go, and the start survives a restart (a log recovered shorter
+    than it restarts empty there); a mangled start file is an error naming it."""
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 300)
+    fill(log, 20, size=30)
+    segments = sorted(n for n in fs.listdir(d) if n.endswith(".log"))
+    log.delete_records_before(13)
+    assert log.start_offset == 13 and log.end_offset == 20
+    left = sorted(n for n in fs.listdir(d) if n.endswith(".log"))
+    assert len(left) < len(segments) and int(left[0][:20]) <= 13, (segments, left)
+    assert log.read_range(13, 1 << 20, 20), "the batch at the start is still served"
+    log.delete_records_before(7)  # never backwards
+    assert log.start_offset == 13
+    with pytest.raises(AssertionError, match="past the log end"):
+        log.delete_records_before(21)
+    reopened = UnifiedLog(fs, d, 300)
+    assert (reopened.start_offset, reopened.end_offset) == (13, 20)
+
+    reopened.truncate_fully_and_start_at(40)  # a follower far behind its leader's start
+    assert (reopened.start_offset, reopened.end_offset) == (40, 40)
+    fill(reopened, 2)
+    again = UnifiedLog(fs, d, 300)
+    assert (again.start_offset, again.end_offset) == (40, 42)
+
+    fs.write(os.path.join(d, "log-start-offset"), b"fourty\n")
+    with pytest.raises(ValueError, match="log-start-offset: not a log start offset"):
+        UnifiedLog(fs, d, 300)
+
+
+def test_a_log_that_recovers_shorter_than_its_start_restarts_empty_there():
+    disk = SimDisk()
+    log = UnifiedLog(disk, "/d/log", 1 << 20)
+    fill(log, 10)
+    log.append(records.build_batch(10, 1, [(None, b"x")], 10))  # not fsynced
+    log.delete_records_before(11)
+    disk.crash(random.Random(1))  # the power goes: the unsynced batch with it
+    events = []
+    log2 = UnifiedLog(disk, "/d/log", 1 << 20, events.append)
+    assert (log2.start_offset, log2.end_offset) == (11, 11)
+    assert any("restarts empty" in e for e in events), events
+
+
 def test_corrupt_snapshot_is_deleted_on_open(fs_and_dir):
     fs, d = fs_and_dir
     log = UnifiedLog(fs, d, 1 << 20)

@@ -386,7 +386,7 @@ def test_replica_lag_is_measured_on_the_wall_clock_as_kafkas():
 
     def fetch(follower, now):
         rm.handle_replica_fetch(f"n{follower}", m.ReplicaFetchRequest(
-            next(corr), follower, 10, 0, (("t", 0, reg.leader_epoch, 0, -1),)), now)
+            next(corr), follower, 10, 0, (("t", 0, reg.leader_epoch, 0, -1, 0),)), now)
 
     def alters():
         return [x for _, x in outbox if isinstance(x, m.AlterPartitionRequest)]

@@ -139,6 +139,9 @@ class KafkaApis:
         self._on_event = on_event
         self._aborted_seen: set[tuple[str, int, int]] = set()  # (topic, partition, leader epoch)
         self._delayed_produce: list[_DelayedProduce] = []
+        # DeleteRecords waiting for the low watermark: (src, request, deadline, rows of
+        # (topic, partition, offset asked for, error))
+        self._delayed_deletes: list[tuple] = []
         self._delayed_fetch: list[_DelayedFetch] = []
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
         # correlation id -> (deadline, reply(controller's response or None, error))
@@ -177,6 +180,7 @@ class KafkaApis:
             kc.DESCRIBE_PRODUCERS: self._describe_producers,
             kc.DESCRIBE_TRANSACTIONS: self._describe_transactions,
             kc.LIST_TRANSACTIONS: self._list_transactions,
+            kc.DELETE_RECORDS: self._delete_records,
         }[req.api_key]
         handler(src, req, now)
 
@@ -679,6 +683,48 @@ class KafkaApis:
             now, max(body.timeout_ms, 1000), reply,
             lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only)))
 
+    # ------------------------------------------------------------ DeleteRecords
+
+    def _delete_records(self, src, req: KafkaRequest, now: int) -> None:
+        """Each partition's log start moves up to the offset asked for (-1: the high
+        watermark; past it: OFFSET_OUT_OF_RANGE); the answer waits, as Kafka's purgatory
+        does, until every live replica's log start got there (the low watermark), else
+        REQUEST_TIMED_OUT when the request's timeout passes."""
+        rows = []
+        for t in req.body.topics:
+            for p in t.partitions:
+                error, offset = self.rm.delete_records(t.name, p.partition_index, p.offset)
+                rows.append((t.name, p.partition_index, offset, error))
+        self._delayed_deletes.append((src, req, now + max(req.body.timeout_ms, 0), rows))
+        self._check_deletes(now)
+
+    def _check_deletes(self, now: int) -> None:
+        keep = []
+        for src, req, deadline, rows in self._delayed_deletes:
+            answers = []
+            for topic, index, offset, error in rows:
+                low = -1
+                if error == m.NONE:
+                    low = self.rm.low_watermark(topic, index)
+                    if low is None:
+                        error, low = m.NOT_LEADER_OR_FOLLOWER, -1
+                    elif low < offset:
+                        error = None  # not yet
+                answers.append((topic, index, low, error))
+            if any(e is None for *_, e in answers) and now < deadline:
+                keep.append((src, req, deadline, rows))
+                continue
+            R = self._cls(req)
+            T = R.DeleteRecordsTopicResult
+            by_topic: dict[str, list] = {}
+            for topic, index, low, error in answers:
+                by_topic.setdefault(topic, []).append(T.DeleteRecordsPartitionResult(
+                    partition_index=index, low_watermark=low if error is not None else -1,
+                    error_code=m.REQUEST_TIMED_OUT if error is None else error))
+            self._reply(src, req, R(throttle_time_ms=0, topics=[
+                T(name=topic, partitions=parts) for topic, parts in by_topic.items()]))
+        self._delayed_deletes = keep
+
     # ------------------------------------------------------------ InitProducerId
 
     def _init_producer_id(self, src, req: KafkaRequest, now: int) -> None:
@@ -1128,6 +1174,8 @@ class KafkaApis:
             self._delayed_fetch = keep
         if self._pending_pids:
             self._serve_pids(now)
+        if self._delayed_deletes:
+            self._check_deletes(now)
         self.groups.poll(now, self.rm.role_changed)
         self.txns.poll(now, self.rm.role_changed)
         if self._delayed_markers:
@@ -1143,6 +1191,7 @@ class KafkaApis:
         times += [d for _, _, d in self._pending_pids]
         times += [e[0] for e in self._pending_controller.values()]
         times += [e[2] for e in self._delayed_markers]
+        times += [e[2] for e in self._delayed_deletes]
         for t in (self.groups.next_deadline_ms(), self.txns.next_deadline_ms()):
             if t is not None:
                 times.append(t)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .. import messages as m
 from .. import records
 from ..coverage import Reached
 from ..fs import FileSystem, write_durably
@@ -55,6 +56,7 @@ class RemoteReplica:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said (DeleteRecords' low watermark)
 
     def update_fetch_state(self, fetch_offset: int, leader_leo: int, now: int) -> None:
         if fetch_offset >= leader_leo:
@@ -246,6 +248,26 @@ class Partition:
             return True
         return False
 
+    def delete_records(self, offset: int) -> tuple[int, int]:
+        """Kafka's DeleteRecords on the leader: (error, the offset the log now starts at or
+        past). -1 means the high watermark; an offset past it, or negative, is out of range."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            return m.OFFSET_OUT_OF_RANGE, -1
+        if offset > self.log.start_offset:
+            self.log.delete_records_before(offset)
+            self._rebuild_producer_state()
+            self._on_event(f"{self.topic}-{self.partition}: records before {offset} deleted "
+                           f"(DeleteRecords)")
+        return m.NONE, offset
+
+    def low_watermark(self, live: set[int]) -> int:
+        """The lowest log start among this leader and its ``live`` followers (a follower not
+        heard from yet counts as -1)."""
+        return min([self.log.start_offset] + [r.log_start_offset for b, r in self.remote.items()
+                                               if b in live])
+
     def out_of_sync_replicas(self, now: int, lag_max_ms: int) -> list[int]:
         return [b for b in self.isr if b != self.node_id and b in self.remote
                 and now - self.remote[b].last_caught_up_ms > lag_max_ms]
@@ -269,6 +291,23 @@ class Partition:
             self._checkpoint_epochs()
         self.high_watermark = min(self.high_watermark, end)
         return end
+
+    def start_at(self, leader_start: int) -> None:
+        """This follower's log ends below its leader's start (records deleted while it was
+        away): it restarts empty at the leader's start, as Kafka's follower does."""
+        self._on_event(f"{self.topic}-{self.partition}: the log ends at {self.log.end_offset}, "
+                       f"below the leader's start {leader_start}: restarting there")
+        self.log.truncate_fully_and_start_at(leader_start)
+        self._rebuild_producer_state()
+        self._checkpoint_epochs()
+        self.high_watermark = leader_start
+
+    def follow_log_start(self, leader_start: int) -> None:
+        """The leader's log start, as its fetch answer says, up to this follower's HW."""
+        start = min(leader_start, self.high_watermark)
+        if start > self.log.start_offset:
+            self.log.delete_records_before(start)
+            self._rebuild_producer_state()
 
     def append_as_follower(self, data: bytes, leader_hw: int, flush_messages: int) -> None:
         count = 0

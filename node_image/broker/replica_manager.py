@@ -198,7 +198,8 @@ class ReplicaManager:
         rows = []
         has_data = False
         all_valid = True
-        for topic, partition, leader_epoch, fetch_offset, last_fetched_epoch in req.partitions:
+        for topic, partition, leader_epoch, fetch_offset, last_fetched_epoch, log_start \
+                in req.partitions:
             part = self.partitions.get((topic, partition))
             error = m.NONE
             if part is None or not part.is_leader:
@@ -211,6 +212,11 @@ class ReplicaManager:
                 error = m.NOT_LEADER_OR_FOLLOWER
             elif fetch_offset < part.log.start_offset:
                 error = m.OFFSET_OUT_OF_RANGE
+            if error == m.OFFSET_OUT_OF_RANGE:  # the follower restarts at the leader's start
+                all_valid = False
+                rows.append((topic, partition, error, part.high_watermark, part.log.start_offset,
+                             -1, -1, b""))
+                continue
             if error != m.NONE:
                 all_valid = False
                 rows.append((topic, partition, error, -1, -1, -1, -1, b""))
@@ -223,6 +229,7 @@ class ReplicaManager:
                 continue
             part.remote[req.replica_id].update_fetch_state(fetch_offset, part.log.end_offset,
                                                            self._lag_clock(now))
+            part.remote[req.replica_id].log_start_offset = log_start
             if part.maybe_increment_hw(self.min_isr(topic)):
                 self.hw_changed.add(part.key)
             data = b""
@@ -248,6 +255,24 @@ class ReplicaManager:
             else:
                 keep.append((src, req, deadline))
         self._parked_fetches = keep
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """DeleteRecords of one partition this broker leads: (error, the offset asked for,
+        -1 meaning the high watermark); the answer waits for ``low_watermark``."""
+        part = self.leader_partition(topic, partition)
+        if part is None:
+            known = self.image.partition(topic, partition) is not None
+            return (m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION), -1
+        return part.delete_records(offset)
+
+    def low_watermark(self, topic: str, partition: int) -> int | None:
+        """The lowest log start of the partition's live replicas (Kafka's low watermark), or
+        None where this broker no longer leads it."""
+        part = self.leader_partition(topic, partition)
+        if part is None:
+            return None
+        live = {b for b, reg in self.image.brokers.items() if not reg.fenced}
+        return part.low_watermark(live)
 
     def _lag_clock(self, now: int) -> int:
         return self._wall_clock() if self._wall_clock is not None else now
@@ -340,7 +365,7 @@ class ReplicaManager:
                 continue
             corr = self._next_correlation()
             rows = tuple((p.topic, p.partition, p.leader_epoch, p.log.end_offset,
-                          p.log.last_fetched_epoch) for p in parts)
+                          p.log.last_fetched_epoch, p.log.start_offset) for p in parts)
             wait = self.options.replica_fetch_wait_max_ms
             self._fetch_in_flight[leader] = (corr, now + wait + self.options.rpc_timeout_ms)
             self.outbox.send(leader, m.ReplicaFetchRequest(corr, self.node_id, self.broker_epoch,
@@ -352,9 +377,12 @@ class ReplicaManager:
             return
         del self._fetch_in_flight[src]
         backoff = False
-        for topic, partition, error, hw, _start, div_epoch, div_offset, data in resp.partitions:
+        for topic, partition, error, hw, start, div_epoch, div_offset, data in resp.partitions:
             part = self.partitions.get((topic, partition))
             if part is None or part.is_leader or part.leader != src:
+                continue
+            if error == m.OFFSET_OUT_OF_RANGE and start > part.log.end_offset:
+                part.start_at(start)  # records deleted past all this follower has
                 continue
             if error != m.NONE:
                 backoff = True  # metadata will move us on
@@ -364,6 +392,7 @@ class ReplicaManager:
                 continue
             try:
                 part.append_as_follower(data, hw, self.flush_messages(topic))
+                part.follow_log_start(start)
             except CorruptBatchError as exc:
                 self._on_event(f"{topic}-{partition}: leader {src} sent a corrupt batch: {exc}")
                 backoff = True
