@@ -1,6 +1,7 @@
 """Produce throughput and latency on the 5-node Docker cluster, and leader fail-over time.
 
     python bench/kafka_produce.py [--seconds 20] [--size 1024] [--kills 3]
+                                  [--codecs none,lz4,zstd] [--journal both --repeat 3]
 
 confluent-kafka (librdkafka) producer, acks=all, idempotence on, a topic of 6
 partitions with replication factor 3 and min.insync.replicas=2. Prints:
@@ -16,9 +17,18 @@ The cluster carries the label chaoskraft=1 and is removed at the end.
 ``--journal both`` (the default) measures throughput and latency twice, on a cluster whose
 nodes journal every message (``chaoskraft.journal.path``, on by default in Docker and over
 SSH) and on one whose nodes do not, and prints the two side by side: the journal's cost.
-``on`` / ``off`` measure one of them (the kills run on the first cluster only).
+``on`` / ``off`` measure one of them (the kills run on the first cluster only). With
+``--repeat N`` the clusters alternate on, off, on, off, ... N times each and the medians are
+compared (one cluster after another shares the machine's state unevenly: the first pass of
+a run measured slower than the second whichever it was).
+
+``--codecs`` measures throughput and latency once per producer codec (``compression.type``:
+none, gzip, snappy, lz4, zstd) on the same cluster. The payload is text drawn from a small
+vocabulary by a fixed seed (compressible about as log lines are, not a run of one byte).
 """
 import argparse
+import random
+import statistics
 import sys
 import threading
 import time
@@ -64,14 +74,30 @@ def wait_healthy(bootstrap, timeout_s=120):
     raise TimeoutError("cluster did not become healthy")
 
 
+WORDS = ("partition", "leader", "epoch", "offset", "fetch", "produce", "replica", "isr",
+         "commit", "abort", "broker", "controller", "record", "batch", "segment", "ok", "info")
+
+
+def payload(size: int) -> bytes:
+    """``size`` bytes of log-like text from a fixed seed: compressible, not trivially."""
+    rng = random.Random(7)
+    out = []
+    n = 0
+    while n < size:
+        word = f"{rng.choice(WORDS)}={rng.randrange(100000)} "
+        out.append(word)
+        n += len(word)
+    return "".join(out).encode()[:size]
+
+
 class Load:
     """A producer sending continuously; records send and ack times."""
 
-    def __init__(self, bootstrap, size, rate=None):
+    def __init__(self, bootstrap, size, rate=None, codec="none"):
         self.rate = rate
         self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "linger.ms": 5, "error_cb": lambda e: None})
-        self.payload = b"x" * size
+                           "linger.ms": 5, "error_cb": lambda e: None, "compression.type": codec})
+        self.payload = payload(size)
         self.latencies = []
         self.acks = []  # (ack time, send time, partition)
         self.errors = 0
@@ -120,22 +146,42 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=2000, help="messages/s for the latency pass")
     ap.add_argument("--journal", choices=("both", "on", "off"), default="both",
                     help="the nodes' message journal on, off, or one cluster of each")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="clusters of each journal setting, alternating (medians compared)")
+    ap.add_argument("--codecs", default="none",
+                    help="comma-separated producer codecs, each measured on every cluster")
     args = ap.parse_args()
+    codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
+    bad = [c for c in codecs if c not in ("none", "gzip", "snappy", "lz4", "zstd")]
+    if bad or args.repeat < 1:
+        ap.error(f"--codecs: unknown codec {bad[0]!r}" if bad else "--repeat must be at least 1")
     image = build_images(log=lambda m: None)
-    figures = {}
-    for n, journal in enumerate({"both": ["on", "off"]}.get(args.journal, [args.journal])):
-        print(f"-- cluster with the message journal {journal}")
-        figures[journal] = measure(args, image, journal == "on", kills=args.kills if n == 0 else 0)
-    if len(figures) == 2:
-        (on_rate, on_p50, on_p99), (off_rate, off_p50, off_p99) = figures["on"], figures["off"]
-        print(f"journal cost: throughput {on_rate:,.0f} msg/s with it, {off_rate:,.0f} without "
-              f"({(on_rate / off_rate - 1) * 100:+.1f} %); latency p50 {on_p50:.1f} vs "
-              f"{off_p50:.1f} ms, p99 {on_p99:.1f} vs {off_p99:.1f} ms")
+    figures: dict[str, list] = {}
+    order = {"both": ["on", "off"]}.get(args.journal, [args.journal]) * args.repeat
+    for n, journal in enumerate(order):
+        print(f"-- cluster {n + 1}/{len(order)}: the message journal {journal}")
+        figures.setdefault(journal, []).append(
+            measure(args, image, journal == "on", codecs, kills=args.kills if n == 0 else 0))
+    for codec in codecs:
+        rows = {j: [f[codec] for f in runs] for j, runs in figures.items()}
+        for j, runs in rows.items():
+            if len(runs) > 1:
+                print(f"{codec}, journal {j}: throughput " + ", ".join(
+                    f"{r[0]:,.0f}" for r in runs) + " msg/s")
+        if len(rows) == 2:
+            on = [statistics.median(r[i] for r in rows["on"]) for i in range(3)]
+            off = [statistics.median(r[i] for r in rows["off"]) for i in range(3)]
+            print(f"journal cost ({codec}{', medians of ' + str(args.repeat) if args.repeat > 1 else ''}): "
+                  f"throughput {on[0]:,.0f} msg/s with it, {off[0]:,.0f} without "
+                  f"({(on[0] / off[0] - 1) * 100:+.1f} %); latency p50 {on[1]:.1f} vs "
+                  f"{off[1]:.1f} ms, p99 {on[2]:.1f} vs {off[2]:.1f} ms")
     return 0
 
 
-def measure(args, image: str, journal: bool, kills: int) -> tuple[float, float, float]:
-    """(throughput msg/s, latency p50 ms, p99 ms) on a fresh cluster, then ``kills`` rounds."""
+def measure(args, image: str, journal: bool, codecs: list[str],
+            kills: int) -> dict[str, tuple[float, float, float]]:
+    """codec -> (throughput msg/s, latency p50 ms, p99 ms) on a fresh cluster, then ``kills``
+    rounds."""
     cluster = DockerCluster("b" + uuid.uuid4().hex[:7], image, nodes=5, controllers=3,
                             log=lambda m: None,
                             overrides={} if journal else {"chaoskraft.journal.path": ""})
@@ -154,25 +200,9 @@ def measure(args, image: str, journal: bool, kills: int) -> tuple[float, float, 
                     raise
                 time.sleep(1)
         wait_healthy(bootstrap)
-        with Load(bootstrap, args.size) as load:
-            time.sleep(2)  # warm-up
-            n0, t0 = len(load.latencies), time.monotonic()
-            time.sleep(args.seconds)
-            n1, t1 = len(load.latencies), time.monotonic()
-            window = load.latencies[n0:n1]
-        rate = (n1 - n0) / (t1 - t0)
-        print(f"throughput: acks=all, RF=3, min ISR 2, {args.size} B messages, idempotent, "
-              f"{args.seconds:.0f} s flat out: {rate:,.0f} msg/s, {rate * args.size / 1e6:.2f} MB/s "
-              f"(p50 {pct(window, 0.5):.1f} ms, p99 {pct(window, 0.99):.1f} ms incl. client "
-              f"queueing), errors {load.errors}")
-        with Load(bootstrap, args.size, args.rate) as load:
-            time.sleep(2)
-            n0 = len(load.latencies)
-            time.sleep(args.seconds)
-            window = load.latencies[n0:]
-        print(f"latency at {args.rate:,.0f} msg/s: p50 {pct(window, 0.5):.1f} ms, "
-              f"p99 {pct(window, 0.99):.1f} ms ({len(window)} messages), errors {load.errors}")
-        latency = (pct(window, 0.5), pct(window, 0.99))
+        out = {}
+        for codec in codecs:
+            out[codec] = passes(args, bootstrap, codec)
         for k in range(kills):
             parts = wait_healthy(bootstrap)
             victim = parts[0][0]
@@ -191,9 +221,32 @@ def measure(args, image: str, journal: bool, kills: int) -> tuple[float, float, 
             took = f"{after - killed:.2f} s" if after else "no ack within 120 s"
             print(f"kill {k + 1}: SIGKILL of node {victim} (leader of {TOPIC}-0) -> next acked "
                   f"write to {TOPIC}-0 after {took}")
-        return rate, *latency
+        return out
     finally:
         cluster.down()
+
+
+def passes(args, bootstrap: str, codec: str) -> tuple[float, float, float]:
+    """The throughput pass (flat out) and the latency pass (at ``--rate``) of one codec."""
+    with Load(bootstrap, args.size, codec=codec) as load:
+        time.sleep(2)  # warm-up
+        n0, t0 = len(load.latencies), time.monotonic()
+        time.sleep(args.seconds)
+        n1, t1 = len(load.latencies), time.monotonic()
+        window = load.latencies[n0:n1]
+    rate = (n1 - n0) / (t1 - t0)
+    print(f"[{codec}] throughput: acks=all, RF=3, min ISR 2, {args.size} B messages, "
+          f"idempotent, {args.seconds:.0f} s flat out: {rate:,.0f} msg/s, "
+          f"{rate * args.size / 1e6:.2f} MB/s (p50 {pct(window, 0.5):.1f} ms, p99 "
+          f"{pct(window, 0.99):.1f} ms incl. client queueing), errors {load.errors}")
+    with Load(bootstrap, args.size, args.rate, codec=codec) as load:
+        time.sleep(2)
+        n0 = len(load.latencies)
+        time.sleep(args.seconds)
+        window = load.latencies[n0:]
+    print(f"[{codec}] latency at {args.rate:,.0f} msg/s: p50 {pct(window, 0.5):.1f} ms, "
+          f"p99 {pct(window, 0.99):.1f} ms ({len(window)} messages), errors {load.errors}")
+    return rate, pct(window, 0.5), pct(window, 0.99)
 
 
 if __name__ == "__main__":
