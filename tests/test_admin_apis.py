@@ -409,6 +409,9 @@ def test_delete_records_moves_every_replicas_start_and_reads_below_it_are_out_of
     past = TopicPartition("trimmed", 0, 51)
     with pytest.raises(KafkaException, match="OFFSET_OUT_OF_RANGE|out of range"):
         a.delete_records([past])[past].result(30)
+    internal = TopicPartition("__consumer_offsets", 0, 1)
+    with pytest.raises(KafkaException, match="INVALID_TOPIC|[Ii]nvalid topic"):
+        a.delete_records([internal])[internal].result(30)
     hw = TopicPartition("trimmed", 0, -1)
     assert a.delete_records([hw])[hw].result(30).low_watermark == 50
 

@@ -128,3 +128,25 @@ def test_init_producer_id_v4_flexible_request_and_response_bytes():
     want = struct.pack(">i", 11) + b"\x00"  # response header v1: correlation id, no tags
     want += struct.pack(">ihqh", 0, 90, -1, -1) + b"\x00"
     assert out == struct.pack(">i", len(want)) + want
+
+
+def test_delete_records_v2_flexible_request_and_response_bytes():
+    """DeleteRecords v2, flexible: compact arrays and strings, a tagged-field section after
+    each struct, in header and body."""
+    frame = struct.pack(">hhi", 21, 2, 12) + string("a") + b"\x00"  # request header v2
+    frame += bytes([2]) + bytes([len("t") + 1]) + b"t"  # one topic, compact name
+    frame += bytes([2]) + struct.pack(">iq", 0, 40) + b"\x00"  # one partition: 0 up to 40
+    frame += b"\x00" + struct.pack(">i", 30_000) + b"\x00"  # topic's tags, timeout, tags
+    req = kc.decode_request(frame)
+    [topic] = req.body.topics
+    [part] = topic.partitions
+    assert (topic.name, part.partition_index, part.offset, req.body.timeout_ms) == (
+        "t", 0, 40, 30_000)
+    R = kc.response_class(21, 2)
+    T = R.DeleteRecordsTopicResult
+    resp = R(throttle_time_ms=0, topics=[T(name="t", partitions=[
+        T.DeleteRecordsPartitionResult(partition_index=0, low_watermark=40, error_code=0)])])
+    want = struct.pack(">i", 12) + b"\x00"  # response header v1
+    want += struct.pack(">i", 0) + bytes([2]) + bytes([2]) + b"t"
+    want += bytes([2]) + struct.pack(">iqh", 0, 40, 0) + b"\x00" + b"\x00" + b"\x00"
+    assert kc.encode_response(req, resp) == struct.pack(">i", len(want)) + want

@@ -693,7 +693,10 @@ class KafkaApis:
         rows = []
         for t in req.body.topics:
             for p in t.partitions:
-                error, offset = self.rm.delete_records(t.name, p.partition_index, p.offset)
+                if t.name in (OFFSETS_TOPIC, TXN_TOPIC):  # Kafka: not an internal topic's
+                    error, offset = m.INVALID_TOPIC_EXCEPTION, -1
+                else:
+                    error, offset = self.rm.delete_records(t.name, p.partition_index, p.offset)
                 rows.append((t.name, p.partition_index, offset, error))
         self._delayed_deletes.append((src, req, now + max(req.body.timeout_ms, 0), rows))
         self._check_deletes(now)
