@@ -30,9 +30,11 @@ def campaign(tmp_path, **fields):
     return code, results, run_dir
 
 
-def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_image, tmp_path):
+def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_image, tmp_path,
+                                                           browser):
     """The default campaign opens with its two scenarios, each doing what it says (the history
-    shows its faults on one partition's replicas), and a correct node stays valid under it."""
+    shows its faults on one partition's replicas), and a correct node stays valid under it;
+    its report shows what it reached, read in the browser."""
     code, results, run_dir = campaign(tmp_path, seed=11, time_limit_s=TIME_LIMIT_S)
     q = results["checkers"]["queue"]
     assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
@@ -67,6 +69,26 @@ def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_i
     assert [s.kind for s in o.result.plan] == [s["kind"] for s in json.loads(
         (run_dir / "faults.json").read_text())]
     assert all(s.status == "happened" for s in o.result.plan[:2]), o.result.plan
+    _coverage_seen_in_the_browser(browser, run_dir, results["coverage"])
+
+
+def _coverage_seen_in_the_browser(browser, run_dir, cov):
+    """The coverage table of a real run's report.html, as a person sees it: each event the
+    nodes reported, as often as results.json counts it, and an intended one never reached
+    marked so."""
+    from selenium.webdriver.common.by import By
+    browser.get((Path(run_dir) / "report.html").as_uri())
+    table = browser.find_element(By.ID, "coverage")
+    rows = {}
+    for r in table.find_elements(By.CSS_SELECTOR, "tr")[1:]:
+        cells = [td.text for td in r.find_elements(By.TAG_NAME, "td")]
+        rows[cells[0]] = (cells, r.get_attribute("class") or "")
+    for event in ("partition-leader-elected", "isr-shrink", "broker-fenced"):
+        cells, cls = rows[event]
+        assert cells[1] == str(cov["reached"][event]) and "not-reached" not in cls, (event, cells)
+    for event in cov["intended_not_reached"]:
+        assert "not-reached" in rows[event][1], (event, rows[event])
+    browser.save_screenshot(str(Path(run_dir) / "coverage.png"))
 
 
 # Every broker bug, in the default queue campaign (no faults chosen), is caught in the one seed
