@@ -440,6 +440,19 @@ def read_committed_group(cluster, topic, want, group):
     return seen
 
 
+def _again_while_retriable(end, errors):
+    """commit_transaction or abort_transaction as librdkafka documents them: a retriable
+    error is answered by the same call again."""
+    while True:
+        try:
+            end(60)
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+            errors.append(exc.args[0])
+
+
 def test_one_transactional_producer_survives_a_partition_leader_kill(cluster):
     """An application written as Kafka's documentation says: one transactional producer for
     the whole run, a retriable error retried, an abortable one answered by aborting and
@@ -475,24 +488,18 @@ def test_one_transactional_producer_survives_a_partition_leader_kill(cluster):
                               f"in transaction {n}")
                 p.poll(0)
                 if n % 3 == 2:
-                    p.abort_transaction(60)
+                    _again_while_retriable(p.abort_transaction, errors)
                     aborted += values
                     continue
-                while True:
-                    try:
-                        p.commit_transaction(60)
-                        break
-                    except KafkaException as exc:
-                        if not exc.args[0].retriable():
-                            raise
-                        errors.append(exc.args[0])
+                _again_while_retriable(p.commit_transaction, errors)
                 committed += values
             except KafkaException as exc:
                 err = exc.args[0]
                 errors.append(err)
                 assert not err.fatal(), f"transaction {n}: fatal error {err}"
                 assert err.txn_requires_abort(), f"transaction {n}: {err}"
-                p.abort_transaction(60)  # as Kafka's documentation says: abort and go on
+                # as Kafka's documentation says: abort and go on
+                _again_while_retriable(p.abort_transaction, errors)
                 aborted += values
     finally:
         if killed and not restarted:

@@ -435,3 +435,31 @@ def test_a_marker_for_a_partition_without_a_leader_waits_instead_of_spinning():
     assert again.partitions == (("t", 1),)
     t.ack_markers(now=200)
     assert t.state() == "CompleteCommit"
+
+
+def test_a_state_write_not_replicated_in_time_sends_the_client_to_look_again():
+    """Kafka's TransactionStateManager answers a transaction-log append that timed out with
+    COORDINATOR_NOT_AVAILABLE (the client finds the coordinator again and retries, inside
+    its own API call); the group coordinator keeps REQUEST_TIMED_OUT. Under a leader kill on
+    a loaded machine an EndTxn(abort) once came back REQUEST_TIMED_OUT to the application."""
+    from types import SimpleNamespace
+
+    from node_image.broker.coordinator_log import CoordinatorLog
+    part = SimpleNamespace(leader_epoch=3, isr=(1, 2, 3))
+    outcome = [None]
+    rm = SimpleNamespace(leader_partition=lambda t, p: part, min_isr=lambda t: 2,
+                         append=lambda part, batch: SimpleNamespace(last_offset=9),
+                         append_outcome=lambda *a: outcome[0])
+    for timed_out, want in ((m.REQUEST_TIMED_OUT, m.REQUEST_TIMED_OUT),
+                            (m.COORDINATOR_NOT_AVAILABLE, m.COORDINATOR_NOT_AVAILABLE)):
+        log = CoordinatorLog(rm, "t", 5000, lambda: 0, lambda *a: None, lambda p: None,
+                             timed_out=timed_out)
+        log.owned[0] = 3
+        answers = []
+        outcome[0] = None
+        log.write(0, [(b"k", b"v")], 0, answers.append)
+        assert answers == []
+        outcome[0] = m.REQUEST_TIMED_OUT
+        log.complete(6000)
+        assert answers == [want]
+    assert Txns().c.log.timed_out == m.COORDINATOR_NOT_AVAILABLE

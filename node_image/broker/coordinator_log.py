@@ -9,7 +9,11 @@ when the broker becomes its leader (or leader again in a new epoch) and
 ``on_unload(partition)`` when it stops, and appends records with acks=all,
 calling ``done(error)`` once the replicas have them or the write failed.
 Errors are mapped as Kafka maps them for coordinators: too few replicas is
-COORDINATOR_NOT_AVAILABLE, lost leadership NOT_COORDINATOR.
+COORDINATOR_NOT_AVAILABLE, lost leadership NOT_COORDINATOR; a write not
+replicated in time is ``timed_out``: REQUEST_TIMED_OUT for the group
+coordinator, COORDINATOR_NOT_AVAILABLE for the transaction coordinator (so
+the client looks for it again and retries, as Kafka's TransactionStateManager
+answers).
 """
 from __future__ import annotations
 
@@ -32,8 +36,9 @@ class _Write:
 class CoordinatorLog:
     def __init__(self, replica_manager, topic: str, timeout_ms: int, wall_clock,
                  on_load: Callable[[int, int, list], None],
-                 on_unload: Callable[[int], None]) -> None:
+                 on_unload: Callable[[int], None], timed_out: int = m.REQUEST_TIMED_OUT) -> None:
         self.rm = replica_manager
+        self.timed_out = timed_out
         self.topic = topic
         self.timeout_ms = timeout_ms
         self.wall_clock = wall_clock
@@ -93,6 +98,8 @@ class CoordinatorLog:
                 w.done(m.COORDINATOR_NOT_AVAILABLE)
             elif outcome in (m.NOT_LEADER_OR_FOLLOWER, m.KAFKA_STORAGE_ERROR):
                 w.done(m.NOT_COORDINATOR)
+            elif outcome == m.REQUEST_TIMED_OUT:
+                w.done(self.timed_out)
             else:
                 w.done(outcome)  # a callback may add writes to self._writes
 

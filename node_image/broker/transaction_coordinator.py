@@ -174,8 +174,11 @@ class TransactionCoordinator:
         self.send_markers = send_markers  # (leader id, m.WriteTxnMarkersRequest)
         self.next_correlation = next_correlation
         self.txns: dict[str, TxnMetadata] = {}
+        # a state write not replicated in time: the client finds the coordinator again and
+        # retries, as Kafka answers (its TransactionStateManager), not REQUEST_TIMED_OUT
         self.log = CoordinatorLog(replica_manager, TXN_TOPIC, options.offsets_commit_timeout_ms,
-                                  wall_clock, self._load, self._unload)
+                                  wall_clock, self._load, self._unload,
+                                  timed_out=m.COORDINATOR_NOT_AVAILABLE)
         self.owned = self.log.owned
         self._inflight: dict[int, tuple[str, tuple, int]] = {}  # corr -> (txn id, partitions, deadline)
         self._next_timeout_check = 0
