@@ -255,9 +255,7 @@ class Partition:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
             return m.OFFSET_OUT_OF_RANGE, -1
-        if offset > self.log.start_offset:
-            self.log.delete_records_before(offset)
-            self._rebuild_producer_state()
+        if self._move_start(offset):
             self._on_event(f"{self.topic}-{self.partition}: records before {offset} deleted "
                            f"(DeleteRecords)")
         return m.NONE, offset
@@ -304,10 +302,16 @@ class Partition:
 
     def follow_log_start(self, leader_start: int) -> None:
         """The leader's log start, as its fetch answer says, up to this follower's HW."""
-        start = min(leader_start, self.high_watermark)
-        if start > self.log.start_offset:
-            self.log.delete_records_before(start)
-            self._rebuild_producer_state()
+        self._move_start(min(leader_start, self.high_watermark))
+
+    def _move_start(self, offset: int) -> bool:
+        """The log starts at ``offset`` if that is higher; the producers whose records all
+        went are forgotten, as Kafka evicts them. True if it moved."""
+        if offset <= self.log.start_offset:
+            return False
+        self.log.delete_records_before(offset)
+        self._rebuild_producer_state()
+        return True
 
     def append_as_follower(self, data: bytes, leader_hw: int, flush_messages: int) -> None:
         count = 0
