@@ -118,3 +118,13 @@ def boundary(anomalies) -> dict:
     weakest = {m for m in impossible
                if not (_closure(IMPLIES_MODEL.get(m, ()), IMPLIES_MODEL) & impossible)}
     return {"not": sorted(weakest), "also_not": sorted(impossible - weakest)}
+
+
+def sentence(rules_out: dict | None) -> str | None:
+    """``boundary``'s answer in words, or None when the anomalies rule out no model."""
+    rules_out = rules_out or {}
+    if not rules_out.get("not"):
+        return None
+    also = rules_out.get("also_not") or []
+    return (f"not {', '.join(rules_out['not'])}"
+            + (f" (nor the {len(also)} models stronger: {', '.join(also)})" if also else ""))

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from checkers.consistency_models import sentence as consistency_sentence
 from checkers.queue import cycle_proof
 from nemesis.packages import report_kinds, report_series
 from node_image.coverage import EVENTS
@@ -562,6 +563,11 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     out.append("<h2>Anomalies</h2>")
     if not found:
         out.append("<p id='no-anomalies'>None.</p>")
+    for name, r in results.get("checkers", {}).items():
+        ruled_out = consistency_sentence(r.get("consistency"))
+        if ruled_out:  # the weakest consistency models the anomalies rule out, as Elle says
+            out.append(f"<p class='consistency'>{esc(name)}: the history is {esc(ruled_out)}"
+                       f"</p>")
     timed = timed_lines(logs) if found and start_wall is not None else []
     shown: set[tuple[str, str]] = set()  # node log lines already shown under an example
     moments: list[tuple[str, int]] = []  # (what, history time ns) to draw the messages of

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from checkers import queue_history, queue_jepsen
+from checkers.consistency_models import sentence as consistency_sentence
 from checkers.history import _sniff, iter_history
 from checkers.queue import (ANOMALIES, check_queue, cycle_proof, cycle_sentence,
                             default_allowed, sentence)
@@ -82,11 +83,9 @@ def check_file(args) -> int:
         proof = cycle_proof(ex)
         if proof:
             print(f"    proof: {proof}")
-    rules_out = result.get("consistency") or {}
-    if rules_out.get("not"):
-        also = rules_out.get("also_not") or []
-        print(f"consistency: not {', '.join(rules_out['not'])}"
-              + (f" (nor the {len(also)} models stronger: {', '.join(also)})" if also else ""))
+    ruled_out = consistency_sentence(result.get("consistency"))
+    if ruled_out:
+        print(f"consistency: {ruled_out}")
     if st["sends"]["ok"] == 0 and st["messages_read"] == 0 and result["valid"] is not False:
         verdict = getattr(args, "tested_nothing", "unknown")
         print(f"verdict: {verdict} (no send succeeded and no poll read anything: it tested "
