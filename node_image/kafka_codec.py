@@ -14,7 +14,8 @@ the node sees one small interface:
 Supported versions are the ones in :data:`SUPPORTED`: the non-flexible
 versions of the older APIs, and flexible ones where a client needs them
 (ApiVersions v3, which librdkafka asks for first; InitProducerId v2-v4 for
-KIP-360; ListGroups v3-v5; DescribeConfigs v4; DescribeCluster; DeleteRecords v2). As Kafka brokers do, an ApiVersions request of a
+KIP-360; ListGroups v3-v5; DescribeConfigs v4; DescribeCluster; DeleteRecords v2; OffsetForLeaderEpoch v4). As Kafka brokers do, an
+ApiVersions request of a
 version we do not know is answered with a v0 body carrying
 UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
 version closes the connection.
@@ -46,7 +47,9 @@ from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatReque
                                      LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
                                      ListOffsetsResponse, OffsetCommitRequest,
                                      OffsetCommitResponse, OffsetFetchRequest,
-                                     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
+                                     OffsetFetchResponse, OffsetForLeaderEpochRequest,
+                                     OffsetForLeaderEpochResponse, SyncGroupRequest,
+                                     SyncGroupResponse)
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
                                      FindCoordinatorRequest, FindCoordinatorResponse,
                                      MetadataRequest, MetadataResponse)
@@ -64,7 +67,7 @@ ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
 DESCRIBE_CLUSTER, DELETE_TOPICS, DESCRIBE_QUORUM = 60, 20, 55
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
-DELETE_RECORDS = 21
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -100,6 +103,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_TRANSACTIONS: (0, 0, DescribeTransactionsRequest, DescribeTransactionsResponse),
     LIST_TRANSACTIONS: (0, 2, ListTransactionsRequest, ListTransactionsResponse),
     DELETE_RECORDS: (0, 2, DeleteRecordsRequest, DeleteRecordsResponse),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -114,7 +118,8 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              DESCRIBE_TRANSACTIONS: "DescribeTransactions",
              LIST_TRANSACTIONS: "ListTransactions", ALTER_CONFIGS: "AlterConfigs",
              INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics",
-             DESCRIBE_QUORUM: "DescribeQuorum", DELETE_RECORDS: "DeleteRecords"}
+             DESCRIBE_QUORUM: "DescribeQuorum", DELETE_RECORDS: "DeleteRecords",
+             OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch"}
 UNSUPPORTED_VERSION = 35
 
 

@@ -440,3 +440,78 @@ def test_delete_records_moves_every_replicas_start_and_reads_below_it_are_out_of
                         lambda: _earliest(cluster, TopicPartition("trimmed", 0))) == 50
     finally:
         cluster.start(victim)
+
+
+def test_offset_for_leader_epoch_says_where_each_epoch_ends_across_a_leader_change(cluster):
+    """OffsetForLeaderEpoch as a consumer asks it after a leader change (KIP-320), in each
+    version Kafka 4 answers: the leader's latest epoch ends at its log end, an older one
+    where the next epoch starts, one never held is -1/-1; a stale or future current leader
+    epoch is fenced or unknown, and a broker that does not lead says so."""
+    import socket
+
+    from confluent_kafka import Producer
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest
+    from kafka.protocol.metadata import MetadataRequest
+
+    from node_image import kafka_codec as kc
+
+    def call(node, api, version, body):
+        with socket.create_connection((cluster.host(node), cluster.kafka_port), timeout=10) as s:
+            s.sendall(kc.encode_request(api, version, body))
+            return kc.decode_response(api, version, kc.recv_frame(s))
+
+    def leader_and_epoch():
+        T = MetadataRequest[8].MetadataRequestTopic
+        for node in cluster.ids:
+            try:
+                md = call(node, kc.METADATA, 8, MetadataRequest[8](
+                    topics=[T(name="epochs")], allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=False,
+                    include_topic_authorized_operations=False))
+            except OSError:
+                continue
+            p = next(p for p in md.topics[0].partitions if p.partition_index == 0)
+            return p.leader_id, p.leader_epoch
+        return None
+
+    def ask(node, version, epoch, current):
+        R = OffsetForLeaderEpochRequest[version]
+        T = R.OffsetForLeaderTopic
+        fields = {"replica_id": -1} if version >= 3 else {}
+        r = call(node, kc.OFFSET_FOR_LEADER_EPOCH, version, R(**fields, topics=[T(
+            topic="epochs", partitions=[T.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=current, leader_epoch=epoch)])]))
+        p = r.topics[0].partitions[0]
+        assert (r.topics[0].topic, p.partition) == ("epochs", 0)
+        return p.error_code, p.leader_epoch, p.end_offset
+
+    def produce(n, first):
+        p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                      "error_cb": lambda e: None})
+        for i in range(first, first + n):
+            p.produce("epochs", value=f"v{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+
+    create(cluster, "epochs", {})
+    produce(10, 0)
+    leader, e0 = wait_for("partition 0's leader", leader_and_epoch)
+    for v in (2, 3, 4):
+        assert ask(leader, v, e0, e0) == (0, e0, 10), v
+        assert ask(leader, v, e0, -1) == (0, e0, 10), v  # no current epoch: not checked
+        assert ask(leader, v, e0 + 5, e0) == (0, -1, -1), v
+        assert ask(leader, v, e0, e0 + 1)[0] == 75, v  # UNKNOWN_LEADER_EPOCH
+        other = next(n for n in cluster.ids if n != leader)
+        assert ask(other, v, e0, e0)[0] == 6, v  # NOT_LEADER_OR_FOLLOWER
+    cluster.kill(leader)
+    try:
+        def moved():
+            found = leader_and_epoch()
+            return found if found and found[0] not in (leader, -1) and found[1] > e0 else None
+        new, e1 = wait_for("a new leader of epochs-0", moved)
+        produce(5, 10)
+        for v in (2, 3, 4):
+            assert ask(new, v, e1, e1) == (0, e1, 15), v
+            assert ask(new, v, e0, e1) == (0, e0, 10), v  # e0 ends where e1 began
+            assert ask(new, v, e1, e0)[0] == 74, v  # FENCED_LEADER_EPOCH
+    finally:
+        cluster.start(leader)

@@ -150,3 +150,27 @@ def test_delete_records_v2_flexible_request_and_response_bytes():
     want += struct.pack(">i", 0) + bytes([2]) + bytes([2]) + b"t"
     want += bytes([2]) + struct.pack(">iqh", 0, 40, 0) + b"\x00" + b"\x00" + b"\x00"
     assert kc.encode_response(req, resp) == struct.pack(">i", len(want)) + want
+
+
+def test_offset_for_leader_epoch_v4_flexible_request_and_response_bytes():
+    """OffsetForLeaderEpoch v4 (Kafka 4 answers v2-v4), flexible: the replica id (-1, a
+    consumer), each partition's current leader epoch and the epoch asked for; the answer's
+    epoch and its end offset."""
+    frame = struct.pack(">hhi", 23, 4, 13) + string("c") + b"\x00"  # request header v2
+    frame += struct.pack(">i", -1)  # replica id
+    frame += bytes([2]) + bytes([len("t") + 1]) + b"t"  # one topic, compact name
+    frame += bytes([2]) + struct.pack(">iii", 1, 5, 3) + b"\x00"  # partition 1: current 5, epoch 3
+    frame += b"\x00" + b"\x00"  # the topic's tags, the body's
+    req = kc.decode_request(frame)
+    [topic] = req.body.topics
+    [part] = topic.partitions
+    assert (req.body.replica_id, topic.topic, part.partition, part.current_leader_epoch,
+            part.leader_epoch) == (-1, "t", 1, 5, 3)
+    R = kc.response_class(23, 4)
+    T = R.OffsetForLeaderTopicResult
+    resp = R(throttle_time_ms=0, topics=[T(topic="t", partitions=[
+        T.EpochEndOffset(error_code=0, partition=1, leader_epoch=3, end_offset=120)])])
+    want = struct.pack(">i", 13) + b"\x00"  # response header v1
+    want += struct.pack(">i", 0) + bytes([2]) + bytes([2]) + b"t"
+    want += bytes([2]) + struct.pack(">hiiq", 0, 1, 3, 120) + b"\x00" + b"\x00" + b"\x00"
+    assert kc.encode_response(req, resp) == struct.pack(">i", len(want)) + want

@@ -181,6 +181,7 @@ class KafkaApis:
             kc.DESCRIBE_TRANSACTIONS: self._describe_transactions,
             kc.LIST_TRANSACTIONS: self._list_transactions,
             kc.DELETE_RECORDS: self._delete_records,
+            kc.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
         }[req.api_key]
         handler(src, req, now)
 
@@ -424,14 +425,9 @@ class KafkaApis:
 
     def _read(self, topic: str, p, version: int, max_bytes: int, first: bool, committed: bool):
         """(error, HW, LSO, log start, records, aborted transactions or None)."""
-        part = self.rm.leader_partition(topic, p.partition)
+        error, part = self._leader_at(topic, p.partition,
+                                      p.current_leader_epoch if version >= 9 else -1)
         if part is None:
-            known = self.rm.image.partition(topic, p.partition) is not None
-            return ((m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION),
-                    -1, -1, -1, b"", None)
-        epoch = p.current_leader_epoch if version >= 9 else -1
-        if epoch >= 0 and epoch != part.leader_epoch:
-            error = m.FENCED_LEADER_EPOCH if epoch < part.leader_epoch else m.UNKNOWN_LEADER_EPOCH
             return error, -1, -1, -1, b"", None
         hw, lso, start = part.high_watermark, part.last_stable_offset, part.log.start_offset
         if p.fetch_offset < start or p.fetch_offset > part.log.end_offset:
@@ -447,6 +443,19 @@ class KafkaApis:
         if committed and "no-aborted-list" in self.bugs:
             aborted = []
         return m.NONE, hw, lso, start, data, aborted
+
+    def _leader_at(self, topic: str, index: int, epoch: int):
+        """(error, the partition or None) for a client request this broker must serve as the
+        partition's leader; ``epoch``: the client's current leader epoch (-1: not checked),
+        older than ours FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH (KIP-320)."""
+        part = self.rm.leader_partition(topic, index)
+        if part is None:
+            known = self.rm.image.partition(topic, index) is not None
+            return (m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION), None
+        if epoch >= 0 and epoch != part.leader_epoch:
+            return (m.FENCED_LEADER_EPOCH if epoch < part.leader_epoch
+                    else m.UNKNOWN_LEADER_EPOCH), None
+        return m.NONE, part
 
     def _aborted_fetched(self, part, aborted) -> None:
         """Coverage: a read_committed fetch reached an aborted transaction's records, said once
@@ -479,14 +488,10 @@ class KafkaApis:
         self._reply(src, req, R(throttle_time_ms=0, topics=topics))
 
     def _offset_for(self, topic: str, p, version: int, isolation: int = 0):
-        part = self.rm.leader_partition(topic, p.partition_index)
+        error, part = self._leader_at(topic, p.partition_index,
+                                      p.current_leader_epoch if version >= 4 else -1)
         if part is None:
-            known = self.rm.image.partition(topic, p.partition_index) is not None
-            return (m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1
-        epoch = p.current_leader_epoch if version >= 4 else -1
-        if epoch >= 0 and epoch != part.leader_epoch:
-            return (m.FENCED_LEADER_EPOCH if epoch < part.leader_epoch
-                    else m.UNKNOWN_LEADER_EPOCH), -1, -1, -1
+            return error, -1, -1, -1
         if p.timestamp == -2:  # earliest
             return m.NONE, -1, part.log.start_offset, part.leader_epoch
         if p.timestamp == -1:  # latest: the LSO for read_committed, else the HW
@@ -727,6 +732,32 @@ class KafkaApis:
             self._reply(src, req, R(throttle_time_ms=0, topics=[
                 T(name=topic, partitions=parts) for topic, parts in by_topic.items()]))
         self._delayed_deletes = keep
+
+    # ------------------------------------------------------------ OffsetForLeaderEpoch
+
+    def _offset_for_leader_epoch(self, src, req: KafkaRequest, now: int) -> None:
+        """Where a leader epoch ends in the leader's log, as Kafka's leader epoch cache says
+        it (KIP-320: after a leader change a consumer asks where the epoch of its position
+        ends, and a position past that end was truncated away): the latest epoch ends at the
+        log end offset; an older one at the start of the next epoch the log holds, answered
+        with the largest epoch not above it; one newer than every epoch held, or a log that
+        holds none: -1, -1."""
+        R = self._cls(req)
+        T = R.OffsetForLeaderTopicResult
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                error, part = self._leader_at(t.topic, p.partition, p.current_leader_epoch)
+                epoch = end = -1
+                if part is not None and part.log.epoch_entries \
+                        and 0 <= p.leader_epoch <= part.log.last_fetched_epoch:
+                    found = part.log.end_offset_for_epoch(p.leader_epoch)
+                    end, epoch = found.offset, found.epoch
+                parts.append(T.EpochEndOffset(error_code=error, partition=p.partition,
+                                              leader_epoch=epoch, end_offset=end))
+            topics.append(T(topic=t.topic, partitions=parts))
+        self._reply(src, req, R(throttle_time_ms=0, topics=topics))
 
     # ------------------------------------------------------------ InitProducerId
 
