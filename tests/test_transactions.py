@@ -327,6 +327,7 @@ def _fetch(part, bugs, committed=True, events=None, fetch_offset=0, seen=None):
                            bugs=frozenset(bugs), _aborted_seen=set() if seen is None else seen,
                            _on_event=(events if events is not None else []).append)
     apis._aborted_fetched = MethodType(KafkaApis._aborted_fetched, apis)
+    apis._leader_at = MethodType(KafkaApis._leader_at, apis)
     p = SimpleNamespace(partition=0, current_leader_epoch=-1, fetch_offset=fetch_offset)
     error, hw, lso, _, data, aborted = KafkaApis._read(apis, "t", p, 11, 1 << 20, True, committed)
     assert error == m.NONE
@@ -463,3 +464,33 @@ def test_a_state_write_not_replicated_in_time_sends_the_client_to_look_again():
         log.complete(6000)
         assert answers == [want]
     assert Txns().c.log.timed_out == m.COORDINATOR_NOT_AVAILABLE
+
+
+def test_a_new_leader_behind_its_epoch_start_says_offsets_are_not_available():
+    """ListOffsets on a leader whose high watermark has not reached the start of its epoch
+    (just elected, its followers not yet heard from): OFFSET_NOT_AVAILABLE for the latest
+    offset and for a timestamp not found below the HW, as Kafka answers, not the lagging HW
+    (a final read that took it as the end once stopped short of a committed record); once
+    the HW reaches the epoch start, the HW."""
+    from types import MethodType, SimpleNamespace
+
+    from node_image.broker.kafka_apis import KafkaApis
+    part = leader(SimDisk())
+    for i in range(3):
+        part.append_as_leader(records.build_batch(i, 0, [(None, b"x")], 1000 + i), 1)
+    assert part.maybe_increment_hw(1) and part.high_watermark == 3
+    part.append_as_leader(records.build_batch(3, 0, [(None, b"y")], 2000), 1)  # HW still 3
+    part.apply_registration(PartitionRegistration((1,), (1,), 1, 1, 1), 0)  # epoch 1 from 4
+    assert (part.high_watermark, part.leader_epoch_start_offset) == (3, 4)
+    apis = SimpleNamespace(rm=SimpleNamespace(leader_partition=lambda t, p: part))
+    apis._leader_at = MethodType(KafkaApis._leader_at, apis)
+
+    def ask(timestamp):
+        p = SimpleNamespace(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)
+        return KafkaApis._offset_for(apis, "t", p, 5)
+    assert ask(-1)[0] == m.OFFSET_NOT_AVAILABLE
+    assert ask(1500)[0] == m.OFFSET_NOT_AVAILABLE  # only at offset 3, past the HW
+    assert ask(1001)[:3] == (m.NONE, 1001, 1)  # found below the HW: answered
+    assert ask(-2)[:3] == (m.NONE, -1, 0)  # the earliest: always
+    assert part.maybe_increment_hw(1) and part.high_watermark == 4
+    assert ask(-1)[:3] == (m.NONE, -1, 4)

@@ -494,7 +494,14 @@ class KafkaApis:
             return error, -1, -1, -1
         if p.timestamp == -2:  # earliest
             return m.NONE, -1, part.log.start_offset, part.leader_epoch
+        # A new leader whose high watermark has not yet reached the start of its epoch does
+        # not know where the committed log ends: as Kafka's, it answers OFFSET_NOT_AVAILABLE
+        # (retriable) to the latest offset, and to a timestamp found at or past its HW.
+        # Answering its lagging HW once ended a final read short of a committed record.
+        lagging = part.high_watermark < part.leader_epoch_start_offset
         if p.timestamp == -1:  # latest: the LSO for read_committed, else the HW
+            if lagging:
+                return m.OFFSET_NOT_AVAILABLE, -1, -1, -1
             committed = version >= 2 and isolation == READ_COMMITTED
             return (m.NONE, -1, part.last_stable_offset if committed else part.high_watermark,
                     part.leader_epoch)
@@ -503,6 +510,8 @@ class KafkaApis:
                 break
             if header.max_timestamp >= p.timestamp:
                 return m.NONE, header.max_timestamp, header.base_offset, header.partition_leader_epoch
+        if lagging:
+            return m.OFFSET_NOT_AVAILABLE, -1, -1, -1
         return m.NONE, -1, -1, part.leader_epoch
 
     # ------------------------------------------------------------ CreateTopics
