@@ -515,3 +515,86 @@ def test_offset_for_leader_epoch_says_where_each_epoch_ends_across_a_leader_chan
             assert ask(new, v, e1, e0)[0] == 74, v  # FENCED_LEADER_EPOCH
     finally:
         cluster.start(leader)
+
+
+@pytest.mark.parametrize("version", [9, 10, 12, 13])
+def test_metadata_flexible_versions_name_topics_by_id(cluster, version):
+    """Metadata v9-v13 (flexible; librdkafka trusts leader epochs only from v9): each topic
+    with its id from v10, asked by id from v10 (no name), an unknown id UNKNOWN_TOPIC_ID."""
+    import socket
+    import uuid
+
+    from kafka.protocol.metadata import MetadataRequest
+
+    from node_image import kafka_codec as kc
+    create(cluster, "by-id", {})
+    R = MetadataRequest[version]
+
+    def ask(topics):
+        fields = {} if version >= 11 else {"include_cluster_authorized_operations": False}
+        with socket.create_connection((cluster.host(1), cluster.kafka_port), timeout=10) as s:
+            s.sendall(kc.encode_request(kc.METADATA, version, R(
+                topics=topics, allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False, **fields)))
+            return kc.decode_response(kc.METADATA, version, kc.recv_frame(s))
+    zero = uuid.UUID(int=0)
+    [t] = ask([R.MetadataRequestTopic(name="by-id", topic_id=zero)]).topics
+    assert (t.error_code, t.name, len(t.partitions)) == (0, "by-id", 2)
+    assert all(p.leader_epoch >= 0 for p in t.partitions)
+    if version < 10:
+        return
+    assert t.topic_id not in (None, zero)
+    [again] = ask([R.MetadataRequestTopic(name=None, topic_id=t.topic_id)]).topics
+    assert (again.error_code, again.name, again.topic_id) == (0, "by-id", t.topic_id)
+    stranger = uuid.uuid4()
+    [unknown] = ask([R.MetadataRequestTopic(name=None, topic_id=stranger)]).topics
+    assert (unknown.error_code, unknown.name, unknown.topic_id) == (100, None, stranger)
+
+
+def test_a_librdkafka_consumer_validates_its_position_after_a_leader_change(cluster):
+    """With leader epochs it trusts (Metadata v9+), librdkafka checks after a leader change
+    that its position was not truncated away (KIP-320): it asks OffsetForLeaderEpoch and
+    reads on from the new leader, every record once."""
+    import logging
+
+    from confluent_kafka import Producer, TopicPartition
+    create_topic_everywhere(cluster, "validated", 1, {}, timeout_s=60)
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                  "error_cb": lambda e: None})
+
+    def produce(first, n):
+        for i in range(first, first + n):
+            p.produce("validated", value=b"%d" % i, partition=0)
+        assert p.flush(60) == 0
+    produce(0, 100)
+    said: list[str] = []
+    log = logging.getLogger("librdkafka-validation")
+    log.addHandler(type("H", (logging.Handler,), {"emit": lambda h, r: said.append(r.getMessage())})())
+    log.setLevel(logging.DEBUG)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "validation",
+                  "enable.auto.commit": False, "debug": "protocol", "logger": log,
+                  "topic.metadata.refresh.interval.ms": 1000, "error_cb": lambda e: None})
+    read: list[int] = []
+
+    def read_until(n):
+        deadline = time.monotonic() + 60
+        while len(read) < n and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and not msg.error():
+                read.append(msg.offset())
+    a = admin(cluster)
+    leader = a.list_topics("validated", timeout=10).topics["validated"].partitions[0].leader
+    try:
+        c.assign([TopicPartition("validated", 0, 0)])
+        read_until(100)
+        cluster.kill(leader)
+        try:
+            produce(100, 50)
+            read_until(150)
+        finally:
+            cluster.start(leader)
+    finally:
+        c.close()
+    assert read == list(range(150)), (len(read), read[-5:])
+    asked = [s for s in said if "Sent OffsetForLeaderEpochRequest" in s]
+    assert asked, [s for s in said if "OffsetForLeader" in s or "Metadata" in s][-10:]
