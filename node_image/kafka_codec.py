@@ -14,12 +14,11 @@ the node sees one small interface:
 Supported versions are the ones in :data:`SUPPORTED`: the non-flexible
 versions of the older APIs, and flexible ones where a client needs them
 (ApiVersions v3, which librdkafka asks for first; InitProducerId v2-v4 for
-KIP-360; Metadata v9-v13, with topic ids from v10, whose leader epochs
-librdkafka trusts only from v9; ListGroups v3-v5; DescribeConfigs v4;
-DescribeCluster; DeleteRecords v2; OffsetForLeaderEpoch v4). As Kafka
-brokers do, an ApiVersions request of a version we do not know is answered
-with a v0 body carrying UNSUPPORTED_VERSION and our version ranges; any
-other unknown api key or version closes the connection.
+KIP-360; ListGroups v3-v5; DescribeConfigs v4; DescribeCluster; DeleteRecords v2; OffsetForLeaderEpoch v4). As Kafka brokers do, an
+ApiVersions request of a
+version we do not know is answered with a v0 body carrying
+UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
+version closes the connection.
 """
 from __future__ import annotations
 
@@ -75,7 +74,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     PRODUCE: (3, 8, ProduceRequest, ProduceResponse),
     FETCH: (4, 11, FetchRequest, FetchResponse),
     LIST_OFFSETS: (1, 5, ListOffsetsRequest, ListOffsetsResponse),
-    METADATA: (0, 13, MetadataRequest, MetadataResponse),
+    METADATA: (0, 8, MetadataRequest, MetadataResponse),
     OFFSET_COMMIT: (2, 7, OffsetCommitRequest, OffsetCommitResponse),
     OFFSET_FETCH: (1, 5, OffsetFetchRequest, OffsetFetchResponse),
     FIND_COORDINATOR: (0, 2, FindCoordinatorRequest, FindCoordinatorResponse),
