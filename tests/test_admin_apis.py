@@ -296,7 +296,8 @@ def test_topic_configs_altered_by_clients_take_effect_on_every_broker(cluster):
 
 def test_delete_topics_removes_the_data_everywhere_and_a_new_topic_of_the_name_is_empty(cluster):
     """DeleteTopics (librdkafka by name, kafka-python too): the topic is gone from every
-    broker's metadata and disk, and one created again under the name is a new, empty topic."""
+    broker's metadata and disk, and one created again under the name is a new, empty topic
+    with no committed offsets of the old one (Kafka removes a deleted topic's offsets)."""
     from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
     from kafka.admin import KafkaAdminClient
     from kafka.errors import UnknownTopicOrPartitionError
@@ -308,6 +309,13 @@ def test_delete_topics_removes_the_data_everywhere_and_a_new_topic_of_the_name_i
     assert p.flush(30) == 0
     dirs = [cluster.root / f"data{i}" / f"doomed-{k}" for i in cluster.ids for k in (0, 1)]
     assert all(any(d.glob("*.log")) for d in dirs), "every replica has the records on disk"
+    parts = [TopicPartition("doomed", k) for k in (0, 1)]
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "doomed-reader",
+                       "enable.auto.commit": False, "error_cb": lambda e: None})
+    reader.commit(offsets=[TopicPartition("doomed", 0, 4), TopicPartition("doomed", 1, 3)],
+                  asynchronous=False)
+    assert [tp.offset for tp in reader.committed(parts, timeout=10)] == [4, 3]
+    reader.close()
     a = admin(cluster)
     a.delete_topics(["doomed"], operation_timeout=15)["doomed"].result(15)
     with pytest.raises(KafkaException, match="does not exist|UNKNOWN_TOPIC"):
@@ -334,8 +342,10 @@ def test_delete_topics_removes_the_data_everywhere_and_a_new_topic_of_the_name_i
             eof.add(msg.partition())
         else:
             read.append(msg.value())
+    committed = [tp.offset for tp in c.committed(parts, timeout=10)]
     c.close()
     assert eof == {0, 1} and read == [], "the new topic holds nothing of the old one"
+    assert all(o < 0 for o in committed), f"the group's offsets went with the topic: {committed}"
     kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
     try:
         kp.delete_topics(["doomed"])

@@ -259,3 +259,20 @@ def test_a_group_that_emptied_keeps_its_protocol_type_and_a_new_first_member_set
                   lambda r: again.answers.__setitem__("x", r))
     assert again.answers["x"].error == m.NONE, again.answers["x"]
     assert again.gc.groups["g"].protocol_type == "connect"
+
+
+def test_offsets_of_a_deleted_topic_are_removed_and_stay_removed_after_a_reload():
+    """As Kafka's GroupMetadataManager on partitions deleted: the group forgets the committed
+    offsets of a deleted topic's partitions (others kept), and tombstones in the log keep a
+    coordinator that loads the group later from bringing them back."""
+    c = Coordinator()
+    assert c.commit("", -1, {("t", 0): (5, 0, ""), ("t", 1): (6, 0, "")}) == {
+        ("t", 0): m.NONE, ("t", 1): m.NONE}
+    c.gc.groups["g"].offsets[("u", 0)] = gm.OffsetValue(3, 0, "", 1_000)  # another topic's
+    c.gc.partitions_deleted({("t", 0), ("t", 1), ("t", 2), ("t", 3)}, 0)
+    assert c.gc.fetch_offsets("g", None) == (m.NONE, [(("u", 0), gm.OffsetValue(3, 0, "", 1_000))])
+    assert any("offsets of 2 deleted partition(s) removed" in e for e in c.events)
+    c.rm.checkpoint_hws()
+    again = Coordinator(disk=c.disk)  # loads the same log: the commits, then the tombstones
+    assert again.gc.fetch_offsets("g", [("t", 0), ("t", 1)])[1] == [(("t", 0), None),
+                                                                    (("t", 1), None)]

@@ -220,6 +220,7 @@ class Broker:
         self.rm.complete_parked_fetches(now)
         self.rm.hw_changed.clear()
         self.rm.appended.clear()
+        self.rm.topics_deleted.clear()
         self.rm.role_changed = False
 
     def next_deadline_ms(self) -> int:

@@ -590,6 +590,26 @@ class GroupCoordinator:
                 if pending and commit:
                     g.offsets.update(pending)
 
+    def partitions_deleted(self, keys: set[tuple[str, int]], now: int) -> None:
+        """Their topics were deleted: as Kafka's GroupMetadataManager does, every group we
+        coordinate forgets its committed and pending offsets of those partitions, and a
+        tombstone for each committed one goes to its ``__consumer_offsets`` partition, so a
+        coordinator that loads the group later does not bring them back (a topic created
+        again under the name starts with no committed offsets)."""
+        for g in self.groups.values():
+            gone = sorted(k for k in g.offsets if k in keys)
+            for pending in g.txn_offsets.values():
+                for k in keys & pending.keys():
+                    del pending[k]
+            if not gone:
+                continue
+            for k in gone:
+                del g.offsets[k]
+            self.log.write(g.partition, [(gm.offset_key(g.group_id, *k), None) for k in gone],
+                           now, lambda error: None)
+            self._on_event(f"group {g.group_id}: offsets of {len(gone)} deleted partition(s) "
+                           f"removed")
+
     def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None):
         """(error, [((topic, partition), OffsetValue or None)])."""
         error = self._error_for(group_id)

@@ -1219,6 +1219,8 @@ class KafkaApis:
             self._serve_pids(now)
         if self._delayed_deletes:
             self._check_deletes(now)
+        if self.rm.topics_deleted:
+            self.groups.partitions_deleted(self.rm.topics_deleted, now)
         self.groups.poll(now, self.rm.role_changed)
         self.txns.poll(now, self.rm.role_changed)
         if self._delayed_markers:

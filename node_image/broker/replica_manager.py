@@ -69,6 +69,9 @@ class ReplicaManager:
         self.hw_changed: set[tuple[str, int]] = set()
         self.appended: set[tuple[str, int]] = set()
         self.role_changed = False
+        # partitions whose topic the metadata deleted since the caller last looked (held here
+        # or not): the group coordinator drops their committed offsets
+        self.topics_deleted: set[tuple[str, int]] = set()
         self._checkpoint = self._read_hw_checkpoint()
         self._next_checkpoint_ms = 0
         self._fetch_in_flight: dict[int, tuple[int, int]] = {}  # leader -> (correlation id, deadline)
@@ -127,6 +130,7 @@ class ReplicaManager:
         for key in sorted(keys):
             reg = image.partition(*key)
             if reg is None:
+                self.topics_deleted.add(key)
                 self._delete(key)
                 continue
             if self.node_id not in reg.replicas:
