@@ -188,6 +188,9 @@ def test_the_liveness_bug_is_caught_by_the_liveness_phase_alone(docker_client, n
     print(f"liveness: {'; '.join(s['what'] + ': ' + s['detail'] for s in stuck)}")
 
 
+# nightly: with one core kept busy its 30 s run once held no dependency cycle (G1a and
+# int-poll-skip only), so what it asserts is not yet certain on a loaded CI machine
+@pytest.mark.nightly
 def test_a_planted_transaction_bug_is_proved_in_its_report(docker_client, node_image, tmp_path,
                                                            browser):
     """read-committed-past-lso (read_committed fetches served up to the high watermark, past
