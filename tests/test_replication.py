@@ -189,6 +189,37 @@ def test_a_deleted_partitions_files_go_and_a_new_topic_of_the_name_starts_empty(
     assert fresh.log.end_offset == 0, "nothing of the deleted topic is served"
 
 
+
+def test_a_topic_deleted_with_a_config_change_or_while_away_is_deleted_on_the_broker():
+    """A delta that also changes a config or a broker makes the broker follow every
+    partition, and still the ones it deleted; a replica that missed the deletion (it follows
+    the whole image after a restart) drops what the image no longer has. Either way the
+    group coordinator hears of it (topics_deleted)."""
+    from node_image.broker.replica_manager import ReplicaManager, touched_partitions
+    from node_image.config import BrokerConfig
+    from node_image.outbox import Outbox
+    from simulator.disk import SimDisk
+    for away in (False, True):
+        disk = SimDisk()
+        image = with_topic(with_topic(image_with(brokers(1)), partitions=1, rf=1), "u",
+                           partitions=1, rf=1)
+        corr = iter(range(1, 1000))
+        rm = ReplicaManager(1, "/data", disk, BrokerConfig(), Outbox(), lambda: next(corr),
+                            lambda e: None)
+        rm.apply_image(image, None, 0)
+        rm.append(rm.partitions[("t", 0)], batch())
+        [rec] = rc.delete_topics(image, [("t", "")])[0]
+        delta = MetadataDelta(image)
+        delta.replay(rec)
+        delta.replay(mr.ConfigRecord(2, "u", "min.insync.replicas", "1"))
+        after = delta.apply(10)
+        touched = None if away else touched_partitions(delta, after)
+        assert away or touched == {("t", 0), ("u", 0)}, touched
+        rm.apply_image(after, touched, 1)
+        assert set(rm.partitions) == {("u", 0)} and disk.listdir("/data/t-0") == [], away
+        assert rm.topics_deleted == {("t", 0)}, away
+    assert touched_partitions(None, after) is None
+
 def fence(image, broker):
     b = image.brokers[broker]
     change = mr.BrokerRegistrationChangeRecord(broker, b.broker_epoch, mr.FENCE, 0)

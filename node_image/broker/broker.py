@@ -31,7 +31,7 @@ from ..metadata_image import MetadataDelta, MetadataImage
 from ..outbox import Outbox
 from .kafka_apis import KafkaApis
 from .lifecycle import SHUTTING_DOWN, BrokerLifecycleManager
-from .replica_manager import ReplicaManager
+from .replica_manager import ReplicaManager, touched_partitions
 
 CONTROLLER_REQUEST_TIMEOUT_MS = 5000
 
@@ -111,10 +111,7 @@ class Broker:
             self.lifecycle.metadata_advanced(self.now, image.offset)
             self._maybe_first_publish()
             return
-        changed = None if delta is None else set(delta.changed_partitions)
-        if delta is not None and (delta.changed_configs or delta.changed_brokers):
-            changed = None  # min ISR or a broker's state may matter to any partition
-        self.rm.apply_image(image, changed, self.now)
+        self.rm.apply_image(image, touched_partitions(delta, image), self.now)
         self.lifecycle.metadata_advanced(self.now, image.offset)
 
     def _maybe_first_publish(self) -> None:

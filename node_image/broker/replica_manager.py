@@ -32,7 +32,7 @@ from typing import Callable
 from .. import messages as m
 from ..fs import FileSystem, write_durably
 from ..log import OffsetAndEpoch
-from ..metadata_image import MetadataImage
+from ..metadata_image import MetadataDelta, MetadataImage
 from ..records import CorruptBatchError
 from .partition import Partition
 
@@ -43,6 +43,19 @@ ALTER_PARTITION_TIMEOUT_MS = 5000
 # AlterPartition errors after which the controller surely did not apply the change: the
 # committed ISR is the truth again (Kafka resets its pending state on these alone).
 NOT_APPLIED = frozenset({m.INELIGIBLE_REPLICA})
+
+
+def touched_partitions(delta: MetadataDelta | None, image: MetadataImage) -> set | None:
+    """The partitions a broker follows again after ``delta`` made ``image`` (None: all).
+    A delta that changes configs or brokers touches every partition (min ISR or a broker's
+    state may matter to any), and always the ones it changed itself, so that a topic it
+    deletes is deleted here too although the image no longer names it."""
+    if delta is None:
+        return None
+    changed = set(delta.changed_partitions)
+    if delta.changed_configs or delta.changed_brokers:
+        changed |= {(t, p) for t, ti in image.topics.items() for p in ti.partitions}
+    return changed
 
 
 class ReplicaManager:
@@ -123,10 +136,11 @@ class ReplicaManager:
         return int(value) if value is not None else self.options.flush_interval_messages
 
     def apply_image(self, image: MetadataImage, changed: set | None, now: int) -> None:
-        """Follow the image. ``changed``: the partitions that changed (None: all)."""
+        """Follow the image. ``changed``: the partitions that changed (None: all, and the
+        ones this replica holds that the image no longer has, deleted while it was away)."""
         self.image = image
         keys = changed if changed is not None else {
-            (t, p) for t, ti in image.topics.items() for p in ti.partitions}
+            (t, p) for t, ti in image.topics.items() for p in ti.partitions} | set(self.partitions)
         for key in sorted(keys):
             reg = image.partition(*key)
             if reg is None:
