@@ -27,7 +27,8 @@ from .backends import DATA_DIR
 from .clock import REAL_CLOCK
 from .config import RunConfig
 from .history import HistoryWriter
-from .nodes import active_controller, clock_offsets, wait_for_every_node, wait_for_service
+from .nodes import (BRING_UP_S, active_controller, clock_offsets, wait_for_every_node,
+                    wait_for_service)
 
 CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
 ACKED_WRITES_S = 60.0  # the longest a fault waits for the writes it needs acknowledged
@@ -315,9 +316,9 @@ class Campaign:
 
     async def run(self) -> None:
         self.log("waiting for the cluster to elect a controller")
-        leader = await wait_for_service(self.backend.nodes, 60, self.log)
+        leader = await wait_for_service(self.backend.nodes, BRING_UP_S, self.log)
         self.log(f"active controller: n{leader}")
-        await wait_for_every_node(self.backend.nodes, 60)
+        await wait_for_every_node(self.backend.nodes, BRING_UP_S)
         self.log("every node serves")
         try:
             await self._run()

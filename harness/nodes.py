@@ -82,16 +82,27 @@ async def serves(addr: str, port: int = PORT) -> bool:
         await c.close()
 
 
+# How long a new cluster may take to elect a controller and serve: on a quiet machine a few
+# seconds, with a CI runner's cores busy over 60 s (five node processes start at once).
+BRING_UP_S = 180.0
+
+
 async def wait_for_service(nodes, timeout_s: float, log) -> int:
-    """Wait until some node accepts a register read; returns the active controller."""
+    """Wait until some node accepts a register read; returns the active controller. On a
+    timeout the error says what the nodes last answered."""
     deadline = time.monotonic() + timeout_s
+    leader = None
     while time.monotonic() < deadline:
         leader = await active_controller(nodes)
         if leader is not None and await serves(next(n.address for n in nodes
                                                     if n.node_id == leader)):
             return leader
         await asyncio.sleep(0.2)
-    raise TimeoutError(f"the cluster did not serve register reads within {timeout_s:.0f} s")
+    described = await describe_all(nodes)
+    seen = ", ".join(f"n{i} {d.role} in epoch {d.epoch}" for i, d in sorted(described.items()))
+    raise TimeoutError(f"the cluster did not serve register reads within {timeout_s:.0f} s "
+                       f"(quorum: {seen or 'no node answered'}; controller "
+                       f"{'none' if leader is None else f'n{leader}, not serving'})")
 
 
 async def wait_for_every_node(nodes, timeout_s: float, port: int = PORT) -> None:

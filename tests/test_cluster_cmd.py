@@ -173,3 +173,15 @@ def test_a_bad_set_item_is_refused_naming_it():
     assert p.returncode != 0 and "--set 'log.segment.bytes': expected [nID:]KEY=VALUE" in p.stderr
     p = chaoskraft("cluster", "up", "--set", "n9:a=b", timeout=60)
     assert p.returncode != 0 and "n9" in p.stderr and "n1..n5" in p.stderr
+
+
+def test_a_cluster_that_never_serves_is_named_with_what_its_nodes_answered():
+    """The campaign's bring-up wait ends with an error that says what the quorum looked like
+    (here: nothing listens at the nodes' addresses)."""
+    import asyncio
+
+    from harness.nodes import wait_for_service
+    silent = [NodeInfo(i, f"n{i}", "127.0.0.1", ("controller", "broker")) for i in (1, 2)]
+    with pytest.raises(TimeoutError, match=r"within 1 s \(quorum: no node answered; "
+                                           r"controller none\)"):
+        asyncio.run(wait_for_service(silent, 1, print))
