@@ -56,6 +56,10 @@ class RunConfig:
     # Jepsen's --txn: sends and polls in transactions of 1-4 (a transactional producer, a
     # read_committed consumer); confluent-kafka only
     transactions: bool = False
+    # Jepsen's --max-txn-length: each transaction's size is drawn from 1..max_txn_length.
+    # Longer ones stay open longer, so a consumer lagging behind the log on a busy machine
+    # still reads records of transactions that are open
+    max_txn_length: int = 4
     # Jepsen's --ww-deps: the queue checker infers write-write edges from each key's log (G0
     # cycles then show, and G1c ones are allowed)
     ww_deps: bool = False
@@ -101,7 +105,8 @@ class RunConfig:
 
 _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_timeout_s",
              "ops_per_key", "nemesis_interval_s", "check_budget_s", "partitions",
-             "replication_factor", "min_insync_replicas", "flush_messages", "liveness_s"}
+             "replication_factor", "min_insync_replicas", "flush_messages", "liveness_s",
+             "max_txn_length"}
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": tuple(WORKLOADS), "backend": ("docker", "ssh"),
             "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),

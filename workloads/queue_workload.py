@@ -29,7 +29,7 @@ from pathlib import Path
 
 from harness.stats import WORD, Stats, run_history
 
-from .queue import (ABORT_RATIO, MAX_TXN_LENGTH, VALUE_STRIDE, QueueGenerator, key_name,
+from .queue import (ABORT_RATIO, VALUE_STRIDE, QueueGenerator, key_name,
                     producer_codec)
 from .queue_client import CLIENT_LOG, make_client, read_to_end
 from .workload import FINAL_PROCESS_BASE, Campaign, until_live
@@ -250,7 +250,7 @@ class QueueRun:
 
     def _txn_worker(self, process: int, deadline, gen, client) -> None:
         """Transactions mode: the generator's sends and polls, in its order, grouped into
-        transactions of 1-4 (sizes drawn from the seed), one in eight aborted on purpose
+        transactions of 1 to ``max_txn_length`` (sizes drawn from the seed), one in eight aborted on purpose
         (drawn from the seed too); an assign is one on its own. A transaction is one
         operation, as in Jepsen's histories: ``f: txn``, invoked with its micro-operations
         (``["send", key, value]``, ``["poll"]``) before it begins and completed with what
@@ -263,7 +263,7 @@ class QueueRun:
         try:
             self._reposition(process, client)
             pending: list = []
-            size = rng.randint(1, MAX_TXN_LENGTH)
+            size = rng.randint(1, cfg.max_txn_length)
             for op in gen:
                 if deadline.passed():
                     break
@@ -279,7 +279,7 @@ class QueueRun:
                 typ, done, error = txn_completion(mops, client.txn(mops, abort=abort))
                 self.history.record(process, typ, "txn", value=done, error=error)
                 pending = []
-                size = rng.randint(1, MAX_TXN_LENGTH)
+                size = rng.randint(1, cfg.max_txn_length)
                 time.sleep(interval * len(mops))
         finally:
             client.close()
