@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 from harness.check_cmd import run_check
-from harness.nodes import PORT, active_controller, serves, wait_for_service
+from harness.nodes import BRING_UP_S, PORT, active_controller, serves, wait_for_service
 from harness.stats import WORD, history_stats, run_history
 from node_image.messages import ERROR_NAMES
 
@@ -97,7 +97,7 @@ class RegisterRun(NoPartitions):
         return await until_live(stuck_now, bound_s)
 
     async def final_phase(self) -> None:
-        leader = await wait_for_service(self.c.backend.nodes, 60, self.c.log)
+        leader = await wait_for_service(self.c.backend.nodes, BRING_UP_S, self.c.log)
         self.c.log(f"final reads of {len(self.keys)} keys on n{leader}")
         client = RegisterClient(self.c.addr[leader], PORT, self.c.cfg.op_timeout_s)
         try:
