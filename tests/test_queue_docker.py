@@ -188,6 +188,9 @@ def test_the_liveness_bug_is_caught_by_the_liveness_phase_alone(docker_client, n
     print(f"liveness: {'; '.join(s['what'] + ': ' + s['detail'] for s in stuck)}")
 
 
+# nightly: in CI with one core kept busy it ran beside two other queue campaigns, the machine
+# waiting on CPU 95% of the time: 81 transactions committed in 40 s and no cycle among them
+@pytest.mark.nightly
 def test_a_planted_transaction_bug_is_proved_in_its_report(docker_client, node_image, tmp_path,
                                                            browser):
     """read-committed-past-lso (read_committed fetches served up to the high watermark, past
