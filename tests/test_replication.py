@@ -348,6 +348,39 @@ def test_isr_shrink_and_expand_rules():
     assert part.caught_up_outside_isr() == [3]
 
 
+
+def test_isr_shrinks_on_its_timer_only_and_expands_on_any_input():
+    """Between two ISR checks (every half of replica.lag.time.max.ms, Kafka's isr-expiration
+    task) an input may take a caught-up follower into the ISR but takes nobody out; the
+    next check does. (The expansion path used to shrink too, so on a busy broker a follower
+    that had just joined left again on the next input, several times a second.)"""
+    from node_image.broker.replica_manager import ReplicaManager
+    from node_image.config import BrokerConfig
+    from node_image.outbox import Outbox
+    image = with_topic(image_with(brokers(1, 2, 3)), partitions=1, rf=3)
+    reg = image.partition("t", 0)
+    lead_id, a, b = reg.leader, *[r for r in reg.replicas if r != reg.leader]
+    corr = iter(range(1, 1000))
+    out = Outbox()
+    rm = ReplicaManager(lead_id, "/data", SimDisk(), BrokerConfig(), out, lambda: next(corr),
+                        lambda e: None)
+    rm.controller_id, rm.broker_epoch = 9, 5
+    rm.apply_image(image, None, 0)
+    part = rm.partitions[("t", 0)]
+    part.isr = (lead_id, a)  # b left the ISR earlier
+
+    def proposed(now):
+        out.take()
+        part.pending_isr = None
+        rm.poll(now)
+        return [msg.new_isr for _, msg in out.take() if isinstance(msg, m.AlterPartitionRequest)]
+    assert proposed(0) == [] and proposed(15_000) == [] and proposed(30_000) == []
+    # 40 s: a has not caught up for 40 s (past the 30 s lag), b fetches at the log end
+    part.remote[b].update_fetch_state(0, 0, 40_000)
+    assert proposed(40_000) == [(lead_id, a, b)], "between checks: b joins, a stays"
+    part.isr = (lead_id, a, b)
+    assert proposed(45_000) == [(lead_id, b)], "the next check takes a out"
+
 def test_follower_truncates_where_the_logs_diverge():
     part = make_partition(SimDisk(), node=2)
     assert lead(part, replicas=(1, 2, 3)) == "follower"

@@ -295,7 +295,10 @@ class ReplicaManager:
     def _lag_clock(self, now: int) -> int:
         return self._wall_clock() if self._wall_clock is not None else now
 
-    def _maybe_alter_isr(self, now: int) -> None:
+    def _maybe_alter_isr(self, now: int, shrink: bool = True) -> None:
+        """Propose ISR changes: followers that did not catch up for replica.lag.time.max.ms
+        out (``shrink``: on the timer only, every half of it, as Kafka's isr-expiration
+        task), else caught-up followers outside the ISR in."""
         if self.controller_id is None or self.broker_epoch < 0:
             return
         for part in self.partitions.values():
@@ -310,7 +313,7 @@ class ReplicaManager:
                 continue
             new_isr = None
             out = part.out_of_sync_replicas(self._lag_clock(now),
-                                            self.options.replica_lag_time_max_ms)
+                                            self.options.replica_lag_time_max_ms) if shrink else []
             if out:
                 new_isr = tuple(b for b in part.isr if b not in out)
                 self._on_event(f"{part.topic}-{part.partition}: shrinking ISR {list(part.isr)} "
@@ -438,7 +441,10 @@ class ReplicaManager:
     def _maybe_expand_only(self, now: int) -> None:
         if any(p.is_leader and p.pending_isr is None and p.caught_up_outside_isr()
                for p in self.partitions.values()):
-            self._maybe_alter_isr(now)
+            # expansion only: shrinking here too, on every input, took a follower that had
+            # just joined (in sync by the high watermark, not yet caught up with the log end)
+            # out again at once, and in again on the next input, several times a second
+            self._maybe_alter_isr(now, shrink=False)
 
     def next_deadline_ms(self) -> int:
         times = [self._next_isr_check_ms, self._next_checkpoint_ms]
