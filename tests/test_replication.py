@@ -189,7 +189,6 @@ def test_a_deleted_partitions_files_go_and_a_new_topic_of_the_name_starts_empty(
     assert fresh.log.end_offset == 0, "nothing of the deleted topic is served"
 
 
-
 def test_a_topic_deleted_with_a_config_change_or_while_away_is_deleted_on_the_broker():
     """A delta that also changes a config or a broker makes the broker follow every
     partition, and still the ones it deleted; a replica that missed the deletion (it follows
@@ -219,6 +218,7 @@ def test_a_topic_deleted_with_a_config_change_or_while_away_is_deleted_on_the_br
         assert set(rm.partitions) == {("u", 0)} and disk.listdir("/data/t-0") == [], away
         assert rm.topics_deleted == {("t", 0)}, away
     assert touched_partitions(None, after) is None
+
 
 def fence(image, broker):
     b = image.brokers[broker]
@@ -348,7 +348,6 @@ def test_isr_shrink_and_expand_rules():
     assert part.caught_up_outside_isr() == [3]
 
 
-
 def test_isr_shrinks_on_its_timer_only_and_expands_on_any_input():
     """Between two ISR checks (every half of replica.lag.time.max.ms, Kafka's isr-expiration
     task) an input may take a caught-up follower into the ISR but takes nobody out; the
@@ -380,6 +379,7 @@ def test_isr_shrinks_on_its_timer_only_and_expands_on_any_input():
     assert proposed(40_000) == [(lead_id, a, b)], "between checks: b joins, a stays"
     part.isr = (lead_id, a, b)
     assert proposed(45_000) == [(lead_id, b)], "the next check takes a out"
+
 
 def test_follower_truncates_where_the_logs_diverge():
     part = make_partition(SimDisk(), node=2)
