@@ -312,7 +312,10 @@ def test_a_transactional_subscribe_campaign_on_a_correct_node_is_valid(docker_cl
     # before the final poll, valid; the group tests in test_groups_real_clients read for sure)
     cov = results["coverage"]["reached"]
     assert cov.get("group-rebalanced") and cov.get("coordinator-loaded"), cov
-    assert q["stats"]["sends"]["ok"] > 20, q["stats"]
+    # Committed sends, read back by the final polls: how many depends on the machine too (in
+    # a clean-clone CI run whose other workers kept the CPU waited on 95% of the time, 9 of
+    # 252 committed, the rest timed out client-side; the run was valid and said so)
+    assert q["stats"]["sends"]["ok"] > 0 and q["stats"]["messages_read"] > 0, q["stats"]
     assert {r["type"] for r in txns} >= {"ok", "fail"}, "commits and aborts on purpose"
     assert q["stats"]["final_polls"], "the final read passed every transaction marker"
 
