@@ -15,7 +15,7 @@ import yaml
 
 from node_image.bugs import BUGS
 from nemesis.schedule import COMBINE, PACKAGES, REGISTRY, check_options, package_refusal
-from workloads.queue import CODECS
+from workloads.queue import CODECS, MAX_TXN_LENGTH
 from workloads.registry import WORKLOADS
 
 from .yaml_lines import key_lines as _key_lines, located  # noqa: F401 - used by campaign_matrix
@@ -59,7 +59,7 @@ class RunConfig:
     # Jepsen's --max-txn-length: each transaction's size is drawn from 1..max_txn_length.
     # Longer ones stay open longer, so a consumer lagging behind the log on a busy machine
     # still reads records of transactions that are open
-    max_txn_length: int = 4
+    max_txn_length: int = MAX_TXN_LENGTH
     # Jepsen's --ww-deps: the queue checker infers write-write edges from each key's log (G0
     # cycles then show, and G1c ones are allowed)
     ww_deps: bool = False
