@@ -101,6 +101,48 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [item for item in items if not item.get_closest_marker("nightly")]
 
 
+# Docker tests at once across the pytest-xdist workers (CHAOSKRAFT_DOCKER_SLOTS): on a slow
+# 2-core machine four campaigns side by side left each waiting on the CPU 97% of the time, and
+# a planted bug whose finding needs clients to make progress (a cycle of open transactions,
+# an unclean election losing acknowledged writes) then read valid
+DOCKER_SLOTS = int(os.environ.get("CHAOSKRAFT_DOCKER_SLOTS", "2"))
+
+
+@contextlib.contextmanager
+def docker_slot(root: Path, slots: int = DOCKER_SLOTS, poll_s: float = 0.2):
+    """One of ``slots`` lock files under ``root`` (shared by the workers), held while the
+    block runs; waits for a free one."""
+    import fcntl
+    files = [open(root / f"docker-slot-{i}", "a+") for i in range(slots)]
+    try:
+        while True:
+            for f in files:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                try:
+                    yield
+                finally:
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                return
+            time.sleep(poll_s)
+    finally:
+        for f in files:
+            f.close()
+
+
+@pytest.fixture(autouse=True)
+def _one_of_the_docker_slots(request, tmp_path_factory):
+    """Every test marked ``docker`` holds one of DOCKER_SLOTS slots while it runs."""
+    if not request.node.get_closest_marker("docker"):
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    with docker_slot(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base):
+        yield
+
+
 def wait_for(what, predicate, timeout_s=60):
     """``predicate()``'s first truthy value, polled every 0.3 s; an exception counts as not yet
     (a cluster coming up refuses connections). Fails naming ``what`` after ``timeout_s``."""
