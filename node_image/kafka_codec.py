@@ -11,10 +11,12 @@ the node sees one small interface:
   and whether the client gets an error response or a closed connection.
 - :func:`encode_response` frames a response body for a request.
 
-Supported versions are the ones in :data:`SUPPORTED`: the non-flexible
-versions of the older APIs, and flexible ones where a client needs them
-(ApiVersions v3, which librdkafka asks for first; InitProducerId v2-v4 for
-KIP-360; ListGroups v3-v5; DescribeConfigs v4; DescribeCluster; DeleteRecords v2; OffsetForLeaderEpoch v4). As Kafka brokers do, an
+Supported versions are the ones in :data:`SUPPORTED`. For the group, coordinator and
+transaction APIs, ApiVersions and the admin APIs: the versions a Kafka 4 broker answers,
+flexible ones included, up to where a version brings a feature the node does not have
+(share groups: FindCoordinator v6; KIP-890's second transaction protocol: EndTxn and
+TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). For Produce, Fetch,
+ListOffsets, Metadata and CreateTopics: the non-flexible versions. As Kafka brokers do, an
 ApiVersions request of a
 version we do not know is answered with a v0 body carrying
 UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
@@ -75,22 +77,22 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     FETCH: (4, 11, FetchRequest, FetchResponse),
     LIST_OFFSETS: (1, 5, ListOffsetsRequest, ListOffsetsResponse),
     METADATA: (0, 8, MetadataRequest, MetadataResponse),
-    OFFSET_COMMIT: (2, 7, OffsetCommitRequest, OffsetCommitResponse),
-    OFFSET_FETCH: (1, 5, OffsetFetchRequest, OffsetFetchResponse),
-    FIND_COORDINATOR: (0, 2, FindCoordinatorRequest, FindCoordinatorResponse),
-    JOIN_GROUP: (0, 5, JoinGroupRequest, JoinGroupResponse),
-    HEARTBEAT: (0, 3, HeartbeatRequest, HeartbeatResponse),
-    LEAVE_GROUP: (0, 3, LeaveGroupRequest, LeaveGroupResponse),
-    SYNC_GROUP: (0, 3, SyncGroupRequest, SyncGroupResponse),
-    DESCRIBE_GROUPS: (0, 4, DescribeGroupsRequest, DescribeGroupsResponse),
+    OFFSET_COMMIT: (2, 9, OffsetCommitRequest, OffsetCommitResponse),
+    OFFSET_FETCH: (1, 9, OffsetFetchRequest, OffsetFetchResponse),
+    FIND_COORDINATOR: (0, 5, FindCoordinatorRequest, FindCoordinatorResponse),
+    JOIN_GROUP: (0, 9, JoinGroupRequest, JoinGroupResponse),
+    HEARTBEAT: (0, 4, HeartbeatRequest, HeartbeatResponse),
+    LEAVE_GROUP: (0, 5, LeaveGroupRequest, LeaveGroupResponse),
+    SYNC_GROUP: (0, 5, SyncGroupRequest, SyncGroupResponse),
+    DESCRIBE_GROUPS: (0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
     LIST_GROUPS: (0, 5, ListGroupsRequest, ListGroupsResponse),
-    API_VERSIONS: (0, 3, ApiVersionsRequest, ApiVersionsResponse),
+    API_VERSIONS: (0, 4, ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (2, 4, CreateTopicsRequest, CreateTopicsResponse),
-    INIT_PRODUCER_ID: (0, 4, InitProducerIdRequest, InitProducerIdResponse),
-    ADD_PARTITIONS_TO_TXN: (0, 2, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
-    ADD_OFFSETS_TO_TXN: (0, 2, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
-    END_TXN: (0, 2, EndTxnRequest, EndTxnResponse),
-    TXN_OFFSET_COMMIT: (0, 2, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    INIT_PRODUCER_ID: (0, 5, InitProducerIdRequest, InitProducerIdResponse),
+    ADD_PARTITIONS_TO_TXN: (0, 3, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    ADD_OFFSETS_TO_TXN: (0, 4, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    END_TXN: (0, 4, EndTxnRequest, EndTxnResponse),
+    TXN_OFFSET_COMMIT: (0, 4, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     DESCRIBE_CONFIGS: (1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
     CREATE_PARTITIONS: (0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     ALTER_CONFIGS: (0, 2, AlterConfigsRequest, AlterConfigsResponse),

@@ -80,6 +80,7 @@ UNKNOWN_LEADER_EPOCH = 75
 UNSUPPORTED_COMPRESSION_TYPE = 76
 OFFSET_NOT_AVAILABLE = 78  # a new leader whose high watermark is behind its epoch start
 MEMBER_ID_REQUIRED = 79
+UNSTABLE_OFFSET_COMMIT = 88  # OffsetFetch v7+ with require_stable, a transaction still open
 STALE_BROKER_EPOCH = 77
 INCONSISTENT_VOTER_SET = 94
 INVALID_UPDATE_VERSION = 95

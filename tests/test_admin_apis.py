@@ -525,3 +525,114 @@ def test_offset_for_leader_epoch_says_where_each_epoch_ends_across_a_leader_chan
             assert ask(new, v, e1, e0)[0] == 74, v  # FENCED_LEADER_EPOCH
     finally:
         cluster.start(leader)
+
+
+# (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch, LeaveGroup,
+# DescribeGroups): the first flexible versions, the batched ones, and Kafka 4's newest
+GROUP_VERSIONS = {"first-flexible": (3, 6, 4, 4, 8, 6, 4, 5),
+                  "batched": (4, 7, 5, 4, 8, 8, 5, 5),
+                  "newest": (5, 9, 5, 4, 9, 9, 5, 5)}
+
+
+@pytest.mark.parametrize("versions", sorted(GROUP_VERSIONS))
+def test_a_classic_group_on_the_wire_in_the_flexible_versions(cluster, versions):
+    """The classic group protocol as a client that knows these versions sends it: a batch of
+    keys to FindCoordinator (v4+), JoinGroup with MEMBER_ID_REQUIRED and the group's protocol
+    type in the answer (v7+), SyncGroup checking the protocol named (v5+), a commit, a batch
+    of groups to OffsetFetch (v8+), DescribeGroups, LeaveGroup with a reason (v5+)."""
+    import socket
+
+    from kafka.protocol.consumer import (HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+                                         OffsetCommitRequest, OffsetFetchRequest,
+                                         SyncGroupRequest)
+    from kafka.protocol.admin import DescribeGroupsRequest
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from node_image import kafka_codec as kc
+    vf, vj, vs, vh, vc, vo, vl, vd = GROUP_VERSIONS[versions]
+    group, topic = f"wired-{versions}", f"wired-{versions}"
+    create(cluster, topic, {})
+
+    def ask(host, api, version, body):
+        with socket.create_connection((host, cluster.kafka_port), timeout=10) as s:
+            s.sendall(kc.encode_request(api, version, body))
+            return kc.decode_response(api, version, kc.recv_frame(s))
+
+    def find():
+        if vf >= 4:
+            r = ask(cluster.host(1), kc.FIND_COORDINATOR, vf, FindCoordinatorRequest[vf](
+                key_type=0, coordinator_keys=[group, "", "other"]))
+            mine, empty, other = r.coordinators
+            assert (mine.key, empty.key, empty.error_code) == (group, "", 42)
+            assert other.key == "other"
+        else:
+            mine = ask(cluster.host(1), kc.FIND_COORDINATOR, vf,
+                       FindCoordinatorRequest[vf](key=group, key_type=0))
+        return mine.host if mine.error_code == 0 else None
+    host = wait_for("the group's coordinator", find)
+
+    def join(member_id):
+        return ask(host, kc.JOIN_GROUP, vj, JoinGroupRequest[vj](
+            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+            member_id=member_id, protocol_type="consumer", reason="wire test",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                 metadata=b"sub")]))
+    first = join("")
+    assert first.error_code == 79 and first.member_id, "MEMBER_ID_REQUIRED, with the id"
+    me = first.member_id
+    joined = join(me)
+    assert (joined.error_code, joined.leader, joined.protocol_name) == (0, me, "range")
+    assert [(x.member_id, x.metadata) for x in joined.members] == [(me, b"sub")]
+    if vj >= 7:
+        assert joined.protocol_type == "consumer"
+    if vj >= 9:
+        assert joined.skip_assignment is False
+    gen = joined.generation_id
+
+    def sync(**named):
+        return ask(host, kc.SYNC_GROUP, vs, SyncGroupRequest[vs](
+            group_id=group, generation_id=gen, member_id=me, **named,
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=me,
+                                                                     assignment=b"all")]))
+    if vs >= 5:
+        assert sync(protocol_type="consumer", protocol_name="sticky").error_code == 23
+        synced = sync(protocol_type="consumer", protocol_name="range")
+        assert (synced.protocol_type, synced.protocol_name) == ("consumer", "range")
+    else:
+        synced = sync()
+    assert (synced.error_code, synced.assignment) == (0, b"all")
+    assert ask(host, kc.HEARTBEAT, vh, HeartbeatRequest[vh](
+        group_id=group, generation_id=gen, member_id=me)).error_code == 0
+    C = OffsetCommitRequest.OffsetCommitRequestTopic
+    committed = ask(host, kc.OFFSET_COMMIT, vc, OffsetCommitRequest[vc](
+        group_id=group, generation_id_or_member_epoch=gen, member_id=me, topics=[C(
+            name=topic, partitions=[C.OffsetCommitRequestPartition(
+                partition_index=1, committed_offset=17, committed_leader_epoch=-1,
+                committed_metadata="m")])]))
+    assert [p.error_code for t in committed.topics for p in t.partitions] == [0]
+    if vo >= 8:
+        G = OffsetFetchRequest.OffsetFetchRequestGroup
+        fetched = ask(host, kc.OFFSET_FETCH, vo, OffsetFetchRequest[vo](
+            groups=[G(group_id=group, topics=[G.OffsetFetchRequestTopics(
+                name=topic, partition_indexes=[0, 1])]), G(group_id="nobody", topics=None)],
+            require_stable=True))
+        mine, nobody = fetched.groups
+        assert (mine.group_id, mine.error_code, nobody.topics) == (group, 0, [])
+        parts = mine.topics[0].partitions
+    else:
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        fetched = ask(host, kc.OFFSET_FETCH, vo, OffsetFetchRequest[vo](
+            group_id=group, require_stable=True,
+            topics=[T(name=topic, partition_indexes=[0, 1])]))
+        parts = fetched.topics[0].partitions
+    assert [(p.partition_index, p.committed_offset, p.metadata, p.error_code)
+            for p in parts] == [(0, -1, "", 0), (1, 17, "m", 0)]
+    [described] = ask(host, kc.DESCRIBE_GROUPS, vd, DescribeGroupsRequest[vd](
+        groups=[group])).groups
+    assert (described.group_state, described.protocol_type, described.protocol_data) == (
+        "Stable", "consumer", "range")
+    left = ask(host, kc.LEAVE_GROUP, vl, LeaveGroupRequest[vl](group_id=group, members=[
+        LeaveGroupRequest.MemberIdentity(member_id=me, reason="done")]))
+    assert [(x.member_id, x.error_code) for x in left.members] == [(me, 0)]
+    [after] = ask(host, kc.DESCRIBE_GROUPS, vd, DescribeGroupsRequest[vd](groups=[group])).groups
+    assert (after.group_state, after.protocol_type) == ("Empty", "consumer")

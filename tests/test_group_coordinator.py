@@ -149,8 +149,8 @@ def test_commits_follow_the_generation_and_fetches_see_committed_offsets():
         ("t", 0): m.NONE, ("t", 9): m.UNKNOWN_TOPIC_OR_PARTITION,
         ("t", 1): m.OFFSET_METADATA_TOO_LARGE}
     error, found = c.gc.fetch_offsets("g", [("t", 0), ("t", 1)])
-    assert error == m.NONE and found == [(("t", 0), gm.OffsetValue(5, 0, "m", 1_000)),
-                                         (("t", 1), None)]
+    assert error == m.NONE and found == [(("t", 0), gm.OffsetValue(5, 0, "m", 1_000), m.NONE),
+                                         (("t", 1), None, m.NONE)]
     c.join("c")  # a new member: PreparingRebalance still takes commits of generation 2
     assert c.commit(b, 2, {("t", 1): (3, 0, "")}) == {("t", 1): m.NONE}
     assert c.commit(b, -1, {("t", 1): (3, 0, "")}) == {("t", 1): m.ILLEGAL_GENERATION}
@@ -160,7 +160,7 @@ def test_commits_follow_the_generation_and_fetches_see_committed_offsets():
 def test_a_group_without_members_commits_with_generation_minus_one():
     c = Coordinator()
     assert c.commit("", -1, {("t", 2): (9, -1, None)}) == {("t", 2): m.NONE}
-    assert c.gc.fetch_offsets("g", None) == (m.NONE, [(("t", 2), gm.OffsetValue(9, -1, "", 1_000))])
+    assert c.gc.fetch_offsets("g", None) == (m.NONE, [(("t", 2), gm.OffsetValue(9, -1, "", 1_000), m.NONE)])
     assert c.state() == EMPTY
     assert c.gc.fetch_offsets("other", None) == (m.NONE, [])
 
@@ -175,7 +175,7 @@ def test_a_new_coordinator_rebuilds_groups_and_offsets_from_the_log():
     g = again.gc.groups["g"]
     assert (g.state, g.generation, g.leader, g.protocol) == (STABLE, 2, a, "range")
     assert {x: mb.assignment for x, mb in g.members.items()} == {a: b"A", b: b"B"}
-    assert again.gc.fetch_offsets("g", [("t", 0)])[1] == [(("t", 0), gm.OffsetValue(12, 0, "", 1_000))]
+    assert again.gc.fetch_offsets("g", [("t", 0)])[1] == [(("t", 0), gm.OffsetValue(12, 0, "", 1_000), m.NONE)]
     assert again.gc.heartbeat("g", 2, b, 5) == m.NONE, "members carry on with the new coordinator"
     assert any("loaded 1 group(s)" in e for e in again.events)
 
@@ -270,9 +270,73 @@ def test_offsets_of_a_deleted_topic_are_removed_and_stay_removed_after_a_reload(
         ("t", 0): m.NONE, ("t", 1): m.NONE}
     c.gc.groups["g"].offsets[("u", 0)] = gm.OffsetValue(3, 0, "", 1_000)  # another topic's
     c.gc.partitions_deleted({("t", 0), ("t", 1), ("t", 2), ("t", 3)}, 0)
-    assert c.gc.fetch_offsets("g", None) == (m.NONE, [(("u", 0), gm.OffsetValue(3, 0, "", 1_000))])
+    assert c.gc.fetch_offsets("g", None) == (m.NONE, [(("u", 0), gm.OffsetValue(3, 0, "", 1_000), m.NONE)])
     assert any("offsets of 2 deleted partition(s) removed" in e for e in c.events)
     c.rm.checkpoint_hws()
     again = Coordinator(disk=c.disk)  # loads the same log: the commits, then the tombstones
-    assert again.gc.fetch_offsets("g", [("t", 0), ("t", 1)])[1] == [(("t", 0), None),
-                                                                    (("t", 1), None)]
+    assert again.gc.fetch_offsets("g", [("t", 0), ("t", 1)])[1] == [(("t", 0), None, m.NONE),
+                                                                    (("t", 1), None, m.NONE)]
+
+
+def test_sync_group_v5_checks_the_protocol_type_and_name_it_is_given():
+    """SyncGroup v5+ (KIP-559) names the protocol type and name the member expects; one that
+    is not the group's is INCONSISTENT_GROUP_PROTOCOL, as Kafka's validateSyncGroup."""
+    c = Coordinator()
+    r = c.join("a")
+    r = c.join("a", r.member_id)
+    a, gen = r.member_id, r.generation
+
+    def sync(ptype, pname):
+        out = []
+        c.gc.sync("g", gen, a, {a: b"A"}, 0, lambda e, asg: out.append((e, asg)), ptype, pname)
+        return out[0]
+    assert sync("connect", None)[0] == m.INCONSISTENT_GROUP_PROTOCOL
+    assert sync(None, "roundrobin")[0] == m.INCONSISTENT_GROUP_PROTOCOL
+    assert c.state() == COMPLETING, "a refused sync changes nothing"
+    assert sync("consumer", "range") == (m.NONE, b"A")
+    assert c.state() == STABLE
+    assert sync(None, None) == (m.NONE, b"A"), "older versions name neither"
+
+
+def test_transactional_commits_check_member_and_generation_when_given():
+    """TxnOffsetCommit v3+ (KIP-447) carries the member and generation, checked as an
+    OffsetCommit's (Kafka's validateOffsetCommit); older versions send none and commit while
+    the group rebalances. A missing group with a generation is ILLEGAL_GENERATION."""
+    c = Coordinator()
+    a, b = two_members(c)
+
+    def txn(member, generation, group="g", instance=None):
+        out = []
+        c.gc.commit_offsets(group, member, generation, {("t", 0): (4, 0, "")}, 0, out.append,
+                            producer=(77, 0), instance_id=instance)
+        return out[0][("t", 0)]
+    assert txn("nobody", 2) == m.UNKNOWN_MEMBER_ID
+    assert txn(a, 1) == m.ILLEGAL_GENERATION
+    assert txn(a, 2, instance="static-1") == m.UNKNOWN_MEMBER_ID, "no static members here"
+    assert txn(a, 2) == m.NONE
+    assert txn("", -1) == m.NONE, "before v3: no member, no generation, any group state"
+    assert txn(a, 2, group="other") == m.ILLEGAL_GENERATION
+    assert txn("", -1, group="other") == m.NONE
+    c.join("c")  # a rebalance: plain commits of generation 2 still go, so do transactional ones
+    assert txn(b, 2) == m.NONE
+
+
+def test_require_stable_holds_back_partitions_with_a_transaction_open():
+    """OffsetFetch v7+ with require_stable (KIP-447): a partition with a transactional
+    commit not yet ended is UNSTABLE_OFFSET_COMMIT (the client asks again); the others, and
+    the same fetch without require_stable, get the committed offsets."""
+    c = Coordinator()
+    assert c.commit("", -1, {("t", 0): (5, 0, ""), ("t", 1): (6, 0, "")}) == {
+        ("t", 0): m.NONE, ("t", 1): m.NONE}
+    out = []
+    c.gc.commit_offsets("g", "", -1, {("t", 0): (9, 0, "")}, 0, out.append, producer=(77, 0))
+    assert out == [{("t", 0): m.NONE}]
+    wanted = [("t", 0), ("t", 1)]
+    v0, v1 = gm.OffsetValue(5, 0, "", 1_000), gm.OffsetValue(6, 0, "", 1_000)
+    assert c.gc.fetch_offsets("g", wanted, True) == (m.NONE, [
+        (("t", 0), v0, m.UNSTABLE_OFFSET_COMMIT), (("t", 1), v1, m.NONE)])
+    assert c.gc.fetch_offsets("g", wanted) == (m.NONE, [(("t", 0), v0, m.NONE),
+                                                        (("t", 1), v1, m.NONE)])
+    c.gc.complete_txn(c.gc.partition_of("g"), 77, True)
+    assert c.gc.fetch_offsets("g", wanted, True) == (m.NONE, [
+        (("t", 0), gm.OffsetValue(9, 0, "", 1_000), m.NONE), (("t", 1), v1, m.NONE)])

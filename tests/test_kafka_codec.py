@@ -174,3 +174,177 @@ def test_offset_for_leader_epoch_v4_flexible_request_and_response_bytes():
     want += struct.pack(">i", 0) + bytes([2]) + bytes([2]) + b"t"
     want += bytes([2]) + struct.pack(">hiiq", 0, 1, 3, 120) + b"\x00" + b"\x00" + b"\x00"
     assert kc.encode_response(req, resp) == struct.pack(">i", len(want)) + want
+
+
+# The flexible versions (KIP-482): a request header v2 (its client id still a plain string)
+# and a response header v1 end in a tagged-field section; strings, bytes and arrays are
+# compact (length + 1 as an unsigned varint, 0 for null); every struct ends in its own
+# tagged-field section. Tags are empty here: one zero byte.
+TAGS = b"\x00"
+
+
+def cstr(s: str | None) -> bytes:
+    return b"\x00" if s is None else bytes([len(s) + 1]) + s.encode()
+
+
+def cbytes(b: bytes) -> bytes:
+    return bytes([len(b) + 1]) + b
+
+
+def carray(items: list[bytes]) -> bytes:
+    return bytes([len(items) + 1]) + b"".join(items)
+
+
+def request_v2(api_key: int, version: int, correlation_id: int) -> bytes:
+    return struct.pack(">hhi", api_key, version, correlation_id) + string("c") + TAGS
+
+
+def response_v1(correlation_id: int, body: bytes) -> bytes:
+    frame = struct.pack(">i", correlation_id) + TAGS + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+def test_find_coordinator_v4_batches_keys_in_request_and_response():
+    """FindCoordinator v4 (KIP-699): a key type and many keys; one coordinator per key."""
+    req = kc.decode_request(request_v2(10, 4, 21) + b"\x00" + carray([cstr("g1"), cstr("")])
+                            + TAGS)
+    assert (req.body.key_type, req.body.coordinator_keys) == (0, ["g1", ""])
+    R = kc.response_class(10, 4)
+    resp = R(throttle_time_ms=0, coordinators=[
+        R.Coordinator(key="g1", node_id=2, host="h2", port=9092, error_code=0,
+                      error_message=None),
+        R.Coordinator(key="", node_id=-1, host="", port=-1, error_code=42,
+                      error_message="empty")])
+    want = struct.pack(">i", 0) + carray([
+        cstr("g1") + struct.pack(">i", 2) + cstr("h2") + struct.pack(">ih", 9092, 0) + cstr(None)
+        + TAGS,
+        cstr("") + struct.pack(">i", -1) + cstr("") + struct.pack(">ih", -1, 42) + cstr("empty")
+        + TAGS]) + TAGS
+    assert kc.encode_response(req, resp) == response_v1(21, want)
+
+
+def test_join_group_v9_request_and_response_bytes():
+    """JoinGroup v9: a reason in the request (v8+); the group's protocol type (v7+) and
+    skip_assignment (v9) in the answer."""
+    body = (cstr("grp") + struct.pack(">ii", 10_000, 20_000) + cstr("m-1") + cstr(None)
+            + cstr("consumer") + carray([cstr("range") + cbytes(b"sub") + TAGS])
+            + cstr("because") + TAGS)
+    req = kc.decode_request(request_v2(11, 9, 22) + body)
+    b = req.body
+    assert (b.group_id, b.session_timeout_ms, b.rebalance_timeout_ms, b.member_id,
+            b.group_instance_id, b.protocol_type, b.reason) == (
+        "grp", 10_000, 20_000, "m-1", None, "consumer", "because")
+    assert [(p.name, bytes(p.metadata)) for p in b.protocols] == [("range", b"sub")]
+    R = kc.response_class(11, 9)
+    resp = R(throttle_time_ms=0, error_code=0, generation_id=3, protocol_type="consumer",
+             protocol_name="range", leader="m-1", skip_assignment=False, member_id="m-1",
+             members=[R.JoinGroupResponseMember(member_id="m-1", group_instance_id=None,
+                                                metadata=b"sub")])
+    want = (struct.pack(">ihi", 0, 0, 3) + cstr("consumer") + cstr("range") + cstr("m-1")
+            + b"\x00" + cstr("m-1") + carray([cstr("m-1") + cstr(None) + cbytes(b"sub") + TAGS])
+            + TAGS)
+    assert kc.encode_response(req, resp) == response_v1(22, want)
+
+
+def test_sync_group_v5_and_heartbeat_v4_bytes():
+    """SyncGroup v5 names the protocol type and name both ways (KIP-559); Heartbeat v4 is
+    v3 made flexible."""
+    body = (cstr("grp") + struct.pack(">i", 3) + cstr("m-1") + cstr(None) + cstr("consumer")
+            + cstr("range") + carray([cstr("m-1") + cbytes(b"A") + TAGS]) + TAGS)
+    req = kc.decode_request(request_v2(14, 5, 23) + body)
+    b = req.body
+    assert (b.generation_id, b.protocol_type, b.protocol_name) == (3, "consumer", "range")
+    assert [(a.member_id, bytes(a.assignment)) for a in b.assignments] == [("m-1", b"A")]
+    resp = kc.response_class(14, 5)(throttle_time_ms=0, error_code=0, protocol_type="consumer",
+                                    protocol_name="range", assignment=b"A")
+    want = struct.pack(">ih", 0, 0) + cstr("consumer") + cstr("range") + cbytes(b"A") + TAGS
+    assert kc.encode_response(req, resp) == response_v1(23, want)
+    hb = kc.decode_request(request_v2(12, 4, 24) + cstr("grp") + struct.pack(">i", 3)
+                           + cstr("m-1") + cstr(None) + TAGS)
+    assert (hb.body.group_id, hb.body.generation_id, hb.body.member_id) == ("grp", 3, "m-1")
+    out = kc.encode_response(hb, kc.response_class(12, 4)(throttle_time_ms=0, error_code=27))
+    assert out == response_v1(24, struct.pack(">ih", 0, 27) + TAGS)
+
+
+def test_offset_fetch_v8_batches_groups_and_require_stable():
+    """OffsetFetch v8 (KIP-709): groups, each with its topics (null: all) and its own error;
+    require_stable (v7+, KIP-447)."""
+    body = (carray([cstr("g1") + carray([cstr("t") + carray([struct.pack(">i", 0)]) + TAGS])
+                    + TAGS, cstr("g2") + b"\x00" + TAGS]) + b"\x01" + TAGS)
+    req = kc.decode_request(request_v2(9, 8, 25) + body)
+    g1, g2 = req.body.groups
+    assert (g1.group_id, [(t.name, t.partition_indexes) for t in g1.topics]) == ("g1", [("t", [0])])
+    assert (g2.group_id, g2.topics, req.body.require_stable) == ("g2", None, True)
+    R = kc.response_class(9, 8)
+    G = R.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    resp = R(throttle_time_ms=0, groups=[
+        G(group_id="g1", error_code=0, topics=[T(name="t", partitions=[
+            T.OffsetFetchResponsePartitions(partition_index=0, committed_offset=17,
+                                            committed_leader_epoch=-1, metadata="",
+                                            error_code=88)])]),
+        G(group_id="g2", error_code=16, topics=[])])
+    want = struct.pack(">i", 0) + carray([
+        cstr("g1") + carray([cstr("t") + carray([struct.pack(">iqi", 0, 17, -1) + cstr("")
+                                                 + struct.pack(">h", 88) + TAGS]) + TAGS])
+        + struct.pack(">h", 0) + TAGS,
+        cstr("g2") + carray([]) + struct.pack(">h", 16) + TAGS]) + TAGS
+    assert kc.encode_response(req, resp) == response_v1(25, want)
+
+
+def test_offset_commit_v9_and_txn_offset_commit_v3_carry_member_and_generation():
+    """OffsetCommit v9 (its generation field read as a classic group's generation) and
+    TxnOffsetCommit v3 (KIP-447: the member and generation, for the coordinator to check)."""
+    parts = carray([cstr("t") + carray([struct.pack(">iqi", 1, 40, 5) + cstr(None) + TAGS])
+                    + TAGS])
+    oc = kc.decode_request(request_v2(8, 9, 26) + cstr("grp") + struct.pack(">i", 3)
+                           + cstr("m-1") + cstr(None) + parts + TAGS)
+    b = oc.body
+    assert (b.group_id, b.generation_id_or_member_epoch, b.member_id) == ("grp", 3, "m-1")
+    [p] = b.topics[0].partitions
+    assert (p.partition_index, p.committed_offset, p.committed_leader_epoch,
+            p.committed_metadata) == (1, 40, 5, None)
+    txn = kc.decode_request(request_v2(28, 3, 27) + cstr("tx") + cstr("grp")
+                            + struct.pack(">qhi", 7000, 2, 3) + cstr("m-1") + cstr(None)
+                            + parts + TAGS)
+    b = txn.body
+    assert (b.transactional_id, b.group_id, b.producer_id, b.producer_epoch, b.generation_id,
+            b.member_id, b.group_instance_id) == ("tx", "grp", 7000, 2, 3, "m-1", None)
+
+
+def test_end_txn_v4_add_offsets_v4_add_partitions_v3_and_init_producer_id_v5_bytes():
+    """The transactional producer's requests in their newest versions a Kafka 4 broker takes
+    from clients without KIP-890's second protocol."""
+    end = kc.decode_request(request_v2(26, 4, 28) + cstr("tx") + struct.pack(">qh", 7000, 2)
+                            + b"\x01" + TAGS)
+    assert (end.body.transactional_id, end.body.producer_id, end.body.producer_epoch,
+            end.body.committed) == ("tx", 7000, 2, True)
+    out = kc.encode_response(end, kc.response_class(26, 4)(throttle_time_ms=0, error_code=48))
+    assert out == response_v1(28, struct.pack(">ih", 0, 48) + TAGS)
+    add = kc.decode_request(request_v2(25, 4, 29) + cstr("tx") + struct.pack(">qh", 7000, 2)
+                            + cstr("grp") + TAGS)
+    assert (add.body.transactional_id, add.body.group_id) == ("tx", "grp")
+    parts = kc.decode_request(request_v2(24, 3, 30) + cstr("tx") + struct.pack(">qh", 7000, 2)
+                              + carray([cstr("t") + carray([struct.pack(">i", 0),
+                                                            struct.pack(">i", 2)]) + TAGS])
+                              + TAGS)
+    b = parts.body
+    assert (b.v3_and_below_transactional_id,
+            [(t.name, t.partitions) for t in b.v3_and_below_topics]) == ("tx", [("t", [0, 2])])
+    init = kc.decode_request(request_v2(22, 5, 31) + cstr(None) + struct.pack(">iqh", -1, -1, -1)
+                             + TAGS)
+    assert (init.body.transactional_id, init.body.producer_id) == (None, -1)
+
+
+def test_api_versions_v4_is_answered_with_a_v0_header():
+    """ApiVersions v4 (as v3): the request is flexible, but the answer's header stays v0 (no
+    tagged fields after the correlation id), so a client that does not know the broker can
+    read it."""
+    req = kc.decode_request(request_v2(18, 4, 32) + cstr("kcat") + cstr("1.7") + TAGS)
+    assert (req.body.client_software_name, req.body.client_software_version) == ("kcat", "1.7")
+    out = kc.encode_response(req, kc.api_versions_body(4))
+    keys = sorted(kc.SUPPORTED.items())
+    want = struct.pack(">ih", 32, 0) + carray([struct.pack(">hhh", k, lo, hi) + TAGS
+                                               for k, (lo, hi, _, _) in keys])
+    want += struct.pack(">i", 0) + TAGS
+    assert out == struct.pack(">i", len(want)) + want

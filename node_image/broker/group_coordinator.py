@@ -125,6 +125,8 @@ class Group:
     offsets: dict[tuple[str, int], gm.OffsetValue] = field(default_factory=dict)
     # producer id -> offsets of its open transaction (TxnOffsetCommit), until its marker
     txn_offsets: dict[int, dict[tuple[str, int], gm.OffsetValue]] = field(default_factory=dict)
+    # (topic, partition) -> transactional offset commits being written
+    txn_writing: dict[tuple[str, int], int] = field(default_factory=dict)
     join_deadline_ms: int = 0
     initial_budget_ms: int = -1  # >= 0 while the first rebalance of an empty group waits
     new_member_added: bool = False
@@ -426,7 +428,10 @@ class GroupCoordinator:
     # ------------------------------------------------------------ SyncGroup
 
     def sync(self, group_id: str, generation: int, member_id: str, assignments: dict,
-             now: int, respond: Callable[[int, bytes], None]) -> None:
+             now: int, respond: Callable[[int, bytes], None], protocol_type: str | None = None,
+             protocol_name: str | None = None) -> None:
+        """``protocol_type`` and ``protocol_name`` (SyncGroup v5+), when given, must be the
+        group's (INCONSISTENT_GROUP_PROTOCOL otherwise)."""
         self._now = now
         error = self._error_for(group_id)
         g = self.groups.get(group_id)
@@ -435,6 +440,10 @@ class GroupCoordinator:
             error = m.UNKNOWN_MEMBER_ID
         if error == m.NONE and generation != g.generation:
             error = m.ILLEGAL_GENERATION
+        if error == m.NONE and any(given is not None and ours is not None and given != ours
+                                   for given, ours in ((protocol_type, g.protocol_type),
+                                                       (protocol_name, g.protocol))):
+            error = m.INCONSISTENT_GROUP_PROTOCOL
         if error == m.NONE and g.state == PREPARING:
             error = m.REBALANCE_IN_PROGRESS
         if error != m.NONE:
@@ -517,34 +526,22 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, member_id: str, generation: int,
                        offsets: dict[tuple[str, int], tuple[int, int, str | None]], now: int,
                        respond: Callable[[dict], None],
-                       producer: tuple[int, int] | None = None) -> None:
+                       producer: tuple[int, int] | None = None,
+                       instance_id: str | None = None) -> None:
         """``offsets``: (topic, partition) -> (offset, leader epoch, metadata); ``respond``
         gets (topic, partition) -> error. ``producer`` (id, epoch): a TxnOffsetCommit, whose
-        offsets wait for the transaction's end (Kafka checks no generation for these before
-        TxnOffsetCommit v3, nor do we)."""
+        offsets wait for the transaction's end; its member and generation are checked as an
+        OffsetCommit's from TxnOffsetCommit v3 (KIP-447; older versions send none)."""
         error = self._error_for(group_id)
         g = self.groups.get(group_id)
-        if error == m.NONE and producer is not None:
-            if g is None:
+        if error == m.NONE and g is None:
+            if generation >= 0:
+                error = m.ILLEGAL_GENERATION
+            else:  # a simple group (the admin client, or a consumer without a group)
                 g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
-        elif error == m.NONE:
-            if g is None:
-                if generation >= 0:
-                    error = m.ILLEGAL_GENERATION
-                else:
-                    g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
-            elif generation >= 0 or member_id:  # Kafka's validateOffsetCommit, then the state
-                if member_id not in g.members:
-                    error = m.UNKNOWN_MEMBER_ID
-                elif generation != g.generation:
-                    error = m.ILLEGAL_GENERATION
-                elif g.state == COMPLETING:
-                    error = m.REBALANCE_IN_PROGRESS
-                else:
-                    mb = g.members[member_id]
-                    mb.expires_ms = now + mb.session_timeout_ms
-            elif g.state != EMPTY:
-                error = m.UNKNOWN_MEMBER_ID  # only a group without members takes simple commits
+        if error == m.NONE:
+            error = self._offset_commit_error(g, member_id, generation, instance_id,
+                                              producer is not None, now)
         if error != m.NONE:
             respond({k: error for k in offsets})
             return
@@ -566,7 +563,16 @@ class GroupCoordinator:
             respond(results)
             return
 
+        if producer is not None:
+            for k in accepted:
+                g.txn_writing[k] = g.txn_writing.get(k, 0) + 1
+
         def stored(error: int) -> None:
+            if producer is not None:
+                for k in accepted:
+                    left = g.txn_writing.pop(k) - 1
+                    if left:
+                        g.txn_writing[k] = left
             if error == m.NONE and self.groups.get(group_id) is g:
                 if producer is None:
                     g.offsets.update(accepted)
@@ -580,6 +586,26 @@ class GroupCoordinator:
         else:  # a transaction's offsets: visible once its COMMIT marker is written
             self.log.write(g.partition, entries, now, stored, transactional=True,
                            producer_id=producer[0], producer_epoch=producer[1])
+
+    @staticmethod
+    def _offset_commit_error(g: Group, member_id: str, generation: int,
+                             instance_id: str | None, transactional: bool, now: int) -> int:
+        """Kafka's ClassicGroup.validateOffsetCommit: who may commit to ``g`` now."""
+        if generation < 0 and g.state == EMPTY:
+            return m.NONE  # the admin client, or a consumer without group management
+        if generation >= 0 or member_id or instance_id is not None:
+            mb = g.members.get(member_id)
+            if mb is None or instance_id is not None:  # no static members here
+                return m.UNKNOWN_MEMBER_ID
+            if generation != g.generation:
+                return m.ILLEGAL_GENERATION
+            if not transactional:
+                mb.expires_ms = now + mb.session_timeout_ms
+        elif not transactional:
+            return m.UNKNOWN_MEMBER_ID  # only a group without members takes simple commits
+        if not transactional and g.state == COMPLETING:
+            return m.REBALANCE_IN_PROGRESS
+        return m.NONE
 
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker of ``producer_id`` was written to our partition: its pending
@@ -610,16 +636,22 @@ class GroupCoordinator:
             self._on_event(f"group {g.group_id}: offsets of {len(gone)} deleted partition(s) "
                            f"removed")
 
-    def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None):
-        """(error, [((topic, partition), OffsetValue or None)])."""
+    def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None,
+                      require_stable: bool = False):
+        """(error, [((topic, partition), OffsetValue or None, error)]). With
+        ``require_stable`` (OffsetFetch v7+, KIP-447), a partition with a transactional
+        offset commit not yet ended is UNSTABLE_OFFSET_COMMIT, for the client to ask again."""
         error = self._error_for(group_id)
         if error != m.NONE:
             return error, []
         g = self.groups.get(group_id)
         offsets = g.offsets if g is not None else {}
-        if wanted is None:
-            return m.NONE, sorted(offsets.items())
-        return m.NONE, [(k, offsets.get(k)) for k in wanted]
+        keys = sorted(offsets) if wanted is None else wanted
+        unstable: set = set()
+        if require_stable and g is not None:
+            unstable = set(g.txn_writing).union(*g.txn_offsets.values())
+        return m.NONE, [(k, offsets.get(k), m.UNSTABLE_OFFSET_COMMIT if k in unstable else m.NONE)
+                        for k in keys]
 
     # ------------------------------------------------------------ DescribeGroups, ListGroups
 

@@ -808,32 +808,42 @@ class KafkaApis:
     # ------------------------------------------------------------ FindCoordinator
 
     def _find_coordinator(self, src, req: KafkaRequest, now: int) -> None:
-        R = self._cls(req)
-
-        def reply(error: int, message: str | None, node: int = -1, host: str = "",
-                  port: int = -1) -> None:
+        """One key before v4, a batch of keys (KIP-699) from v4; each answered alike."""
+        R, v = self._cls(req), req.api_version
+        key_type = req.body.key_type if v >= 1 else 0
+        if v < 4:
+            error, message, node, host, port = self._coordinator(key_type, req.body.key, now)
             self._reply(src, req, R(throttle_time_ms=0, error_code=error, error_message=message,
                                     node_id=node, host=host, port=port))
-        txn = req.api_version >= 1 and req.body.key_type == 1
-        if req.api_version >= 1 and req.body.key_type not in (0, 1):
-            reply(m.INVALID_REQUEST, f"unknown key type {req.body.key_type}")
             return
-        if not req.body.key:
-            reply(m.INVALID_REQUEST, "the key (group or transactional id) is empty")
-            return
+        C = R.Coordinator
+        out = []
+        for key in req.body.coordinator_keys:
+            error, message, node, host, port = self._coordinator(key_type, key, now)
+            out.append(C(key=key, node_id=node, host=host, port=port, error_code=error,
+                         error_message=message))
+        self._reply(src, req, R(throttle_time_ms=0, coordinators=out))
+
+    def _coordinator(self, key_type: int, key: str,
+                     now: int) -> tuple[int, str | None, int, str, int]:
+        """(error, message, node id, host, port) of the coordinator of a group (key type 0) or
+        a transactional id (1)."""
+        if key_type not in (0, 1):
+            return m.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
+        if not key:
+            return m.INVALID_REQUEST, "the key (group or transactional id) is empty", -1, "", -1
+        txn = key_type == 1
         topic = TXN_TOPIC if txn else OFFSETS_TOPIC
-        pid = (self.txns if txn else self.groups).partition_of(req.body.key)
+        pid = (self.txns if txn else self.groups).partition_of(key)
         reg = self.rm.image.partition(topic, pid)
         if reg is None:
             self._create_internal_topic(topic, now)
-            reply(m.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created")
-            return
+            return m.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created", -1, "", -1
         b = self.rm.image.brokers.get(reg.leader)
         ep = b.endpoint("PLAINTEXT") if b is not None and not b.fenced else None
         if ep is None:
-            reply(m.COORDINATOR_NOT_AVAILABLE, f"{topic}-{pid} has no leader")
-            return
-        reply(m.NONE, None, reg.leader, ep[0], ep[1])
+            return m.COORDINATOR_NOT_AVAILABLE, f"{topic}-{pid} has no leader", -1, "", -1
+        return m.NONE, None, reg.leader, ep[0], ep[1]
 
     def _create_internal_topic(self, topic: str, now: int) -> None:
         """Ask the controller for ``__consumer_offsets`` or ``__transaction_state`` (at most once
@@ -883,10 +893,13 @@ class KafkaApis:
                                                                 error_code=error)))
 
     def _txn_offset_commit(self, src, req: KafkaRequest, now: int) -> None:
-        R = self._cls(req)
+        R, b = self._cls(req), req.body
         T = R.TxnOffsetCommitResponseTopic
-        self._commit_offsets(src, req, now, 2, T, T.TxnOffsetCommitResponsePartition, "", -1,
-                             (req.body.producer_id, req.body.producer_epoch))
+        v3 = req.api_version >= 3  # KIP-447: the member and generation, checked as OffsetCommit's
+        self._commit_offsets(src, req, now, 2, T, T.TxnOffsetCommitResponsePartition,
+                             b.member_id if v3 else "", b.generation_id if v3 else -1,
+                             (b.producer_id, b.producer_epoch),
+                             b.group_instance_id if v3 else None)
 
     def write_txn_markers(self, req: m.WriteTxnMarkersRequest, now: int, reply) -> None:
         """A transaction coordinator's markers: appended here as leader, answered (``reply``
@@ -943,9 +956,19 @@ class KafkaApis:
         def respond(r) -> None:
             members = [R.JoinGroupResponseMember(member_id=mid, group_instance_id=None,
                                                  metadata=meta) for mid, meta in r.members]
+            extra = {}
+            if v >= 7:  # the group's protocol type, from v7 (KIP-559)
+                g = self.groups.groups.get(b.group_id) if r.error == m.NONE else None
+                extra["protocol_type"] = g.protocol_type if g is not None else None
+            if v >= 9:  # KIP-814: only a static leader rejoining may skip the assignment
+                extra["skip_assignment"] = False
             self._reply(src, req, R(throttle_time_ms=0, error_code=r.error,
                                     generation_id=r.generation, protocol_name=r.protocol or "",
-                                    leader=r.leader, member_id=r.member_id, members=members))
+                                    leader=r.leader, member_id=r.member_id, members=members,
+                                    **extra))
+        if v >= 8 and b.reason:
+            self._on_event(f"JoinGroup of {b.group_id!r} by {b.member_id or 'a new member'}: "
+                           f"{b.reason}")
         if v >= 5 and b.group_instance_id is not None:
             self._on_event(f"JoinGroup of {b.group_id!r}: static membership (group.instance.id "
                            f"{b.group_instance_id!r}) is not supported; refused (INVALID_REQUEST)")
@@ -959,11 +982,19 @@ class KafkaApis:
                          v >= 4, now, respond)
 
     def _sync_group(self, src, req: KafkaRequest, now: int) -> None:
-        b, R = req.body, self._cls(req)
+        b, R, v = req.body, self._cls(req), req.api_version
+
+        def respond(error: int, assignment: bytes) -> None:
+            extra = {}
+            if v >= 5:  # the group's protocol type and name, from v5 (KIP-559)
+                g = self.groups.groups.get(b.group_id) if error == m.NONE else None
+                extra = {"protocol_type": g.protocol_type if g is not None else None,
+                         "protocol_name": g.protocol if g is not None else None}
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error, assignment=assignment,
+                                    **extra))
         self.groups.sync(b.group_id, b.generation_id, b.member_id,
-                         {a.member_id: bytes(a.assignment) for a in b.assignments}, now,
-                         lambda error, assignment: self._reply(src, req, R(
-                             throttle_time_ms=0, error_code=error, assignment=assignment)))
+                         {a.member_id: bytes(a.assignment) for a in b.assignments}, now, respond,
+                         b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None)
 
     def _heartbeat(self, src, req: KafkaRequest, now: int) -> None:
         b = req.body
@@ -976,6 +1007,8 @@ class KafkaApis:
             error = self.groups.leave(b.group_id, b.member_id, now)
             self._reply(src, req, R(throttle_time_ms=0, error_code=error, members=[]))
             return
+        if req.api_version >= 5 and b.members and b.members[0].reason:
+            self._on_event(f"LeaveGroup of {b.group_id!r}: {b.members[0].reason}")
         out = [R.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id,
                                 error_code=self.groups.leave(b.group_id, x.member_id, now))
                for x in b.members]
@@ -1141,13 +1174,15 @@ class KafkaApis:
                                 **extra))
 
     def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
-        R = self._cls(req)
+        R, b = self._cls(req), req.body
         T = R.OffsetCommitResponseTopic
         self._commit_offsets(src, req, now, 6, T, T.OffsetCommitResponsePartition,
-                             req.body.member_id, req.body.generation_id_or_member_epoch, None)
+                             b.member_id, b.generation_id_or_member_epoch, None,
+                             b.group_instance_id if req.api_version >= 7 else None)
 
     def _commit_offsets(self, src, req: KafkaRequest, now: int, epoch_since: int, T, P,
-                        member_id: str, generation: int, producer) -> None:
+                        member_id: str, generation: int, producer,
+                        instance_id: str | None = None) -> None:
         """OffsetCommit and TxnOffsetCommit (``producer``: its id and epoch); leader epochs
         are in requests from version ``epoch_since``."""
         b = req.body
@@ -1165,29 +1200,47 @@ class KafkaApis:
                       error_code=errors[(t.name, p.partition_index)]) for p in t.partitions])
                 for t in b.topics]))
         self.groups.commit_offsets(b.group_id, member_id, generation, offsets, now, respond,
-                                   producer=producer)
+                                   producer=producer, instance_id=instance_id)
 
     def _offset_fetch(self, src, req: KafkaRequest, now: int) -> None:
-        R = self._cls(req)
-        T = R.OffsetFetchResponseTopic
-        P = T.OffsetFetchResponsePartition
-        wanted = req.body.topics
+        """One group before v8, a batch of groups from v8 (KIP-709); ``require_stable``
+        from v7 (KIP-447). v9's member id and epoch are for KIP-848's groups; every group
+        here is a classic one, whose offsets anyone may read (as Kafka's)."""
+        R, v = self._cls(req), req.api_version
+        stable = v >= 7 and req.body.require_stable
+        if v < 8:
+            error, topics = self._group_offsets(req.body.group_id, req.body.topics, v, stable,
+                                                R.OffsetFetchResponseTopic)
+            if error != m.NONE and v >= 2:
+                self._reply(src, req, R(throttle_time_ms=0, topics=[], error_code=error))
+            else:
+                self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, topics=topics))
+            return
+        G = R.OffsetFetchResponseGroup
+        out = []
+        for group in req.body.groups:
+            error, topics = self._group_offsets(group.group_id, group.topics, v, stable,
+                                                G.OffsetFetchResponseTopics)
+            out.append(G(group_id=group.group_id, topics=topics, error_code=error))
+        self._reply(src, req, R(throttle_time_ms=0, groups=out))
+
+    def _group_offsets(self, group_id: str, wanted, version: int, stable: bool, T):
+        """(group error, topics of the answer) for one group's OffsetFetch."""
+        P = getattr(T, "OffsetFetchResponsePartition", None) or T.OffsetFetchResponsePartitions
         keys = None if wanted is None else [(t.name, i) for t in wanted
                                             for i in t.partition_indexes]
-        error, found = self.groups.fetch_offsets(req.body.group_id, keys)
-        if error != m.NONE and req.api_version >= 2:
-            self._reply(src, req, R(throttle_time_ms=0, topics=[], error_code=error))
-            return
-        if error != m.NONE:  # v1 has errors per partition only
-            found = [(k, None) for k in keys or []]
+        error, found = self.groups.fetch_offsets(group_id, keys, stable)
+        if error != m.NONE:
+            if version >= 2:
+                return error, []
+            found = [(k, None, error) for k in keys or []]  # v1: errors per partition only
         by_topic: dict[str, list] = {}
-        for (topic, idx), value in found:
+        for (topic, idx), value, part_error in found:
             by_topic.setdefault(topic, []).append(P(
                 partition_index=idx, committed_offset=value.offset if value else -1,
                 committed_leader_epoch=value.leader_epoch if value else -1,
-                metadata=value.metadata if value else "", error_code=error))
-        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, topics=[
-            T(name=t, partitions=ps) for t, ps in by_topic.items()]))
+                metadata=value.metadata if value else "", error_code=part_error))
+        return m.NONE, [T(name=t, partitions=ps) for t, ps in by_topic.items()]
 
     # ------------------------------------------------------------ timers
 
