@@ -12,11 +12,11 @@ the node sees one small interface:
 - :func:`encode_response` frames a response body for a request.
 
 Supported versions are the ones in :data:`SUPPORTED`. For the group, coordinator and
-transaction APIs, ApiVersions and the admin APIs: the versions a Kafka 4 broker answers,
-flexible ones included, up to where a version brings a feature the node does not have
-(share groups: FindCoordinator v6; KIP-890's second transaction protocol: EndTxn and
+transaction APIs, ListOffsets, ApiVersions and the admin APIs: the versions a Kafka 4 broker
+answers, flexible ones included, up to where a version brings a feature the node does not
+have (share groups: FindCoordinator v6; KIP-890's second transaction protocol: EndTxn and
 TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). For Produce, Fetch,
-ListOffsets, Metadata and CreateTopics: the non-flexible versions. As Kafka brokers do, an
+Metadata and CreateTopics: the non-flexible versions. As Kafka brokers do, an
 ApiVersions request of a
 version we do not know is answered with a v0 body carrying
 UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
@@ -75,7 +75,7 @@ DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     PRODUCE: (3, 8, ProduceRequest, ProduceResponse),
     FETCH: (4, 11, FetchRequest, FetchResponse),
-    LIST_OFFSETS: (1, 5, ListOffsetsRequest, ListOffsetsResponse),
+    LIST_OFFSETS: (1, 9, ListOffsetsRequest, ListOffsetsResponse),
     METADATA: (0, 8, MetadataRequest, MetadataResponse),
     OFFSET_COMMIT: (2, 9, OffsetCommitRequest, OffsetCommitResponse),
     OFFSET_FETCH: (1, 9, OffsetFetchRequest, OffsetFetchResponse),

@@ -433,8 +433,39 @@ class UnifiedLog:
     def batch_headers(self, start: int = 0):
         """Headers of the batches starting at or after ``start``, read from disk."""
         for entry in self.batch_entries(start, self.end_offset):
-            yield records.parse_header(self.fs.read_at(self._path(segment_name(entry.segment)),
-                                                       entry.position, records.HEADER_SIZE))
+            yield self._header(entry)
+
+    def _header(self, entry: BatchEntry) -> records.BatchHeader:
+        return records.parse_header(self.fs.read_at(self._path(segment_name(entry.segment)),
+                                                    entry.position, records.HEADER_SIZE))
+
+    def offset_for_timestamp(self, target: int, upper: int) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record below ``upper`` stamped at
+        or after ``target``, as Kafka's LogSegment.findOffsetByTimestamp; None if none is."""
+        for entry in self.batch_entries(self.start_offset, upper):
+            header = self._header(entry)
+            if header.max_timestamp >= target:
+                batch = self.read_entry(entry)
+                for ts, offset in _stamps(batch, header):
+                    if ts >= target:
+                        return (ts, offset, header.partition_leader_epoch) if offset < upper \
+                            else None
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record with the log's greatest
+        timestamp (ListOffsets' MAX_TIMESTAMP, KIP-734); None for an empty log."""
+        best, best_entry = None, None
+        for entry in self.batch_entries(self.start_offset, self.end_offset):
+            header = self._header(entry)
+            if best is None or header.max_timestamp > best:
+                best, best_entry = header.max_timestamp, entry
+        if best_entry is None:
+            return None
+        batch = self.read_entry(best_entry)
+        header = records.parse_header(batch)
+        offset = next((o for ts, o in _stamps(batch, header) if ts == best), header.last_offset)
+        return best, offset, header.partition_leader_epoch
 
     @property
     def epoch_entries(self) -> list[tuple[int, int]]:
@@ -541,3 +572,11 @@ class UnifiedLog:
             self._reset_to(snapshot_id.offset)
         self.advance_start_to_snapshot()
         self.flush()
+
+
+def _stamps(batch: bytes, header: records.BatchHeader):
+    """(timestamp, offset) of each record of ``batch``: a LogAppendTime batch stamps every
+    record with its max timestamp, as Kafka's clients read it."""
+    if header.attributes & records.ATTR_LOG_APPEND_TIME:
+        return [(header.max_timestamp, o) for o in range(header.base_offset, header.next_offset)]
+    return [(r.timestamp, r.offset) for r in records.decode_records(batch)[1]]

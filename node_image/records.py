@@ -161,14 +161,17 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
     headers: tuple[tuple[str, bytes | None], ...] = (),
+    timestamp_deltas: Iterable[int] = (),
 ) -> bytes:
-    """Encode (key, value) pairs as one batch starting at ``base_offset``."""
+    """Encode (key, value) pairs as one batch starting at ``base_offset``, stamped at
+    ``timestamp_ms`` plus each record's entry of ``timestamp_deltas`` (0 where it has none)."""
     body = bytearray()
     count = 0
+    deltas = list(timestamp_deltas)
     for delta, (key, value) in enumerate(entries):
         rec = bytearray()
         rec.append(0)  # record attributes
-        write_varint(rec, 0)  # timestamp delta
+        write_varint(rec, deltas[delta] if delta < len(deltas) else 0)  # timestamp delta
         write_varint(rec, delta)
         if key is None:
             write_varint(rec, -1)
@@ -199,8 +202,9 @@ def build_batch(
     buf = bytearray(HEADER_SIZE) + body
     HEADER.pack_into(
         buf, 0, base_offset, len(buf) - LOG_OVERHEAD, epoch, MAGIC, 0, attributes,
-        count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
-        base_sequence, count,
+        count - 1, timestamp_ms,
+        timestamp_ms + max(deltas[i] if i < len(deltas) else 0 for i in range(count)),
+        producer_id, producer_epoch, base_sequence, count,
     )
     struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[CRC_START:]))
     return bytes(buf)

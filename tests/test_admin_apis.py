@@ -636,3 +636,54 @@ def test_a_classic_group_on_the_wire_in_the_flexible_versions(cluster, versions)
     assert [(x.member_id, x.error_code) for x in left.members] == [(me, 0)]
     [after] = ask(host, kc.DESCRIBE_GROUPS, vd, DescribeGroupsRequest[vd](groups=[group])).groups
     assert (after.group_state, after.protocol_type) == ("Empty", "consumer")
+
+
+@pytest.mark.parametrize("version", [5, 6, 9])
+def test_list_offsets_finds_records_by_their_own_timestamps(cluster, version):
+    """ListOffsets by timestamp as Kafka's: the first record (not batch) stamped at or after
+    the time asked; -3, the record with the greatest timestamp (KIP-734, asked from v7, read
+    alike in every version as Kafka's); -4 the log start and -5 nothing tiered (v8, v9);
+    v6+ flexible."""
+    import socket
+
+    from kafka.protocol.consumer import ListOffsetsRequest
+    from kafka.protocol.producer import ProduceRequest
+
+    from node_image import kafka_codec as kc
+    from node_image import records
+    topic = f"stamped-{version}"
+    create(cluster, topic, {})
+    md = admin(cluster).list_topics(topic, timeout=10)
+    leader = md.topics[topic].partitions[0].leader
+
+    def ask(api, v, body):
+        with socket.create_connection((cluster.host(leader), cluster.kafka_port),
+                                      timeout=10) as s:
+            s.sendall(kc.encode_request(api, v, body))
+            return kc.decode_response(api, v, kc.recv_frame(s))
+    # offsets 0-2 stamped 1000, 5000, 3000 in one batch; 3-4 both 2000 in another
+    for batch in (records.build_batch(0, 0, [(None, b"a"), (None, b"b"), (None, b"c")], 1000,
+                                      timestamp_deltas=[0, 4000, 2000]),
+                  records.build_batch(0, 0, [(None, b"d"), (None, b"e")], 2000)):
+        D = ProduceRequest.TopicProduceData
+        r = ask(kc.PRODUCE, 8, ProduceRequest[8](
+            transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[D(
+                name=topic, partition_data=[D.PartitionProduceData(index=0, records=batch)])]))
+        assert r.responses[0].partition_responses[0].error_code == 0
+
+    def at(timestamp):
+        T = ListOffsetsRequest.ListOffsetsTopic
+        r = ask(kc.LIST_OFFSETS, version, ListOffsetsRequest[version](
+            replica_id=-1, isolation_level=0, topics=[T(name=topic, partitions=[
+                T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                       timestamp=timestamp)])]))
+        [p] = r.topics[0].partitions
+        assert p.error_code == 0
+        return p.timestamp, p.offset
+    assert at(1000) == (1000, 0)
+    assert at(2000) == (5000, 1), "the first record at or after, inside its batch"
+    assert at(4000) == (5000, 1)
+    assert at(5001) == (-1, -1)
+    assert at(-3) == (5000, 1), "the greatest timestamp, not the batch's last record"
+    assert at(-1) == (-1, 5) and at(-2) == (-1, 0)
+    assert at(-4) == (-1, 0) and at(-5) == (-1, -1)

@@ -348,3 +348,23 @@ def test_api_versions_v4_is_answered_with_a_v0_header():
                                                for k, (lo, hi, _, _) in keys])
     want += struct.pack(">i", 0) + TAGS
     assert out == struct.pack(">i", len(want)) + want
+
+
+def test_list_offsets_v9_flexible_request_and_response_bytes():
+    """ListOffsets v9 (v6+ flexible; -3 the greatest timestamp, -4 the local log start,
+    -5 the latest tiered offset)."""
+    body = (struct.pack(">ib", -1, 1) + carray([cstr("t") + carray([
+        struct.pack(">iiq", 0, 4, -3) + TAGS]) + TAGS]) + TAGS)
+    req = kc.decode_request(request_v2(2, 9, 33) + body)
+    [t] = req.body.topics
+    [p] = t.partitions
+    assert (req.body.replica_id, req.body.isolation_level, t.name, p.partition_index,
+            p.current_leader_epoch, p.timestamp) == (-1, 1, "t", 0, 4, -3)
+    R = kc.response_class(2, 9)
+    T = R.ListOffsetsTopicResponse
+    resp = R(throttle_time_ms=0, topics=[T(name="t", partitions=[
+        T.ListOffsetsPartitionResponse(partition_index=0, error_code=0, timestamp=5000,
+                                       offset=1, leader_epoch=4)])])
+    want = struct.pack(">i", 0) + carray([cstr("t") + carray([
+        struct.pack(">ihqqi", 0, 0, 5000, 1, 4) + TAGS]) + TAGS]) + TAGS
+    assert kc.encode_response(req, resp) == response_v1(33, want)

@@ -492,7 +492,7 @@ class KafkaApis:
                                       p.current_leader_epoch if version >= 4 else -1)
         if part is None:
             return error, -1, -1, -1
-        if p.timestamp == -2:  # earliest
+        if p.timestamp in (-2, -4):  # earliest; earliest local (no tiered storage here)
             return m.NONE, -1, part.log.start_offset, part.leader_epoch
         # A new leader whose high watermark has not yet reached the start of its epoch does
         # not know where the committed log ends: as Kafka's, it answers OFFSET_NOT_AVAILABLE
@@ -505,11 +505,18 @@ class KafkaApis:
             committed = version >= 2 and isolation == READ_COMMITTED
             return (m.NONE, -1, part.last_stable_offset if committed else part.high_watermark,
                     part.leader_epoch)
-        for header in part.log.batch_headers(part.log.start_offset):
-            if header.base_offset >= part.high_watermark:
-                break
-            if header.max_timestamp >= p.timestamp:
-                return m.NONE, header.max_timestamp, header.base_offset, header.partition_leader_epoch
+        # Kafka reads the special timestamps the same in every version (the clients ask -3
+        # from v7, -4 from v8, -5 from v9)
+        if p.timestamp == -5:  # latest tiered: nothing is tiered
+            return m.NONE, -1, -1, -1
+        fetchable = part.last_stable_offset if (version >= 2 and isolation == READ_COMMITTED) \
+            else part.high_watermark
+        if p.timestamp == -3:  # the greatest timestamp (KIP-734)
+            found = part.log.offset_of_max_timestamp()
+        else:  # the first record stamped at or after the time asked
+            found = part.log.offset_for_timestamp(p.timestamp, fetchable)
+        if found is not None and found[1] < fetchable:
+            return m.NONE, found[0], found[1], found[2]
         if lagging:
             return m.OFFSET_NOT_AVAILABLE, -1, -1, -1
         return m.NONE, -1, -1, part.leader_epoch
