@@ -389,11 +389,13 @@ class QuorumController:
             records, results = rc.create_topics(
                 self.current, req.topics, self.raft.log.end_offset,
                 self.options.default_partitions, self.options.default_replication_factor)
-            return (records, [(r.name, r.error, r.message) for r in results],
+            return (records, [(r.name, r.error, r.message, r.topic_id, r.partitions,
+                               r.replication_factor) for r in results],
                     [f"creating topic {r.name}" for r in results if r.error == m.NONE])
         self._admin_write(
             src, now, lambda rows: m.CreateTopicsResponse(req.correlation_id, tuple(rows)),
-            [(t[0], m.NOT_CONTROLLER, None) for t in req.topics], plan, req.validate_only)
+            [(t[0], m.NOT_CONTROLLER, None, None, -1, -1) for t in req.topics], plan,
+            req.validate_only)
 
     def handle_create_partitions(self, src, req: m.CreatePartitionsRequest, now: int) -> None:
         def plan():

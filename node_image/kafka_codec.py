@@ -12,15 +12,13 @@ the node sees one small interface:
 - :func:`encode_response` frames a response body for a request.
 
 Supported versions are the ones in :data:`SUPPORTED`. For the group, coordinator and
-transaction APIs, ListOffsets, ApiVersions and the admin APIs: the versions a Kafka 4 broker
-answers, flexible ones included, up to where a version brings a feature the node does not
-have (share groups: FindCoordinator v6; KIP-890's second transaction protocol: EndTxn and
-TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). For Produce, Fetch,
-Metadata and CreateTopics: the non-flexible versions. As Kafka brokers do, an
-ApiVersions request of a
-version we do not know is answered with a v0 body carrying
-UNSUPPORTED_VERSION and our version ranges; any other unknown api key or
-version closes the connection.
+transaction APIs, ListOffsets, CreateTopics, ApiVersions and the admin APIs: the versions a
+Kafka 4 broker answers, flexible ones included, up to where a version brings a feature the
+node does not have (share groups: FindCoordinator v6; KIP-890's second transaction protocol:
+EndTxn and TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). For
+Produce, Fetch and Metadata: the non-flexible versions. As Kafka brokers do, an ApiVersions
+request of a version we do not know is answered with a v0 body carrying UNSUPPORTED_VERSION
+and our version ranges; any other unknown api key or version closes the connection.
 """
 from __future__ import annotations
 
@@ -87,7 +85,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_GROUPS: (0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
     LIST_GROUPS: (0, 5, ListGroupsRequest, ListGroupsResponse),
     API_VERSIONS: (0, 4, ApiVersionsRequest, ApiVersionsResponse),
-    CREATE_TOPICS: (2, 4, CreateTopicsRequest, CreateTopicsResponse),
+    CREATE_TOPICS: (2, 7, CreateTopicsRequest, CreateTopicsResponse),
     INIT_PRODUCER_ID: (0, 5, InitProducerIdRequest, InitProducerIdResponse),
     ADD_PARTITIONS_TO_TXN: (0, 3, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     ADD_OFFSETS_TO_TXN: (0, 4, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),

@@ -324,7 +324,8 @@ class CreateTopicsRequest:
 @dataclass(frozen=True, slots=True)
 class CreateTopicsResponse:
     correlation_id: int
-    results: tuple  # rows (name, error, message or None)
+    # rows (name, error, message or None, topic id or None, partitions, replication factor)
+    results: tuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,7 +489,7 @@ TYPES: tuple[type, ...] = (
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
     (CreateTopicsRequest, "topics"): ("str", "int", "int", "tuple"),
-    (CreateTopicsResponse, "results"): ("str", "int", "str | None"),
+    (CreateTopicsResponse, "results"): ("str", "int", "str | None", "str | None", "int", "int"),
     (CreatePartitionsRequest, "topics"): ("str", "int", "tuple"),
     (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),
     (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),

@@ -88,6 +88,9 @@ class TopicResult:
     name: str
     error: int
     message: str | None
+    topic_id: str | None = None  # CreateTopics: the new topic's id, partitions and
+    partitions: int = -1         # replication factor (defaults applied)
+    replication_factor: int = -1
 
 
 def create_topics(image: MetadataImage, topics, salt: int,
@@ -134,8 +137,8 @@ def create_topics(image: MetadataImage, topics, salt: int,
             fail(m.INVALID_CONFIG, bad)
             continue
         seen.add(name)
-        results.append(TopicResult(name, m.NONE, None))
         topic_id = topic_id_for(name, salt)
+        results.append(TopicResult(name, m.NONE, None, topic_id, partitions, rf))
         records.append(mr.TopicRecord(name, topic_id))
         start = zlib.crc32(name.encode()) % len(usable)
         for p in range(partitions):

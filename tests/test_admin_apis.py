@@ -687,3 +687,50 @@ def test_list_offsets_finds_records_by_their_own_timestamps(cluster, version):
     assert at(-3) == (5000, 1), "the greatest timestamp, not the batch's last record"
     assert at(-1) == (-1, 5) and at(-2) == (-1, 0)
     assert at(-4) == (-1, 0) and at(-5) == (-1, -1)
+
+
+@pytest.mark.parametrize("version", [4, 5, 7])
+def test_create_topics_answers_what_it_made_and_its_id_deletes_it(cluster, version):
+    """CreateTopics as Kafka 4 answers it: from v5 the partitions and replication factor
+    (defaults applied) and every config with its source; from v7 the topic's id, which
+    DeleteTopics v6 then deletes by. A topic that exists is refused with none of these."""
+    import socket
+
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+
+    from node_image import kafka_codec as kc
+    name = f"made-v{version}"
+
+    def ask(api, v, body):
+        with socket.create_connection((cluster.host(2), cluster.kafka_port), timeout=10) as s:
+            s.sendall(kc.encode_request(api, v, body))
+            return kc.decode_response(api, v, kc.recv_frame(s))
+    T = CreateTopicsRequest.CreatableTopic
+
+    def create_once():
+        return ask(kc.CREATE_TOPICS, version, CreateTopicsRequest[version](
+            timeout_ms=30_000, validate_only=False, topics=[T(
+                name=name, num_partitions=-1, replication_factor=3, assignments=[],
+                configs=[T.CreatableTopicConfig(name="min.insync.replicas", value="2")])]))
+    # until the broker listens and knows its controller (NOT_CONTROLLER changes nothing)
+    [made] = wait_for("an answer from the controller", lambda: (
+        lambda r: r.topics if r.topics[0].error_code != 41 else None)(create_once()))
+    assert (made.name, made.error_code) == (name, 0)
+    [again] = create_once().topics
+    assert again.error_code == 36, "TOPIC_ALREADY_EXISTS"
+    if version < 5:
+        return
+    assert (made.num_partitions, made.replication_factor) == (1, 3), "the default partitions"
+    configs = {c.name: (c.value, c.config_source) for c in made.configs}
+    assert configs["min.insync.replicas"] == ("2", 1), "set on the topic: DYNAMIC_TOPIC_CONFIG"
+    assert configs["cleanup.policy"] == ("delete", 5), "not set: DEFAULT_CONFIG"
+    assert (again.num_partitions, again.replication_factor, again.configs) == (-1, -1, None)
+    if version < 7:
+        return
+    assert made.topic_id is not None and made.topic_id.int != 0
+    assert again.topic_id is None or again.topic_id.int == 0
+    D = DeleteTopicsRequest.DeleteTopicState
+    deleted = ask(kc.DELETE_TOPICS, 6, DeleteTopicsRequest[6](
+        topics=[D(name=None, topic_id=made.topic_id)], timeout_ms=10_000))
+    [r] = deleted.responses
+    assert (r.error_code, r.name) == (0, name), "deleted by the id CreateTopics gave"

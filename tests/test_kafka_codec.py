@@ -368,3 +368,25 @@ def test_list_offsets_v9_flexible_request_and_response_bytes():
     want = struct.pack(">i", 0) + carray([cstr("t") + carray([
         struct.pack(">ihqqi", 0, 0, 5000, 1, 4) + TAGS]) + TAGS]) + TAGS
     assert kc.encode_response(req, resp) == response_v1(33, want)
+
+
+def test_create_topics_v7_response_bytes():
+    """CreateTopics v7 (v5+ flexible): the topic's id (v7), partitions, replication factor
+    and configs (v5+) after the error."""
+    import uuid
+    body = (struct.pack(">i", 30_000) + b"\x00")  # no topics: timeout and validate_only
+    req = kc.decode_request(request_v2(19, 7, 34) + carray([]) + body + TAGS)
+    assert (req.body.topics, req.body.timeout_ms, req.body.validate_only) == ([], 30_000, False)
+    R = kc.response_class(19, 7)
+    C = R.CreatableTopicResult
+    tid = uuid.UUID(int=(1 << 64) + 2)
+    resp = R(throttle_time_ms=0, topics=[C(
+        name="t", topic_id=tid, error_code=0, error_message=None, num_partitions=3,
+        replication_factor=2, configs=[C.CreatableTopicConfigs(
+            name="min.insync.replicas", value="2", read_only=False, config_source=1,
+            is_sensitive=False)])])
+    want = struct.pack(">i", 0) + carray([
+        cstr("t") + struct.pack(">qq", 1, 2) + struct.pack(">h", 0) + cstr(None)
+        + struct.pack(">ih", 3, 2) + carray([cstr("min.insync.replicas") + cstr("2")
+                                             + b"\x00\x01\x00" + TAGS]) + TAGS]) + TAGS
+    assert kc.encode_response(req, resp) == response_v1(34, want)

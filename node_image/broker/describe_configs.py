@@ -71,7 +71,13 @@ def broker_settings(options: BrokerConfig) -> dict[str, tuple[str, int]]:
 
 def topic_settings(image: MetadataImage, topic: str,
                    options: BrokerConfig) -> dict[str, tuple[str, int]]:
-    set_here = image.topic_config(topic)
+    """A topic's configs: name -> (value, source)."""
+    return settings_of_topic(image.topic_config(topic), options)
+
+
+def settings_of_topic(set_here: dict[str, str],
+                      options: BrokerConfig) -> dict[str, tuple[str, int]]:
+    """The configs of a topic created with ``set_here``: name -> (value, source)."""
     out = {}
     for name, (attr, fixed) in sorted(TOPIC_DEFAULTS.items()):
         if name in set_here:

@@ -74,7 +74,7 @@ def _as_uuid(text: str) -> uuid.UUID:
 
 def _by_name(resp) -> dict:
     """Topic name -> (error, message) of a controller's per-topic answer (None: no answer)."""
-    return {} if resp is None else {n: (e, msg) for n, e, msg in resp.results}
+    return {} if resp is None else {n: (e, msg) for n, e, msg, *_ in resp.results}
 
 
 def _missing(error: int) -> int:
@@ -524,7 +524,9 @@ class KafkaApis:
     # ------------------------------------------------------------ CreateTopics
 
     def _create_topics(self, src, req: KafkaRequest, now: int) -> None:
-        body = req.body
+        """CreateTopics through the controller; from v5 each created topic's partitions,
+        replication factor and configs in the answer, from v7 its id (as Kafka's)."""
+        body, v = req.body, req.api_version
         rows = []
         early = {}
         for t in body.topics:
@@ -534,14 +536,33 @@ class KafkaApis:
             configs = tuple((c.name, c.value) for c in (t.configs or ()))
             rows.append((t.name, t.num_partitions, t.replication_factor, configs))
         R = self._cls(req)
+        C = R.CreatableTopicResult
+
+        def result(t, row) -> object:
+            name, code, message, topic_id, partitions, rf = row
+            extra = {}
+            if v >= 5:
+                settings = describe_configs.settings_of_topic(
+                    {c.name: c.value for c in (t.configs or ())}, self.options) \
+                    if code == m.NONE else None
+                extra = {"num_partitions": partitions, "replication_factor": rf,
+                         "configs": None if settings is None else [
+                             C.CreatableTopicConfigs(name=k, value=value, read_only=False,
+                                                     config_source=source, is_sensitive=False)
+                             for k, (value, source) in settings.items()]}
+            if v >= 7:
+                extra["topic_id"] = _as_uuid(topic_id or "") if code == m.NONE else ZERO_UUID
+            return C(name=name, error_code=code, error_message=message, **extra)
 
         def reply(resp, error):
-            results = _by_name(resp)
+            rows_by_name = {} if resp is None else {r[0]: r for r in resp.results}
             out = []
             for t in body.topics:
-                code, message = early.get(t.name) or results.get(t.name, (_missing(error), None))
-                out.append(R.CreatableTopicResult(name=t.name, error_code=code,
-                                                  error_message=message))
+                if t.name in early:
+                    row = (t.name, *early[t.name], None, -1, -1)
+                else:
+                    row = rows_by_name.get(t.name, (t.name, _missing(error), None, None, -1, -1))
+                out.append(result(t, row))
             self._reply(src, req, R(throttle_time_ms=0, topics=out))
         if not rows:
             reply(None, m.NONE)
@@ -675,7 +696,7 @@ class KafkaApis:
     def handle_controller_response(self, resp) -> None:
         if resp.correlation_id in self._internal_creates:
             self._internal_creates.discard(resp.correlation_id)
-            for name, error, message in resp.results:
+            for name, error, message, *_ in resp.results:
                 if error not in (m.NONE, m.TOPIC_ALREADY_EXISTS):
                     self._on_event(f"creating {name} failed: {m.ERROR_NAMES.get(error, error)}: "
                                    f"{message}")
