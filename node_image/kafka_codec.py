@@ -15,8 +15,9 @@ Supported versions are the ones in :data:`SUPPORTED`. For the group, coordinator
 transaction APIs, ListOffsets, CreateTopics, ApiVersions and the admin APIs: the versions a
 Kafka 4 broker answers, flexible ones included, up to where a version brings a feature the
 node does not have (share groups: FindCoordinator v6; KIP-890's second transaction protocol:
-EndTxn and TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). For
-Produce, Fetch and Metadata: the non-flexible versions. As Kafka brokers do, an ApiVersions
+EndTxn and TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). Produce
+and Fetch up to their first flexible versions (v9, v12); Metadata up to v8, the last
+non-flexible one. As Kafka brokers do, an ApiVersions
 request of a version we do not know is answered with a v0 body carrying UNSUPPORTED_VERSION
 and our version ranges; any other unknown api key or version closes the connection.
 """
@@ -71,8 +72,8 @@ DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
-    PRODUCE: (3, 8, ProduceRequest, ProduceResponse),
-    FETCH: (4, 11, FetchRequest, FetchResponse),
+    PRODUCE: (3, 9, ProduceRequest, ProduceResponse),
+    FETCH: (4, 12, FetchRequest, FetchResponse),
     LIST_OFFSETS: (1, 9, ListOffsetsRequest, ListOffsetsResponse),
     METADATA: (0, 8, MetadataRequest, MetadataResponse),
     OFFSET_COMMIT: (2, 9, OffsetCommitRequest, OffsetCommitResponse),

@@ -32,7 +32,7 @@ def test_api_versions_v0_response_bytes():
     body = struct.pack(">ihi", 7, 0, len(keys))  # correlation id, error, array length
     body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi, _, _) in keys)
     assert out == struct.pack(">i", len(body)) + body
-    assert (0, 3, 8) in [(k, lo, hi) for k, (lo, hi, _, _) in keys]  # Produce v3-8
+    assert (0, 3, 9) in [(k, lo, hi) for k, (lo, hi, _, _) in keys]  # Produce v3-9
 
 
 def test_produce_v3_request_decodes_with_records_as_sent():
@@ -390,3 +390,48 @@ def test_create_topics_v7_response_bytes():
         + struct.pack(">ih", 3, 2) + carray([cstr("min.insync.replicas") + cstr("2")
                                              + b"\x00\x01\x00" + TAGS]) + TAGS]) + TAGS
     assert kc.encode_response(req, resp) == response_v1(34, want)
+
+
+def test_produce_v9_request_and_response_bytes():
+    """Produce v9, flexible: compact strings and arrays, the records as compact bytes."""
+    batch = records.build_batch(0, 0, [(b"k", b"v")], 1234)
+    body = (cstr(None) + struct.pack(">hi", -1, 1000) + carray([
+        cstr("t") + carray([struct.pack(">i", 2) + cbytes(batch) + TAGS]) + TAGS]) + TAGS)
+    req = kc.decode_request(request_v2(0, 9, 35) + body)
+    [td] = req.body.topic_data
+    [pd] = td.partition_data
+    assert (req.body.acks, td.name, pd.index, bytes(pd.records)) == (-1, "t", 2, batch)
+    R = kc.response_class(0, 9)
+    P = R.TopicProduceResponse.PartitionProduceResponse
+    resp = R(throttle_time_ms=0, responses=[R.TopicProduceResponse(name="t", partition_responses=[
+        P(index=2, error_code=0, base_offset=40, log_append_time_ms=-1, log_start_offset=0,
+          record_errors=[], error_message=None)])])
+    want = carray([cstr("t") + carray([
+        struct.pack(">ihqqq", 2, 0, 40, -1, 0) + carray([]) + cstr(None) + TAGS]) + TAGS])
+    want += struct.pack(">i", 0) + TAGS
+    assert kc.encode_response(req, resp) == response_v1(35, want)
+
+
+def test_fetch_v12_carries_the_last_fetched_epoch_and_answers_a_diverging_epoch():
+    """Fetch v12 (flexible): each partition's last fetched epoch in the request; the
+    diverging epoch (tag 0) in the answer of a client whose log diverged."""
+    part = struct.pack(">iiqiqi", 0, 5, 40, 4, -1, 1 << 20) + TAGS
+    body = (struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
+            + carray([cstr("t") + carray([part]) + TAGS]) + carray([]) + cstr("") + TAGS)
+    req = kc.decode_request(request_v2(1, 12, 36) + body)
+    [t] = req.body.topics
+    [p] = t.partitions
+    assert (t.topic, p.partition, p.current_leader_epoch, p.fetch_offset,
+            p.last_fetched_epoch) == ("t", 0, 5, 40, 4)
+    R = kc.response_class(1, 12)
+    P = R.FetchableTopicResponse.PartitionData
+    resp = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        R.FetchableTopicResponse(topic="t", partitions=[P(
+            partition_index=0, error_code=0, high_watermark=50, last_stable_offset=50,
+            log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
+            records=b"", diverging_epoch=P.EpochEndOffset(epoch=3, end_offset=37))])])
+    diverging = struct.pack(">iq", 3, 37) + TAGS
+    want = struct.pack(">ihi", 0, 0, 0) + carray([cstr("t") + carray([
+        struct.pack(">ihqqq", 0, 0, 50, 50, 0) + b"\x00" + struct.pack(">i", -1) + cbytes(b"")
+        + b"\x01\x00" + bytes([len(diverging)]) + diverging]) + TAGS]) + TAGS
+    assert kc.encode_response(req, resp) == response_v1(36, want)

@@ -329,7 +329,9 @@ def _fetch(part, bugs, committed=True, events=None, fetch_offset=0, seen=None):
     apis._aborted_fetched = MethodType(KafkaApis._aborted_fetched, apis)
     apis._leader_at = MethodType(KafkaApis._leader_at, apis)
     p = SimpleNamespace(partition=0, current_leader_epoch=-1, fetch_offset=fetch_offset)
-    error, hw, lso, _, data, aborted = KafkaApis._read(apis, "t", p, 11, 1 << 20, True, committed)
+    error, hw, lso, _, data, aborted, diverging = KafkaApis._read(apis, "t", p, 11, 1 << 20,
+                                                                  True, committed)
+    assert diverging is None
     assert error == m.NONE
     ends = [h.next_offset for h, _ in records.iter_batches(data)]
     return max(ends, default=0), aborted
@@ -494,3 +496,38 @@ def test_a_new_leader_behind_its_epoch_start_says_offsets_are_not_available():
     assert ask(-2)[:3] == (m.NONE, -1, 0)  # the earliest: always
     assert part.maybe_increment_hw(1) and part.high_watermark == 4
     assert ask(-1)[:3] == (m.NONE, -1, 4)
+
+
+def test_a_fetch_v12_from_a_diverged_log_is_told_where_the_epoch_ends():
+    """Fetch v12+ carries the epoch of the last record the client fetched (KIP-320); as
+    Kafka's Partition.fetchRecords, a position past where this log ends that epoch is
+    answered with the diverging epoch and its end offset, no records (the client truncates
+    or resets there); an epoch newer than any this log has is OFFSET_OUT_OF_RANGE; older
+    versions are not checked."""
+    from types import MethodType, SimpleNamespace
+
+    from node_image.broker.kafka_apis import KafkaApis
+    part = leader(SimDisk())
+    for i in range(3):  # offsets 0-2 in epoch 0
+        part.append_as_leader(records.build_batch(i, 0, [(None, b"x")], 1000), 1)
+    part.apply_registration(PartitionRegistration((1,), (1,), 1, 1, 1), 0)
+    for i in range(2):  # offsets 3-4 in epoch 1
+        part.append_as_leader(records.build_batch(0, 0, [(None, b"y")], 1000), 1)
+    part.maybe_increment_hw(1)
+    assert (part.high_watermark, part.log.epoch_entries) == (5, [(0, 0), (1, 3)])
+    apis = SimpleNamespace(rm=SimpleNamespace(leader_partition=lambda t, p: part),
+                           bugs=frozenset(), _aborted_seen=set(), _on_event=lambda e: None)
+    apis._leader_at = MethodType(KafkaApis._leader_at, apis)
+
+    def read(fetch_offset, last_epoch, version=12):
+        p = SimpleNamespace(partition=0, current_leader_epoch=-1, fetch_offset=fetch_offset,
+                            last_fetched_epoch=last_epoch)
+        error, _, _, _, data, _, diverging = KafkaApis._read(apis, "t", p, version, 1 << 20,
+                                                             True, False)
+        return error, [h.base_offset for h, _ in records.iter_batches(data)], diverging
+    assert read(4, 0) == (m.NONE, [], (0, 3)), "epoch 0 ends at 3 here: the client diverged"
+    assert read(3, 0) == (m.NONE, [3, 4], None), "at the end of its epoch: no divergence"
+    assert read(5, 1) == (m.NONE, [], None)
+    assert read(2, 2)[0] == m.OFFSET_OUT_OF_RANGE, "an epoch this log never had"
+    assert read(4, 0, version=11) == (m.NONE, [4], None), "before v12: not asked"
+    assert read(4, -1) == (m.NONE, [4], None), "no epoch given (librdkafka): not checked"

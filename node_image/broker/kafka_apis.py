@@ -407,42 +407,58 @@ class KafkaApis:
         for t in body.topics:
             parts = []
             for p in t.partitions:
-                error, hw, lso, start, data, aborted = self._read(
+                error, hw, lso, start, data, aborted, diverging = self._read(
                     t.topic, p, req.api_version, min(p.partition_max_bytes, max(budget - total, 0)),
                     first=total == 0, committed=body.isolation_level == READ_COMMITTED)
-                errors = errors or error != m.NONE
+                errors = errors or error != m.NONE or diverging is not None
                 total += len(data)
+                extra = {}
+                if diverging is not None:
+                    extra["diverging_epoch"] = P.EpochEndOffset(epoch=diverging[0],
+                                                                end_offset=diverging[1])
                 parts.append(P(partition_index=p.partition, error_code=error, high_watermark=hw,
                                last_stable_offset=lso, log_start_offset=start,
                                aborted_transactions=None if aborted is None else [
                                    P.AbortedTransaction(producer_id=a.producer_id,
                                                         first_offset=a.first_offset)
                                    for a in aborted],
-                               preferred_read_replica=-1, records=data))
+                               preferred_read_replica=-1, records=data, **extra))
             topics.append(T(topic=t.topic, partitions=parts))
         return (R(throttle_time_ms=0, error_code=m.NONE, session_id=0, responses=topics),
                 total, errors)
 
     def _read(self, topic: str, p, version: int, max_bytes: int, first: bool, committed: bool):
-        """(error, HW, LSO, log start, records, aborted transactions or None)."""
+        """(error, HW, LSO, log start, records, aborted transactions or None, diverging epoch
+        (epoch, end offset) or None)."""
         error, part = self._leader_at(topic, p.partition,
                                       p.current_leader_epoch if version >= 9 else -1)
         if part is None:
-            return error, -1, -1, -1, b"", None
+            return error, -1, -1, -1, b"", None, None
         hw, lso, start = part.high_watermark, part.last_stable_offset, part.log.start_offset
+        last_epoch = p.last_fetched_epoch if version >= 12 else -1
+        if last_epoch >= 0:
+            # Fetch v12+ (KIP-320, as Kafka's Partition.fetchRecords): the epoch of the last
+            # record the client fetched; where this log ends that epoch before the position,
+            # the client's log diverged from ours, and it is told where ours ends the epoch
+            found = part.log.end_offset_for_epoch(last_epoch) \
+                if part.log.epoch_entries and last_epoch <= part.log.last_fetched_epoch else None
+            if found is None or found.epoch < 0 or found.offset < 0 or p.fetch_offset < start:
+                return m.OFFSET_OUT_OF_RANGE, hw, lso, start, b"", None, None
+            if found.epoch < last_epoch or found.offset < p.fetch_offset:
+                return m.NONE, hw, lso, start, b"", None, (found.epoch, found.offset)
         if p.fetch_offset < start or p.fetch_offset > part.log.end_offset:
-            return m.OFFSET_OUT_OF_RANGE, hw, lso, start, b"", None
+            return m.OFFSET_OUT_OF_RANGE, hw, lso, start, b"", None, None
         upper = part.log.end_offset if "fetch-above-hw" in self.bugs else (
             lso if committed and "read-committed-past-lso" not in self.bugs else hw)
         if p.fetch_offset >= upper or (max_bytes <= 0 and not first):
-            return m.NONE, hw, lso, start, b"", [] if committed else None
+            return m.NONE, hw, lso, start, b"", [] if committed else None, None
         data = part.log.read_range(p.fetch_offset, max(max_bytes, 1), upper)
         aborted = part.producers.aborted_between(p.fetch_offset, upper) if committed else None
         if aborted:
             self._aborted_fetched(part, aborted)
         if committed and "no-aborted-list" in self.bugs:
             aborted = []
-        return m.NONE, hw, lso, start, data, aborted
+        return m.NONE, hw, lso, start, data, aborted, None
 
     def _leader_at(self, topic: str, index: int, epoch: int):
         """(error, the partition or None) for a client request this broker must serve as the
