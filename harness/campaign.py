@@ -51,8 +51,13 @@ def machine_pressure() -> str:
 
 class Campaign:
     def __init__(self, cfg: RunConfig, backend, history: HistoryWriter, log,
-                 clock=REAL_CLOCK) -> None:
+                 clock=REAL_CLOCK, steps: list | None = None, generator=None) -> None:
+        """``steps`` (the fault plan) and ``generator`` (the workload's operations): the ones
+        the run wrote to plan.json and generated.jsonl; made from ``cfg`` when not given."""
         self.cfg = cfg
+        self.steps = fault_plan(cfg) if steps is None else steps
+        self.generator = generator if generator is not None else \
+            WORKLOADS[cfg.workload].generator(cfg)
         self.clock = clock  # harness.clock: the nemesis and the packages wait on it
         self.backend = backend
         self.history = history
@@ -330,7 +335,7 @@ class Campaign:
         await self.workload.setup()
         for package in self.packages.values():
             await package.prepare(self)
-        steps = fault_plan(cfg)
+        steps = self.steps
         self.log(f"workload {cfg.workload}: {cfg.concurrency} clients at {cfg.rate:g} ops/s each "
                  f"for {cfg.time_limit_s:g} s; {len(steps)} faults planned")
         t0 = time.monotonic()

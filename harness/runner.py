@@ -61,24 +61,27 @@ def install_interrupt_handlers() -> None:
         pass  # not the main thread
 
 
-def generated_ops(cfg: RunConfig, per_process: int | None = None):
-    """What the workload generator hands each process, in order: the first ``per_process``
-    operations (default: half again what the rate allows in the time limit at its longest
-    stretch, ``max_stretch``)."""
+def generated_ops(cfg: RunConfig, per_process: int | None = None, generator=None):
+    """What the workload generator (``generator``, else the workload's for ``cfg``) hands
+    each process, in order: the first ``per_process`` operations (default: half again what
+    the rate allows in the time limit at its longest stretch, ``max_stretch``)."""
     n = per_process or int(cfg.rate * cfg.time_limit_s * cfg.max_stretch * 1.5) + 10
-    gen = WORKLOADS[cfg.workload].generator(cfg)
+    gen = generator if generator is not None else WORKLOADS[cfg.workload].generator(cfg)
     for p in range(cfg.concurrency):
         for op in itertools.islice(gen.ops(p), n):
             yield {"process": p, "f": op.f, "key": op.key, "value": op.value}
 
 
-def write_plan(cfg: RunConfig, run_dir: Path) -> None:
-    """plan.json (the fault schedule) and generated.jsonl (the generator's operations):
-    ``chaoskraft reproduce`` compares them between a run and its re-run."""
-    steps = [dataclasses.asdict(s) for s in fault_plan(cfg)]
-    (run_dir / "plan.json").write_text(json.dumps(steps, indent=1) + "\n")
+def write_plan(cfg: RunConfig, run_dir: Path, steps=None, generator=None) -> None:
+    """plan.json (the fault schedule ``steps``, else ``fault_plan(cfg)``) and generated.jsonl
+    (what ``generator``, else the workload's for ``cfg``, hands out): ``chaoskraft
+    reproduce`` compares them between a run and its re-run. A run writes the very plan and
+    generator it then runs."""
+    steps = fault_plan(cfg) if steps is None else steps
+    (run_dir / "plan.json").write_text(
+        json.dumps([dataclasses.asdict(s) for s in steps], indent=1) + "\n")
     with open(run_dir / "generated.jsonl", "w") as f:
-        for row in generated_ops(cfg):
+        for row in generated_ops(cfg, generator=generator):
             f.write(json.dumps(row) + "\n")
 
 
@@ -105,7 +108,9 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
         cfg.seed = random.SystemRandom().randrange(1 << 31)
     run_dir = run_dir or new_run_dir(Path(root or cfg.results_dir), cfg.test, cfg.seed)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    write_plan(cfg, run_dir)
+    steps = fault_plan(cfg)  # computed once: the run does what plan.json and
+    generator = WORKLOADS[cfg.workload].generator(cfg)  # generated.jsonl say
+    write_plan(cfg, run_dir, steps, generator)
     log = Logger(run_dir / "harness.log", stream or sys.stdout)
     log(f"run {run_dir} seed {cfg.seed} (reproduce with: chaoskraft run --seed {cfg.seed} ...; "
         f"the resolved config is in config.yaml)")
@@ -124,7 +129,8 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
         (owner or backend).up()
         if owner is not None:
             backend.connect()
-        asyncio.run(Campaign(cfg, backend, history, log).run())
+        asyncio.run(Campaign(cfg, backend, history, log, steps=steps,
+                             generator=generator).run())
     except KeyboardInterrupt:
         interrupted = True
         log("interrupted: healing and tearing down; the history is kept")

@@ -1,5 +1,6 @@
 """The register workload's generator: pure, unique values, one written key per node per window."""
 import itertools
+import json
 
 import pytest
 
@@ -46,3 +47,32 @@ def test_cas_expects_what_the_process_last_wrote_to_that_key():
             last[op.key] = op.value[1]
         elif op.f == "write":
             last[op.key] = op.value
+
+
+def test_a_run_draws_its_operations_from_the_generator_it_wrote_out(tmp_path):
+    """One generator per run: the runner writes generated.jsonl from the generator it hands
+    the campaign, and the workload draws from that one object (it once built a second, with
+    the cluster's ids, so what a run recorded as generated could differ from what it ran); a
+    generator aimed at other nodes than the cluster's is refused before any operation."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from harness.campaign import Campaign
+    from harness.config import resolve
+    from harness.history import HistoryWriter
+    from harness.runner import generated_ops, write_plan
+    cfg = resolve({"seed": 3, "workload": "register", "nodes": 3}, {})
+    backend = SimpleNamespace(nodes=[SimpleNamespace(node_id=i, address=f"10.0.0.{i}")
+                                     for i in (1, 2, 3)])
+    mine = RegisterGenerator(3, [1, 2, 3], cfg.ops_per_key)
+    camp = Campaign(cfg, backend, HistoryWriter(tmp_path / "history.jsonl"), lambda m: None,
+                    steps=[], generator=mine)
+    assert camp.generator is mine and camp.steps == []
+    write_plan(cfg, tmp_path, camp.steps, camp.generator)
+    written = [json.loads(line) for line in (tmp_path / "generated.jsonl").read_text().splitlines()]
+    assert written == list(generated_ops(cfg, generator=mine))
+    assert (tmp_path / "plan.json").read_text() == "[]\n"
+    elsewhere = Campaign(cfg, backend, HistoryWriter(tmp_path / "h2.jsonl"), lambda m: None,
+                         steps=[], generator=RegisterGenerator(3, [4, 5, 6]))
+    with pytest.raises(ValueError, match=r"aims at nodes \[4, 5, 6\], the cluster has \[1, 2, 3\]"):
+        asyncio.run(elsewhere.workload.workers(None))

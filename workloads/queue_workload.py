@@ -99,6 +99,7 @@ class QueueRun:
         self.cfg, self.backend, self.history, self.log = (campaign.cfg, campaign.backend,
                                                           campaign.history, campaign.log)
         self.ids = campaign.ids
+        self.generator = campaign.generator
         self.bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self.backend.nodes)
         self.client_port = KAFKA_PORT
         self.timeout_s = max(self.cfg.op_timeout_s, QUEUE_TIMEOUT_S)
@@ -201,7 +202,7 @@ class QueueRun:
 
     def queue_worker(self, process: int, deadline) -> None:
         cfg = self.cfg
-        gen = QueueGenerator(cfg.seed, cfg.partitions).ops(process)
+        gen = self.generator.ops(process)
         idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
                              idempotent, process, transactions=cfg.transactions,

@@ -32,11 +32,14 @@ class RegisterRun(NoPartitions):
         pass
 
     async def workers(self, deadline) -> None:
+        if self.c.generator.nodes != self.c.ids:  # a bug of ours: operations aimed elsewhere
+            raise ValueError(f"the register generator aims at nodes {self.c.generator.nodes}, "
+                             f"the cluster has {self.c.ids}")
         await asyncio.gather(*(self.worker(p, deadline) for p in range(self.c.cfg.concurrency)))
 
     async def worker(self, process: int, deadline) -> None:
         cfg = self.c.cfg
-        gen = RegisterGenerator(cfg.seed, self.c.ids, cfg.ops_per_key).ops(process)
+        gen = self.c.generator.ops(process)
         clients: dict[int, RegisterClient] = {}
         interval = 1.0 / cfg.rate
         try:

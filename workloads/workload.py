@@ -57,6 +57,7 @@ class Campaign(Protocol):
     history: object  # record(process, type, f, key=None, value=None, node=None, error=None)
     ids: list[int]
     addr: dict[int, str]
+    generator: object  # the workload's generator, the one generated.jsonl was written from
 
     def log(self, msg: str) -> None: ...
 
