@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.verdict import WORD
 from workloads.registry import WORKLOADS
 
 from .config import RunConfig
 from .coverage import coverage, describe
-from .stats import WORD
 
 
 def fault_summary(run_dir: Path) -> dict | None:

@@ -23,9 +23,8 @@ from checkers.history import read_history, split_independent
 from checkers.lin_model import CheckResult, KeyResult
 from checkers.linearizability import check, combine
 from checkers.models import RegisterModel, get_model, keys_without_ok
+from core.verdict import EXIT, WORD
 
-EXIT = {True: 0, False: 1, "unknown": 2}
-WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
 AUTO_SPARK_ROWS = 4_000_000
 NO_OK = "no operation on this key succeeded: it tested nothing"
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from checkers.models import MODELS
+from core.verdict import exit_code
 from node_image.bugs import BUGS
 from workloads.registry import WORKLOADS
 
@@ -211,7 +212,7 @@ def cmd_analyze(args) -> int:
     results = analyze(args.run_dir, engine=args.engine, spark_master=args.spark_master,
                       budget_s=args.budget_s)
     print(f"verdict: {results['verdict']}")
-    return {True: 0, False: 1, "unknown": 2}[results["valid"]]
+    return exit_code(results["valid"])
 
 
 def cmd_image(args) -> int:

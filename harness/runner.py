@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from core.verdict import exit_code, word
 from workloads.registry import WORKLOADS
 
 from .campaign import Campaign, fault_plan
@@ -30,7 +31,6 @@ from .config import RunConfig, needs_faketime, needs_faultfs, node_config
 from .history import HistoryWriter
 from .store import new_run_dir
 
-EXIT = {True: 0, False: 1, "unknown": 2}
 
 
 class Logger:
@@ -161,8 +161,7 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
         return 130
     results = analyze(run_dir, engine=cfg.engine, spark_master=cfg.spark_master,
                       budget_s=cfg.check_budget_s, log=log)
-    word = {True: "valid", False: "invalid", "unknown": "unknown"}[results["valid"]]
-    log(f"verdict: {word}")
+    log(f"verdict: {word(results['valid'])}")
     log(f"run directory: {run_dir}")
     log.close()
-    return EXIT[results["valid"]]
+    return exit_code(results["valid"])

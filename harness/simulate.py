@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.verdict import word as verdict_word
 from simulator import DEFAULT_WORKLOAD, WORKLOAD_NAMES
 from simulator.cluster import SimResult, Simulation
 from simulator.journal import Journal
@@ -163,7 +164,7 @@ def stored_verdict(run_dir: Path) -> str:
     except (OSError, ValueError):
         return "not analysed (no readable results.json)"
     valid = results.get("valid")
-    word = {True: "valid", False: "invalid"}.get(valid, "unknown")
+    word = verdict_word(valid)
     classes = anomaly_classes(results)
     return word + (f" ({', '.join(classes)})" if classes and valid is not True else "")
 

@@ -1,10 +1,10 @@
-"""What every checker's run shares: the verdict words, and the history's totals."""
+"""What every checker's run shares: the history's totals (the verdict words are
+core.verdict's)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-WORD = {True: "valid", False: "invalid", "unknown": "unknown"}
 FATAL = "fatal: "  # how a client error after which the client cannot go on is recorded
 
 

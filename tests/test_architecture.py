@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("checkers", "harness", "nemesis", "workloads", "node_image", "simulator")
+PACKAGES = ("core", "checkers", "harness", "nemesis", "workloads", "node_image", "simulator")
 
 
 def modules() -> dict[str, Path]:
@@ -80,6 +80,15 @@ def test_no_import_cycle_in_the_project():
     found = cycles(import_graph())
     assert not found, "modules that import each other, directly or around a loop: " + "; ".join(
         " <-> ".join(c) for c in found)
+
+
+def test_the_lowest_layer_imports_nothing_of_the_project():
+    """core is the bottom layer: every package may use it, it uses none of them."""
+    graph = import_graph()
+    up = sorted(f"{m} -> {t}" for m in graph if m.split(".")[0] == "core"
+                for t in graph[m] if t.split(".")[0] != "core")
+    assert not up, "core imports from above it: " + "; ".join(up)
+    assert "core.verdict" in graph["harness.runner"], "the finder sees core"
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -21,9 +21,7 @@ from checkers.consistency_models import sentence as consistency_sentence
 from checkers.history import _sniff, iter_history
 from checkers.queue import (ANOMALIES, check_queue, cycle_proof, cycle_sentence,
                             default_allowed, sentence)
-from harness.stats import WORD
-
-EXIT = {True: 0, False: 1, "unknown": 2}
+from core.verdict import EXIT, WORD
 
 
 def _ours(path: Path) -> bool:

@@ -27,7 +27,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.stats import WORD, Stats, run_history
+from core.verdict import WORD
+from harness.stats import Stats, run_history
 
 from .queue import (ABORT_RATIO, VALUE_STRIDE, QueueGenerator, key_name,
                     producer_codec)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from harness.check_cmd import run_check
 from harness.nodes import BRING_UP_S, PORT, active_controller, serves, wait_for_service
-from harness.stats import WORD, history_stats, run_history
+from core.verdict import WORD
+from harness.stats import history_stats, run_history
 from node_image.messages import ERROR_NAMES
 
 from .register import RegisterGenerator
