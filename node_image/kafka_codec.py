@@ -12,14 +12,16 @@ the node sees one small interface:
 - :func:`encode_response` frames a response body for a request.
 
 Supported versions are the ones in :data:`SUPPORTED`. For the group, coordinator and
-transaction APIs, ListOffsets, CreateTopics, ApiVersions and the admin APIs: the versions a
-Kafka 4 broker answers, flexible ones included, up to where a version brings a feature the
-node does not have (share groups: FindCoordinator v6; KIP-890's second transaction protocol:
-EndTxn and TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). Produce
-and Fetch up to their first flexible versions (v9, v12); Metadata up to v8, the last
-non-flexible one. As Kafka brokers do, an ApiVersions
-request of a version we do not know is answered with a v0 body carrying UNSUPPORTED_VERSION
-and our version ranges; any other unknown api key or version closes the connection.
+transaction APIs, ListOffsets, CreateTopics, Metadata, ApiVersions and the admin APIs: the
+versions a Kafka 4 broker answers, flexible ones included, up to where a version brings a
+feature the node does not have (share groups: FindCoordinator v6; KIP-890's second
+transaction protocol: EndTxn and TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only
+brokers send). Produce and Fetch up to their first flexible versions (v9, v12). A node may
+advertise less than it answers (:func:`api_versions_body`'s ``caps``: Metadata v8 by
+default, see the node's ``chaoskraft.metadata.max.version``). As Kafka brokers do, an
+ApiVersions request of a version we do not know is answered with a v0 body carrying
+UNSUPPORTED_VERSION and our version ranges; any other unknown api key or version closes the
+connection.
 """
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     PRODUCE: (3, 9, ProduceRequest, ProduceResponse),
     FETCH: (4, 12, FetchRequest, FetchResponse),
     LIST_OFFSETS: (1, 9, ListOffsetsRequest, ListOffsetsResponse),
-    METADATA: (0, 8, MetadataRequest, MetadataResponse),
+    METADATA: (0, 12, MetadataRequest, MetadataResponse),
     OFFSET_COMMIT: (2, 9, OffsetCommitRequest, OffsetCommitResponse),
     OFFSET_FETCH: (1, 9, OffsetFetchRequest, OffsetFetchResponse),
     FIND_COORDINATOR: (0, 5, FindCoordinatorRequest, FindCoordinatorResponse),
@@ -156,8 +158,12 @@ def response_class(api_key: int, version: int):
     return SUPPORTED[api_key][3][version]
 
 
-def api_versions_body(version: int, error: int = 0):
-    keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+def api_versions_body(version: int, error: int = 0, caps: dict[int, int] | None = None):
+    """The ApiVersions answer: every supported range, the newest versions lowered to
+    ``caps`` (api key -> newest version to advertise) where given."""
+    caps = caps or {}
+    keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo,
+                                           max_version=min(hi, caps.get(k, hi)))
             for k, (lo, hi, _, _) in sorted(SUPPORTED.items())]
     return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0)
 

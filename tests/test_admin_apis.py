@@ -734,3 +734,55 @@ def test_create_topics_answers_what_it_made_and_its_id_deletes_it(cluster, versi
         topics=[D(name=None, topic_id=made.topic_id)], timeout_ms=10_000))
     [r] = deleted.responses
     assert (r.error_code, r.name) == (0, name), "deleted by the id CreateTopics gave"
+@pytest.mark.parametrize("version", [9, 10, 12])
+def test_metadata_flexible_versions_name_topics_by_id(cluster, version):
+    """Metadata v9-v13 (flexible; librdkafka trusts leader epochs only from v9): each topic
+    with its id from v10, asked by id from v10 (no name), an unknown id UNKNOWN_TOPIC_ID."""
+    import socket
+    import uuid
+
+    from kafka.protocol.metadata import MetadataRequest
+
+    from node_image import kafka_codec as kc
+    create(cluster, "by-id", {})
+    R = MetadataRequest[version]
+
+    def ask(topics):
+        fields = {} if version >= 11 else {"include_cluster_authorized_operations": False}
+        with socket.create_connection((cluster.host(1), cluster.kafka_port), timeout=10) as s:
+            s.sendall(kc.encode_request(kc.METADATA, version, R(
+                topics=topics, allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False, **fields)))
+            return kc.decode_response(kc.METADATA, version, kc.recv_frame(s))
+    zero = uuid.UUID(int=0)
+    [t] = ask([R.MetadataRequestTopic(name="by-id", topic_id=zero)]).topics
+    assert (t.error_code, t.name, len(t.partitions)) == (0, "by-id", 2)
+    assert all(p.leader_epoch >= 0 for p in t.partitions)
+    if version < 10:
+        return
+    assert t.topic_id not in (None, zero)
+    [again] = ask([R.MetadataRequestTopic(name=None, topic_id=t.topic_id)]).topics
+    assert (again.error_code, again.name, again.topic_id) == (0, "by-id", t.topic_id)
+    stranger = uuid.uuid4()
+    [unknown] = ask([R.MetadataRequestTopic(name=None, topic_id=stranger)]).topics
+    assert (unknown.error_code, unknown.name, unknown.topic_id) == (100, None, stranger)
+
+
+def test_metadata_is_advertised_up_to_v8_unless_the_node_says_more(cluster):
+    """The node answers Metadata v0-v12 but advertises v8 by default: librdkafka validates
+    leader epochs from v9 and can deadlock doing it (docs/compatibility.md)."""
+    import socket
+
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    from node_image import kafka_codec as kc
+
+    def advertised():
+        with socket.create_connection((cluster.host(1), cluster.kafka_port), timeout=10) as s:
+            s.sendall(kc.encode_request(kc.API_VERSIONS, 3, ApiVersionsRequest[3](
+                client_software_name="t", client_software_version="1")))
+            r = kc.decode_response(kc.API_VERSIONS, 3, kc.recv_frame(s))
+        return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+    assert wait_for("an ApiVersions answer", advertised)[kc.METADATA] == (0, 8)
+    body = kc.api_versions_body(3, caps={kc.METADATA: 12})
+    assert {k.api_key: k.max_version for k in body.api_keys}[kc.METADATA] == 12

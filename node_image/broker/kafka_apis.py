@@ -194,7 +194,8 @@ class KafkaApis:
     # ------------------------------------------------------------ ApiVersions, Metadata
 
     def _api_versions(self, src, req: KafkaRequest, now: int) -> None:
-        self._reply(src, req, kc.api_versions_body(req.api_version))
+        self._reply(src, req, kc.api_versions_body(
+            req.api_version, caps={kc.METADATA: self.options.metadata_max_version}))
 
     def _metadata(self, src, req: KafkaRequest, now: int) -> None:
         image = self.rm.image
@@ -207,16 +208,24 @@ class KafkaApis:
                                                         rack=b.rack))
         wanted = req.body.topics
         if wanted is None or (req.api_version == 0 and not wanted):
-            names = sorted(image.topics)
-        else:
-            names = [t.name for t in wanted]
+            asked = [(name, None) for name in sorted(image.topics)]
+        else:  # by name, or from v10 by topic id with no name
+            asked = [(t.name, getattr(t, "topic_id", None)) for t in wanted]
         topics = []
-        for name in names:
+
+        def unknown(error: int, name: str | None, topic_id) -> None:
+            topics.append(R.MetadataResponseTopic(
+                error_code=error, name=name, topic_id=topic_id, is_internal=False,
+                partitions=[], authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+        for name, topic_id in asked:
+            if name is None and not _zero_uuid(topic_id):
+                name = image.topic_names.get(str(topic_id))
+                if name is None:
+                    unknown(m.UNKNOWN_TOPIC_ID, None, topic_id)
+                    continue
             t = image.topics.get(name)
             if t is None:
-                topics.append(R.MetadataResponseTopic(
-                    error_code=m.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
-                    partitions=[], authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                unknown(m.UNKNOWN_TOPIC_OR_PARTITION, name, ZERO_UUID)
                 continue
             parts = []
             for pid in sorted(t.partitions):
@@ -228,13 +237,14 @@ class KafkaApis:
                     replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
                     offline_replicas=offline))
             topics.append(R.MetadataResponseTopic(error_code=m.NONE, name=name,
+                                                  topic_id=_as_uuid(t.topic_id),
                                                   is_internal=name in (OFFSETS_TOPIC, TXN_TOPIC),
                                                   partitions=parts,
                                                   authorized_operations=NOT_AUTHORIZED_OPERATIONS))
         controller = self.broker.controller_hint()
         self._reply(src, req, R(throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                                 controller_id=controller, topics=topics,
-                                authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                                authorized_operations=NOT_AUTHORIZED_OPERATIONS, error_code=m.NONE))
 
     # ------------------------------------------------------------ Produce
 
