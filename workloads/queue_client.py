@@ -422,11 +422,20 @@ def make_client(name: str, bootstrap: str, topic: str, partitions: int, timeout_
 
 
 def read_to_end(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> dict:
-    """Every message of every partition, from offset 0 to its high watermark (confluent-kafka).
-    Raises TimeoutError naming the partitions not read to the end."""
+    """Every committed message of every partition, from offset 0 to its high watermark
+    (confluent-kafka, read_committed). The end is the high watermark, not the last stable
+    offset: a transaction left open at the end of a run holds the LSO back until its
+    coordinator aborts it, and a read that stopped at that LSO missed the committed
+    transactions after it (read as lost). Raises TimeoutError naming the partitions not
+    read to the end."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaoskraft-final",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "error_cb": _quiet,
+                  "logger": CLIENT_LOG})
+    # librdkafka asks the watermarks at its consumer's isolation level: read_committed's is
+    # the LSO, so the high watermarks come from a read_uncommitted one
+    w = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaoskraft-final",
+                  "isolation.level": "read_uncommitted", "error_cb": _quiet,
                   "logger": CLIENT_LOG})
     try:
         deadline = time.monotonic() + timeout_s
@@ -434,12 +443,14 @@ def read_to_end(bootstrap: str, topic: str, partitions: int, timeout_s: float) -
         for p in range(partitions):
             while True:
                 try:
-                    ends[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                    ends[p] = w.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
                     break
                 except Exception:  # noqa: BLE001 - leader not known yet
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"no high watermark for partition {p}") from None
                     time.sleep(0.5)
+        w.close()
+        w = None
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: dict[str, list] = {key_name(p): [] for p in range(partitions)}
         done = {p for p, end in ends.items() if end == 0}
@@ -460,4 +471,6 @@ def read_to_end(bootstrap: str, topic: str, partitions: int, timeout_s: float) -
                     done.add(tp.partition)
         return out
     finally:
+        if w is not None:
+            w.close()
         c.close()
