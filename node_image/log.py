@@ -64,6 +64,7 @@ class BatchEntry:
     position: int
     size: int
     crc: int
+    max_timestamp: int  # the batch header's, kept so timestamp searches read no headers
 
 
 def segment_name(base_offset: int) -> str:
@@ -219,7 +220,7 @@ class UnifiedLog:
 
     def _add_entry(self, header: records.BatchHeader, segment: int, position: int) -> None:
         entry = BatchEntry(header.base_offset, header.next_offset, header.partition_leader_epoch,
-                           segment, position, header.size, header.crc)
+                           segment, position, header.size, header.crc, header.max_timestamp)
         self._batches.append(entry)
         self._bases.append(entry.base_offset)
         if not self._epochs or entry.epoch > self._epochs[-1][0]:
@@ -443,9 +444,9 @@ class UnifiedLog:
         """(timestamp, offset, leader epoch) of the first record below ``upper`` stamped at
         or after ``target``, as Kafka's LogSegment.findOffsetByTimestamp; None if none is."""
         for entry in self.batch_entries(self.start_offset, upper):
-            header = self._header(entry)
-            if header.max_timestamp >= target:
+            if entry.max_timestamp >= target:
                 batch = self.read_entry(entry)
+                header = records.parse_header(batch)
                 for ts, offset in _stamps(batch, header):
                     if ts >= target:
                         return (ts, offset, header.partition_leader_epoch) if offset < upper \
@@ -455,13 +456,11 @@ class UnifiedLog:
     def offset_of_max_timestamp(self) -> tuple[int, int, int] | None:
         """(timestamp, offset, leader epoch) of the first record with the log's greatest
         timestamp (ListOffsets' MAX_TIMESTAMP, KIP-734); None for an empty log."""
-        best, best_entry = None, None
-        for entry in self.batch_entries(self.start_offset, self.end_offset):
-            header = self._header(entry)
-            if best is None or header.max_timestamp > best:
-                best, best_entry = header.max_timestamp, entry
-        if best_entry is None:
+        entries = self.batch_entries(self.start_offset, self.end_offset)
+        if not entries:
             return None
+        best_entry = max(entries, key=lambda e: e.max_timestamp)  # the first of equals
+        best = best_entry.max_timestamp
         batch = self.read_entry(best_entry)
         header = records.parse_header(batch)
         offset = next((o for ts, o in _stamps(batch, header) if ts == best), header.last_offset)

@@ -1012,7 +1012,7 @@ class KafkaApis:
                                                  metadata=meta) for mid, meta in r.members]
             extra = {}
             if v >= 7:  # the group's protocol type, from v7 (KIP-559)
-                g = self.groups.groups.get(b.group_id) if r.error == m.NONE else None
+                g = self.groups.describe(b.group_id)[1] if r.error == m.NONE else None
                 extra["protocol_type"] = g.protocol_type if g is not None else None
             if v >= 9:  # KIP-814: only a static leader rejoining may skip the assignment
                 extra["skip_assignment"] = False
@@ -1041,7 +1041,7 @@ class KafkaApis:
         def respond(error: int, assignment: bytes) -> None:
             extra = {}
             if v >= 5:  # the group's protocol type and name, from v5 (KIP-559)
-                g = self.groups.groups.get(b.group_id) if error == m.NONE else None
+                g = self.groups.describe(b.group_id)[1] if error == m.NONE else None
                 extra = {"protocol_type": g.protocol_type if g is not None else None,
                          "protocol_name": g.protocol if g is not None else None}
             self._reply(src, req, R(throttle_time_ms=0, error_code=error, assignment=assignment,
@@ -1263,8 +1263,9 @@ class KafkaApis:
         R, v = self._cls(req), req.api_version
         stable = v >= 7 and req.body.require_stable
         if v < 8:
+            T = R.OffsetFetchResponseTopic
             error, topics = self._group_offsets(req.body.group_id, req.body.topics, v, stable,
-                                                R.OffsetFetchResponseTopic)
+                                                T, T.OffsetFetchResponsePartition)
             if error != m.NONE and v >= 2:
                 self._reply(src, req, R(throttle_time_ms=0, topics=[], error_code=error))
             else:
@@ -1273,14 +1274,15 @@ class KafkaApis:
         G = R.OffsetFetchResponseGroup
         out = []
         for group in req.body.groups:
+            T = G.OffsetFetchResponseTopics
             error, topics = self._group_offsets(group.group_id, group.topics, v, stable,
-                                                G.OffsetFetchResponseTopics)
+                                                T, T.OffsetFetchResponsePartitions)
             out.append(G(group_id=group.group_id, topics=topics, error_code=error))
         self._reply(src, req, R(throttle_time_ms=0, groups=out))
 
-    def _group_offsets(self, group_id: str, wanted, version: int, stable: bool, T):
-        """(group error, topics of the answer) for one group's OffsetFetch."""
-        P = getattr(T, "OffsetFetchResponsePartition", None) or T.OffsetFetchResponsePartitions
+    def _group_offsets(self, group_id: str, wanted, version: int, stable: bool, T, P):
+        """(group error, topics of the answer) for one group's OffsetFetch; T and P are the
+        version's topic and partition classes (v8 renamed both when it batched groups)."""
         keys = None if wanted is None else [(t.name, i) for t in wanted
                                             for i in t.partition_indexes]
         error, found = self.groups.fetch_offsets(group_id, keys, stable)
