@@ -2,7 +2,7 @@
 
 This was chaoskraft's queue checker before ``checkers/queue.py``; it is kept,
 unchanged in what it computes, as the reference the differential tests
-(tests/test_queue_differential.py) hold the fold to. The anomalies and their
+(tests/checkers/test_queue_differential.py) hold the fold to. The anomalies and their
 definitions are ``checkers/queue.py``'s. Input: the ``history.parquet`` of
 ``checkers.parquet`` (value as JSON text): ``send`` ops whose value is
 ``{"value": v, "offset": o}`` (the offset on ``ok``), ``poll`` and

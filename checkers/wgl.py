@@ -3,7 +3,7 @@
 ``native_search(model, ops, key, ...)`` returns the ``KeyResult`` that
 ``linearizability._search`` would: same verdict, same deepest partial
 linearization (recorded only when strictly deeper, in both), same
-counterexample. The differential tests (tests/test_wgl_native.py) hold the
+counterexample. The differential tests (tests/checkers/test_wgl_native.py) hold the
 two to that.
 
 Encoding: events are the entry list in order, an op id for a call and

@@ -22,7 +22,7 @@ reads after a drop is what the disk holds. The control socket takes one JSON req
 connection and answers one JSON line.
 
 The page cache (:class:`UnsyncedFile`) and the fault rules (:class:`Faults`) do no FUSE and
-are tested on their own (tests/test_faultfs.py); ``pyfuse3`` is imported only to mount.
+are tested on their own (tests/node/test_faultfs.py); ``pyfuse3`` is imported only to mount.
 """
 from __future__ import annotations
 

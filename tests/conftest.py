@@ -8,6 +8,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+TESTDATA = ROOT / "tests" / "testdata"  # histories and scenario scripts of the project's own
+PORCUPINE = ROOT.parent / "shared" / "testdata" / "porcupine"  # the corpus beside the project
 
 IN_CI = os.environ.get("CI") == "true"
 # `make nightly`: the long sweeps (200 simulator seeds, every planted bug from seed 0, every

@@ -1,13 +1,14 @@
 """``chaoskraft check --model queue`` on histories in Jepsen's Kafka workload format (EDN:
 send, poll and txn operations of micro-operations, assign and subscribe, crashes and the
 nemesis), with Jepsen's allowances."""
-from pathlib import Path
 
 import pytest
 
+from conftest import TESTDATA
+
 from harness.cli import main
 
-DATA = Path(__file__).parent / "testdata" / "jepsen-kafka"
+DATA = TESTDATA / "jepsen-kafka"
 
 
 def test_a_valid_jepsen_kafka_history(capsys):

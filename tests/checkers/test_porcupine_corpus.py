@@ -1,16 +1,15 @@
 """chaoskraft check agrees with all 112 known verdicts of the Porcupine corpus."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from checkers.history import read_history
-from conftest import NIGHTLY
+from conftest import NIGHTLY, PORCUPINE
 from checkers.linearizability import check
 from checkers.models import get_model
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "porcupine"
+CORPUS = PORCUPINE
 LINEARIZABLE_ETCD = {2, 5, 7, 18, 25, 31, 38, 45, 48, 49, 51, 53, 56, 67, 75, 76, 80, 87, 92, 98,
                      100, 101, 102}
 ETCD = [n for n in range(103) if n != 95]  # etcd_095.log is empty: the cluster never started

@@ -98,7 +98,7 @@ SCENARIOS = {
         .poll(7, {k: [[0, 2], [1, 1]]}),
     "precommitted-read": lambda h, k: h.txn(5, [["send", k, [0, 1]], ["poll", {k: [[0, 1]]}]]),
 }
-PER_KEY = set(ANOMALIES) - set(CYCLES)  # cycles: tests/test_queue_cycles.py
+PER_KEY = set(ANOMALIES) - set(CYCLES)  # cycles: tests/checkers/test_queue_cycles.py
 NOT_IN_FINAL = {"lost-write", "unseen", "durability", "G1a"}
 
 

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one JVM
 HISTORIES = 60 if NIGHTLY else 20  # CI's share of the nightly sweep
 ALL = 1_000_000  # examples: every instance
 # The classes the reference knows: those of single sends and polls (no transactions, no
-# cycles; tests/test_queue_cycles.py has those).
+# cycles; tests/checkers/test_queue_cycles.py has those).
 REF = set(ANOMALIES) - set(CYCLES) - {"int-send-skip", "int-nonmonotonic-send",
                                       "precommitted-read"}
 

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import PORCUPINE, ROOT
 from test_queue_differential import generate
 
 # a standalone master, a worker and a Connect server: five JVMs; nightly (CI checks Spark
 # in local mode throughout)
 pytestmark = [pytest.mark.spark, pytest.mark.nightly, pytest.mark.xdist_group("spark")]
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "porcupine"
+CORPUS = PORCUPINE
 
 
 def _port() -> int:
@@ -131,7 +132,7 @@ def _drive(master: str, run_dir: Path, root: Path) -> dict:
     p = subprocess.run(
         [sys.executable, "-c", DRIVE, master, str(run_dir), str(root),
          str(CORPUS / "jepsen" / "etcd_000.log"), str(CORPUS / "jepsen" / "etcd_002.log")],
-        capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-4000:]
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, p.stdout[-2000:] + p.stderr[-2000:]

@@ -9,16 +9,17 @@ verdicts of Porcupine's corpus, and 12,000 generated small histories
 linearizable as generated and mutated).
 """
 import random
-from pathlib import Path
 
 import pytest
+
+from conftest import PORCUPINE
 
 from checkers import wgl
 from checkers.history import read_history
 from checkers.linearizability import check, check_single
 from checkers.models import get_model
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "porcupine"
+CORPUS = PORCUPINE
 ETCD = [n for n in range(103) if n != 95]
 KV = ["c01-ok", "c01-bad", "c10-ok", "c10-bad", "c50-ok", "c50-bad"]
 

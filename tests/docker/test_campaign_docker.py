@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NIGHTLY
+from conftest import NIGHTLY, ROOT
 
 pytestmark = pytest.mark.docker
 
-ROOT = Path(__file__).resolve().parent.parent
 BUG_CELL = "register-partition-seed1"
 
 

@@ -5,12 +5,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
+
 from harness import cli
 from harness.campaign_matrix import load_matrix
 from harness.config import CampaignError, load_campaign, resolve
 from harness.campaign import fault_plan
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def write(tmp_path, text: str, name: str = "c.yaml") -> Path:

@@ -15,7 +15,7 @@ import pytest
 
 from harness.backends import NodeInfo
 from harness.nodes import NodeState, NotServing, not_serving
-from tests.conftest import ROOT, labelled
+from conftest import ROOT, labelled
 
 NODES = [NodeInfo(i, f"n{i}", f"10.0.0.{i}", ("controller", "broker") if i <= 3 else ("broker",))
          for i in range(1, 6)]

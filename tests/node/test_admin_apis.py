@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
-from tests.conftest import create_topic_everywhere, local_brokers, wait_for
+from conftest import create_topic_everywhere, local_brokers, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +24,17 @@ def admin(cluster) -> AdminClient:
 
 def create(cluster, name, config):
     create_topic_everywhere(cluster, name, 2, config, timeout_s=60)
+
+
+def wire(cluster, host: str, api: int, version: int, body):
+    """One request on its own connection to `host`, as a client that knows `version` sends
+    it, and the answer decoded."""
+    import socket
+
+    from node_image import kafka_codec as kc
+    with socket.create_connection((host, cluster.kafka_port), timeout=10) as s:
+        s.sendall(kc.encode_request(api, version, body))
+        return kc.decode_response(api, version, kc.recv_frame(s))
 
 
 def test_describe_configs_of_a_topic_says_what_was_set_and_what_is_a_default(cluster):
@@ -160,17 +171,13 @@ def test_create_partitions_grows_a_topic_that_clients_then_write_and_read(cluste
 def test_describe_cluster_on_the_wire_in_every_version(cluster, version):
     """DescribeCluster itself (librdkafka's describe_cluster asks Metadata instead), each
     version as a client that knows it would send it, and a controller endpoint type refused."""
-    import socket
-
     from kafka.protocol.admin import DescribeClusterRequest
 
     from node_image import kafka_codec as kc
 
     def ask(**fields):
-        with socket.create_connection((cluster.host(1), cluster.kafka_port), timeout=10) as s:
-            s.sendall(kc.encode_request(kc.DESCRIBE_CLUSTER, version,
-                                        DescribeClusterRequest[version](**fields)))
-            return kc.decode_response(kc.DESCRIBE_CLUSTER, version, kc.recv_frame(s))
+        return wire(cluster, cluster.host(1), kc.DESCRIBE_CLUSTER, version,
+                    DescribeClusterRequest[version](**fields))
     fields = {"include_cluster_authorized_operations": False}
     if version >= 1:
         fields["endpoint_type"] = 1
@@ -257,7 +264,7 @@ def test_topic_configs_altered_by_clients_take_effect_on_every_broker(cluster):
     """IncrementalAlterConfigs (librdkafka) and AlterConfigs (kafka-python) change a topic's
     configs through the controller; every broker's DescribeConfigs then says so, and the
     value is what every broker then reads (the replace-everything semantics of the legacy
-    AlterConfigs are in tests/test_replication.py)."""
+    AlterConfigs are in tests/node/test_replication.py)."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
     from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
     create(cluster, "altered", {"min.insync.replicas": "2"})
@@ -457,8 +464,6 @@ def test_offset_for_leader_epoch_says_where_each_epoch_ends_across_a_leader_chan
     version Kafka 4 answers: the leader's latest epoch ends at its log end, an older one
     where the next epoch starts, one never held is -1/-1; a stale or future current leader
     epoch is fenced or unknown, and a broker that does not lead says so."""
-    import socket
-
     from confluent_kafka import Producer
     from kafka.protocol.consumer import OffsetForLeaderEpochRequest
     from kafka.protocol.metadata import MetadataRequest
@@ -466,9 +471,7 @@ def test_offset_for_leader_epoch_says_where_each_epoch_ends_across_a_leader_chan
     from node_image import kafka_codec as kc
 
     def call(node, api, version, body):
-        with socket.create_connection((cluster.host(node), cluster.kafka_port), timeout=10) as s:
-            s.sendall(kc.encode_request(api, version, body))
-            return kc.decode_response(api, version, kc.recv_frame(s))
+        return wire(cluster, cluster.host(node), api, version, body)
 
     def leader_and_epoch():
         T = MetadataRequest[8].MetadataRequestTopic
@@ -540,8 +543,6 @@ def test_a_classic_group_on_the_wire_in_the_flexible_versions(cluster, versions)
     keys to FindCoordinator (v4+), JoinGroup with MEMBER_ID_REQUIRED and the group's protocol
     type in the answer (v7+), SyncGroup checking the protocol named (v5+), a commit, a batch
     of groups to OffsetFetch (v8+), DescribeGroups, LeaveGroup with a reason (v5+)."""
-    import socket
-
     from kafka.protocol.consumer import (HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
                                          OffsetCommitRequest, OffsetFetchRequest,
                                          SyncGroupRequest)
@@ -554,9 +555,7 @@ def test_a_classic_group_on_the_wire_in_the_flexible_versions(cluster, versions)
     create(cluster, topic, {})
 
     def ask(host, api, version, body):
-        with socket.create_connection((host, cluster.kafka_port), timeout=10) as s:
-            s.sendall(kc.encode_request(api, version, body))
-            return kc.decode_response(api, version, kc.recv_frame(s))
+        return wire(cluster, host, api, version, body)
 
     def find():
         if vf >= 4:
@@ -644,8 +643,6 @@ def test_list_offsets_finds_records_by_their_own_timestamps(cluster, version):
     the time asked; -3, the record with the greatest timestamp (KIP-734, asked from v7, read
     alike in every version as Kafka's); -4 the log start and -5 nothing tiered (v8, v9);
     v6+ flexible."""
-    import socket
-
     from kafka.protocol.consumer import ListOffsetsRequest
     from kafka.protocol.producer import ProduceRequest
 
@@ -657,10 +654,7 @@ def test_list_offsets_finds_records_by_their_own_timestamps(cluster, version):
     leader = md.topics[topic].partitions[0].leader
 
     def ask(api, v, body):
-        with socket.create_connection((cluster.host(leader), cluster.kafka_port),
-                                      timeout=10) as s:
-            s.sendall(kc.encode_request(api, v, body))
-            return kc.decode_response(api, v, kc.recv_frame(s))
+        return wire(cluster, cluster.host(leader), api, v, body)
     # offsets 0-2 stamped 1000, 5000, 3000 in one batch; 3-4 both 2000 in another
     for batch in (records.build_batch(0, 0, [(None, b"a"), (None, b"b"), (None, b"c")], 1000,
                                       timestamp_deltas=[0, 4000, 2000]),
@@ -694,17 +688,13 @@ def test_create_topics_answers_what_it_made_and_its_id_deletes_it(cluster, versi
     """CreateTopics as Kafka 4 answers it: from v5 the partitions and replication factor
     (defaults applied) and every config with its source; from v7 the topic's id, which
     DeleteTopics v6 then deletes by. A topic that exists is refused with none of these."""
-    import socket
-
     from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 
     from node_image import kafka_codec as kc
     name = f"made-v{version}"
 
     def ask(api, v, body):
-        with socket.create_connection((cluster.host(2), cluster.kafka_port), timeout=10) as s:
-            s.sendall(kc.encode_request(api, v, body))
-            return kc.decode_response(api, v, kc.recv_frame(s))
+        return wire(cluster, cluster.host(2), api, v, body)
     T = CreateTopicsRequest.CreatableTopic
 
     def create_once():
@@ -738,7 +728,6 @@ def test_create_topics_answers_what_it_made_and_its_id_deletes_it(cluster, versi
 def test_metadata_flexible_versions_name_topics_by_id(cluster, version):
     """Metadata v9-v13 (flexible; librdkafka trusts leader epochs only from v9): each topic
     with its id from v10, asked by id from v10 (no name), an unknown id UNKNOWN_TOPIC_ID."""
-    import socket
     import uuid
 
     from kafka.protocol.metadata import MetadataRequest
@@ -749,11 +738,9 @@ def test_metadata_flexible_versions_name_topics_by_id(cluster, version):
 
     def ask(topics):
         fields = {} if version >= 11 else {"include_cluster_authorized_operations": False}
-        with socket.create_connection((cluster.host(1), cluster.kafka_port), timeout=10) as s:
-            s.sendall(kc.encode_request(kc.METADATA, version, R(
-                topics=topics, allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False, **fields)))
-            return kc.decode_response(kc.METADATA, version, kc.recv_frame(s))
+        return wire(cluster, cluster.host(1), kc.METADATA, version, R(
+            topics=topics, allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False, **fields))
     zero = uuid.UUID(int=0)
     [t] = ask([R.MetadataRequestTopic(name="by-id", topic_id=zero)]).topics
     assert (t.error_code, t.name, len(t.partitions)) == (0, "by-id", 2)
@@ -771,17 +758,13 @@ def test_metadata_flexible_versions_name_topics_by_id(cluster, version):
 def test_metadata_is_advertised_up_to_v8_unless_the_node_says_more(cluster):
     """The node answers Metadata v0-v12 but advertises v8 by default: librdkafka validates
     leader epochs from v9 and can deadlock doing it (docs/compatibility.md)."""
-    import socket
-
     from kafka.protocol.metadata import ApiVersionsRequest
 
     from node_image import kafka_codec as kc
 
     def advertised():
-        with socket.create_connection((cluster.host(1), cluster.kafka_port), timeout=10) as s:
-            s.sendall(kc.encode_request(kc.API_VERSIONS, 3, ApiVersionsRequest[3](
-                client_software_name="t", client_software_version="1")))
-            r = kc.decode_response(kc.API_VERSIONS, 3, kc.recv_frame(s))
+        r = wire(cluster, cluster.host(1), kc.API_VERSIONS, 3, ApiVersionsRequest[3](
+            client_software_name="t", client_software_version="1"))
         return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert wait_for("an ApiVersions answer", advertised)[kc.METADATA] == (0, 8)
     body = kc.api_versions_body(3, caps={kc.METADATA: 12})

@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from harness.local_cluster import LocalCluster
-from tests.conftest import wait_for
+from conftest import wait_for
 
 
 @pytest.fixture

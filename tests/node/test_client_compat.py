@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import create_topic_everywhere, local_brokers
+from conftest import create_topic_everywhere, local_brokers
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 N = 200

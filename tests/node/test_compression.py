@@ -10,7 +10,7 @@ import pytest
 
 from node_image import compression as c
 from node_image import records
-from tests.conftest import local_brokers
+from conftest import local_brokers
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 PAYLOAD = os.urandom(3000) + b"chaoskraft " * 5000

@@ -1,6 +1,6 @@
 """faultfs without FUSE: its page cache against a model of what a file holds and what its disk
 holds, and its fault rules and control requests. (Mounted in a node container, it is tested
-in tests/test_disk_docker.py.)"""
+in tests/nemesis/test_disk_docker.py.)"""
 import errno
 import os
 import random

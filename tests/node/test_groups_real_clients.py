@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
-from tests.conftest import wait_for
+from conftest import wait_for
 from node_image.broker.group_metadata import OFFSETS_TOPIC, partition_for
 
 GROUP = "g"

@@ -261,3 +261,28 @@ def test_reads_return_the_batches_one_by_one_would_with_one_call_per_segment(fs_
     fs.read_at = lambda path, pos, size: calls.append(path) or real(path, pos, size)
     assert log.read_range(0, 1 << 20, log.end_offset) == everything
     assert len(calls) == len(segments)
+
+
+def test_timestamp_searches_follow_truncation_reopening_and_deleted_records(fs_and_dir):
+    """ListOffsets' searches answer from what the log holds now: the greatest timestamp
+    (KIP-734) and the first record stamped at or after a time, after the batch holding the
+    answer is truncated away, the log reopened from disk, or records deleted before it."""
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 256)  # small segments: the batches spread over several
+    for ts, deltas in ((1000, [0, 4000, 2000]), (2000, [0, 0]), (9000, [0]), (3000, [0])):
+        log.append(records.build_batch(log.end_offset, 1, [(None, b"x")] * len(deltas), ts,
+                                       timestamp_deltas=deltas))
+    log.flush()
+    assert log.offset_of_max_timestamp() == (9000, 5, 1)
+    assert log.offset_for_timestamp(2500, log.end_offset) == (5000, 1, 1)  # first by offset
+    assert log.offset_for_timestamp(6000, log.end_offset) == (9000, 5, 1)
+    assert log.offset_for_timestamp(9500, log.end_offset) is None
+    reopened = UnifiedLog(fs, d, 256)
+    assert reopened.offset_of_max_timestamp() == (9000, 5, 1)
+    reopened.truncate_to(5)  # the batch stamped 9000 goes
+    assert reopened.offset_of_max_timestamp() == (5000, 1, 1)
+    assert reopened.offset_for_timestamp(6000, reopened.end_offset) is None
+    reopened.delete_records_before(3)
+    assert reopened.offset_of_max_timestamp() == (2000, 3, 1)
+    assert reopened.offset_for_timestamp(1500, reopened.end_offset) == (2000, 3, 1)
+    assert UnifiedLog(fs, d, 256).offset_of_max_timestamp() == (2000, 3, 1)

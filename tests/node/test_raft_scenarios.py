@@ -1,16 +1,17 @@
 """Raft scenarios as data (etcd-io/raft's data-driven tests): every script in
-tests/testdata/raft/ is run by tests/raft_scenarios.py and must print exactly what it says.
+tests/testdata/raft/ is run by tests/node/raft_scenarios.py and must print exactly what it says.
 After a deliberate change of behaviour, ``CHAOSKRAFT_REWRITE=1 pytest
-tests/test_raft_scenarios.py`` writes the new outputs into the scripts, to be read in the
+tests/node/test_raft_scenarios.py`` writes the new outputs into the scripts, to be read in the
 diff before committing."""
 import os
-from pathlib import Path
 
 import pytest
 
+from conftest import TESTDATA
+
 from raft_scenarios import rewrite, run_script
 
-SCRIPTS = sorted((Path(__file__).parent / "testdata" / "raft").glob("*.txt"))
+SCRIPTS = sorted((TESTDATA / "raft").glob("*.txt"))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])

@@ -14,7 +14,7 @@ from node_image.config import BrokerConfig
 from node_image.metadata_image import PartitionRegistration
 from node_image.outbox import Outbox
 from simulator.disk import SimDisk
-from tests.test_group_coordinator import image
+from test_group_coordinator import image
 
 PID, OTHER = 7000, 7001
 

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from node_image.broker.group_metadata import OFFSETS_TOPIC, partition_for
 from node_image.broker.transaction_coordinator import TXN_TOPIC
-from tests.conftest import wait_for
+from conftest import wait_for
 
 INPUTS = 300
 PARTITIONS = 2

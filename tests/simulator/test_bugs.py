@@ -17,7 +17,7 @@ FIRST_SEED = {"forget-vote": 31, "read-without-barrier": 8}
 
 
 # The simulator's clocks drift but never step: a bug that needs the clock package is the
-# Docker matrix's (tests/test_campaign_docker.py).
+# Docker matrix's (tests/docker/test_campaign_docker.py).
 @pytest.mark.parametrize("name", sorted(n for n, b in BUGS.items()
                                         if b.workload == "register" and not b.needs_faults))
 def test_planted_bug_is_caught_within_200_seeds(name):

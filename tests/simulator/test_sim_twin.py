@@ -4,7 +4,7 @@ simulated form; bad run directories named with file and line or step.
 
 The run directories here hold what a Docker run stores before any container starts
 (``config.yaml``, ``plan.json``, ``generated.jsonl``, written by the runner's own
-``write_plan``), so no Docker is needed; tests/test_queue_docker.py replays a run Docker
+``write_plan``), so no Docker is needed; tests/docker/test_queue_docker.py replays a run Docker
 made."""
 import json
 import subprocess
