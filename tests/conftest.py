@@ -10,6 +10,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TESTDATA = ROOT / "tests" / "testdata"  # histories and scenario scripts of the project's own
 PORCUPINE = ROOT.parent / "shared" / "testdata" / "porcupine"  # the corpus beside the project
+# a folder's tests may use another folder's makers of runs and histories (test_report's
+# make_run, test_queue_differential's generate): every folder is importable, so any one file
+# runs alone as well as in the whole suite
+for _folder in sorted(p for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "testdata"
+                      and not p.name.startswith((".", "_"))):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 IN_CI = os.environ.get("CI") == "true"
 # `make nightly`: the long sweeps (200 simulator seeds, every planted bug from seed 0, every

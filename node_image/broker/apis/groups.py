@@ -1,0 +1,247 @@
+"""FindCoordinator and the classic group protocol: JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, DescribeGroups, ListGroups, OffsetCommit and OffsetFetch, answered by the
+group coordinator."""
+from __future__ import annotations
+
+from ... import messages as m
+from ...kafka_codec import KafkaRequest
+from ..group_coordinator import JoinResult
+from ..group_metadata import OFFSETS_TOPIC
+from ..transaction_coordinator import TXN_TOPIC
+from .common import NOT_AUTHORIZED_OPERATIONS, OFFSETS_TOPIC_RETRY_MS
+
+
+class GroupApis:
+    """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
+
+    def _find_coordinator(self, src, req: KafkaRequest, now: int) -> None:
+        """One key before v4, a batch of keys (KIP-699) from v4; each answered alike."""
+        R, v = self._cls(req), req.api_version
+        key_type = req.body.key_type if v >= 1 else 0
+        if v < 4:
+            error, message, node, host, port = self._coordinator(key_type, req.body.key, now)
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error, error_message=message,
+                                    node_id=node, host=host, port=port))
+            return
+        C = R.Coordinator
+        out = []
+        for key in req.body.coordinator_keys:
+            error, message, node, host, port = self._coordinator(key_type, key, now)
+            out.append(C(key=key, node_id=node, host=host, port=port, error_code=error,
+                         error_message=message))
+        self._reply(src, req, R(throttle_time_ms=0, coordinators=out))
+
+    def _coordinator(self, key_type: int, key: str,
+                     now: int) -> tuple[int, str | None, int, str, int]:
+        """(error, message, node id, host, port) of the coordinator of a group (key type 0) or
+        a transactional id (1)."""
+        if key_type not in (0, 1):
+            return m.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
+        if not key:
+            return m.INVALID_REQUEST, "the key (group or transactional id) is empty", -1, "", -1
+        txn = key_type == 1
+        topic = TXN_TOPIC if txn else OFFSETS_TOPIC
+        pid = (self.txns if txn else self.groups).partition_of(key)
+        reg = self.rm.image.partition(topic, pid)
+        if reg is None:
+            self._create_internal_topic(topic, now)
+            return m.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created", -1, "", -1
+        b = self.rm.image.brokers.get(reg.leader)
+        ep = b.endpoint("PLAINTEXT") if b is not None and not b.fenced else None
+        if ep is None:
+            return m.COORDINATOR_NOT_AVAILABLE, f"{topic}-{pid} has no leader", -1, "", -1
+        return m.NONE, None, reg.leader, ep[0], ep[1]
+
+    def _create_internal_topic(self, topic: str, now: int) -> None:
+        """Ask the controller for ``__consumer_offsets`` or ``__transaction_state`` (at most once
+        a second each)."""
+        if now < self._internal_asked_ms.get(topic, -OFFSETS_TOPIC_RETRY_MS) + OFFSETS_TOPIC_RETRY_MS:
+            return
+        self._internal_asked_ms[topic] = now
+        o = self.options
+        if topic == OFFSETS_TOPIC:
+            row = (topic, o.offsets_topic_partitions, o.offsets_topic_replication_factor, ())
+        else:
+            row = (topic, o.transaction_topic_partitions, o.transaction_topic_replication_factor,
+                   (("min.insync.replicas", str(o.transaction_topic_min_isr)),))
+        corr = self.broker.send_to_controller(lambda c: m.CreateTopicsRequest(c, (row,), False))
+        if corr is not None:
+            self._internal_creates.add(corr)
+
+    def _join_group(self, src, req: KafkaRequest, now: int) -> None:
+        b, v, R = req.body, req.api_version, self._cls(req)
+
+        def respond(r) -> None:
+            members = [R.JoinGroupResponseMember(member_id=mid, group_instance_id=None,
+                                                 metadata=meta) for mid, meta in r.members]
+            extra = {}
+            if v >= 7:  # the group's protocol type, from v7 (KIP-559)
+                g = self.groups.describe(b.group_id)[1] if r.error == m.NONE else None
+                extra["protocol_type"] = g.protocol_type if g is not None else None
+            if v >= 9:  # KIP-814: only a static leader rejoining may skip the assignment
+                extra["skip_assignment"] = False
+            self._reply(src, req, R(throttle_time_ms=0, error_code=r.error,
+                                    generation_id=r.generation, protocol_name=r.protocol or "",
+                                    leader=r.leader, member_id=r.member_id, members=members,
+                                    **extra))
+        if v >= 8 and b.reason:
+            self._on_event(f"JoinGroup of {b.group_id!r} by {b.member_id or 'a new member'}: "
+                           f"{b.reason}")
+        if v >= 5 and b.group_instance_id is not None:
+            self._on_event(f"JoinGroup of {b.group_id!r}: static membership (group.instance.id "
+                           f"{b.group_instance_id!r}) is not supported; refused (INVALID_REQUEST)")
+            respond(JoinResult(m.INVALID_REQUEST, b.member_id))
+            return
+        peer = getattr(src, "peer", None)
+        host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
+        self.groups.join(b.group_id, b.member_id, req.client_id or "", host, b.session_timeout_ms,
+                         b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
+                         b.protocol_type, tuple((p.name, bytes(p.metadata)) for p in b.protocols),
+                         v >= 4, now, respond)
+
+    def _sync_group(self, src, req: KafkaRequest, now: int) -> None:
+        b, R, v = req.body, self._cls(req), req.api_version
+
+        def respond(error: int, assignment: bytes) -> None:
+            extra = {}
+            if v >= 5:  # the group's protocol type and name, from v5 (KIP-559)
+                g = self.groups.describe(b.group_id)[1] if error == m.NONE else None
+                extra = {"protocol_type": g.protocol_type if g is not None else None,
+                         "protocol_name": g.protocol if g is not None else None}
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error, assignment=assignment,
+                                    **extra))
+        self.groups.sync(b.group_id, b.generation_id, b.member_id,
+                         {a.member_id: bytes(a.assignment) for a in b.assignments}, now, respond,
+                         b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None)
+
+    def _heartbeat(self, src, req: KafkaRequest, now: int) -> None:
+        b = req.body
+        error = self.groups.heartbeat(b.group_id, b.generation_id, b.member_id, now)
+        self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=error))
+
+    def _leave_group(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        if req.api_version < 3:
+            error = self.groups.leave(b.group_id, b.member_id, now)
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error, members=[]))
+            return
+        if req.api_version >= 5 and b.members and b.members[0].reason:
+            self._on_event(f"LeaveGroup of {b.group_id!r}: {b.members[0].reason}")
+        out = [R.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                error_code=self.groups.leave(b.group_id, x.member_id, now))
+               for x in b.members]
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, members=out))
+
+    def _describe_groups(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        D = R.DescribedGroup
+        out = []
+        for group_id in req.body.groups:
+            error, g = self.groups.describe(group_id)
+            if g is None:
+                out.append(D(error_code=error, group_id=group_id,
+                             group_state="Dead" if error == m.NONE else "",
+                             protocol_type="", protocol_data="", members=[],
+                             authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                continue
+            stable = g.state == "Stable"  # Kafka's summary: metadata only when stable
+            members = [D.DescribedGroupMember(
+                member_id=mb.member_id, group_instance_id=None, client_id=mb.client_id,
+                client_host=mb.client_host,
+                member_metadata=mb.metadata(g.protocol) if stable else b"",
+                member_assignment=mb.assignment if stable else b"")
+                for mb in g.members.values()]
+            out.append(D(error_code=m.NONE, group_id=group_id, group_state=g.state,
+                         protocol_type=g.protocol_type or "",
+                         protocol_data=(g.protocol or "") if stable else "", members=members,
+                         authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+        self._reply(src, req, R(throttle_time_ms=0, groups=out))
+
+    def _list_groups(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+        v = req.api_version
+        # v4: a filter on states (Kafka's names, case-insensitive); v5: on types (every
+        # group here is a classic one)
+        states = {s.lower() for s in req.body.states_filter or ()} if v >= 4 else set()
+        types = {t.lower() for t in req.body.types_filter or ()} if v >= 5 else set()
+        if types and "classic" not in types:
+            groups = []
+        else:
+            groups = [g for g in self.groups.list_groups()
+                      if not states or g.state.lower() in states]
+        extra = (lambda g: {"group_state": g.state, "group_type": "classic"}) if v >= 5 else (
+            (lambda g: {"group_state": g.state}) if v >= 4 else (lambda g: {}))
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, groups=[
+            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", **extra(g))
+            for g in groups]))
+
+    def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
+        R, b = self._cls(req), req.body
+        T = R.OffsetCommitResponseTopic
+        self._commit_offsets(src, req, now, 6, T, T.OffsetCommitResponsePartition,
+                             b.member_id, b.generation_id_or_member_epoch, None,
+                             b.group_instance_id if req.api_version >= 7 else None)
+
+    def _commit_offsets(self, src, req: KafkaRequest, now: int, epoch_since: int, T, P,
+                        member_id: str, generation: int, producer,
+                        instance_id: str | None = None) -> None:
+        """OffsetCommit and TxnOffsetCommit (``producer``: its id and epoch); leader epochs
+        are in requests from version ``epoch_since``."""
+        b = req.body
+        offsets = {}
+        for t in b.topics:
+            for p in t.partitions:
+                epoch = p.committed_leader_epoch if req.api_version >= epoch_since else -1
+                offsets[(t.name, p.partition_index)] = (p.committed_offset, epoch,
+                                                        p.committed_metadata)
+
+        def respond(errors: dict) -> None:
+            self._reply(src, req, self._cls(req)(throttle_time_ms=0, topics=[
+                T(name=t.name, partitions=[
+                    P(partition_index=p.partition_index,
+                      error_code=errors[(t.name, p.partition_index)]) for p in t.partitions])
+                for t in b.topics]))
+        self.groups.commit_offsets(b.group_id, member_id, generation, offsets, now, respond,
+                                   producer=producer, instance_id=instance_id)
+
+    def _offset_fetch(self, src, req: KafkaRequest, now: int) -> None:
+        """One group before v8, a batch of groups from v8 (KIP-709); ``require_stable``
+        from v7 (KIP-447). v9's member id and epoch are for KIP-848's groups; every group
+        here is a classic one, whose offsets anyone may read (as Kafka's)."""
+        R, v = self._cls(req), req.api_version
+        stable = v >= 7 and req.body.require_stable
+        if v < 8:
+            T = R.OffsetFetchResponseTopic
+            error, topics = self._group_offsets(req.body.group_id, req.body.topics, v, stable,
+                                                T, T.OffsetFetchResponsePartition)
+            if error != m.NONE and v >= 2:
+                self._reply(src, req, R(throttle_time_ms=0, topics=[], error_code=error))
+            else:
+                self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, topics=topics))
+            return
+        G = R.OffsetFetchResponseGroup
+        out = []
+        for group in req.body.groups:
+            T = G.OffsetFetchResponseTopics
+            error, topics = self._group_offsets(group.group_id, group.topics, v, stable,
+                                                T, T.OffsetFetchResponsePartitions)
+            out.append(G(group_id=group.group_id, topics=topics, error_code=error))
+        self._reply(src, req, R(throttle_time_ms=0, groups=out))
+
+    def _group_offsets(self, group_id: str, wanted, version: int, stable: bool, T, P):
+        """(group error, topics of the answer) for one group's OffsetFetch; T and P are the
+        version's topic and partition classes (v8 renamed both when it batched groups)."""
+        keys = None if wanted is None else [(t.name, i) for t in wanted
+                                            for i in t.partition_indexes]
+        error, found = self.groups.fetch_offsets(group_id, keys, stable)
+        if error != m.NONE:
+            if version >= 2:
+                return error, []
+            found = [(k, None, error) for k in keys or []]  # v1: errors per partition only
+        by_topic: dict[str, list] = {}
+        for (topic, idx), value, part_error in found:
+            by_topic.setdefault(topic, []).append(P(
+                partition_index=idx, committed_offset=value.offset if value else -1,
+                committed_leader_epoch=value.leader_epoch if value else -1,
+                metadata=value.metadata if value else "", error_code=part_error))
+        return m.NONE, [T(name=t, partitions=ps) for t, ps in by_topic.items()]
