@@ -3,7 +3,6 @@ flight per destination, its timeout, and the back-off before the next. Pure: tim
 as ``now`` in milliseconds."""
 from __future__ import annotations
 
-
 class RequestManager:
     """One request in flight per destination, with timeouts and back-off."""
 
