@@ -7,7 +7,7 @@
 Generates a queue history (sends acknowledged with offsets, polls that read
 the partitions in order, final polls) with an anomaly of every class the
 checker knows planted on a key of its own, with numpy, straight into the
-typed Parquet file (``checkers.queue_history``) in row groups. Then, per
+typed Parquet file (``checkers.queue.history``) in row groups. Then, per
 engine: the check's time, whether every planted anomaly was found, and the
 peak memory of the driver (this Python process) and of the Spark JVM; for
 Spark also the session's start and, as a floor, the time of a plain full
@@ -49,7 +49,7 @@ TICK_NS = 100_000  # one history row every 100 us: 10M operations span about 2,0
 
 
 def synthetic(ops: int, keys: int, seed: int, planted: dict):
-    """The history in typed row groups (``checkers.queue_history.SCHEMA``), built with numpy.
+    """The history in typed row groups (``checkers.queue.history.SCHEMA``), built with numpy.
 
     ``ops`` operations, half sends and half polls of one normal key, in a random
     order; each process's consumer reads each key's log in order, 1 to 20
@@ -61,7 +61,7 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from checkers import queue_history as qh
+    from checkers.queue import history as qh
     rng = np.random.default_rng(seed)
     special = {f"k{keys - 1 - i}": a for i, a in enumerate(PLANTED)}
     planted.update({a: k for k, a in special.items()})
@@ -334,7 +334,7 @@ def jvm_peak_kb() -> int | None:
 def write(ops: int, keys: int, seed: int, path: Path, planted: dict) -> None:
     import pyarrow.parquet as pq
 
-    from checkers import queue_history as qh
+    from checkers.queue import history as qh
     writer = pq.ParquetWriter(str(path), qh.SCHEMA)
     try:
         for t in synthetic(ops, keys, seed, planted):

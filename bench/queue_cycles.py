@@ -1,4 +1,4 @@
-"""The dependency-cycle search (checkers/queue_cycles.py) on concurrent histories that have
+"""The dependency-cycle search (checkers/queue/cycles.py) on concurrent histories that have
 backward edges, which the queue checker's other bench (sequential operations) never makes.
 
     python bench/queue_cycles.py [--ops 1000000] [--concurrency 15] [--back 0.05]
@@ -31,7 +31,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checkers import queue_cycles as qc  # noqa: E402
+from checkers.queue import cycles as qc  # noqa: E402
 
 
 def history(ops: int, concurrency: int, back: float, cycles: int, seed: int):

@@ -1,7 +1,7 @@
 """A run's history in bounded memory, for the report and the timeline, whichever file holds it.
 
 A run directory holds its history as ``history.parquet`` (value as JSON
-text), as the typed ``queue.parquet`` alone (``checkers.queue_history``:
+text), as the typed ``queue.parquet`` alone (``checkers.queue.history``:
 a queue run written straight to Parquet), or only as ``history.jsonl``
 (not yet analysed). ``batches`` yields it as pandas frames of at most
 ``BATCH`` rows with the same columns whatever the source:
@@ -41,7 +41,7 @@ def source(run_dir: Path) -> Path:
 
 
 def _typed(path: Path) -> bool:
-    from checkers import queue_history as qh
+    from checkers.queue import history as qh
     return path.suffix == ".parquet" and qh.is_typed(path)
 
 
@@ -115,7 +115,7 @@ def batches(run_dir: Path, batch_rows: int | None = None) -> Iterator[pd.DataFra
         import pyarrow.parquet as pq
         f = pq.ParquetFile(str(path))
         if _typed(path):
-            from checkers import queue_history as qh
+            from checkers.queue import history as qh
             file_names = qh.key_names(path)
             names = pa.array([str(n) for n in file_names.names], pa.string())
             need = [c for c in qh.SCHEMA.names  # the pages need no reads
@@ -249,7 +249,7 @@ def rows_at(run_dir: Path, indexes: Iterable[int]) -> dict[int, dict]:
         import pyarrow.parquet as pq
         t = pq.read_table(str(path), filters=ds.field("index").isin(sorted(wanted)))
         if _typed(path):
-            from checkers import queue_history as qh
+            from checkers.queue import history as qh
             names = qh.key_names(path)
             ops: dict[int, list] = {}
             for r in t.to_pylist():  # a transaction's micro-operations share its index

@@ -627,7 +627,7 @@ def check_history(history: list[dict], allowed: tuple[str, ...] = ()) -> \
     import tempfile
     from pathlib import Path
 
-    from checkers import queue_history
+    from checkers.queue import history as queue_history
     from checkers.queue import check_local
     with tempfile.TemporaryDirectory(prefix="chaoskraft-sim-") as d:
         path = Path(d) / "queue.parquet"

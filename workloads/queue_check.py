@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from checkers import queue_history, queue_jepsen
+from checkers.queue import history as queue_history, jepsen as queue_jepsen
 from checkers.consistency_models import sentence as consistency_sentence
 from checkers.history import _sniff, iter_history
 from checkers.queue import (ANOMALIES, check_queue, cycle_proof, cycle_sentence,

@@ -425,7 +425,7 @@ CHUNK = 100_000  # rows held at once while a queue history streams into its Parq
 def _stream_queue(run_dir: Path, typed: Path) -> dict:
     """history.jsonl -> history.parquet and the typed queue.parquet, CHUNK rows at a time;
     returns the history's stats."""
-    from checkers import queue_history
+    from checkers.queue import history as queue_history
     from checkers.history import iter_history
     from checkers.parquet import HistoryWriter
     st = Stats()
@@ -473,7 +473,7 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
     """Streams history.jsonl once into history.parquet and the typed queue.parquet, in
     chunks of CHUNK rows (a history of any length in bounded memory), then checks. A run
     stored as a typed queue.parquet alone (written straight to Parquet) is checked as it is."""
-    from checkers import queue_history
+    from checkers.queue import history as queue_history
     from checkers.history import HistoryError
     from checkers.queue import AUTO_SPARK_ROWS, check_queue, default_allowed
     allowed = cfg.get("allowed_anomalies")
@@ -514,9 +514,9 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
 
 
 def _pictures(typed: Path, result: dict) -> None:
-    """Jepsen's Kafka plots as data in the result (``checkers.queue_plots``): unseen and
+    """Jepsen's Kafka plots as data in the result (``checkers.queue.plots``): unseen and
     realtime lag over time, and the log of up to three keys named by bad anomalies."""
-    from checkers import queue_history, queue_plots
+    from checkers.queue import history as queue_history, plots as queue_plots
     names = queue_history.key_names(typed)
     t = queue_history.read_table(typed, ["index", "time", "process", "type", "f", "key",
                                          "value", "offset", "reads", "invoke"])

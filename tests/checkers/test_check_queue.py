@@ -128,7 +128,7 @@ def test_an_integer_value_in_the_range_of_value_ids_is_refused(tmp_path, capsys)
 
 
 def test_the_typed_file_gives_back_the_values_as_written(tmp_path):
-    from checkers import queue_history as qh
+    from checkers.queue import history as qh
     from checkers.history import iter_history
     from harness.frames import _from_typed
     import pyarrow as pa

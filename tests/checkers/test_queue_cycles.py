@@ -1,4 +1,4 @@
-"""Dependency cycles of queue histories (checkers/queue_cycles.py).
+"""Dependency cycles of queue histories (checkers/queue/cycles.py).
 
 Each class planted in a small history and found, in process and through
 Spark alike; none on histories of a simulated correct broker with
@@ -16,8 +16,8 @@ from conftest import NIGHTLY
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from checkers import queue_cycles as qc
-from checkers import queue_history
+from checkers.queue import cycles as qc
+from checkers.queue import history as queue_history
 from checkers.queue import ANOMALIES, CYCLES, check_queue, default_allowed
 
 

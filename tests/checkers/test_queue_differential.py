@@ -1,4 +1,4 @@
-"""The queue checker against the reference (checkers/queue_reference.py) on generated histories.
+"""The queue checker against the reference (checkers/queue/reference.py) on generated histories.
 
 Sixty small random histories, each with its own keys and processes, hold
 between them every anomaly class. The reference (Spark SQL over the JSON-text
@@ -12,11 +12,11 @@ from collections import defaultdict
 
 import pytest
 
-from checkers import queue_history
+from checkers.queue import history as queue_history
 from conftest import NIGHTLY
 from checkers.parquet import write_parquet
 from checkers.queue import ANOMALIES, CYCLES, check_queue, default_allowed
-from checkers.queue_reference import check_queue as reference
+from checkers.queue.reference import check_queue as reference
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one JVM
 HISTORIES = 60 if NIGHTLY else 20  # CI's share of the nightly sweep

@@ -1,4 +1,4 @@
-"""Jepsen's Kafka checker semantics (checkers/queue_jepsen.py), one rule of
+"""Jepsen's Kafka checker semantics (checkers/queue/jepsen.py), one rule of
 jepsen.tests.kafka at a time, each where chaoskraft's own semantics judge the same
 history otherwise (``--semantics chaoskraft``)."""
 from harness.cli import main

@@ -1,9 +1,9 @@
-"""Jepsen's Kafka plots as data (checkers/queue_plots.py) and as the report draws them:
+"""Jepsen's Kafka plots as data (checkers/queue/plots.py) and as the report draws them:
 unseen messages and realtime lag over time, and a key's log as every operation saw it."""
 import json
 import re
 
-from checkers import queue_history, queue_plots
+from checkers.queue import history as queue_history, plots as queue_plots
 
 
 def history(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from checkers import queue_history
+from checkers.queue import history as queue_history
 from checkers.history import read_history
 from checkers.parquet import write_parquet
 from harness import frames

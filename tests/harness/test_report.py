@@ -140,7 +140,7 @@ def test_every_queue_anomaly_example_is_said_in_one_sentence(tmp_path):
     """The queue checker's own examples of each class (one planted per key, as in
     test_queue_checker, and a poll that read a value sent after it completed: a cycle),
     each said in a sentence naming its key, values and operations."""
-    from checkers import queue_history
+    from checkers.queue import history as queue_history
     from checkers.queue import ANOMALIES, check_local, cycle_proof
     from harness.report import plain
     from test_queue_checker import FINAL, NOT_IN_FINAL, SCENARIOS, healthy

@@ -1,6 +1,6 @@
 """Jepsen's Kafka checker semantics, for the histories Jepsen writes.
 
-chaoskraft's own queue checker (``checkers/queue.py``, a vectorised fold per
+chaoskraft's own queue checker (``checkers/queue/``, a vectorised fold per
 key) judges chaoskraft's runs, whose clients behave in ways of their own (an
 assign seeks each partition to the group's committed offset; an ``info``
 send's offset is never reported). A Jepsen history is judged here, the way
@@ -35,7 +35,7 @@ send's offset is never reported). A Jepsen history is judged here, the way
   a value's writer to every operation that read it, ww edges (``ww_deps``)
   from a value's writer to the writer of the next value in the key's order.
 
-Examples come out in the shapes ``checkers/queue.py``'s do, so reports and
+Examples come out in the shapes ``checkers/queue/``'s do, so reports and
 ``check`` say them the same way.
 """
 from __future__ import annotations
@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from . import queue, queue_cycles, queue_history
+from . import cycles as queue_cycles, history as queue_history
+from . import local
 
 
 @dataclass
@@ -106,7 +107,7 @@ def check(path, allowed=(), examples: int = 5, ww_deps: bool = False) -> dict:
     typed = queue_history.typed_path(path)
     names = queue_history.key_names(typed)
     t = queue_history.read_table(typed)
-    stats = queue._totals(t)["stats"]
+    stats = local._totals(t)["stats"]
     ops = _ops(t, names)
     found = _Found()
     name = names.name
@@ -273,7 +274,7 @@ def check(path, allowed=(), examples: int = 5, ww_deps: bool = False) -> dict:
                               examples)
     per_key.append({n: (count, queue_cycles.key_names_in(ex, names.names))
                     for n, (count, ex) in cyc.items()})
-    return queue._result(per_key, stats, allowed, examples, require_final=False,
+    return local._result(per_key, stats, allowed, examples, require_final=False,
                          values=names.values)
 
 

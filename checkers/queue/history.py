@@ -46,7 +46,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .history import HistoryError
+from ..history import HistoryError
 
 READS = pa.list_(pa.struct([("key", pa.int32()), ("offsets", pa.list_(pa.int64())),
                             ("values", pa.list_(pa.int64()))]))
@@ -70,7 +70,7 @@ ROWS_PER_GROUP = 1_000_000
 def written(v) -> str:
     """A value that is not an integer as the history wrote it: ``:a`` for an EDN keyword,
     the text of a string, JSON for anything else."""
-    from .edn import Keyword
+    from ..edn import Keyword
     if isinstance(v, Keyword):
         return repr(v)
     if isinstance(v, str):
@@ -347,7 +347,7 @@ class Writer:
 
 def write(rows: Iterable[dict], path: str | Path, rows_per_group: int = ROWS_PER_GROUP) -> None:
     """Rows -> the typed file, one row group at a time (written aside, then renamed)."""
-    from .parquet import write_chunks
+    from ..parquet import write_chunks
     write_chunks(rows, Writer(path), rows_per_group)
 
 
@@ -368,7 +368,7 @@ def read_table(path: str | Path, columns: list[str] | None = None, **kw) -> pa.T
 
 def convert(src: str | Path, dst: str | Path) -> None:
     """An older ``history.parquet`` (value as JSON text) -> the typed file, in bounded memory."""
-    from .history import decode_parquet_row
+    from ..history import decode_parquet_row
 
     def rows() -> Iterator[dict]:
         for batch in pq.ParquetFile(str(src)).iter_batches(batch_size=65536):

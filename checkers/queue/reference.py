@@ -1,9 +1,9 @@
 """The reference queue checker: one Spark SQL query per anomaly over one row per message.
 
-This was chaoskraft's queue checker before ``checkers/queue.py``; it is kept,
+This was chaoskraft's queue checker before ``checkers/queue/``; it is kept,
 unchanged in what it computes, as the reference the differential tests
 (tests/checkers/test_queue_differential.py) hold the fold to. The anomalies and their
-definitions are ``checkers/queue.py``'s. Input: the ``history.parquet`` of
+definitions are ``checkers/queue/``'s. Input: the ``history.parquet`` of
 ``checkers.parquet`` (value as JSON text): ``send`` ops whose value is
 ``{"value": v, "offset": o}`` (the offset on ``ok``), ``poll`` and
 ``final-poll`` ops whose ``ok`` value maps keys to ``[[offset, value], ...]``
@@ -11,7 +11,7 @@ in read order, and ``assign`` ops (a process's consumer starts over).
 """
 from __future__ import annotations
 
-from .queue import ANOMALIES
+from .classes import ANOMALIES
 SEND_SCHEMA = "struct<value:long,offset:long>"
 POLL_SCHEMA = "map<string,array<array<long>>>"
 
