@@ -98,7 +98,7 @@ def test_series_matches_exact_counts_and_quantiles_within_a_bin():
 
 
 def test_series_sample_stays_bounded_and_uniform(monkeypatch):
-    import harness.report as report
+    import harness.report.series as report
     monkeypatch.setattr(report, "MAX_POINTS", 1000)
     s = Series(1000.0, 1.0)
     rng = np.random.default_rng(4)
