@@ -6,6 +6,7 @@ from __future__ import annotations
 UNKNOWN = "unknown"
 WORD = {True: "valid", False: "invalid", UNKNOWN: "unknown"}
 EXIT = {True: 0, False: 1, UNKNOWN: 2}
+EXIT_USAGE = 64  # a bad command line or input file: no verdict (sysexits.h EX_USAGE)
 
 
 def word(valid) -> str:
