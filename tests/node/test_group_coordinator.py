@@ -8,8 +8,8 @@ from node_image import messages as m
 from node_image import metadata_records as mr
 from node_image import replication_control as rc
 from node_image.broker import group_metadata as gm
-from node_image.broker.group_coordinator import (COMPLETING, EMPTY, PREPARING, STABLE,
-                                                 GroupCoordinator, GroupStateError)
+from node_image.broker.group_coordinator import GroupCoordinator
+from node_image.broker.group_state import COMPLETING, EMPTY, PREPARING, STABLE, GroupStateError
 from node_image.broker.replica_manager import ReplicaManager
 from node_image.config import BrokerConfig
 from node_image.metadata_image import MetadataDelta, MetadataImage

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
-from ..group_coordinator import JoinResult
+from ..group_state import JoinResult
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
 from .common import NOT_AUTHORIZED_OPERATIONS, OFFSETS_TOPIC_RETRY_MS

@@ -1,0 +1,144 @@
+"""A group's committed offsets: OffsetCommit and TxnOffsetCommit checked as Kafka's
+validateOffsetCommit does, transactional offsets held until their marker, offsets of
+deleted partitions dropped, and OffsetFetch (require_stable included)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from .. import messages as m
+from . import group_metadata as gm
+from .group_state import COMPLETING, EMPTY, Group
+
+
+class GroupOffsets:
+    """Mixed into :class:`GroupCoordinator`."""
+
+    def commit_offsets(self, group_id: str, member_id: str, generation: int,
+                       offsets: dict[tuple[str, int], tuple[int, int, str | None]], now: int,
+                       respond: Callable[[dict], None],
+                       producer: tuple[int, int] | None = None,
+                       instance_id: str | None = None) -> None:
+        """``offsets``: (topic, partition) -> (offset, leader epoch, metadata); ``respond``
+        gets (topic, partition) -> error. ``producer`` (id, epoch): a TxnOffsetCommit, whose
+        offsets wait for the transaction's end; its member and generation are checked as an
+        OffsetCommit's from TxnOffsetCommit v3 (KIP-447; older versions send none)."""
+        error = self._error_for(group_id)
+        g = self.groups.get(group_id)
+        if error == m.NONE and g is None:
+            if generation >= 0:
+                error = m.ILLEGAL_GENERATION
+            else:  # a simple group (the admin client, or a consumer without a group)
+                g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
+        if error == m.NONE:
+            error = self._offset_commit_error(g, member_id, generation, instance_id,
+                                              producer is not None, now)
+        if error != m.NONE:
+            respond({k: error for k in offsets})
+            return
+        results: dict = {}
+        entries = []
+        stamp = self.wall_clock()
+        accepted = {}
+        for (topic, partition), (offset, epoch, meta) in offsets.items():
+            meta = meta or ""
+            if self.rm.image.partition(topic, partition) is None:
+                results[(topic, partition)] = m.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(meta.encode()) > self.options.offset_metadata_max_bytes:
+                results[(topic, partition)] = m.OFFSET_METADATA_TOO_LARGE
+            else:
+                value = gm.OffsetValue(offset, epoch, meta, stamp)
+                accepted[(topic, partition)] = value
+                entries.append((gm.offset_key(group_id, topic, partition), gm.offset_value(value)))
+        if not entries:
+            respond(results)
+            return
+
+        if producer is not None:
+            for k in accepted:
+                g.txn_writing[k] = g.txn_writing.get(k, 0) + 1
+
+        def stored(error: int) -> None:
+            if producer is not None:
+                for k in accepted:
+                    left = g.txn_writing.pop(k) - 1
+                    if left:
+                        g.txn_writing[k] = left
+            if error == m.NONE and self.groups.get(group_id) is g:
+                if producer is None:
+                    g.offsets.update(accepted)
+                else:
+                    g.txn_offsets.setdefault(producer[0], {}).update(accepted)
+            for k in accepted:
+                results[k] = error
+            respond(results)
+        if producer is None:
+            self.log.write(g.partition, entries, now, stored)
+        else:  # a transaction's offsets: visible once its COMMIT marker is written
+            self.log.write(g.partition, entries, now, stored, transactional=True,
+                           producer_id=producer[0], producer_epoch=producer[1])
+
+    @staticmethod
+    def _offset_commit_error(g: Group, member_id: str, generation: int,
+                             instance_id: str | None, transactional: bool, now: int) -> int:
+        """Kafka's ClassicGroup.validateOffsetCommit: who may commit to ``g`` now."""
+        if generation < 0 and g.state == EMPTY:
+            return m.NONE  # the admin client, or a consumer without group management
+        if generation >= 0 or member_id or instance_id is not None:
+            mb = g.members.get(member_id)
+            if mb is None or instance_id is not None:  # no static members here
+                return m.UNKNOWN_MEMBER_ID
+            if generation != g.generation:
+                return m.ILLEGAL_GENERATION
+            if not transactional:
+                mb.expires_ms = now + mb.session_timeout_ms
+        elif not transactional:
+            return m.UNKNOWN_MEMBER_ID  # only a group without members takes simple commits
+        if not transactional and g.state == COMPLETING:
+            return m.REBALANCE_IN_PROGRESS
+        return m.NONE
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` was written to our partition: its pending
+        offsets become the groups' committed offsets (COMMIT) or are dropped (ABORT)."""
+        for g in self.groups.values():
+            if g.partition == partition:
+                pending = g.txn_offsets.pop(producer_id, None)
+                if pending and commit:
+                    g.offsets.update(pending)
+
+    def partitions_deleted(self, keys: set[tuple[str, int]], now: int) -> None:
+        """Their topics were deleted: as Kafka's GroupMetadataManager does, every group we
+        coordinate forgets its committed and pending offsets of those partitions, and a
+        tombstone for each committed one goes to its ``__consumer_offsets`` partition, so a
+        coordinator that loads the group later does not bring them back (a topic created
+        again under the name starts with no committed offsets)."""
+        for g in self.groups.values():
+            gone = sorted(k for k in g.offsets if k in keys)
+            for pending in g.txn_offsets.values():
+                for k in keys & pending.keys():
+                    del pending[k]
+            if not gone:
+                continue
+            for k in gone:
+                del g.offsets[k]
+            self.log.write(g.partition, [(gm.offset_key(g.group_id, *k), None) for k in gone],
+                           now, lambda error: None)
+            self._on_event(f"group {g.group_id}: offsets of {len(gone)} deleted partition(s) "
+                           f"removed")
+
+    def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None,
+                      require_stable: bool = False):
+        """(error, [((topic, partition), OffsetValue or None, error)]). With
+        ``require_stable`` (OffsetFetch v7+, KIP-447), a partition with a transactional
+        offset commit not yet ended is UNSTABLE_OFFSET_COMMIT, for the client to ask again."""
+        error = self._error_for(group_id)
+        if error != m.NONE:
+            return error, []
+        g = self.groups.get(group_id)
+        offsets = g.offsets if g is not None else {}
+        keys = sorted(offsets) if wanted is None else wanted
+        unstable: set = set()
+        if require_stable and g is not None:
+            unstable = set(g.txn_writing).union(*g.txn_offsets.values())
+        return m.NONE, [(k, offsets.get(k), m.UNSTABLE_OFFSET_COMMIT if k in unstable else m.NONE)
+                        for k in keys]
