@@ -173,7 +173,7 @@ def _options(seed: int, overrides: dict):
     """The options the seed draws, with ``overrides`` (field -> value) in place: (SimOptions
     or None, QueueOptions or None), None where nothing is overridden."""
     import dataclasses
-    from simulator.cluster import QueueOptions, SimOptions
+    from simulator.options import QueueOptions, SimOptions
     out = []
     for cls in (SimOptions, QueueOptions):
         names = {f.name for f in dataclasses.fields(cls)}
@@ -312,7 +312,7 @@ def shrink(seed: int, nodes: int, duration_s: float, bugs: frozenset[str], workl
         log(f"  {nodes} nodes are enough")
     drawn = {**Simulation(seed, nodes, 1, workload=workload).options.__dict__}
     if workload != DEFAULT_WORKLOAD:
-        from simulator.cluster import QueueOptions
+        from simulator.options import QueueOptions
         drawn.update(QueueOptions.draw(seed).__dict__)
     drawn.update(overrides)
     for key, values in SIMPLER.items():

@@ -51,7 +51,8 @@ from .data_invariants import DataInvariants
 from .disk import SimDisk
 from .invariants import Invariants
 from .journal import Journal
-from .twin import PlanFaults, Twin
+from .options import QueueOptions, SimOptions, twin_options
+from .twin import PlanFaults, Twin, twin_clients
 from . import DEFAULT_WORKLOAD, WORKLOAD_NAMES, kafka_clients
 from . import workload as register_workload
 from .kafka_clients import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS, SimKafkaClients
@@ -59,106 +60,18 @@ from .nemesis import SimNemesis
 from .network import SimNetwork
 from .workload import TIMEOUT_MS, SimClients
 
+
 CLUSTER_ID = "chaoskraft-sim"
+
+
 # The simulated workloads: name -> the module whose ``check_history`` judges its history.
 WORKLOADS = dict(zip(WORKLOAD_NAMES, (register_workload, kafka_clients)))
+
+
 LOG_DIR = "/data"
+
+
 RESTART_PAUSE_MS = 500  # the node supervisor's pause before it starts a halted node again
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    drop_rate: float
-    duplicate_rate: float
-    max_delay_ms: int
-    partition_mean_ms: int | None
-    partition_length_ms: int
-    crash_mean_ms: int | None
-    down_ms: int
-    torn_write_prob: float
-    wipe_prob: float
-    clock_drift_ppm: int
-    observers: int
-    clients: int
-    keys: int
-    op_interval_ms: int
-    segment_bytes: int
-    snapshot_bytes: int
-    fetch_max_bytes: int
-    election_crash_prob: float
-    clock_step_mean_ms: int | None = None
-
-    @staticmethod
-    def draw(seed: int) -> "SimOptions":
-        r = random.Random(f"{seed}-options")
-        partition = r.choice([None, 3000, 10000, 30000])
-        crash = r.choice([None, 3000, 10000, 30000])
-        if partition is None and crash is None:
-            partition, crash = (10000, None) if r.random() < 0.5 else (None, 10000)
-        return SimOptions(
-            drop_rate=r.choice([0.0, 0.01, 0.05, 0.2]),
-            duplicate_rate=r.choice([0.0, 0.01, 0.05]),
-            max_delay_ms=r.choice([2, 20, 100, 400]),
-            partition_mean_ms=partition,
-            partition_length_ms=r.choice([1000, 5000, 20000]),
-            crash_mean_ms=crash,
-            down_ms=r.choice([200, 3000, 15000]),
-            torn_write_prob=r.choice([0.0, 0.5]),
-            wipe_prob=r.choice([0.0, 0.0, 0.1]),
-            clock_drift_ppm=r.choice([0, 1000, 50000]),
-            observers=r.choice([0, 0, 1, 2]),
-            clients=r.choice([2, 3, 5]),
-            keys=r.choice([1, 3, 5]),
-            op_interval_ms=r.choice([20, 100, 500]),
-            segment_bytes=r.choice([1024, 8192, 1 << 20]),
-            snapshot_bytes=r.choice([1024, 8192, 1 << 20]),
-            fetch_max_bytes=r.choice([256, 4096, 8 << 20]),
-            election_crash_prob=r.choice([0.0, 0.0, 0.5]),
-            # its own stream, so the options above are those the seed drew before steps existed
-            clock_step_mean_ms=random.Random(f"{seed}-clock-steps").choice(
-                [None, None, 5000, 15000]),
-        )
-
-    def describe(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
-
-
-@dataclass(frozen=True)
-class QueueOptions:
-    """What the queue workload's seed draws, from a stream of its own (the register
-    workload's options stay those its seeds always drew)."""
-    partitions: int
-    producers: int
-    consumers: int
-    power_loss_mean_ms: int | None  # every node loses power at once (the disks keep only
-    # what was fsynced, tearing the rest as the crashes do), at this mean interval
-    # True: every producer idempotent; None: the odd-numbered ones without retries (as a
-    # default Docker campaign's), so duplicates are allowed
-    idempotent: bool | None = True
-    # The Docker scenarios aimed at one partition (depose-leader, strand-replica: their
-    # packages' simulated forms), one after another at this mean interval, with the node
-    # properties they need; None: none
-    scenario_mean_ms: int | None = None
-    # Transactional producers and read_committed consumers (simulator.kafka_txn), as
-    # campaigns/queue-txn.yaml: every producer then is idempotent. Drawn from a stream of
-    # its own (one seed in three), so the other options are those the seeds drew before.
-    transactions: bool = False
-    # The liveness check at the end (data_invariants.check_liveness): never drawn; off only
-    # when asked (``--option liveness=false``), to show what the safety checks alone miss
-    liveness: bool = True
-
-    @staticmethod
-    def draw(seed: int) -> "QueueOptions":
-        r = random.Random(f"{seed}-queue-options")
-        return QueueOptions(partitions=r.choice([1, 2, 3]), producers=r.choice([1, 2, 3]),
-                            consumers=r.choice([1, 2]),
-                            power_loss_mean_ms=r.choice([None, 60000, 120000]),
-                            idempotent=r.choice([True, True, None]),
-                            scenario_mean_ms=r.choice([None, 10000, 30000]),
-                            transactions=random.Random(f"{seed}-queue-txn").random() < 1 / 3)
-
-    def describe(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
 
 
 @dataclass
@@ -184,39 +97,6 @@ class SimResult:
         """The workload's checker on the history: None, or (invariant, detail,
         counterexample)."""
         return WORKLOADS[self.workload].check_history(self.history, **self.check_args)
-
-
-def twin_options(cfg) -> SimOptions:
-    """A stored run's twin: a quiet network (no loss, 1-2 ms a message), no fault but its
-    plan's, no clock drift, the run's clients and rate."""
-    return SimOptions(drop_rate=0.0, duplicate_rate=0.0, max_delay_ms=2, partition_mean_ms=None,
-                      partition_length_ms=0, crash_mean_ms=None, down_ms=0, torn_write_prob=0.0,
-                      wipe_prob=0.0, clock_drift_ppm=0, observers=0, clients=cfg.concurrency,
-                      keys=0, op_interval_ms=max(1, int(1000 / cfg.rate)),
-                      segment_bytes=0, snapshot_bytes=0, fetch_max_bytes=0,
-                      election_crash_prob=0.0, clock_step_mean_ms=None)
-
-
-def twin_clients(sim: "Simulation", twin: "Twin", rng: random.Random):
-    """The twin's clients: the run's processes, each doing what its generator made."""
-    cfg = twin.cfg
-    interval = max(1, int(1000 / cfg.rate))
-    if cfg.workload == "register":
-        # as the seeded clients, they go on through the recovery (while their scripts last)
-        stop = sim.duration_ms + sim.RECOVERY_MS - int(cfg.op_timeout_s * 1000)
-        return SimClients(sim, rng, cfg.concurrency, 0, interval, stop, scripts=twin.ops,
-                          start_at_ms=twin.start_ms,
-                          timeout_ms=int(cfg.op_timeout_s * 1000))
-    configs = {"min.insync.replicas": str(cfg.min_insync_replicas)}
-    if cfg.flush_messages is not None:
-        configs["flush.messages"] = str(cfg.flush_messages)
-    return SimKafkaClients(
-        sim, rng, cfg.concurrency, cfg.concurrency, cfg.partitions, cfg.replication_factor,
-        # as the seeded clients, they go on after the time limit (while their scripts last)
-        # until a send is acknowledged: a cluster that no longer takes writes shows
-        interval, sim.duration_ms + WRITES_BACK_WITHIN_MS, sim.duration_ms + FINAL_READ_AFTER_MS,
-        idempotent=lambda p: cfg.idempotent if cfg.idempotent is not None else p % 2 == 0,
-        scripts=twin.ops, start_at_ms=twin.start_ms, topic_configs=configs)
 
 
 class _SimNode:
@@ -585,119 +465,117 @@ class Simulation:
             if self.queue_options is None or self.queue_options.liveness:  # a twin: on
                 self.data_invariants.check_liveness()
 
+    # Every event kind and who acts it: (owner, method, always) -- the owner is the simulation
+    # itself, the workload, the seeded nemesis or the twin's plan; ``always`` True means the
+    # event may touch every node whatever the method returns, None means the method says
+    # (False: nothing happened; a node: only that node ran). A fault the seed draws is acted
+    # only while faults run (before end_faults); what undoes a fault always is.
+    _EVENTS = {
+        "deliver": ("sim", "_deliver", None),
+        "timer": ("sim", "_timer", None),
+        "restart": ("sim", "_restart", True),
+        "heal": ("sim", "_heal", True),
+        "end_faults": ("sim", "_end_faults", True),
+        "client": ("workload", "step", True),
+        "client_timeout": ("workload", "timeout", None),
+        "kafka": ("workload", "event", None),
+        "partition": ("nemesis", "partition", True),
+        "crash": ("nemesis", "crash", True),
+        "power_loss": ("nemesis", "power_loss", True),
+        "clock_step": ("nemesis", "clock_step", True),
+        "scenario": ("nemesis", "scenario", True),
+        "clock_reset": ("nemesis", "clock_reset", True),
+        "quick_crash": ("nemesis", "quick_crash", True),
+        "plan": ("plan", "fire", None),
+    }
+    _DRAWN_FAULTS = frozenset({"partition", "crash", "power_loss", "clock_step", "scenario"})
+
     def _dispatch(self, kind: str, data) -> "bool | _SimNode":
         """False: nothing happened; the node the event ran (a delivery, its timer); True:
         something that may touch every node (a start, crash, partition, client step)."""
-        if kind == "deliver":
-            src, dest, msg = data
-            if isinstance(dest, tuple):
-                self.trace(self.now, "reply", src, dest[1], type(msg).__name__,
-                           len(msg) if isinstance(msg, bytes) else msg.outcome)
-                self.workload.reply(dest[1], msg)
-                return True
-            sn = self.nodes[dest]
-            if sn.node is not None and isinstance(src, tuple) and dest in self.network.refused:
-                self.trace(self.now, "refused", src[1], dest)
-                self.workload.reset(src[1], msg)
-                return True
-            if sn.paused and self.network.passes(src, dest):
-                sn.held.append((src, msg))  # in its socket buffers until it runs again
-                self.stats["held_while_paused"] = self.stats.get("held_while_paused", 0) + 1
-                return False
-            if sn.node is None or not self.network.passes(src, dest):
-                self.stats["dropped"] += 1
-                if self.journal is not None:
-                    self.journal.event(self.now, dest, "down: dropped" if sn.node is None
-                                       else f"cut off from {src}: dropped")
-                return False
-            self.stats["delivered"] += 1
-            self.trace(self.now, "deliver", src, dest, type(msg).__name__)
-            try:
-                if isinstance(msg, bytes):  # a Kafka client's request frame
-                    sn.node.handle_kafka(src, kc.decode_request(msg), sn.local(self.now))
-                else:
-                    sn.node.handle(src, msg, sn.local(self.now))
-            except LogDirFailure as exc:
-                self._halt(sn, exc)
-                return True
-            self._after_node(sn)
-            return sn
-        if kind == "timer":
-            node_id, incarnation = data
-            sn = self.nodes[node_id]
-            if sn.node is None or sn.incarnation != incarnation or sn.timer_at != self.now:
-                return False
-            if sn.paused:
-                sn.timer_due = True
-                return False
-            sn.timer_at = None
-            self.trace(self.now, "timer", node_id)
-            try:
-                sn.node.poll(sn.local(self.now))
-            except LogDirFailure as exc:
-                self._halt(sn, exc)
-                return True
-            self._after_node(sn, polled=True)
-            return sn
-        if kind == "client":
-            self.workload.step(data[0])
+        try:
+            owner, method, always = self._EVENTS[kind]
+        except KeyError:
+            raise AssertionError(f"unknown event kind {kind}") from None
+        if kind in self._DRAWN_FAULTS and self.now >= self.duration_ms:
             return True
-        if kind == "client_timeout":
-            return self.workload.timeout(*data)
         if kind == "kafka":
             self.trace(self.now, "kafka", *data)
-            return self.workload.event(*data)
-        if kind == "partition":
-            if self.now < self.duration_ms:
-                self.nemesis.partition()
+        happened = getattr(self if owner == "sim" else getattr(self, owner), method)(*data)
+        return True if always else happened
+
+    def _deliver(self, src, dest, msg) -> "bool | _SimNode":
+        if isinstance(dest, tuple):
+            self.trace(self.now, "reply", src, dest[1], type(msg).__name__,
+                       len(msg) if isinstance(msg, bytes) else msg.outcome)
+            self.workload.reply(dest[1], msg)
             return True
-        if kind == "heal":
-            self.network.heal()
-            self.trace(self.now, "heal")
+        sn = self.nodes[dest]
+        if sn.node is not None and isinstance(src, tuple) and dest in self.network.refused:
+            self.trace(self.now, "refused", src[1], dest)
+            self.workload.reset(src[1], msg)
             return True
-        if kind == "crash":
-            if self.now < self.duration_ms:
-                self.nemesis.crash()
+        if sn.paused and self.network.passes(src, dest):
+            sn.held.append((src, msg))  # in its socket buffers until it runs again
+            self.stats["held_while_paused"] = self.stats.get("held_while_paused", 0) + 1
+            return False
+        if sn.node is None or not self.network.passes(src, dest):
+            self.stats["dropped"] += 1
+            if self.journal is not None:
+                self.journal.event(self.now, dest, "down: dropped" if sn.node is None
+                                   else f"cut off from {src}: dropped")
+            return False
+        self.stats["delivered"] += 1
+        self.trace(self.now, "deliver", src, dest, type(msg).__name__)
+        try:
+            if isinstance(msg, bytes):  # a Kafka client's request frame
+                sn.node.handle_kafka(src, kc.decode_request(msg), sn.local(self.now))
+            else:
+                sn.node.handle(src, msg, sn.local(self.now))
+        except LogDirFailure as exc:
+            self._halt(sn, exc)
             return True
-        if kind == "power_loss":
-            if self.now < self.duration_ms:
-                self.nemesis.power_loss(data[0])
+        self._after_node(sn)
+        return sn
+
+    def _timer(self, node_id: int, incarnation: int) -> "bool | _SimNode":
+        sn = self.nodes[node_id]
+        if sn.node is None or sn.incarnation != incarnation or sn.timer_at != self.now:
+            return False
+        if sn.paused:
+            sn.timer_due = True
+            return False
+        sn.timer_at = None
+        self.trace(self.now, "timer", node_id)
+        try:
+            sn.node.poll(sn.local(self.now))
+        except LogDirFailure as exc:
+            self._halt(sn, exc)
             return True
-        if kind == "clock_step":
-            if self.now < self.duration_ms:
-                self.nemesis.clock_step()
-            return True
-        if kind == "clock_reset":
-            self.nemesis.clock_reset(data[0])
-            return True
-        if kind == "plan":
-            return self.plan.fire(data[0])
-        if kind == "scenario":
-            if self.now < self.duration_ms:
-                self.nemesis.scenario(data[0])
-            return True
-        if kind == "quick_crash":
-            self.nemesis.quick_crash(data[0])
-            return True
-        if kind == "restart":
-            sn = self.nodes[data[0]]
+        self._after_node(sn, polled=True)
+        return sn
+
+    def _restart(self, node_id: int) -> None:
+        sn = self.nodes[node_id]
+        if sn.node is None:
+            self.trace(self.now, "restart", sn.node_id)
+            self.start_node(sn)
+
+    def _heal(self) -> None:
+        self.network.heal()
+        self.trace(self.now, "heal")
+
+    def _end_faults(self) -> None:
+        """Heal everything, the lossy network included, and see the cluster recover."""
+        self.network.heal_all()
+        for sn in self.nodes.values():
+            sn.clock.step_ms = 0
+            sn.disk.faults.clear()
+            self.unpause(sn)
+        self.trace(self.now, "end_faults")
+        for sn in self.nodes.values():
             if sn.node is None:
-                self.trace(self.now, "restart", sn.node_id)
                 self.start_node(sn)
-            return True
-        if kind == "end_faults":
-            # Heal everything, the lossy network included, and see the cluster recover.
-            self.network.heal_all()
-            for sn in self.nodes.values():
-                sn.clock.step_ms = 0
-                sn.disk.faults.clear()
-                self.unpause(sn)
-            self.trace(self.now, "end_faults")
-            for sn in self.nodes.values():
-                if sn.node is None:
-                    self.start_node(sn)
-            return True
-        raise AssertionError(f"unknown event kind {kind}")
 
     # -------------------------------------------------------------- queries
 
