@@ -55,7 +55,8 @@ from .options import QueueOptions, SimOptions, twin_options
 from .twin import PlanFaults, Twin, twin_clients
 from . import DEFAULT_WORKLOAD, WORKLOAD_NAMES, kafka_clients
 from . import workload as register_workload
-from .kafka_clients import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS, SimKafkaClients
+from .kafka_clients import SimKafkaClients
+from .kafka_state import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS
 from .nemesis import SimNemesis
 from .network import SimNetwork
 from .workload import TIMEOUT_MS, SimClients

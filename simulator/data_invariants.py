@@ -29,7 +29,7 @@ from node_image import messages as m
 from node_image import records
 from node_image.raft.client import SafetyViolation
 
-from .kafka_clients import FINAL_READ_AFTER_MS, TOPIC, WRITES_BACK_WITHIN_MS
+from .kafka_state import FINAL_READ_AFTER_MS, TOPIC, WRITES_BACK_WITHIN_MS
 
 
 class DataInvariants:

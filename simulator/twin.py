@@ -30,7 +30,8 @@ from nemesis.packages import PACKAGES
 from nemesis.schedule import package_options
 from node_image.config import NodeConfig, load_config
 
-from .kafka_clients import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS, SimKafkaClients
+from .kafka_clients import SimKafkaClients
+from .kafka_state import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS
 from .network import Inbound
 from .workload import SimClients
 
