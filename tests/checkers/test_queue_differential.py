@@ -206,8 +206,8 @@ def test_analyze_streams_a_queue_run_in_chunks(tmp_path, monkeypatch):
     import yaml
 
     from harness import analyze as an
-    from workloads import queue_workload
-    monkeypatch.setattr(queue_workload, "CHUNK", 50)  # many chunks, so their seams are crossed
+    from workloads import queue_verdict
+    monkeypatch.setattr(queue_verdict, "CHUNK", 50)  # many chunks, so their seams are crossed
     rows = []
     rng = random.Random(5)
     for h in range(6):
