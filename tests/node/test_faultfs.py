@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from node_image.faultfs import PAGE, Faults, FaultState, UnsyncedFile, _handle
+from node_image.faultfs import _handle
+from node_image.faultfs_state import PAGE, Faults, FaultState, UnsyncedFile
 
 
 class Model:
