@@ -124,3 +124,36 @@ def test_the_name_finder_finds_a_name(tmp_path):
     p = tmp_path / "m.py"
     p.write_text('if cfg.workload == "queue":\n    backend.ctl(1, "kill")\nf("kill")\n')
     assert _named_strings(p, {"queue", "kill"}) == [(1, "queue"), (3, "kill")]
+
+
+MAX_MODULE_LINES = 600  # a file over this does several jobs: split it by concern
+
+
+def _long_modules(root: Path, limit: int) -> list[str]:
+    """Python files under the project's packages, bench/ and tests/ longer than ``limit``
+    lines, as 'path (n lines)'."""
+    out = []
+    for folder in (*PACKAGES, "bench", "tests"):
+        for path in sorted((root / folder).rglob("*.py")):
+            n = path.read_text().count("\n")
+            if n > limit:
+                out.append(f"{path.relative_to(root)} ({n} lines)")
+    return out
+
+
+def test_no_module_is_over_600_lines():
+    assert _long_modules(ROOT, MAX_MODULE_LINES) == []
+
+
+def test_the_length_check_finds_a_long_module(tmp_path):
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "short.py").write_text("x = 1\n" * 3)
+    (tmp_path / "core" / "long.py").write_text("x = 1\n" * 4)
+    assert _long_modules(tmp_path, 3) == ["core/long.py (4 lines)"]
+
+
+def test_tests_sit_in_folders_by_layer_with_at_most_five_files_at_the_top():
+    top = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert len(top) <= 5, top
+    layers = {"node", "checkers", "nemesis", "workloads", "harness", "simulator", "docker"}
+    assert layers <= {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()}
