@@ -44,6 +44,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import datadriven
 from node_image import messages as m
 from node_image import records
 from node_image.config import RaftConfig
@@ -92,12 +93,8 @@ def show(msg) -> str:
             continue
         if name == "error":
             v = ERRORS.get(v, v)
-        if isinstance(v, bool):
-            if v:
-                parts.append(name)
-            continue
-        parts.append(f"{name}={v}")
-    return f"{type(msg).__name__}({', '.join(parts)})"
+        datadriven.add_field(parts, name, v)
+    return datadriven.shown(msg, parts)
 
 
 ERRORS = m.ERROR_NAMES
@@ -324,18 +321,15 @@ class Net:
         holds = self.nodes[n].lease_holds(self.now)
         self.out.append(f"n{n} lease {'holds' if holds else 'does not hold'}")
 
-    COMMANDS = {"clock": clock, "lease": lease,"add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
+    COMMANDS = {"clock": clock, "lease": lease, "add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
                 "stabilize": stabilize, "partition": partition, "heal": heal, "append": append,
                 "resign": resign, "crash": crash, "restart": restart, "snapshot": snapshot,
                 "status": status}
 
     def run(self, line: str) -> str:
-        words = line.split()
-        cmd, rest = words[0], words[1:]
+        cmd, args, kw = datadriven.words(line)
         if cmd not in self.COMMANDS:
             raise ValueError(f"unknown command {cmd!r} (known: {', '.join(self.COMMANDS)})")
-        args = [w for w in rest if "=" not in w]
-        kw = dict(w.split("=", 1) for w in rest if "=" in w)
         self.out = []
         try:
             self.COMMANDS[cmd](self, args, kw)
@@ -344,48 +338,15 @@ class Net:
         return "\n".join(self.out)
 
 
-def parse(text: str, path: str) -> list[tuple[int, str, str]]:
-    """(line number, command, expected output) for every block of a script."""
-    blocks = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].strip()
-        if not line or line.startswith("#"):
-            i += 1
-            continue
-        start, cmd = i + 1, line
-        i += 1
-        if i >= len(lines) or lines[i].strip() != "----":
-            raise ValueError(f"{path}:{start}: {cmd!r} is not followed by ----")
-        i += 1
-        out = []
-        while i < len(lines) and lines[i].strip():
-            out.append(lines[i].rstrip())
-            i += 1
-        blocks.append((start, cmd, "\n".join(out)))
-    return blocks
-
-
 def run_script(path: Path, bugs: frozenset[str] = frozenset()) -> list[tuple[int, str, str, str]]:
     """(line, command, expected, got) for every block."""
-    net = Net()
-    net.bugs = bugs
-    return [(ln, cmd, want, net.run(cmd)) for ln, cmd, want in parse(path.read_text(), str(path))]
+    def make() -> Net:
+        net = Net()
+        net.bugs = bugs
+        return net
+    return datadriven.run_script(path, make)
 
 
 def rewrite(path: Path) -> None:
     """Write the outputs the code gives now into the script (after reading every one)."""
-    text = path.read_text().splitlines()
-    results = run_script(path)
-    out, i = [], 0
-    for ln, cmd, _, got in results:
-        while i < ln - 1:
-            out.append(text[i])
-            i += 1
-        out += [text[i], "----"] + (got.splitlines() if got else [])
-        i += 2
-        while i < len(text) and text[i].strip():
-            i += 1
-    out += text[i:]
-    path.write_text("\n".join(out).rstrip() + "\n")
+    datadriven.rewrite(path, Net)
