@@ -51,7 +51,7 @@ SHOWN = {
 }
 
 
-class ControllerScenario:
+class ControllerScenario(datadriven.Commands):
     def __init__(self, bugs: frozenset[str] = frozenset()) -> None:
         self.bugs = bugs  # planted bugs for every node the script starts
         self.now = 0
@@ -230,11 +230,3 @@ class ControllerScenario:
     COMMANDS = {"start": start, "register": register, "heartbeat": heartbeat,
                 "create-topic": create_topic, "alter-partition": alter_partition,
                 "allocate-pids": allocate_pids, "tick": tick, "image": image}
-
-    def run(self, line: str) -> str:
-        cmd, args, kw = datadriven.words(line)
-        if cmd not in self.COMMANDS:
-            raise ValueError(f"unknown command {cmd!r} (known: {', '.join(self.COMMANDS)})")
-        self.out = []
-        self.COMMANDS[cmd](self, args, kw)
-        return "\n".join(self.out)

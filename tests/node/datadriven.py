@@ -7,12 +7,37 @@ an object with ``run(line) -> str``; a fresh one runs each script from its start
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Protocol
 
 
 class Runner(Protocol):
     def run(self, line: str) -> str: ...
+
+
+class Commands:
+    """A runner whose commands are methods named in ``COMMANDS`` (name -> function taking
+    the positional and key=value arguments), each appending its output lines to ``out``."""
+    COMMANDS: dict = {}
+
+    def run(self, line: str) -> str:
+        cmd, args, kw = words(line)
+        if cmd not in self.COMMANDS:
+            raise ValueError(f"unknown command {cmd!r} (known: {', '.join(self.COMMANDS)})")
+        self.out: list[str] = []
+        self.COMMANDS[cmd](self, args, kw)
+        return "\n".join(self.out)
+
+
+def check(path: Path, make: Callable[[], Runner]) -> None:
+    """A script's test: every block prints what it says (with CHAOSKRAFT_REWRITE set, the
+    outputs are first written into the script, to be read in the diff)."""
+    if os.environ.get("CHAOSKRAFT_REWRITE"):
+        rewrite(path, make)
+    for line, cmd, want, got in run_script(path, make):
+        assert got == want, (f"{path.name}:{line}: {cmd}\n--- expected\n{want}\n"
+                             f"--- got\n{got}")
 
 
 def parse(text: str, path: str) -> list[tuple[int, str, str]]:

@@ -3,8 +3,6 @@ tests/testdata/controller/ is run by tests/node/controller_scenarios.py and must
 exactly what it says. After a deliberate change of behaviour, ``CHAOSKRAFT_REWRITE=1 pytest
 tests/node/test_controller_scenarios.py`` writes the new outputs into the scripts, to be
 read in the diff before committing."""
-import os
-
 import pytest
 
 import datadriven
@@ -16,11 +14,7 @@ SCRIPTS = sorted((TESTDATA / "controller").glob("*.txt"))
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
 def test_controller_scenario(script):
-    if os.environ.get("CHAOSKRAFT_REWRITE"):
-        datadriven.rewrite(script, ControllerScenario)
-    for line, cmd, want, got in datadriven.run_script(script, ControllerScenario):
-        assert got == want, (f"{script.name}:{line}: {cmd}\n--- expected\n{want}\n"
-                             f"--- got\n{got}")
+    datadriven.check(script, ControllerScenario)
 
 
 def test_there_are_controller_scenarios():
