@@ -38,8 +38,8 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
 
+from core.run_dir import RESULTS, RunDir
 from workloads.registry import WORKLOADS
 
 from .report import ANSWERED_FAILS, OPENS
@@ -49,16 +49,16 @@ FAULT_KINDS = OPENS  # the history row that opens a fault -> its package
 
 def find_runs(root: Path) -> list[Path]:
     """Run directories under ``root`` (resolved, so ``latest`` links do not count twice)."""
-    found = {p.parent.resolve() for p in Path(root).rglob("results.json")
-             if (p.parent / "config.yaml").exists()}
+    found = {p.parent.resolve() for p in Path(root).rglob(RESULTS)
+             if RunDir(p.parent).is_analysed_run()}
     return sorted(found)
 
 
 def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
     runs, anomalies, faults, coverage = [], [], [], []
     for d in run_dirs:
-        results = json.loads((d / "results.json").read_text())
-        cfg = yaml.safe_load((d / "config.yaml").read_text()) or {}
+        rd = RunDir(d)
+        results, cfg = rd.results(), rd.config()
         run = str(d)
         runs.append({"run": run, "test": cfg.get("test", ""), "workload": cfg.get("workload", ""),
                      "seed": int(cfg.get("seed") or 0), "started": d.name.split("-")[0],

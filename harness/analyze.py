@@ -1,9 +1,9 @@
 """Analysis of a stored run: history -> Parquet -> checkers -> results.json."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from core.run_dir import CONFIG, FAULTS, LIVENESS, PLAN, RunDir
 from core.verdict import WORD
 from workloads.registry import WORKLOADS
 
@@ -14,11 +14,11 @@ from .coverage import coverage, describe
 def fault_summary(run_dir: Path) -> dict | None:
     """Planned fault steps (plan.json) and what became of each (faults.json): happened, or
     skipped and why. None for a run stored before faults.json existed."""
-    plan_path, out_path = run_dir / "plan.json", run_dir / "faults.json"
-    if not plan_path.exists() or not out_path.exists():
+    rd = RunDir(run_dir)
+    if not rd.has(PLAN) or not rd.has(FAULTS):
         return None
-    plan = json.loads(plan_path.read_text())
-    outcomes = {o["step"]: o for o in json.loads(out_path.read_text())}
+    plan = rd.plan()
+    outcomes = {o["step"]: o for o in rd.faults()}
     steps = []
     for st in plan:
         o = outcomes.get(st["index"], {"status": "skipped",
@@ -89,13 +89,10 @@ def liveness_verdict(run_dir: Path, results: dict, log=print) -> None:
     was healed and the bound ran out is a liveness anomaly: the run is invalid, whatever
     the safety checkers said. A run stored before the phase existed, or with it switched
     off, says so in ``results["liveness"]``."""
-    path = run_dir / "liveness.json"
-    if not path.exists():
+    rd = RunDir(run_dir)
+    if not rd.has(LIVENESS):
         return
-    try:
-        live = json.loads(path.read_text())
-    except ValueError as exc:
-        raise ValueError(f"{path}: not JSON: {exc}") from None
+    live = rd.liveness()
     results["liveness"] = live
     if not live.get("checked"):
         log("analysis: liveness: not checked")
@@ -111,9 +108,8 @@ def liveness_verdict(run_dir: Path, results: dict, log=print) -> None:
 
 
 def _run_config(run_dir: Path) -> dict:
-    import yaml
-    path = run_dir / "config.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    rd = RunDir(run_dir)
+    return rd.config() if rd.has(CONFIG) else {}
 
 
 def _finish(run_dir: Path, results: dict, stats: dict, log, cfg: dict | None = None) -> dict:
@@ -133,7 +129,7 @@ def _finish(run_dir: Path, results: dict, stats: dict, log, cfg: dict | None = N
                       for x in faults["steps"] if x["status"] != "happened"))
     liveness_verdict(run_dir, results, log)
     gates(results, stats, faults, log, aims=aims)
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    RunDir(run_dir).write_results(results)
     return results
 
 

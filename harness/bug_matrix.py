@@ -31,7 +31,6 @@ linearizability, until the first operation of the counterexample).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import yaml
 
+from core.run_dir import RunDir
 from node_image.bugs import BUGS
 from workloads.registry import WORKLOADS
 
@@ -162,9 +162,10 @@ def docker_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: st
                     f"error (exit {code}{': ' + last[-1].strip() if last else ''})")
     run_dir = Path(found.group(1))
     shutil.move(log, run_dir / "progress.log")
-    results = json.loads((run_dir / "results.json").read_text())
+    rd = RunDir(run_dir)
+    results = rd.results()
     # the workload the run ran: a --campaign file may name another than the bug's default
-    workload = yaml.safe_load((run_dir / "config.yaml").read_text())["workload"]
+    workload = rd.config()["workload"]
     bad, detect = WORKLOADS[workload].detection(run_dir, results)
     if (results.get("liveness") or {}).get("stuck"):
         bad = list(bad) + ["liveness"]  # found by the liveness phase (harness.analyze)

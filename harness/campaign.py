@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import random
 import time
 from pathlib import Path
 
+from core.run_dir import RunDir
 from nemesis.faults import (PARTITION_CHAIN, aimed_at, drop_script, flush_script, heal_partitions,
                             target_partition)
 from nemesis.package import NotReached, Skipped
@@ -76,7 +75,7 @@ class Campaign:
         self.late_s = 0.0  # how far behind its plan the nemesis runs (``nemesis``)
         self._acked_at_last_fault = 0  # acknowledged writes when the last fault ended
         self._running: dict[int, tuple[float, float]] = {}  # step -> (late_s then, planned end)
-        self._faults_path = Path(history.path).with_name("faults.json")
+        self._run_dir = RunDir(Path(history.path).parent)  # faults.json beside the history
         self.workload = WORKLOADS[cfg.workload].open(self)
 
     @property
@@ -157,10 +156,8 @@ class Campaign:
         self.fault_outcomes[step.index] = {
             "step": step.index, "kind": step.kind, "spec": step.spec, "at_s": step.at_s,
             "status": status, "why": why, "nodes": nodes}
-        tmp = self._faults_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([self.fault_outcomes[i] for i in sorted(self.fault_outcomes)],
-                                  indent=1) + "\n")
-        os.replace(tmp, self._faults_path)
+        self._run_dir.write_faults(
+            [self.fault_outcomes[i] for i in sorted(self.fault_outcomes)])
         if status != "happened":
             self.log(f"nemesis: step {step.index} ({step.kind} {step.spec}) {status}: {why}")
 
@@ -370,17 +367,17 @@ class Campaign:
         liveness.json beside the history says what was still stuck, naming partition or
         node and since when; analysis makes such a run invalid."""
         cfg = self.cfg
-        path = Path(self.history.path).with_name("liveness.json")
+        run_dir = RunDir(Path(self.history.path).parent)
         if not cfg.liveness:
-            path.write_text(json.dumps({"checked": False}) + "\n")
+            run_dir.write_liveness({"checked": False})
             self.log("liveness: not checked (liveness: false)")
             return
         self.log(f"liveness: waiting up to {cfg.liveness_s:g} s for the cluster to be whole")
         started = time.monotonic()
         stuck = await self.workload.liveness(cfg.liveness_s)
         took = round(time.monotonic() - started, 1)
-        path.write_text(json.dumps({"checked": True, "bound_s": cfg.liveness_s, "took_s": took,
-                                    "stuck": stuck}, indent=1) + "\n")
+        run_dir.write_liveness({"checked": True, "bound_s": cfg.liveness_s, "took_s": took,
+                                "stuck": stuck})
         if stuck:
             for s in stuck:
                 self.log(f"liveness: STUCK {s['what']}: {s['detail']} (for {s['since_s']} s)")

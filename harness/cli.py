@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from checkers.models import MODELS
+from core.run_dir import RunDirError
 from core.verdict import EXIT_USAGE
 from node_image.bugs import BUGS
 from workloads.registry import WORKLOADS
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         install_interrupt_handlers()
     try:
         return args.func(args)
-    except HistoryError as exc:
+    except (HistoryError, RunDirError) as exc:  # a bad input file, named with its line
         print(f"chaoskraft: {exc}", file=sys.stderr)
         return 3
     except Exception as exc:

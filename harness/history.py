@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+from core.run_dir import RunDir
+
 
 class HistoryWriter:
     def __init__(self, path: Path) -> None:
@@ -21,8 +23,8 @@ class HistoryWriter:
         self._f = open(self.path, "ab", buffering=0)
         self._t0 = time.monotonic_ns()
         # the wall clock at time 0, so node log lines can be placed on the history's time axis
-        self.path.with_name("history-start.json").write_text(
-            json.dumps({"wall_clock_s": time.time(), "history_time_ns": 0}) + "\n")
+        RunDir(self.path.parent).write_history_start({"wall_clock_s": time.time(),
+                                                      "history_time_ns": 0})
         self._lock = threading.Lock()
         self.index = 0
         self.counts = {"invoke": 0, "ok": 0, "fail": 0, "info": 0}

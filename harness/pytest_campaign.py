@@ -11,10 +11,11 @@ per cell and saves the table next to the runs.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from core.run_dir import RunDir
 
 from .campaign_matrix import load_matrix
 
@@ -61,7 +62,7 @@ class CellItem(pytest.Item):
             code = run(cfg, stream=progress, run_dir=run_dir)
         if code == 130:
             raise KeyboardInterrupt
-        results = json.loads((run_dir / "results.json").read_text())
+        results = RunDir(run_dir).results()
         classes = anomaly_classes(results)
         self.user_properties += [("verdict", results["verdict"]),
                                  ("anomalies", ",".join(classes))]

@@ -18,11 +18,10 @@ many attempts the anomaly came back. Exit 0 when it did, 1 when not.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-import yaml
+from core.run_dir import GENERATED, PLAN, RunDir, RunDirError
 
 from .config import CampaignError, resolve
 
@@ -39,30 +38,22 @@ def anomaly_classes(results: dict) -> list[str]:
 
 
 def load_run_config(run_dir: Path):
-    path = run_dir / "config.yaml"
     try:
-        values = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise CampaignError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        raise CampaignError(f"{path}{where}: not YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(values, dict):
-        raise CampaignError(f"{path}: not a resolved run config")
+        values = RunDir(run_dir).config()
+    except RunDirError as exc:
+        raise CampaignError(str(exc)) from None
     return resolve(values, {})
 
 
 def invoked_prefix_ok(run_dir: Path) -> tuple[bool, str]:
     """Whether every process invoked a prefix of what the generator made for it."""
+    rd = RunDir(run_dir)
     generated: dict[int, list] = {}
-    for line in (run_dir / "generated.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for _, r in rd.generated():
         generated.setdefault(r["process"], []).append(r)
     done: dict[int, int] = {}
     assigned: set[int] = set()
-    for line in (run_dir / "history.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for _, r in rd.history_rows():
         p = r["process"]
         if r.get("f") == "subscribe":  # the generator's assign, by a subscribe() consumer
             r["f"] = "assign"
@@ -97,9 +88,9 @@ def reproduce(run_dir: Path, attempts: int = 1, results_dir: str | None = None,
     from .store import new_run_dir
     run_dir = Path(run_dir)
     cfg = load_run_config(run_dir)
-    original = json.loads((run_dir / "results.json").read_text())
+    original = RunDir(run_dir).results()
     want = anomaly_classes(original)
-    if not (run_dir / "generated.jsonl").exists():
+    if not RunDir(run_dir).has(GENERATED):
         write_plan(cfg, run_dir)  # a run stored before these files existed: rebuild them
     print(f"reproducing {run_dir}: seed {cfg.seed}, verdict {original['verdict']}"
           + (f" ({', '.join(want)})" if want else ""), file=out, flush=True)
@@ -111,10 +102,10 @@ def reproduce(run_dir: Path, attempts: int = 1, results_dir: str | None = None,
         if code == 130:
             print("interrupted", file=out)
             return 130
-        results = json.loads((again / "results.json").read_text())
+        results = RunDir(again).results()
         got = anomaly_classes(results)
-        ops = same_file(run_dir / "generated.jsonl", again / "generated.jsonl")
-        faults = same_file(run_dir / "plan.json", again / "plan.json")
+        ops = same_file(RunDir(run_dir).file(GENERATED), RunDir(again).file(GENERATED))
+        faults = same_file(RunDir(run_dir).file(PLAN), RunDir(again).file(PLAN))
         prefix, why = invoked_prefix_ok(again)
         if original["valid"] is False:
             back = results["valid"] is False and bool(set(got) & set(want))

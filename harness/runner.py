@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import json
 import random
 import signal
 import sys
@@ -21,8 +20,8 @@ import time
 import uuid
 from pathlib import Path
 
-import yaml
 
+from core.run_dir import RunDir
 from core.verdict import exit_code, word
 from workloads.registry import WORKLOADS
 
@@ -78,11 +77,9 @@ def write_plan(cfg: RunConfig, run_dir: Path, steps=None, generator=None) -> Non
     reproduce`` compares them between a run and its re-run. A run writes the very plan and
     generator it then runs."""
     steps = fault_plan(cfg) if steps is None else steps
-    (run_dir / "plan.json").write_text(
-        json.dumps([dataclasses.asdict(s) for s in steps], indent=1) + "\n")
-    with open(run_dir / "generated.jsonl", "w") as f:
-        for row in generated_ops(cfg, generator=generator):
-            f.write(json.dumps(row) + "\n")
+    rd = RunDir(run_dir)
+    rd.write_plan([dataclasses.asdict(s) for s in steps])
+    rd.write_generated(generated_ops(cfg, generator=generator))
 
 
 def make_backend(cfg: RunConfig, run_id: str, image: str, log):
@@ -107,7 +104,7 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
     if cfg.seed is None:
         cfg.seed = random.SystemRandom().randrange(1 << 31)
     run_dir = run_dir or new_run_dir(Path(root or cfg.results_dir), cfg.test, cfg.seed)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    RunDir(run_dir).write_config(cfg.to_dict())
     steps = fault_plan(cfg)  # computed once: the run does what plan.json and
     generator = WORKLOADS[cfg.workload].generator(cfg)  # generated.jsonl say
     write_plan(cfg, run_dir, steps, generator)

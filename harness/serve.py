@@ -10,13 +10,14 @@ files; nothing outside it. Binds 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import html
-import json
 import mimetypes
 import sys
 import urllib.parse
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from core.run_dir import RunDir, RunDirError
 
 from .across import find_runs
 
@@ -45,13 +46,20 @@ function filterRows(q) {{
 
 
 def run_summary(root: Path, d: Path) -> dict:
-    results = json.loads((d / "results.json").read_text())
+    """One row of the run list; a run whose results.json or config.yaml cannot be read is
+    still listed, its verdict "unreadable" and the reason in its anomalies column."""
+    rd = RunDir(d)
+    counts: dict = {}
     try:
-        import yaml
-        cfg = yaml.safe_load((d / "config.yaml").read_text()) or {}
-    except Exception:  # noqa: BLE001 - a run with a broken config is still listed
+        results = rd.results()
+    except RunDirError as exc:
+        results = {"verdict": "unreadable"}
+        counts[str(exc)] = 1
+    try:
+        cfg = rd.config()
+    except RunDirError as exc:
         cfg = {}
-    counts = {}
+        counts[str(exc)] = 1
     for name, r in results.get("checkers", {}).items():
         if "anomalies" in r:  # a checker that names anomaly classes (the queue's)
             counts.update({k: v.get("count", 0) for k, v in r.get("anomalies", {}).items()})

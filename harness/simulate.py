@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.run_dir import CONFIG, GENERATED, PLAN, RunDir, RunDirError
 from core.verdict import word as verdict_word
 from simulator import DEFAULT_WORKLOAD, WORKLOAD_NAMES
 from simulator.cluster import SimResult, Simulation
@@ -74,7 +75,6 @@ def load_twin(run_dir: Path) -> Twin:
     ``generated.jsonl`` of ``run_dir``. A ValueError names the file, and the line or step,
     of anything missing or malformed."""
     import dataclasses
-    import json
 
     from nemesis.packages import PACKAGES
     from nemesis.schedule import FaultStep
@@ -87,23 +87,17 @@ def load_twin(run_dir: Path) -> Twin:
         raise ValueError(f"--from {run_dir}: not a run directory")
     cfg = load_run_config(run_dir)
     if cfg.workload not in WORKLOAD_NAMES:
-        raise ValueError(f"{run_dir / 'config.yaml'}: workload {cfg.workload!r} has no "
+        raise ValueError(f"{RunDir(run_dir).file(CONFIG)}: workload {cfg.workload!r} has no "
                          "simulated form")
     if cfg.seed is None:
-        raise ValueError(f"{run_dir / 'config.yaml'}: seed: the run has no seed")
+        raise ValueError(f"{RunDir(run_dir).file(CONFIG)}: seed: the run has no seed")
     if cfg.consume != "assign" or cfg.transactions:
-        raise ValueError(f"{run_dir / 'config.yaml'}: consume: {cfg.consume}, transactions: "
+        raise ValueError(f"{RunDir(run_dir).file(CONFIG)}: consume: {cfg.consume}, transactions: "
                          f"{str(cfg.transactions).lower()}: the simulator's clients assign "
                          "partitions and send without transactions; this run has no twin")
-    path = run_dir / "plan.json"
-    try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: line {exc.lineno}: not JSON: {exc.msg}") from None
-    if not isinstance(raw, list):
-        raise ValueError(f"{path}: expected a list of fault steps")
+    rd = RunDir(run_dir)
+    path = rd.file(PLAN)
+    raw = rd.plan()
     names = {f.name for f in dataclasses.fields(FaultStep)}
     steps = []
     for i, d in enumerate(raw):
@@ -114,19 +108,14 @@ def load_twin(run_dir: Path) -> Twin:
         if d["kind"] not in PACKAGES:
             raise ValueError(f"{path}: step {i}: unknown fault package {d['kind']!r}")
         steps.append(FaultStep(**d))
-    path = run_dir / "generated.jsonl"
+    path = rd.file(GENERATED)
     ops: dict[int, list[dict]] = {}
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
-    for n, line in enumerate(lines, 1):
+    for n, row in rd.generated():
         try:
-            row = json.loads(line)
             ops.setdefault(int(row["process"]), []).append(
                 {"f": row["f"], "key": row["key"], "value": row["value"]})
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: line {n}: not a generated operation "
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}:{n}: not a generated operation "
                              f"({type(exc).__name__}: {exc})") from None
     if sorted(ops) != list(range(cfg.concurrency)):
         raise ValueError(f"{path}: operations for processes {sorted(ops)}, but the run had "
@@ -146,9 +135,9 @@ def load_twin(run_dir: Path) -> Twin:
                 row["node"] = op.node
     docker_steps = {}
     try:  # what became of each step in Docker (absent for a run stopped before its faults)
-        for x in json.loads((run_dir / "faults.json").read_text()):
+        for x in rd.faults():
             docker_steps[int(x["step"])] = (str(x["status"]), list(x.get("nodes") or []))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (RunDirError, KeyError, TypeError, ValueError):
         docker_steps = {}
     return Twin(cfg, steps, ops, node_config(cfg), source=str(run_dir.resolve()),
                 docker_steps=docker_steps)
@@ -156,13 +145,11 @@ def load_twin(run_dir: Path) -> Twin:
 
 def stored_verdict(run_dir: Path) -> str:
     """A stored run's verdict as one line (its results.json), for beside its twin's."""
-    import json
-
     from .reproduce import anomaly_classes
     try:
-        results = json.loads((Path(run_dir) / "results.json").read_text())
-    except (OSError, ValueError):
-        return "not analysed (no readable results.json)"
+        results = RunDir(run_dir).results()
+    except RunDirError as exc:
+        return f"not analysed ({exc})"
     valid = results.get("valid")
     word = verdict_word(valid)
     classes = anomaly_classes(results)

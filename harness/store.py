@@ -1,9 +1,11 @@
 """The run store: ``results/<test>/<UTC time>-<seed>/`` and ``results/latest``.
 
-A run directory holds ``config.yaml`` (the resolved configuration, seed
-included), ``history.jsonl`` (streamed during the run), ``history.parquet``
-(written by the analysis), ``nodes/n<id>/`` (node and supervisor logs),
-``harness.log`` and ``results.json``. ``results/latest`` links to the newest.
+A run directory holds ``history.jsonl`` (streamed during the run),
+``history.parquet`` (written by the analysis), ``nodes/n<id>/`` (node and
+supervisor logs), ``harness.log``, and the files ``core.run_dir.RunDir``
+alone reads and writes (``config.yaml``, ``plan.json``, ``generated.jsonl``,
+``faults.json``, ``liveness.json``, ``history-start.json``, ``results.json``).
+``results/latest`` links to the newest.
 """
 from __future__ import annotations
 

@@ -157,3 +157,32 @@ def test_tests_sit_in_folders_by_layer_with_at_most_five_files_at_the_top():
     assert len(top) <= 5, top
     layers = {"node", "checkers", "nemesis", "workloads", "harness", "simulator", "docker"}
     assert layers <= {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()}
+
+
+RUN_FILES = {"results.json", "config.yaml", "plan.json", "generated.jsonl", "faults.json",
+             "liveness.json", "history-start.json"}
+
+
+def _run_file_names(root: Path, folders) -> list[str]:
+    """Places outside core/run_dir.py that name a run directory's files as a string of their
+    own (a docstring that mentions one is text, not a path, and does not count)."""
+    out = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in RUN_FILES:
+                    out.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
+    return out
+
+
+def test_only_run_dir_reads_and_writes_a_run_directory():
+    """core.run_dir.RunDir is the one reader and writer of a run directory's files, so
+    each is read with the same checks and errors that name file and line."""
+    assert _run_file_names(ROOT, ("harness", "workloads", "simulator", "nemesis", "checkers")) \
+        == []
+
+
+def test_the_run_file_finder_finds_a_name(tmp_path):
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "harness" / "m.py").write_text('"""reads results.json"""\np = "results.json"\n')
+    assert _run_file_names(tmp_path, ("harness",)) == ["harness/m.py:2: results.json"]

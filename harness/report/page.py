@@ -7,6 +7,7 @@ from pathlib import Path
 
 from checkers.consistency_models import sentence as consistency_sentence
 from checkers.queue import cycle_proof
+from core.run_dir import HISTORY_START, RunDir
 from node_image.coverage import EVENTS
 from .series import FAULT_COLOURS, Series, _ops, fault_intervals, node_series
 from .plots import checker_plots, plots
@@ -33,7 +34,7 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     span, then its operations), never held whole."""
     from .. import frames
     run_dir = Path(run_dir)
-    results = json.loads((run_dir / "results.json").read_text())
+    results = RunDir(run_dir).results()
     span = frames.Span(run_dir)
     series = Series(span.end_s, window_s)
     stream = frames.Stream(run_dir)
@@ -45,8 +46,8 @@ def render(run_dir: Path, window_s: float = 1.0) -> Path:
     images = plots(series, faults, per_node) if series.ops else {}
     images.update(checker_plots(results, faults))
     logs = node_logs(run_dir)
-    start = run_dir / "history-start.json"
-    start_wall = json.loads(start.read_text())["wall_clock_s"] if start.exists() else None
+    rd = RunDir(run_dir)
+    start_wall = rd.history_start()["wall_clock_s"] if rd.has(HISTORY_START) else None
     found = anomalies(results)
     sends = frames.send_indexes(run_dir, {p for _, _, examples in found for ex in examples[:10]
                                           for p in _named_sends(ex)})

@@ -191,7 +191,10 @@ def test_bad_run_directories_are_named(tmp_path):
     lines = (run / "generated.jsonl").read_text().splitlines()
     lines[2] = "{not json"
     (run / "generated.jsonl").write_text("\n".join(lines) + "\n")
-    assert f"{run / 'generated.jsonl'}: line 3: not a generated operation" in fails(
+    assert f"{run / 'generated.jsonl'}:3:2: not JSON" in fails("--from", str(run))
+    lines[2] = '{"process": 0}'  # JSON, but not an operation
+    (run / "generated.jsonl").write_text("\n".join(lines) + "\n")
+    assert f"{run / 'generated.jsonl'}:3: not a generated operation" in fails(
         "--from", str(run))
     run = stored_run(tmp_path / "b", "queue.yaml")
     plan = json.loads((run / "plan.json").read_text())
@@ -200,7 +203,7 @@ def test_bad_run_directories_are_named(tmp_path):
     assert f"{run / 'plan.json'}: step 1: unknown fault package 'earthquake'" in fails(
         "--from", str(run))
     (run / "plan.json").unlink()
-    assert f"{run / 'plan.json'}: cannot read" in fails("--from", str(run))
+    assert f"{run / 'plan.json'}: missing" in fails("--from", str(run))
     run = stored_run(tmp_path / "c", "register.yaml")
     rows = [json.loads(x) for x in (run / "generated.jsonl").read_text().splitlines()]
     rows[5]["value"] = -1 if rows[5]["f"] == "write" else rows[5]["value"]
