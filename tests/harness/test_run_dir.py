@@ -54,3 +54,17 @@ def test_a_bad_line_of_generated_ops_is_named_and_a_missing_file_says_so(tmp_pat
     with pytest.raises(RunDirError, match=r"results.json: missing"):
         rd.results()
     assert not rd.is_analysed_run()
+
+
+def test_the_run_list_shows_an_unreadable_run_instead_of_failing(tmp_path):
+    from harness.serve import list_page
+    good, bad = tmp_path / "t" / "20261128T000000Z-1", tmp_path / "t" / "20261128T000001Z-2"
+    for d in (good, bad):
+        d.mkdir(parents=True)
+        RunDir(d).write_config({"test": "t", "seed": 1, "workload": "register"})
+    RunDir(good).write_results({"valid": True, "verdict": "valid", "checkers": {}})
+    (bad / "results.json").write_text('{"valid": tru')
+    page = list_page(tmp_path)
+    assert "2 runs" in page
+    assert "class='valid'>valid<" in page and "class='unreadable'>unreadable<" in page
+    assert "results.json:1:11: not JSON" in page
