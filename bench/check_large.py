@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checkers.history import read_history  # noqa: E402
-from harness.check_cmd import run_check  # noqa: E402
+from workloads.register_check import run_check  # noqa: E402
 
 
 def generate(path: Path, n_ops: int, n_keys: int, n_procs: int, seed: int = 1) -> None:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from harness.local_cluster import LocalCluster  # noqa: E402
+from tests.local_cluster import LocalCluster  # noqa: E402
 
 
 def quiet(_err) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.local_cluster import LocalCluster  # noqa: E402
+from tests.local_cluster import LocalCluster  # noqa: E402
 from workloads.register_client import Indeterminate  # noqa: E402
 
 

@@ -19,6 +19,8 @@ from nemesis.faults import (PARTITION_CHAIN, aimed_at, drop_script, flush_script
                             target_partition)
 from nemesis.package import NotReached, Skipped
 from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
+from workloads.nodes import (BRING_UP_S, active_controller, clock_offsets, wait_for_every_node,
+                             wait_for_service)
 from workloads.registry import WORKLOADS
 from workloads.workload import Deadline
 
@@ -26,8 +28,6 @@ from .backends import DATA_DIR
 from .clock import REAL_CLOCK
 from .config import RunConfig
 from .history import HistoryWriter
-from .nodes import (BRING_UP_S, active_controller, clock_offsets, wait_for_every_node,
-                    wait_for_service)
 
 CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
 ACKED_WRITES_S = 60.0  # the longest a fault waits for the writes it needs acknowledged

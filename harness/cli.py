@@ -245,7 +245,7 @@ def _cmd_check(args) -> int:
     own = WORKLOADS.get(args.model)
     if own is not None and hasattr(own, "check_file"):  # a workload that checks its own files
         return own.check_file(args)
-    from .check_cmd import cmd_check
+    from workloads.register_check import cmd_check
     return cmd_check(args)
 
 

@@ -170,7 +170,7 @@ def wait_for(what, predicate, timeout_s=60):
 @pytest.fixture
 def brokers3(tmp_path):
     """Three combined controller/broker node processes on 127.0.0.1-3, stopped afterwards."""
-    from harness.local_cluster import LocalCluster
+    from local_cluster import LocalCluster
     c = LocalCluster(tmp_path, nodes=3, brokers=True)
     c.start_all()
     try:
@@ -183,7 +183,7 @@ def brokers3(tmp_path):
 def local_brokers(root, **kw):
     """Three combined controller/broker node processes on 127.0.0.1-3 under ``root`` (for
     a module-scoped fixture), stopped afterwards."""
-    from harness.local_cluster import LocalCluster
+    from local_cluster import LocalCluster
     c = LocalCluster(root, nodes=3, brokers=True, **kw)
     c.start_all()
     try:

@@ -186,3 +186,12 @@ def test_the_run_file_finder_finds_a_name(tmp_path):
     (tmp_path / "harness").mkdir()
     (tmp_path / "harness" / "m.py").write_text('"""reads results.json"""\np = "results.json"\n')
     assert _run_file_names(tmp_path, ("harness",)) == ["harness/m.py:2: results.json"]
+
+
+def test_only_the_application_layer_imports_the_harness():
+    """The harness (commands, runner, campaign, analysis) is the top layer: it looks the
+    workloads up by name and passes them on; no package below it imports it."""
+    graph = import_graph()
+    up = sorted(f"{m} -> {t}" for m in graph if m.split(".")[0] not in ("harness",)
+                for t in graph[m] if t.split(".")[0] == "harness")
+    assert not up, "imports of the harness from below it: " + "; ".join(up)

@@ -23,7 +23,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from harness.stats import FATAL as FATAL_PREFIX
+from core.stats import FATAL as FATAL_PREFIX
 
 from .queue import key_name, key_partition
 

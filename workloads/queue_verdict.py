@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.stats import Stats, run_history
 from core.verdict import WORD
-from harness.stats import Stats, run_history
 
 
 CHUNK = 100_000  # rows held at once while a queue history streams into its Parquet files

@@ -51,7 +51,7 @@ QUEUE_TIMEOUT_S = 5.0  # per send or poll: leader fail-over takes a broker sessi
 def broker_metadata(address: str, topic: str, timeout_s: float) -> list[tuple]:
     """One broker's own view of ``topic``: (partition, leader, leader epoch, replicas, ISR)
     per partition, from a Metadata v8 request on a connection of its own."""
-    from harness.nodes import metadata
+    from .nodes import metadata
     resp = metadata(address, [topic], timeout_s, KAFKA_PORT)
     return [(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
              list(p.isr_nodes))
@@ -329,7 +329,7 @@ class QueueRun:
         the history as a send of process LIVENESS_PROCESS, read back by the final polls; not
         in transactions mode, whose history holds transactions only). What is still stuck
         then, each naming partition or node."""
-        from harness.nodes import active_controller
+        from .nodes import active_controller
         nodes = self.backend.nodes
         probed: set[int] = set()
         client = None

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from harness.check_cmd import run_check
-from harness.nodes import BRING_UP_S, PORT, active_controller, serves, wait_for_service
+from core.stats import history_stats, run_history
 from core.verdict import WORD
-from harness.stats import history_stats, run_history
 from node_image.messages import ERROR_NAMES
 
+from .nodes import BRING_UP_S, PORT, active_controller, serves, wait_for_service
 from .register import RegisterGenerator
+from .register_check import run_check
 from .register_client import Indeterminate, RegisterClient
 from .workload import FINAL_PROCESS_BASE, Campaign, NoPartitions, until_live
 

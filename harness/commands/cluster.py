@@ -81,7 +81,7 @@ def _node_settings(items: list[str]) -> tuple[dict[str, str], dict[int, dict[str
 
 def _cluster_view(run_id: str, nodes, states) -> dict:
     """One cluster as ``cluster up --json`` and ``cluster status --json`` print it."""
-    from ..nodes import KAFKA_PORT
+    from workloads.nodes import KAFKA_PORT
     rows = []
     for n in nodes:
         s = states.get(n.node_id)
@@ -117,7 +117,7 @@ def _cluster_up(args) -> int:
 
     from ..backends.docker_backend import DockerCluster
     from ..images import build_images
-    from ..nodes import NotServing, wait_until_serving
+    from workloads.nodes import NotServing, wait_until_serving
     common, per_node = _node_settings(args.set)
     unknown = sorted(set(per_node) - set(range(1, args.nodes + 1)))
     if unknown:
@@ -181,7 +181,7 @@ def cmd_cluster(args) -> int:
             return 1
     import asyncio
 
-    from ..nodes import node_states
+    from workloads.nodes import node_states
     views = []
     for run_id in sorted(runs):
         c = DockerCluster.attach(run_id)

@@ -4,7 +4,7 @@ import pytest
 
 from checkers.edn import IndependentTuple, loads
 from checkers.history import HistoryError, read_history
-from harness.check_cmd import run_check
+from workloads.register_check import run_check
 
 
 def verdict(tmp_path, text, model="cas-register", name="h.edn", **kw):

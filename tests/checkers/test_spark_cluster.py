@@ -113,7 +113,7 @@ DRIVE = textwrap.dedent("""
     from harness.analyze import analyze
     from harness.across import across
     from checkers.history import read_history
-    from harness.check_cmd import run_check
+    from workloads.register_check import run_check
     master, run_dir, root, etcd_bad, etcd_ok = sys.argv[1:]
     master = None if master == "local" else master
     out = {}

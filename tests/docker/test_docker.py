@@ -17,7 +17,7 @@ from conftest import NIGHTLY, ROOT, labelled
 from harness.backends import BackendError
 from harness.backends.docker_backend import DATA_DIR, DockerCluster
 from harness.images import build_images
-from harness.nodes import describe_all, wait_for_service
+from workloads.nodes import describe_all, wait_for_service
 from workloads.register_client import RegisterClient
 
 pytestmark = pytest.mark.docker

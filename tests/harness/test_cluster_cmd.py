@@ -1,6 +1,6 @@
 """`chaoskraft cluster up` returns a cluster that serves, and says how to reach it.
 
-The readiness rule (``harness.nodes.not_serving``) is checked here on node states as a
+The readiness rule (``workloads.nodes.not_serving``) is checked here on node states as a
 table; the Docker tests run the command itself as a user would: one that then uses the
 cluster at once with their own Kafka client, one whose node cannot start."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from harness.backends import NodeInfo
-from harness.nodes import NodeState, NotServing, not_serving
+from workloads.nodes import NodeState, NotServing, not_serving
 from conftest import ROOT, labelled
 
 NODES = [NodeInfo(i, f"n{i}", f"10.0.0.{i}", ("controller", "broker") if i <= 3 else ("broker",))
@@ -65,7 +65,7 @@ def test_the_nodes_that_do_not_come_up_are_named_before_those_that_wait_for_them
 def test_waiting_says_what_it_waits_for_and_returns_once_the_cluster_serves(monkeypatch):
     import asyncio
 
-    import harness.nodes as nodes
+    import workloads.nodes as nodes
     answers = [states(n5={"answers": False}), states(n4={"broker": "RECOVERY"}), states()]
 
     async def fake(asked, timeout_s=3.0, within_s=0.0):
@@ -180,7 +180,7 @@ def test_a_cluster_that_never_serves_is_named_with_what_its_nodes_answered():
     (here: nothing listens at the nodes' addresses)."""
     import asyncio
 
-    from harness.nodes import wait_for_service
+    from workloads.nodes import wait_for_service
     silent = [NodeInfo(i, f"n{i}", "127.0.0.1", ("controller", "broker")) for i in (1, 2)]
     with pytest.raises(TimeoutError, match=r"within 1 s \(quorum: no node answered; "
                                            r"controller none\)"):

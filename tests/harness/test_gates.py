@@ -209,7 +209,7 @@ def test_a_violation_stays_invalid_without_faults_and_is_drawn(tmp_path):
 def test_a_nil_read_in_our_runs_is_a_value():
     # chaoskraft's own register reads nil only when the key holds nothing: a lost write
     # read back as nil must be invalid there, though Knossos would not constrain it.
-    from harness.check_cmd import run_check
+    from workloads.register_check import run_check
     rows = []
     for p, f, v, typ in [(0, "write", 1, "ok"), (1, "read", None, "ok")]:
         rows.append({"process": p, "type": "invoke", "f": f, "key": "r0", "value": v})

@@ -8,7 +8,7 @@ from harness.backends.docker_backend import DockerCluster
 from harness.campaign import Campaign
 from harness.config import resolve
 from harness.history import HistoryWriter
-from harness.nodes import wait_for_service
+from workloads.nodes import wait_for_service
 
 
 def module_cluster(node_image, prefix: str, **options):

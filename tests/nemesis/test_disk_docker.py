@@ -12,7 +12,7 @@ import pytest
 
 from harness.backends import DATA_DIR
 from fault_steps import campaign, module_cluster, rows
-from harness.nodes import describe_all
+from workloads.nodes import describe_all
 from nemesis.schedule import FaultStep
 
 pytestmark = pytest.mark.docker

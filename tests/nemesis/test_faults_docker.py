@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from fault_steps import campaign, module_cluster, rows
-from harness.nodes import clock_offsets, describe_all, wait_for_service
+from workloads.nodes import clock_offsets, describe_all, wait_for_service
 from nemesis.packages.corrupt import corrupt_script
 from nemesis.schedule import FaultStep
 from workloads.queue_workload import broker_metadata

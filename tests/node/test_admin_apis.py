@@ -205,7 +205,7 @@ def test_a_kafka_listener_that_cannot_bind_stops_the_node_saying_so(tmp_path):
     only asyncio's 'Task exception was never retrieved')."""
     import socket
 
-    from harness.local_cluster import LocalCluster
+    from local_cluster import LocalCluster
     c = LocalCluster(tmp_path, nodes=1, brokers=True)
     with socket.socket() as taken:
         taken.bind((c.host(1), c.kafka_port))

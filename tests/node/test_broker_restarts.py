@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from harness.local_cluster import LocalCluster
+from local_cluster import LocalCluster
 from conftest import wait_for
 
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from harness.local_cluster import LocalCluster
+from local_cluster import LocalCluster
 from workloads.register_client import Indeterminate
 
 
@@ -98,7 +98,7 @@ def test_garbage_on_the_listener_closes_that_connection_only(cluster):
 def test_the_workload_waits_for_every_node_to_serve(tmp_path):
     from types import SimpleNamespace
 
-    from harness.nodes import wait_for_every_node
+    from workloads.nodes import wait_for_every_node
     c = LocalCluster(tmp_path, nodes=3)
     nodes = [SimpleNamespace(node_id=i, address=c.host(i)) for i in c.ids]
     try:

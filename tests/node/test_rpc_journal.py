@@ -59,7 +59,7 @@ def test_a_stamp_rides_as_the_frame_last_element():
 def test_three_node_processes_journal_every_message_send_for_receive(tmp_path):
     """Each receipt from a node names a send in that node's journal with the same Lamport
     time and this node as its party, and comes after it."""
-    from harness.local_cluster import LocalCluster
+    from local_cluster import LocalCluster
     c = LocalCluster(tmp_path, nodes=3, extra_config={
         "chaoskraft.journal.path": str(tmp_path / "rpc-NODE.jsonl")})
     for i in c.ids:  # one journal per node

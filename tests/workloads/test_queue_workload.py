@@ -214,7 +214,7 @@ def test_a_transactions_completion_as_jepsen_records_it():
 def test_fatal_client_errors_are_marked_and_counted_in_the_stats():
     from confluent_kafka import KafkaError
 
-    from harness.stats import history_stats
+    from core.stats import history_stats
     from workloads.queue_client import fatal_name
     assert fatal_name(KafkaError(KafkaError._FENCED, fatal=True)) == "fatal: _FENCED"
     assert fatal_name(KafkaError(KafkaError._TIMED_OUT)) == "_TIMED_OUT"

@@ -9,7 +9,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from workloads.register_client import Indeterminate, RegisterClient
+from .register_client import Indeterminate, RegisterClient
 
 PORT = 9093
 KAFKA_PORT = 9092
