@@ -21,6 +21,7 @@ from core.run_dir import CONFIG, GENERATED, PLAN, RunDir, RunDirError
 from core.verdict import word as verdict_word
 from simulator import DEFAULT_WORKLOAD, WORKLOAD_NAMES
 from simulator.cluster import SimResult, Simulation
+from simulator.forms import FORMS
 from simulator.journal import Journal
 from simulator.twin import Twin
 
@@ -140,7 +141,7 @@ def load_twin(run_dir: Path) -> Twin:
     except (RunDirError, KeyError, TypeError, ValueError):
         docker_steps = {}
     return Twin(cfg, steps, ops, node_config(cfg), source=str(run_dir.resolve()),
-                docker_steps=docker_steps)
+                docker_steps=docker_steps, start_ms=FORMS[cfg.workload].twin_start_ms)
 
 
 def stored_verdict(run_dir: Path) -> str:
@@ -303,7 +304,7 @@ def shrink(seed: int, nodes: int, duration_s: float, bugs: frozenset[str], workl
         drawn.update(QueueOptions.draw(seed).__dict__)
     drawn.update(overrides)
     for key, values in SIMPLER.items():
-        if key not in drawn or key in Simulation.UNUSED_OPTIONS.get(workload, ()):
+        if key not in drawn or key in FORMS[workload].unused_options:
             continue
         for value in values:
             if drawn[key] == value:

@@ -46,27 +46,18 @@ from node_image.raft.client import SafetyViolation
 from node_image.raft.state import CandidateState, LeaderState, UnattachedState
 from node_image.storage import ReplicaKey, format_storage, new_directory_id
 
+from . import DEFAULT_WORKLOAD
 from .clock import NodeClock
-from .data_invariants import DataInvariants
 from .disk import SimDisk
+from .forms import FORMS
 from .invariants import Invariants
 from .journal import Journal
-from .options import QueueOptions, SimOptions, twin_options
-from .twin import PlanFaults, Twin, twin_clients
-from . import DEFAULT_WORKLOAD, WORKLOAD_NAMES, kafka_clients
-from . import workload as register_workload
-from .kafka_clients import SimKafkaClients
-from .kafka_state import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS
 from .nemesis import SimNemesis
 from .network import SimNetwork
-from .workload import TIMEOUT_MS, SimClients
-
+from .options import QueueOptions, SimOptions, twin_options
+from .twin import PlanFaults, Twin
 
 CLUSTER_ID = "chaoskraft-sim"
-
-
-# The simulated workloads: name -> the module whose ``check_history`` judges its history.
-WORKLOADS = dict(zip(WORKLOAD_NAMES, (register_workload, kafka_clients)))
 
 
 LOG_DIR = "/data"
@@ -97,7 +88,7 @@ class SimResult:
     def check_history(self) -> tuple[str, str, list | None] | None:
         """The workload's checker on the history: None, or (invariant, detail,
         counterexample)."""
-        return WORKLOADS[self.workload].check_history(self.history, **self.check_args)
+        return FORMS[self.workload].check_history(self.history, **self.check_args)
 
 
 class _SimNode:
@@ -124,20 +115,18 @@ class _SimNode:
 
 
 class Simulation:
-    RECOVERY_MS = 20_000
-    QUEUE_RECOVERY_MS = 75_000
-    # options a workload draws but does not use (the register clients' for the queue)
-    UNUSED_OPTIONS = {"queue": ("clients", "keys")}
+    RECOVERY_MS = 20_000  # this workload's: its form's ``recovery_ms``
 
     def __init__(self, seed: int, nodes: int = 5, duration_s: float = 600,
                  bugs: frozenset[str] = frozenset(), options: SimOptions | None = None,
                  workload: str = DEFAULT_WORKLOAD, journal: "Journal | None" = None,
                  queue_options: "QueueOptions | None" = None, twin: "Twin | None" = None) -> None:
-        """``workload``: "register" (every node a controller, the register clients) or
-        "queue" (nodes 1-3 controllers and brokers, the others brokers, as in a Docker
-        cluster, with the Kafka clients of ``kafka_clients``). ``twin``: a stored Docker
-        run (``simulator.twin``) whose cluster, operations and fault plan replace what the
-        seed would draw; the seed then decides the timing alone."""
+        """``workload``: the name of a simulated form (``simulator.forms``): "register"
+        (every node a controller, the register clients) or "queue" (nodes 1-3 controllers
+        and brokers, the others brokers, as in a Docker cluster, with the Kafka clients of
+        ``kafka_clients``). ``twin``: a stored Docker run (``simulator.twin``) whose
+        cluster, operations and fault plan replace what the seed would draw; the seed then
+        decides the timing alone."""
         self.twin = twin
         if twin is not None:
             cfg = twin.cfg
@@ -146,28 +135,16 @@ class Simulation:
             options = twin_options(cfg)
         if nodes < 1:
             raise ValueError("--nodes must be at least 1")
-        if workload not in WORKLOADS:
-            raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}")
-        if workload == "queue" and nodes < 3:
-            raise ValueError("the queue workload needs at least 3 nodes (replication factor 3)")
+        if workload not in FORMS:
+            raise ValueError(f"workload must be one of {', '.join(FORMS)}, got {workload!r}")
+        form = self.form = FORMS[workload]
+        if nodes < form.min_nodes:
+            raise ValueError(f"the {workload} workload needs at least {form.min_nodes} nodes")
         self.seed = seed
         self.workload_name = workload
         self.journal = journal  # records messages and events (--journal), or None
-        if workload == "queue":
-            # sends in flight when the faults stop run out their delivery timeout (10 s),
-            # then the final reader reads every partition to a stable end
-            self.RECOVERY_MS = self.QUEUE_RECOVERY_MS
-        self.options = options or SimOptions.draw(seed)
-        if workload == "queue" and twin is None:
-            # A broker whose disk is wiped comes back empty under the same id; Kafka then
-            # loses acknowledged records by design (KIP-966 is what addresses it). And a
-            # broker publishes metadata only once it has caught up with the high watermark,
-            # as Kafka's MetadataLoader; 256-byte metadata fetches (a stress option of the
-            # Raft layer) never catch up with a quorum that writes faster.
-            import dataclasses
-            self.options = dataclasses.replace(
-                self.options, wipe_prob=0.0,
-                fetch_max_bytes=max(self.options.fetch_max_bytes, 4096))
+        self.RECOVERY_MS = form.recovery_ms
+        self.options = form.fit_options(options or SimOptions.draw(seed), twin)
         self.duration_ms = int(duration_s * 1000)
         self.bugs = bugs
         self.now = 0
@@ -178,8 +155,7 @@ class Simulation:
         o = self.options
         self.disk_rng = random.Random(f"{seed}-disk")
         clock_rng = random.Random(f"{seed}-clocks")
-        self.voter_ids = twin.voter_ids if twin is not None else \
-            list(range(1, (nodes if workload == "register" else 3) + 1))
+        self.voter_ids = twin.voter_ids if twin is not None else form.voter_ids(nodes)
         self.nodes = {i: _SimNode(i, i in self.voter_ids)
                       for i in range(1, nodes + o.observers + 1)}
         for sn in self.nodes.values():
@@ -191,45 +167,22 @@ class Simulation:
             format_storage(sn.disk, LOG_DIR, CLUSTER_ID, i, self.voters, self.dir_ids[i])
         self.coverage: dict[str, int] = {}  # node_image.coverage event -> times reached
         self.stats = {"crashes": 0, "partitions": 0, "wipes": 0, "clock_steps": 0,
-                      "delivered": 0, "dropped": 0}
-        if workload == "queue":
-            self.stats["power_losses"] = 0
+                      "delivered": 0, "dropped": 0, **form.stats()}
         # one file per simulated resource, each with its own seeded random.Random
         self.network = SimNetwork(random.Random(f"{seed}-net"), o.drop_rate, o.duplicate_rate,
                                   o.max_delay_ms, self.stats)
-        self.queue_options = (queue_options or QueueOptions.draw(seed)) \
-            if workload == "queue" and twin is None else None
-        self.check_args: dict = {}
-        self.plan = None
+        self.queue_options = form.own_options(seed, queue_options, twin)
         if twin is not None:
-            self.workload = twin_clients(self, twin, random.Random(f"{seed}-clients"))
-            if workload == "queue":
-                from checkers.queue import default_allowed
-                allowed = twin.cfg.allowed_anomalies
-                self.check_args["allowed"] = tuple(
-                    default_allowed(twin.cfg.idempotent) if allowed is None else allowed)
+            self.workload = form.twin_clients(self, twin, random.Random(f"{seed}-clients"))
+            self.check_args = form.twin_check_args(twin.cfg)
             self.plan = PlanFaults.of_twin(self, twin)
-        elif workload == "register":
-            self.workload = SimClients(self, random.Random(f"{seed}-clients"), o.clients, o.keys,
-                                       o.op_interval_ms,
-                                       self.duration_ms + self.RECOVERY_MS - TIMEOUT_MS)
         else:
-            from checkers.queue import default_allowed
-            q = self.queue_options
-            self.workload = SimKafkaClients(
-                self, random.Random(f"{seed}-kafka-clients"), q.producers, q.consumers,
-                q.partitions, 3, o.op_interval_ms, self.duration_ms + WRITES_BACK_WITHIN_MS,
-                self.duration_ms + FINAL_READ_AFTER_MS,
-                idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0,
-                transactional=q.transactions)
-            self.check_args["allowed"] = tuple(default_allowed(True if q.transactions
-                                                               else q.idempotent))
-            if q.scenario_mean_ms:
-                self.plan = PlanFaults(self, [], seed, "queue", q.partitions, self.voter_ids)
+            self.workload, self.check_args, self.plan = form.clients(self, seed,
+                                                                     self.queue_options)
         self._scenario_broker = self._scenario_settings()  # read once, used at every start
         self.nemesis = SimNemesis(self, random.Random(f"{seed}-faults"), o)
         self.invariants = Invariants(self)
-        self.data_invariants = DataInvariants(self) if workload == "queue" else None
+        self.data_invariants = form.data_invariants(self)
         self.voter_wipes = 0
         self.failure: tuple[str, str] | None = None
         self._elections_seen: set[tuple[int, int]] = set()
@@ -255,19 +208,10 @@ class Simulation:
         if self.twin is not None:
             return self.twin.node_config(node_id, LOG_DIR)
         o = self.options
-        if self.workload_name == "queue":
-            roles = ("controller", "broker") if node_id in self.voter_ids else ("broker",)
-        else:
-            roles = ("controller",) if node_id in self.voter_ids else ("broker",)
         return NodeConfig(
             node_id=node_id, voters={v: ("sim", 0) for v in self.voter_ids}, log_dir=LOG_DIR,
-            roles=roles,
-            # queue campaigns fsync every batch (docs/queue.md: power loss)
-            broker=BrokerConfig(flush_interval_messages=1, segment_bytes=o.segment_bytes,
-                                # a coordinator per partition: three are enough to move
-                                transaction_topic_partitions=3, offsets_topic_partitions=3,
-                                **self._scenario_broker)
-            if self.workload_name == "queue" else BrokerConfig(),
+            roles=self.form.roles(node_id in self.voter_ids),
+            broker=self.form.broker_config(self),
             raft=RaftConfig(fetch_max_bytes=o.fetch_max_bytes, snapshot_chunk_bytes=4096),
             segment_bytes=o.segment_bytes, snapshot_max_bytes=o.snapshot_bytes,
             idle_interval_ms=500, bugs=self.bugs)

@@ -30,15 +30,9 @@ from nemesis.packages import PACKAGES
 from nemesis.schedule import package_options
 from node_image.config import NodeConfig, load_config
 
-from .kafka_clients import SimKafkaClients
-from .kafka_state import FINAL_READ_AFTER_MS, WRITES_BACK_WITHIN_MS
+from .kafka_state import TOPIC
 from .network import Inbound
-from .workload import SimClients
 
-# The workload starts this long into the simulated run (the cluster elects, brokers
-# register, the topic is made); plan times and the time limit count from here, as a
-# Docker run's count from its workload's start.
-START_MS = {"register": 3_000, "queue": 10_000}
 POLL_S = 0.5  # how often a scenario phase asks the metadata again (as Scenario.await_partition)
 
 
@@ -55,10 +49,10 @@ class Twin:
     source: str = ""
     # step -> (status, nodes) of the Docker run's own steps (its faults.json), where stored
     docker_steps: dict[int, tuple[str, list]] = field(default_factory=dict)
-
-    @property
-    def start_ms(self) -> int:
-        return START_MS[self.cfg.workload]
+    # The workload starts this long into the simulated run (the cluster elects, brokers
+    # register, the topic is made; its simulated form says how long: ``forms``); plan times
+    # and the time limit count from here, as a Docker run's count from its workload's start.
+    start_ms: int = 3_000
 
     @property
     def voter_ids(self) -> list[int]:
@@ -235,7 +229,7 @@ class PlanFaults:
         for sn in self.sim.nodes.values():
             if sn.node is None or sn.node_id in self.paused:
                 continue
-            topic = sn.node.controller.committed.topics.get("queue")
+            topic = sn.node.controller.committed.topics.get(TOPIC)
             if topic is None:
                 continue
             for pid, p in topic.partitions.items():
@@ -347,25 +341,3 @@ class PlanFaults:
         else:
             self.after(POLL_S, self.await_partition, partition, holds, patience_s, then,
                        waited + POLL_S)
-
-
-def twin_clients(sim, twin: "Twin", rng: random.Random):
-    """The twin's clients: the run's processes, each doing what its generator made."""
-    cfg = twin.cfg
-    interval = max(1, int(1000 / cfg.rate))
-    if cfg.workload == "register":
-        # as the seeded clients, they go on through the recovery (while their scripts last)
-        stop = sim.duration_ms + sim.RECOVERY_MS - int(cfg.op_timeout_s * 1000)
-        return SimClients(sim, rng, cfg.concurrency, 0, interval, stop, scripts=twin.ops,
-                          start_at_ms=twin.start_ms,
-                          timeout_ms=int(cfg.op_timeout_s * 1000))
-    configs = {"min.insync.replicas": str(cfg.min_insync_replicas)}
-    if cfg.flush_messages is not None:
-        configs["flush.messages"] = str(cfg.flush_messages)
-    return SimKafkaClients(
-        sim, rng, cfg.concurrency, cfg.concurrency, cfg.partitions, cfg.replication_factor,
-        # as the seeded clients, they go on after the time limit (while their scripts last)
-        # until a send is acknowledged: a cluster that no longer takes writes shows
-        interval, sim.duration_ms + WRITES_BACK_WITHIN_MS, sim.duration_ms + FINAL_READ_AFTER_MS,
-        idempotent=lambda p: cfg.idempotent if cfg.idempotent is not None else p % 2 == 0,
-        scripts=twin.ops, start_at_ms=twin.start_ms, topic_configs=configs)

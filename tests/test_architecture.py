@@ -195,3 +195,15 @@ def test_only_the_application_layer_imports_the_harness():
     up = sorted(f"{m} -> {t}" for m in graph if m.split(".")[0] not in ("harness",)
                 for t in graph[m] if t.split(".")[0] == "harness")
     assert not up, "imports of the harness from below it: " + "; ".join(up)
+
+
+def test_the_simulator_names_no_workload_outside_its_forms():
+    """The simulator runs each workload through its simulated form (simulator/forms.py, the
+    one place that names them, with the names' list in simulator/__init__.py); the queue's
+    topic happens to be called "queue" too (simulator/kafka_state.py)."""
+    from workloads.registry import WORKLOADS
+    allowed = {"forms.py", "__init__.py", "kafka_state.py"}
+    found = [f"{p.relative_to(ROOT)}:{line}: {value!r}"
+             for p in sorted((ROOT / "simulator").rglob("*.py")) if p.name not in allowed
+             for line, value in _named_strings(p, set(WORKLOADS))]
+    assert not found, "workload names in simulator/:\n" + "\n".join(found)
