@@ -306,6 +306,54 @@ class NodeFault(Package):
         ctx.log(f"nemesis: {said} {nodes}")
 
 
+class HeldFault(NodeFault):
+    """A fault held on some nodes until it is lifted (rules of their own, a cap, a stopped
+    process, a disk fault): the one template of the start row, the commands, the info row,
+    the undo of exactly the nodes it holds on, the heal of whatever still holds and, with
+    ``final_release``, a release of every node at the very end. A package says what a step
+    puts in force (``plan``: the row's value, the nodes that will hold it, the label; ``put``:
+    the commands) and how one node is released (``release``)."""
+    lifted = "lifted on"  # the log line's words when it is undone: "<lifted> [nodes]"
+    final_release = True  # release every node at the very end, whatever the run left
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding: set[int] = set()  # nodes where the fault is (or may be) in force
+
+    def plan(self, ctx: FaultContext, step, opts: dict,
+             targets: list[int]) -> tuple[dict, list[int], str]:
+        """(the start rows' value, the nodes that will hold the fault, the label)."""
+        raise NotImplementedError
+
+    async def put(self, ctx: FaultContext, holders: list[int], opts: dict, value: dict) -> None:
+        """Put the fault in force on ``holders`` (their commands, checked)."""
+        raise NotImplementedError
+
+    def release(self, ctx: FaultContext, node: int) -> list[str]:
+        """The command that lifts the fault on ``node`` (harmless where it is not held)."""
+        raise NotImplementedError
+
+    async def act(self, ctx, step, opts, rng, targets):
+        value, holders, label = self.plan(ctx, step, opts, targets)
+        start = self.opens[0]
+        ctx.history.record("nemesis", "invoke", start, value=value)
+        self.holding.update(holders)  # before the commands: a heal undoes a half-done start
+        await self.put(ctx, holders, opts, value)
+        ctx.history.record("nemesis", "info", start, value=value)
+        return label, lambda: self.lift_on(ctx, holders)
+
+    async def lift_on(self, ctx: FaultContext, nodes) -> None:
+        await self.lift(ctx, self.holding, nodes, self.closes[0],
+                        lambda n: self.release(ctx, n), self.lifted)
+
+    async def heal(self, ctx):
+        await self.lift_on(ctx, sorted(self.holding))
+
+    async def final_heal(self, ctx):
+        if self.final_release:
+            await ctx.exec_all(ctx.ids, lambda n: self.release(ctx, n))
+
+
 class Scenario(Package):
     """A short sequence of faults aimed at one partition of the workload's topic, chosen
     from the freshest metadata when the scenario fires (``choose``). Each phase waits for the

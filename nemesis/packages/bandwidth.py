@@ -6,7 +6,7 @@ in fetching: replication lag and request timeouts without a single packet cut.
 """
 from __future__ import annotations
 
-from ..package import LEADER_FIRST, NodeFault, number
+from ..package import LEADER_FIRST, HeldFault, number
 
 
 def _dev(peer: str) -> str:
@@ -23,7 +23,7 @@ def uncap_script(peer: str) -> list[str]:
     return ["sh", "-c", f"tc qdisc del dev {_dev(peer)} root 2>/dev/null; true"]
 
 
-class Bandwidth(NodeFault):
+class Bandwidth(HeldFault):
     name = "bandwidth"
     options = {"rate_kbit": number(8, 10_000_000, "8 kbit/s .. 10 Gbit/s"),
                "burst_kb": number(2, 1_000_000, "2 .. 1,000,000 KiB"),
@@ -34,36 +34,25 @@ class Bandwidth(NodeFault):
     colour = "#bcbd22"
     target_weights = LEADER_FIRST
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.capped: set[int] = set()
+    lifted = "bandwidth cap lifted on"
 
     @staticmethod
     def _peer(ctx, node: int) -> str:
         """Another node's address: the cluster network is the route to it."""
         return next(n.address for n in ctx.backend.nodes if n.node_id != node)
 
-    async def act(self, ctx, step, opts, rng, targets):
+    def plan(self, ctx, step, opts, targets):
         rate, burst, latency = opts["rate_kbit"], opts["burst_kb"], opts["latency_ms"]
         value = {"target": step.spec, "nodes": targets, "rate_kbit": rate, "burst_kb": burst,
                  "latency_ms": latency, "mechanism": "tc tbf on the node's egress"}
-        ctx.history.record("nemesis", "invoke", "start-bandwidth", value=value)
-        await ctx.exec_all(targets, lambda n: cap_script(self._peer(ctx, n), rate, burst, latency),
-                           check=True)
-        self.capped.update(targets)
-        ctx.history.record("nemesis", "info", "start-bandwidth", value=value)
-        return (f"bandwidth {step.spec} {targets} capped at {rate:g} kbit/s (tc tbf)",
-                lambda: self.stop(ctx, targets))
+        return value, targets, f"bandwidth {step.spec} {targets} capped at {rate:g} kbit/s (tc tbf)"
 
-    async def stop(self, ctx, nodes: list[int]) -> None:
-        await self.lift(ctx, self.capped, nodes, "stop-bandwidth",
-                        lambda n: uncap_script(self._peer(ctx, n)), "bandwidth cap lifted on")
+    async def put(self, ctx, holders, opts, value):
+        await ctx.exec_all(holders, lambda n: cap_script(
+            self._peer(ctx, n), opts["rate_kbit"], opts["burst_kb"], opts["latency_ms"]),
+            check=True)
 
-    async def heal(self, ctx):
-        await self.stop(ctx, sorted(self.capped))
-
-    async def final_heal(self, ctx):
-        await ctx.exec_all(ctx.ids, lambda n: uncap_script(self._peer(ctx, n)))
-
+    def release(self, ctx, node):
+        return uncap_script(self._peer(ctx, node))
 
 PACKAGE = Bandwidth

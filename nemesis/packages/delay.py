@@ -10,7 +10,7 @@ answer from it together take ``delay_ms`` more, as a slow link in one direction 
 from __future__ import annotations
 
 from ..faults import chain_script, flush_script
-from ..package import LEADER_FIRST, NodeFault, number
+from ..package import LEADER_FIRST, HeldFault, number
 
 CHAIN = "ck-delay"
 QUEUE = 7
@@ -101,7 +101,7 @@ def stop_script() -> list[str]:
                         f"pkill -f /tmp/{MARK}.py 2>/dev/null; true"]
 
 
-class Delay(NodeFault):
+class Delay(HeldFault):
     name = "delay"
     options = {"delay_ms": number(1, 60_000, "1 .. 60000 ms"),
                "jitter_ms": number(0, 60_000, "0 .. 60000 ms")}
@@ -111,33 +111,23 @@ class Delay(NodeFault):
     colour = "#e45756"
     target_weights = LEADER_FIRST
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.slow: set[int] = set()
+    lifted = "delay lifted on"
 
-    async def act(self, ctx, step, opts, rng, targets):
+    def plan(self, ctx, step, opts, targets):
         delay, jitter = opts["delay_ms"], opts["jitter_ms"]
         value = {"target": step.spec, "nodes": targets, "delay_ms": delay, "jitter_ms": jitter,
                  "mechanism": "iptables NFQUEUE and a holding program (no netem here)"}
-        ctx.history.record("nemesis", "invoke", "start-delay", value=value)
+        return value, targets, f"delay {step.spec} {targets} {delay:g}±{jitter:g} ms (NFQUEUE)"
+
+    async def put(self, ctx, holders, opts, value):
         address = {n.node_id: n.address for n in ctx.backend.nodes}
-        self.slow.update(targets)
-        await ctx.exec_all(targets, lambda n: hold_script(delay, jitter), check=True)
-        await ctx.exec_all(targets, lambda n: queue_script(
+        await ctx.exec_all(holders, lambda n: hold_script(opts["delay_ms"], opts["jitter_ms"]),
+                           check=True)
+        await ctx.exec_all(holders, lambda n: queue_script(
             [a for i, a in sorted(address.items()) if i != n]), check=True)
-        ctx.history.record("nemesis", "info", "start-delay", value=value)
-        return (f"delay {step.spec} {targets} {delay:g}±{jitter:g} ms (NFQUEUE)",
-                lambda: self.stop(ctx, targets))
 
-    async def stop(self, ctx, nodes: list[int]) -> None:
-        await self.lift(ctx, self.slow, nodes, "stop-delay", lambda n: stop_script(),
-                        "delay lifted on")
-
-    async def heal(self, ctx):
-        await self.stop(ctx, sorted(self.slow))
-
-    async def final_heal(self, ctx):
-        await ctx.exec_all(ctx.ids, lambda n: stop_script())
+    def release(self, ctx, node):
+        return stop_script()
 
     def sim_act(self, sim, step, opts, rng, targets):
         sim.inbound(targets, delay_ms=int(opts["delay_ms"]), jitter_ms=int(opts["jitter_ms"]))

@@ -6,7 +6,7 @@ rides on datagrams sees them twice.
 """
 from __future__ import annotations
 
-from ..package import LEADER_FIRST, NodeFault, number
+from ..package import LEADER_FIRST, HeldFault, number
 
 CHAIN = "ck-dup"
 
@@ -25,7 +25,7 @@ def untee_script() -> list[str]:
     return ["sh", "-c", f"iptables -t mangle -F {CHAIN} 2>/dev/null; true"]
 
 
-class Duplicate(NodeFault):
+class Duplicate(HeldFault):
     name = "duplicate"
     options = {"probability": number(0.0001, 1, "0 < p <= 1")}
     defaults = {"probability": 0.2}
@@ -34,33 +34,24 @@ class Duplicate(NodeFault):
     colour = "#b279a2"
     target_weights = LEADER_FIRST
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.senders: set[int] = set()  # nodes with rules in force
+    lifted = "duplication stopped on"
 
-    async def act(self, ctx, step, opts, rng, targets):
+    def plan(self, ctx, step, opts, targets):
         p = opts["probability"]
-        address = {n.node_id: n.address for n in ctx.backend.nodes}
         senders = sorted(set(ctx.ids) - set(targets)) or sorted(ctx.ids)
         value = {"target": step.spec, "nodes": targets, "probability": p, "senders": senders,
                  "mechanism": "iptables TEE on the senders (no netem here)"}
-        ctx.history.record("nemesis", "invoke", "start-duplicate", value=value)
-        await ctx.exec_all(senders, lambda n: tee_script(
-            [address[t] for t in targets if t != n], p), check=True)
-        self.senders.update(senders)
-        ctx.history.record("nemesis", "info", "start-duplicate", value=value)
-        return (f"duplicate {step.spec} {targets} p={p:g} (TEE on {senders})",
-                lambda: self.stop(ctx, senders))
+        return value, senders, f"duplicate {step.spec} {targets} p={p:g} (TEE on {senders})"
 
-    async def stop(self, ctx, nodes: list[int]) -> None:
-        await self.lift(ctx, self.senders, nodes, "stop-duplicate", lambda n: untee_script(),
-                        "duplication stopped on")
+    async def put(self, ctx, holders, opts, value):
+        """The rules are the senders': each clones what it sends the targets."""
+        address = {n.node_id: n.address for n in ctx.backend.nodes}
+        targets = value["nodes"]
+        await ctx.exec_all(holders, lambda n: tee_script(
+            [address[t] for t in targets if t != n], opts["probability"]), check=True)
 
-    async def heal(self, ctx):
-        await self.stop(ctx, sorted(self.senders))
-
-    async def final_heal(self, ctx):
-        await ctx.exec_all(ctx.ids, lambda n: untee_script())
+    def release(self, ctx, node):
+        return untee_script()
 
     def sim_act(self, sim, step, opts, rng, targets):
         # Between nodes every message rides on TCP, which takes a copied packet for a

@@ -12,7 +12,7 @@ whole.
 from __future__ import annotations
 
 from ..faults import chain_script, flush_script
-from ..package import LEADER_FIRST, NodeFault
+from ..package import LEADER_FIRST, HeldFault
 
 CHAIN = "ck-oneway"
 
@@ -35,7 +35,7 @@ def one_way_grudge(mode: str, targets: list[int], ids: list[int]) -> dict[int, s
     return g
 
 
-class OneWay(NodeFault):
+class OneWay(HeldFault):
     name = "one-way"
     intends = ("raft-leader-elected",)
     modes = ("deaf", "mute")
@@ -44,36 +44,26 @@ class OneWay(NodeFault):
     colour = "#72b7b2"
     target_weights = LEADER_FIRST
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.cut: set[int] = set()  # nodes with rules in force
+    lifted = "one-way partition healed on"
 
-    async def act(self, ctx, step, opts, rng, targets):
+    def plan(self, ctx, step, opts, targets):
         mode = step.mode or self.modes[0]
         g = one_way_grudge(mode, targets, ctx.ids)
-        address = {n.node_id: n.address for n in ctx.backend.nodes}
-        hearing = sorted(n for n, drops in g.items() if drops)
+        hearing = sorted(n for n, drops in g.items() if drops)  # the nodes that drop
         value = {"target": step.spec, "mode": mode, "nodes": targets,
                  "grudge": {str(n): sorted(g[n]) for n in hearing},
                  "mechanism": "iptables DROP on the receiving side"}
-        ctx.history.record("nemesis", "invoke", "start-one-way", value=value)
-        await ctx.exec_all(hearing, lambda n: deaf_script([address[o] for o in sorted(g[n])]),
-                           check=True)
-        self.cut.update(hearing)
-        ctx.history.record("nemesis", "info", "start-one-way", value=value)
         how = "hear no one" if mode == "deaf" else "are heard by no one"
-        return (f"one-way {mode}: {targets} {how} (iptables DROP on {hearing})",
-                lambda: self.stop(ctx, hearing))
+        return value, hearing, f"one-way {mode}: {targets} {how} (iptables DROP on {hearing})"
 
-    async def stop(self, ctx, nodes: list[int]) -> None:
-        await self.lift(ctx, self.cut, nodes, "stop-one-way", lambda n: flush_script(CHAIN),
-                        "one-way partition healed on")
+    async def put(self, ctx, holders, opts, value):
+        address = {n.node_id: n.address for n in ctx.backend.nodes}
+        grudge = value["grudge"]
+        await ctx.exec_all(holders, lambda n: deaf_script([address[o] for o in grudge[str(n)]]),
+                           check=True)
 
-    async def heal(self, ctx):
-        await self.stop(ctx, sorted(self.cut))
-
-    async def final_heal(self, ctx):
-        await ctx.exec_all(ctx.ids, lambda n: flush_script(CHAIN))
+    def release(self, ctx, node):
+        return flush_script(CHAIN)
 
     def sim_act(self, sim, step, opts, rng, targets):
         mode = step.mode or self.modes[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from ..faults import LOSS_CHAIN, chain_script, flush_script
-from ..package import NodeFault, number
+from ..package import HeldFault, number
 
 
 def loss_script(sources: list[str], probability: float) -> list[str]:
@@ -24,7 +24,7 @@ def netem_probe() -> list[str]:
                         "tc qdisc del dev lo root 2>&1"]
 
 
-class PacketLoss(NodeFault):
+class PacketLoss(HeldFault):
     name = "packet-loss"
     intends = ("isr-shrink",)
     options = {"probability": number(0.0001, 1, "0 < p <= 1")}
@@ -33,9 +33,7 @@ class PacketLoss(NodeFault):
     closes = ("stop-packet-loss",)
     colour = "#9d755d"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lossy: set[int] = set()
+    lifted = "packet loss healed on"
 
     async def prepare(self, ctx):
         rc, out = await asyncio.to_thread(ctx.backend.exec, ctx.ids[0], netem_probe(), False)
@@ -45,23 +43,18 @@ class PacketLoss(NodeFault):
                    f"statistic rules, delay and reordering by the delay package's NFQUEUE "
                    f"program"))
 
-    async def act(self, ctx, step, opts, rng, targets):
+    def plan(self, ctx, step, opts, targets):
         p = opts["probability"]
         value = {"target": step.spec, "nodes": targets, "probability": p}
-        ctx.history.record("nemesis", "invoke", "start-packet-loss", value=value)
+        return value, targets, f"packet loss {step.spec} {targets} (p={p:g})"
+
+    async def put(self, ctx, holders, opts, value):
         others = {n.node_id: n.address for n in ctx.backend.nodes}
-        await ctx.exec_all(targets, lambda n: loss_script(
-            [a for i, a in sorted(others.items()) if i != n], p), check=True)
-        self.lossy.update(targets)
-        ctx.history.record("nemesis", "info", "start-packet-loss", value=value)
-        return f"packet loss {step.spec} {targets} (p={p:g})", lambda: self.stop(ctx, targets)
+        await ctx.exec_all(holders, lambda n: loss_script(
+            [a for i, a in sorted(others.items()) if i != n], opts["probability"]), check=True)
 
-    async def stop(self, ctx, nodes: list[int]) -> None:
-        await self.lift(ctx, self.lossy, nodes, "stop-packet-loss",
-                        lambda n: flush_script(LOSS_CHAIN), "packet loss healed on")
-
-    async def heal(self, ctx):
-        await self.stop(ctx, sorted(self.lossy))
+    def release(self, ctx, node):
+        return flush_script(LOSS_CHAIN)
 
     def sim_act(self, sim, step, opts, rng, targets):
         # Node-to-node traffic is TCP: a lost packet is sent again after the kernel's

@@ -2,10 +2,10 @@
 that stops answering without closing a connection, as a long GC pause or a stalled VM."""
 from __future__ import annotations
 
-from ..package import NodeFault
+from ..package import HeldFault
 
 
-class Pause(NodeFault):
+class Pause(HeldFault):
     name = "pause"
     intends = ("raft-leader-elected", "broker-fenced", "isr-shrink")
     opens = ("pause",)
@@ -15,24 +15,16 @@ class Pause(NodeFault):
                       "queue": {"partition-leader": 2, "active-controller": 1, "one": 1,
                                 "minority": 1}}
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.paused: set[int] = set()
+    lifted = "resumed"
 
-    async def act(self, ctx, step, opts, rng, targets):
-        value = {"target": step.spec, "nodes": targets}
-        ctx.history.record("nemesis", "invoke", "pause", value=value)
-        await ctx.exec_all(targets, lambda n: ["ck-ctl", "pause"])
-        self.paused.update(targets)
-        ctx.history.record("nemesis", "info", "pause", value=value)
-        return f"pause {step.spec} {targets}", lambda: self.resume(ctx, targets)
+    def plan(self, ctx, step, opts, targets):
+        return {"target": step.spec, "nodes": targets}, targets, f"pause {step.spec} {targets}"
 
-    async def resume(self, ctx, nodes: list[int]) -> None:
-        await self.lift(ctx, self.paused, nodes, "resume", lambda n: ["ck-ctl", "resume"],
-                        "resumed")
+    async def put(self, ctx, holders, opts, value):
+        await ctx.exec_all(holders, lambda n: ["ck-ctl", "pause"])
 
-    async def heal(self, ctx):
-        await self.resume(ctx, sorted(self.paused))
+    def release(self, ctx, node):
+        return ["ck-ctl", "resume"]
 
     def sim_act(self, sim, step, opts, rng, targets):
         # Messages to a stopped process wait in its sockets; it reads them when resumed.
