@@ -241,3 +241,22 @@ def test_nothing_is_cut_again_once_the_faults_are_over(tmp_path):
     assert r.ok and [s.status for s in r.plan] == ["happened", "happened"], r.plan
     assert [(t, i) for t, i, _ in after_undo] == [(10_000 + 35_000, 1), (10_000 + 40_000, 0)]
     assert all(not blocked for _, _, blocked in after_undo), after_undo
+
+
+def test_a_register_twin_invokes_exactly_what_the_generator_wrote_out(tmp_path):
+    """The register twin's clients invoke, per process and in order, the operations the
+    run's generated.jsonl holds (as the queue twin's do, above), and nothing else."""
+    run = stored_run(tmp_path / "run", "register.yaml")
+    o = run_seed(7, 0, 0, frozenset(), twin=load_twin(run))
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    generated = {}
+    for line in (run / "generated.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        generated.setdefault(row["process"], []).append((row["f"], row["key"], row["value"]))
+    invoked = {}
+    for h in o.result.history:
+        if h["type"] == "invoke" and h["process"] in generated:
+            invoked.setdefault(h["process"], []).append((h["f"], h["key"], h["value"]))
+    assert sorted(invoked) == sorted(generated)
+    for p, ops in invoked.items():
+        assert len(ops) > 5 and ops == generated[p][:len(ops)], p
