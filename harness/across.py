@@ -38,7 +38,6 @@ import json
 import sys
 from pathlib import Path
 
-
 from core.run_dir import RESULTS, RunDir
 from workloads.registry import WORKLOADS
 

@@ -20,7 +20,6 @@ import time
 import uuid
 from pathlib import Path
 
-
 from core.run_dir import RunDir
 from core.verdict import exit_code, word
 from workloads.registry import WORKLOADS

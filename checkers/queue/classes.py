@@ -1,7 +1,6 @@
 """The queue anomaly classes, their order of examples, and what a run allows."""
 from __future__ import annotations
 
-
 import pyarrow as pa
 
 

@@ -1,7 +1,6 @@
 """One key's fold: every anomaly of the key found in numpy, one pass per concern."""
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc

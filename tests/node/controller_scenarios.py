@@ -59,6 +59,8 @@ class ControllerScenario(datadriven.Commands):
         self.out: list[str] = []
         self.shown_offset = 0  # records up to here were printed
         self.epochs: dict[int, int] = {}  # broker id -> its epoch, as its registration said
+        self._asked: dict[int, int] = {}  # a registration's correlation id -> its broker
+        self._talk = False  # show the node's events (not while it elects itself at start)
         self.corr = 0
 
     # ---------------------------------------------------------------- plumbing
@@ -159,11 +161,9 @@ class ControllerScenario(datadriven.Commands):
                             roles=("controller",), idle_interval_ms=0, bugs=bugs,
                             broker=BrokerConfig(session_timeout_ms=int(kw.get("session", 9000)),
                                                 default_replication_factor=1))
-        self._asked: dict[int, int] = {}
         self.node = Node(config, disk, random.Random("node-1"), self.now,
                          on_event=lambda msg: self.out.append(f"says: {msg}") if self._talk
                          else None, wall_clock=lambda: WALL_MS + self.now)
-        self._talk = False
         while not self.node.controller._ready():
             deadline = min(t for t in (self.node.raft.next_deadline_ms(),
                                        self.node.controller.next_deadline_ms()) if t is not None)
