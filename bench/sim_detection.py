@@ -24,14 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.simulate import run_seed  # noqa: E402
 from node_image.bugs import BUGS  # noqa: E402
 
-QUEUE_SIM = {"ack-before-replication", "hw-ignores-isr", "fetch-above-hw",
-             "skip-epoch-truncation", "unclean-election", "skip-fsync",
-             "read-committed-past-lso", "no-aborted-list", "abort-as-commit",
-             "partial-commit-markers"}
-
-
 def workload_of(bug: str) -> str:
-    return "queue" if bug in QUEUE_SIM else "register"
+    """The workload whose runs prove the bug (its entry in the bug table)."""
+    return BUGS[bug].workload
+
+
+QUEUE_SIM = {name for name in BUGS if workload_of(name) == "queue"}
 
 
 def one(job):
