@@ -203,6 +203,11 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     for p in sorted(set(_package_names(values.get("nemesis") or ())) & set(PACKAGES)):
         if (why := package_refusal(p, workload)) is not None:
             raise CampaignError(f"{where('nemesis')}field 'nemesis': {why}")
+    nodes = len(values["hosts"]) if values.get("hosts") else values.get("nodes", RunConfig.nodes)
+    for name, target in _node_targets(values):
+        if int(target[5:]) not in range(1, nodes + 1):
+            raise CampaignError(f"{where(name.split('.')[0])}field {name!r}: "
+                                f"{target!r} names no node of the cluster (nodes 1-{nodes})")
     hosts = values.get("hosts")
     if hosts:
         if values.get("backend", "ssh") != "ssh":
@@ -231,6 +236,20 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     if isinstance(nodes, int) and isinstance(controllers, int) and controllers > nodes:
         raise CampaignError(f"{where('controllers')}field 'controllers': {controllers} controllers "
                             f"but only {nodes} nodes")
+
+
+def _node_targets(values: dict) -> list[tuple[str, str]]:
+    """(field, target) of every ``node:N`` target the campaign's nemesis entries and
+    ``nemesis_options`` give."""
+    found = []
+    for i, e in enumerate(values.get("nemesis") or ()):
+        if isinstance(e, dict):
+            found += [(f"nemesis[{i}].targets", t) for t in e.get("targets") or ()]
+    for p, opts in (values.get("nemesis_options") or {}).items():
+        if isinstance(opts, dict):
+            found += [(f"nemesis_options.{p}.targets", t) for t in opts.get("targets") or ()]
+    return [(f, t) for f, t in found if isinstance(t, str) and t.startswith("node:")
+            and t[5:].isdigit()]
 
 
 def _package_names(entries) -> list[str]:

@@ -16,8 +16,8 @@ Shapes (symbolic; nodes are chosen when the fault fires):
   topic cut from all others.
 
 Node targets: one, minority, majority, all, active-controller,
-partition-leader, leader-of:N. Each fault is a package in
-``nemesis/packages/`` (nemesis.package).
+partition-leader, leader-of:N (the leader of partition N), node:N (node N).
+Each fault is a package in ``nemesis/packages/`` (nemesis.package).
 """
 from __future__ import annotations
 
@@ -100,7 +100,10 @@ def node_targets(target: str, ids: list[int], rng: random.Random,
     if target in ("active-controller", "partition-leader") or target.startswith("leader-of:"):
         aimed = controller if target == "active-controller" else leader
         return [aimed] if aimed is not None else [ids[rng.randrange(len(ids))]]
-    raise ValueError(f"unknown target {target!r}; known: {', '.join(NODE_TARGETS)}, leader-of:N")
+    if target.startswith("node:") and target[5:].isdigit():
+        return [int(target[5:])] if int(target[5:]) in ids else []
+    raise ValueError(f"unknown target {target!r}; known: {', '.join(NODE_TARGETS)}, "
+                     "leader-of:N, node:N")
 
 
 
@@ -130,7 +133,11 @@ def check_target(target: str) -> str | None:
         if n.isdigit():
             return None
         return f"{target!r}: leader-of takes a partition number (leader-of:0)"
-    return f"unknown target {target!r} (known: {', '.join(NODE_TARGETS)}, leader-of:N)"
+    if target.startswith("node:"):
+        if target[5:].isdigit():
+            return None
+        return f"{target!r}: node takes a node id (node:3)"
+    return f"unknown target {target!r} (known: {', '.join(NODE_TARGETS)}, leader-of:N, node:N)"
 
 
 # ----------------------------------------------------------------- iptables

@@ -75,6 +75,15 @@ BAD = [
         nemesis:
           - {package: kill, targets: [leader-of:x]}
         """, 3, "nemesis[0].targets", "leader-of takes a partition number"),
+    ("node-id", """
+        nemesis:
+          - {package: pause, targets: ["node:x"]}
+        """, 2, "nemesis[0].targets", "node takes a node id"),
+    ("node-outside", """
+        nodes: 3
+        nemesis:
+          - {package: kill, targets: ["node:4"]}
+        """, 3, "nemesis[0].targets", "'node:4' names no node of the cluster (nodes 1-3)"),
     ("codec", """
         workload: queue
         compression: brotli
