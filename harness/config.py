@@ -203,12 +203,13 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     for p in sorted(set(_package_names(values.get("nemesis") or ())) & set(PACKAGES)):
         if (why := package_refusal(p, workload)) is not None:
             raise CampaignError(f"{where('nemesis')}field 'nemesis': {why}")
-    nodes = len(values["hosts"]) if values.get("hosts") else values.get("nodes", RunConfig.nodes)
-    for name, target in _node_targets(values):
+    hosts = values.get("hosts")
+    nodes = values.get("nodes", len(hosts) if isinstance(hosts, list) and hosts
+                       else RunConfig.nodes)
+    for name, target in _node_targets(values) if isinstance(nodes, int) else ():
         if int(target[5:]) not in range(1, nodes + 1):
             raise CampaignError(f"{where(name.split('.')[0])}field {name!r}: "
                                 f"{target!r} names no node of the cluster (nodes 1-{nodes})")
-    hosts = values.get("hosts")
     if hosts:
         if values.get("backend", "ssh") != "ssh":
             raise CampaignError(f"{where('backend')}field 'backend': hosts are reached over SSH; "
@@ -221,16 +222,13 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     if isinstance(rf, int) and isinstance(misr, int) and misr > rf:
         raise CampaignError(f"{where('min_insync_replicas')}field 'min_insync_replicas': {misr} is "
                             f"more than the replication factor {rf}")
-    n_nodes = values.get("nodes", len(values["hosts"]) if isinstance(values.get("hosts"), list)
-                         and values["hosts"] else RunConfig.nodes)
-    if isinstance(rf, int) and isinstance(n_nodes, int) and rf > n_nodes:
+    if isinstance(rf, int) and isinstance(nodes, int) and rf > nodes:
         raise CampaignError(f"{where('replication_factor')}field 'replication_factor': {rf} is "
-                            f"more than the {n_nodes} nodes")
+                            f"more than the {nodes} nodes")
     if values.get("transactions") is True and \
             values.get("client", RunConfig.client) != "confluent-kafka":
         raise CampaignError(f"{where('transactions')}field 'transactions': transactions run "
                             f"with client confluent-kafka only, not {values.get('client')}")
-    nodes = values.get("nodes", len(hosts) if hosts else RunConfig.nodes)
     controllers = values.get("controllers", min(RunConfig.controllers, nodes)
                              if isinstance(nodes, int) else RunConfig.controllers)
     if isinstance(nodes, int) and isinstance(controllers, int) and controllers > nodes:

@@ -140,7 +140,7 @@ def _spark_cycles(spark, done, folded, refold, names: list, n_examples: int) -> 
     ops = (done.where(F.col("type").isin("ok", "info") & F.col("f").isin("send", "poll",
                                                                          "final-poll"))
            # one row per operation: a transaction's first micro-operation stands for it
-           # (a filter: dropping duplicate indexes cost a shuffle, 10 s of 64 at 10M ops)
+           # (a filter: dropping duplicate indexes cost a shuffle, 10 s of 63 at 10M ops)
            .where(F.col("mop").isNull() | (F.col("mop") == 0))
            .select("index", "invoke", "process", "type")
            .select(F.lit(0).cast("byte").alias("kind"), F.col("index").alias("a"),

@@ -2,7 +2,6 @@
 cycle's proof."""
 from __future__ import annotations
 
-
 from .classes import CYCLES
 
 
