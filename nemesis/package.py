@@ -155,6 +155,8 @@ class Package:
     # target -> weight per workload, and the target of a campaign's first fault of the package
     target_weights: dict[str, dict[str, float]] = {}
     first: dict[str, str] = {}
+    # How the seeded simulator draws its faults (``nemesis.seeded.Seeded``); none: it does not
+    seeded: tuple = ()
 
     def __init__(self) -> None:
         assert self.name, type(self)

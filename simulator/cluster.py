@@ -179,8 +179,9 @@ class Simulation:
         else:
             self.workload, self.check_args, self.plan = form.clients(self, seed,
                                                                      self.queue_options)
+        self.nemesis = SimNemesis(self, random.Random(f"{seed}-faults"), o, self.queue_options,
+                                  workload)
         self._scenario_broker = self._scenario_settings()  # read once, used at every start
-        self.nemesis = SimNemesis(self, random.Random(f"{seed}-faults"), o)
         self.invariants = Invariants(self)
         self.data_invariants = form.data_invariants(self)
         self.voter_wipes = 0
@@ -217,17 +218,17 @@ class Simulation:
             idle_interval_ms=500, bugs=self.bugs)
 
     def _scenario_settings(self) -> dict:
-        """The broker settings the drawn scenarios need (their packages' node properties,
-        read by the node's own config parser), or none."""
-        q = self.queue_options
-        if q is None or not q.scenario_mean_ms:
+        """The broker settings the packages whose plan steps the seed draws need (their node
+        properties, read by the node's own config parser), or none."""
+        names = self.nemesis.step_packages()
+        if not names:
             return {}
         import dataclasses
 
         from nemesis.packages import PACKAGES
         from node_image.config import load_config
         props = {}
-        for name in SimNemesis.SCENARIOS:
+        for name in names:
             props.update(PACKAGES[name].node_properties({}))
         parsed = load_config({"node.id": "1", "controller.quorum.voters": "1@sim:9093",
                               "log.dirs": LOG_DIR, **props}).broker
@@ -311,13 +312,13 @@ class Simulation:
         if node is None:
             return
         st = node.raft.state
-        if (self.options.election_crash_prob and isinstance(st, (CandidateState, UnattachedState))
+        if (self.nemesis.listens("voted") and isinstance(st, (CandidateState, UnattachedState))
                 and self.now < self.duration_ms):
             voted = isinstance(st, CandidateState) or (
                 st.voted_key is not None and st.voted_key.node_id != sn.node_id)
             if voted and (sn.node_id, st.epoch) not in self._elections_seen:
                 self._elections_seen.add((sn.node_id, st.epoch))
-                self.nemesis.crash_after_vote(sn.node_id)
+                self.nemesis.on_event("voted", sn.node_id)
         for dest, msg in node.ready():
             name = None
             if isinstance(msg, kc.KafkaResponse):
@@ -382,13 +383,9 @@ class Simulation:
         for sn in self.nodes.values():
             self._start(sn)
         self.workload.start()
-        self.nemesis.schedule()
         if self.plan is not None:
             self.plan.schedule()
-        if self.queue_options is not None and self.queue_options.power_loss_mean_ms:
-            self.nemesis.schedule_power_loss(self.queue_options.power_loss_mean_ms)
-        if self.queue_options is not None and self.queue_options.scenario_mean_ms:
-            self.nemesis.schedule_scenarios(self.queue_options.scenario_mean_ms)
+        self.nemesis.schedule()
         self.push(self.duration_ms, "end_faults")
         end = self.duration_ms + self.RECOVERY_MS
         while self._queue:
@@ -424,16 +421,11 @@ class Simulation:
         "client": ("workload", "step", True),
         "client_timeout": ("workload", "timeout", None),
         "kafka": ("workload", "event", None),
-        "partition": ("nemesis", "partition", True),
-        "crash": ("nemesis", "crash", True),
-        "power_loss": ("nemesis", "power_loss", True),
-        "clock_step": ("nemesis", "clock_step", True),
-        "scenario": ("nemesis", "scenario", True),
-        "clock_reset": ("nemesis", "clock_reset", True),
-        "quick_crash": ("nemesis", "quick_crash", True),
+        "seeded": ("nemesis", "fire", True),
+        "seeded_later": ("nemesis", "fire_later", True),
         "plan": ("plan", "fire", None),
     }
-    _DRAWN_FAULTS = frozenset({"partition", "crash", "power_loss", "clock_step", "scenario"})
+    _DRAWN_FAULTS = frozenset({"seeded"})
 
     def _dispatch(self, kind: str, data) -> "bool | _SimNode":
         """False: nothing happened; the node the event ran (a delivery, its timer); True:

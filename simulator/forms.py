@@ -59,6 +59,10 @@ class RegisterForm:
                            o.op_interval_ms, sim.duration_ms + sim.RECOVERY_MS - TIMEOUT_MS),
                 {}, None)
 
+    def plan_faults(self, sim) -> PlanFaults:
+        """The plan the seeded nemesis starts its fault packages' steps in."""
+        return PlanFaults(sim, [], sim.seed, self.name, 1, sim.voter_ids)
+
     def twin_clients(self, sim, twin, rng: random.Random):
         """A twin's clients: the run's processes, each doing what its generator made."""
         cfg = twin.cfg
@@ -129,9 +133,11 @@ class QueueForm:
             idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0,
             transactional=q.transactions)
         args = {"allowed": tuple(default_allowed(True if q.transactions else q.idempotent))}
-        plan = PlanFaults(sim, [], seed, self.name, q.partitions, sim.voter_ids) \
-            if q.scenario_mean_ms else None
-        return clients, args, plan
+        return clients, args, self.plan_faults(sim) if q.scenario_mean_ms else None
+
+    def plan_faults(self, sim) -> PlanFaults:
+        return PlanFaults(sim, [], sim.seed, self.name, sim.queue_options.partitions,
+                          sim.voter_ids)
 
     def twin_clients(self, sim, twin, rng: random.Random):
         cfg = twin.cfg

@@ -1,136 +1,143 @@
-"""The simulated nemesis: partitions, crashes and wall-clock steps at seeded exponential
-intervals while the faults last. Partitions take the Docker nemesis's shapes (``nemesis.faults.grudge``) and
-one-way ones; a crash takes one node or a minority, may tear its unsynced writes (the
-disk) and, rarely, wipe its disk (at most one voter per run). A clock step moves one
-node's wall clock (half the time the leader's) 1 to 30 s forward or back for 1 to 20 s,
-as the Docker clock package's bump does. For the queue workload the seed may also draw
-power losses of every node at once (the Docker power-loss package's target ``all``). One
-seeded ``random.Random`` decides every fault."""
+"""The seeded nemesis: the fault packages' seeded forms (``nemesis.seeded``) on their
+timelines, and the simulation as those forms see it (``nemesis.seeded.SeededContext``).
+
+This module names no fault: each package says in ``Package.seeded`` which timeline its
+faults are drawn on, how the seed times it and how one fault is acted (or that it is an
+ordinary plan step, acted by the package's ``simulate`` through ``simulator.twin.PlanFaults``
+as a stored run's twin acts it). One seeded ``random.Random`` decides every draw."""
 from __future__ import annotations
 
 import random
 
-from nemesis.faults import grudge
+from nemesis.packages import PACKAGES
+from nemesis.schedule import FaultStep
+from nemesis.seeded import TIMELINES, pick, seeded_forms, timing
 
-SHAPES = {"isolate": "isolate-one", "halves": "halves", "ring": "majorities-ring",
-          "bridge": "bridge"}
+POWER_LOSS_TARGETS = ("one", "minority")  # a campaign's default
+DURATION_S = (3.0, 6.0)  # a plan's default fault length, for a package with no fixed one
 
 
 class SimNemesis:
-    def __init__(self, sim, rng: random.Random, options) -> None:
-        """``sim``: the simulation (its time, event queue, nodes, network and crashes)."""
+    def __init__(self, sim, rng: random.Random, options, queue_options, workload: str) -> None:
+        """``sim``: the simulation (its time, event queue, nodes, network and crashes);
+        ``options``/``queue_options``: what the seed drew, which times the timelines."""
         self.sim = sim
         self.rng = rng
         self.options = options
+        self.workload = workload
+        fits = {n: p for n, p in PACKAGES.items() if workload in p.workloads}
+        self.forms = seeded_forms(fits)
+        self.timing = {k: timing(m, options, queue_options) for k, m in self.forms.items()}
+        self._later: dict[int, tuple] = {}
+        self._next_id = 0
+
+    # ------------------------------------------------------------- schedule
 
     def schedule(self) -> None:
-        o, sim = self.options, self.sim
-        if o.partition_mean_ms:
-            sim.push(int(self.rng.expovariate(1 / o.partition_mean_ms)), "partition")
-        if o.crash_mean_ms:
-            sim.push(int(self.rng.expovariate(1 / o.crash_mean_ms)), "crash")
-        if o.clock_step_mean_ms:
-            sim.push(int(self.rng.expovariate(1 / o.clock_step_mean_ms)), "clock_step")
+        for timeline in TIMELINES:
+            if self.timing.get(timeline):
+                self.sim.push(int(self.rng.expovariate(1 / self.timing[timeline])), "seeded",
+                              timeline)
 
-    def partition(self) -> None:
-        o, sim, r = self.options, self.sim, self.rng
-        ids = sorted(sim.nodes)
-        shape = r.choice(["isolate", "halves", "one-way", "ring", "bridge"])
-        if len(ids) < 3:
-            shape = "isolate"
-        if shape == "one-way":  # asymmetric: iptables grudges have no such shape
-            victim = r.choice(ids)
-            if r.random() < 0.5:
-                blocked = {(victim, x) for x in ids if x != victim}  # it cannot send
-            else:
-                blocked = {(x, victim) for x in ids if x != victim}  # it cannot hear
-        else:  # the Docker nemesis's shapes (nemesis.faults.grudge): x hears nothing from g[x]
-            g = grudge(SHAPES[shape], ids, r)
-            blocked = {(src, dst) for dst, srcs in g.items() for src in srcs}
-        sim.network.blocked = blocked
-        sim.stats["partitions"] += 1
-        sim.trace(sim.now, "partition", shape, sorted(blocked))
-        sim.push(sim.now + 1 + r.randrange(o.partition_length_ms), "heal")
-        if sim.now < sim.duration_ms:
-            sim.push(sim.now + o.partition_length_ms + int(r.expovariate(1 / o.partition_mean_ms)),
-                     "partition")
+    def step_packages(self) -> list[str]:
+        """The packages whose plan steps this seed starts (their node properties apply)."""
+        return [n for k, members in self.forms.items() if self.timing.get(k)
+                for n, f in members if f.fire is None]
 
-    SCENARIOS = ("depose-leader", "strand-replica")
+    def listens(self, event: str) -> bool:
+        return bool(self.timing.get(f"on:{event}"))
 
-    def schedule_scenarios(self, mean_ms: int) -> None:
-        self.sim.push(int(self.rng.expovariate(1 / mean_ms)), "scenario", mean_ms)
+    def fire(self, timeline: str) -> None:
+        """The timeline's next fault (a drawn fault: the simulation acts it only while the
+        faults last)."""
+        mean = self.timing[timeline]
+        name, form = pick(self.forms[timeline], self.rng)
+        if form.fire is not None:
+            gap = form.fire(self, self.rng, self.options, mean)
+        else:
+            gap = int(self.start_step(name, form.stat) * 1000) \
+                + int(self.rng.expovariate(1 / mean)) + 1
+        if gap is not None:
+            self.sim.push(self.sim.now + gap, "seeded", timeline)
 
-    def scenario(self, mean_ms: int) -> None:
-        """One of the Docker scenarios aimed at a partition, acted by its package's simulated
-        form (``simulator.twin.PlanFaults``); the next comes after it ends."""
-        from nemesis.packages import PACKAGES
-        from nemesis.schedule import FaultStep
-        sim, r = self.sim, self.rng
-        kind = r.choice(self.SCENARIOS)
-        length = PACKAGES[kind].length_s
-        step = FaultStep(len(sim.plan.steps), round(sim.now / 1000, 3), kind, "partition",
-                         length)
-        sim.stats["scenarios"] = sim.stats.get("scenarios", 0) + 1
+    def on_event(self, event: str, node: int) -> None:
+        for _, form in self.forms.get(f"on:{event}", ()):
+            form.fire(self, self.rng, self.options, node)
+
+    def fire_later(self, callback: int) -> None:
+        fn, args = self._later.pop(callback)
+        fn(self, self.rng, *args)
+
+    # ------------------------------------------------------------- SeededContext
+
+    @property
+    def now(self) -> int:
+        return self.sim.now
+
+    @property
+    def duration_ms(self) -> int:
+        return self.sim.duration_ms
+
+    @property
+    def ids(self) -> list[int]:
+        return sorted(self.sim.nodes)
+
+    @property
+    def voters(self) -> int:
+        return len(self.sim.voter_ids)
+
+    def alive(self) -> list[int]:
+        return [i for i in sorted(self.sim.nodes) if self.sim.nodes[i].node is not None]
+
+    def leader(self) -> int | None:
+        leader = self.sim.leader()
+        return None if leader is None else leader[0]
+
+    def trace(self, *parts) -> None:
+        self.sim.trace(self.sim.now, *parts)
+
+    def count(self, stat: str) -> None:
+        self.sim.stats[stat] = self.sim.stats.get(stat, 0) + 1
+
+    def block(self, links: set[tuple[int, int]]) -> None:
+        self.sim.network.blocked = links
+
+    def heal_after(self, ms: int) -> None:
+        self.sim.push(self.sim.now + ms, "heal")
+
+    def may_wipe(self, node: int) -> bool:
+        return not self.sim.nodes[node].voter or self.sim.voter_wipes == 0
+
+    def crash(self, node: int, wipe: bool) -> None:
+        self.sim.crash(self.sim.nodes[node], wipe)
+
+    def restart_after(self, ms: int, node: int) -> None:
+        self.sim.push(self.sim.now + ms, "restart", node)
+
+    def clock_step(self, node: int) -> int:
+        return self.sim.nodes[node].clock.step_ms
+
+    def set_clock_step(self, node: int, ms: int) -> None:
+        self.sim.nodes[node].clock.step_ms = ms
+
+    def later(self, ms: int, fn, *args) -> None:
+        self._next_id += 1
+        self._later[self._next_id] = (fn, args)
+        self.sim.push(self.sim.now + ms, "seeded_later", self._next_id)
+
+    def start_step(self, package: str, stat: str = "steps") -> float:
+        """A plan step of ``package`` starting now, acted by its ``simulate``; its length."""
+        sim, cls = self.sim, PACKAGES[package]
+        if sim.plan is None:
+            sim.plan = sim.form.plan_faults(sim)
+        opts = cls.run_options(self.workload, None)
+        targets = cls.targets_for(self.workload, opts, POWER_LOSS_TARGETS)
+        spec = next(iter(targets)) if len(targets) == 1 else \
+            self.rng.choices(list(targets), weights=list(targets.values()))[0]
+        length = cls.length(spec, self.rng, DURATION_S)
+        mode = self.rng.choice(opts["modes"]) if cls.modes else ""
+        step = FaultStep(len(sim.plan.steps), round(sim.now / 1000, 3), package, spec, length,
+                         mode)
+        self.count(stat)
         sim.plan.start_now(step)
-        sim.push(sim.now + int(length * 1000) + int(r.expovariate(1 / mean_ms)) + 1,
-                 "scenario", mean_ms)
-
-    def schedule_power_loss(self, mean_ms: int) -> None:
-        self.sim.push(int(self.rng.expovariate(1 / mean_ms)), "power_loss", mean_ms)
-
-    def power_loss(self, mean_ms: int) -> None:
-        """Every node that is up loses power at once; each comes back on its own."""
-        o, sim, r = self.options, self.sim, self.rng
-        alive = [i for i in sorted(sim.nodes) if sim.nodes[i].node is not None]
-        sim.trace(sim.now, "power_loss", alive)
-        sim.stats["power_losses"] += 1
-        for victim in alive:
-            sim.crash(sim.nodes[victim], False)
-            sim.push(sim.now + 1 + r.randrange(o.down_ms), "restart", victim)
-        sim.push(sim.now + int(r.expovariate(1 / mean_ms)) + 1, "power_loss", mean_ms)
-
-    def crash(self) -> None:
-        o, sim, r = self.options, self.sim, self.rng
-        alive = [i for i in sorted(sim.nodes) if sim.nodes[i].node is not None]
-        if alive:
-            count = 1 if r.random() < 0.7 else max(1, len(sim.voter_ids) // 2)
-            for victim in r.sample(alive, min(count, len(alive))):
-                sn = sim.nodes[victim]
-                wipe = r.random() < o.wipe_prob and (not sn.voter or sim.voter_wipes == 0)
-                sim.trace(sim.now, "crash", victim, wipe)
-                sim.crash(sn, wipe)
-                sim.push(sim.now + 1 + r.randrange(o.down_ms), "restart", victim)
-        if sim.now < sim.duration_ms:
-            sim.push(sim.now + int(r.expovariate(1 / o.crash_mean_ms)) + 1, "crash")
-
-    def clock_step(self) -> None:
-        o, sim, r = self.options, self.sim, self.rng
-        leader = sim.leader()
-        victim = leader[0] if leader is not None and r.random() < 0.5 else r.choice(sorted(sim.nodes))
-        if not sim.nodes[victim].clock.step_ms:  # a stepped clock is left until its reset
-            step = r.choice((-1, 1)) * r.randint(1000, 30000)
-            sim.nodes[victim].clock.step_ms = step
-            sim.stats["clock_steps"] += 1
-            sim.trace(sim.now, "clock_step", victim, step)
-            sim.push(sim.now + r.randint(1000, 20000), "clock_reset", victim)
-        sim.push(sim.now + int(r.expovariate(1 / o.clock_step_mean_ms)) + 1, "clock_step")
-
-    def clock_reset(self, node_id: int) -> None:
-        sn = self.sim.nodes[node_id]
-        if sn.clock.step_ms:
-            self.sim.trace(self.sim.now, "clock_reset", node_id)
-            sn.clock.step_ms = 0
-
-    def crash_after_vote(self, node_id: int) -> None:
-        """A targeted fault, drawn when a voter has just voted: restart it while the
-        election is still going on (what a persisted vote is for)."""
-        if self.rng.random() < self.options.election_crash_prob:
-            self.sim.push(self.sim.now + 1 + self.rng.randrange(5), "quick_crash", node_id)
-
-    def quick_crash(self, node_id: int) -> None:
-        sim = self.sim
-        sn = sim.nodes[node_id]
-        if sn.node is not None:
-            sim.trace(sim.now, "quick_crash", sn.node_id)
-            sim.crash(sn, wipe=False)
-            sim.push(sim.now + 1 + self.rng.randrange(20), "restart", sn.node_id)
+        return length

@@ -246,13 +246,13 @@ class PlanFaults:
 
     # ----------------------------------------------------------- faults
 
-    def cut(self, g: dict[int, set[int]], name: str = "partition") -> None:
+    def cut(self, g: dict[int, set[int]], name: str = "cut") -> None:
         """A partition: each node hears nothing from the nodes ``g`` names for it."""
         self._cuts[name] = {(src, dst) for dst, srcs in g.items() for src in srcs}
         self.sim.stats["partitions"] += 1
         self._blocked()
 
-    def heal_cut(self, name: str = "partition") -> None:
+    def heal_cut(self, name: str = "cut") -> None:
         self._cuts.pop(name, None)
         self._blocked()
 

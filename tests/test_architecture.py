@@ -207,3 +207,37 @@ def test_the_simulator_names_no_workload_outside_its_forms():
              for p in sorted((ROOT / "simulator").rglob("*.py")) if p.name not in allowed
              for line, value in _named_strings(p, set(WORKLOADS))]
     assert not found, "workload names in simulator/:\n" + "\n".join(found)
+
+
+def test_the_simulator_names_no_fault():
+    """The seeded simulator's faults come only through the fault packages (their seeded
+    forms, ``nemesis.seeded``) and a twin's through their ``simulate``: no package is named
+    in simulator/ (the Kafka clients' "partition" is a topic partition's field)."""
+    from nemesis.packages import PACKAGES
+    kafka = {"kafka_clients.py": {"partition"}}
+    found = [f"{p.relative_to(ROOT)}:{line}: {value!r}"
+             for p in sorted((ROOT / "simulator").rglob("*.py"))
+             for line, value in _named_strings(p, set(PACKAGES) - kafka.get(p.name, set()))]
+    assert not found, "fault names in simulator/:\n" + "\n".join(found)
+
+
+def test_every_seeded_timeline_is_timed_once():
+    """Each timeline of the seeded simulator is timed by exactly one package's form (a
+    second would draw its own interval and the seed's schedule would depend on the order
+    packages are found in); ``seeded_forms`` refuses anything else."""
+    import pytest
+
+    from nemesis.packages import PACKAGES
+    from nemesis.seeded import TIMELINES, Seeded, seeded_forms
+    forms = seeded_forms(PACKAGES)
+    assert set(TIMELINES) <= set(forms), "a timeline no package draws"
+
+    class Twice:
+        seeded = (Seeded("network", mean_ms=lambda o, q: 1),)
+    with pytest.raises(ValueError, match="timed by 2 packages"):
+        seeded_forms({**PACKAGES, "twice": Twice})
+
+    class Nowhere:
+        seeded = (Seeded("elsewhere", mean_ms=lambda o, q: 1),)
+    with pytest.raises(ValueError, match="unknown seeded timeline 'elsewhere'"):
+        seeded_forms({**PACKAGES, "nowhere": Nowhere})

@@ -12,6 +12,7 @@ import asyncio
 import random
 
 from ..package import NodeFault, number
+from ..seeded import Seeded
 
 FAKETIME_FILE = "/etc/chaoskraft/faketime"  # libfaketime reads the node's offset from here
 
@@ -42,6 +43,27 @@ def _check_directions(v) -> str | None:
     return None
 
 
+def seeded_bump(ctx, r, mean_ms):
+    """The clock-step timeline: a bump of one node's wall clock (half the time the
+    leader's) 1 to 30 s forward or back for 1 to 20 s; a stepped clock is left alone until
+    its reset."""
+    leader = ctx.leader()
+    victim = leader if leader is not None and r.random() < 0.5 else r.choice(ctx.ids)
+    if not ctx.clock_step(victim):
+        step = r.choice((-1, 1)) * r.randint(1000, 30000)
+        ctx.set_clock_step(victim, step)
+        ctx.count("clock_steps")
+        ctx.trace("clock_step", victim, step)
+        ctx.later(r.randint(1000, 20000), _reset, victim)
+    return int(r.expovariate(1 / mean_ms)) + 1
+
+
+def _reset(ctx, r, node):
+    if ctx.clock_step(node):
+        ctx.trace("clock_reset", node)
+        ctx.set_clock_step(node, 0)
+
+
 class Clock(NodeFault):
     name = "clock"
     modes = ("bump", "strobe")
@@ -57,6 +79,8 @@ class Clock(NodeFault):
     faketime = True
     series_title = "Clock offsets applied (node wall clock)"
     series_unit = "offset (s)"
+    seeded = (Seeded("clock-step", mean_ms=lambda o, q: o.clock_step_mean_ms,
+                     fire=lambda ctx, r, o, mean_ms: seeded_bump(ctx, r, mean_ms)),)
 
     @classmethod
     def series(cls, rows: list[tuple[str, float, dict]], end_s: float) -> dict[str, list]:

@@ -18,6 +18,7 @@ import random
 
 from ..faults import PARTITION_CHAIN, PartitionInfo, chain_script, grudge, grudge_value
 from ..package import NotReached, Scenario, Unreachable
+from ..seeded import Seeded
 
 CUT_S = 12.0  # the cut outlasts the broker session (9 s) and an election
 REFUSE_S = 5.0  # then its clients are refused, long enough to move to the new leader
@@ -62,6 +63,9 @@ class DeposeLeader(Scenario):
     name = "depose-leader"
     intends = ("partition-leader-elected", "epoch-truncation")
     length_s = 18.0
+    # the scenario timeline, one after another (this member times it for both)
+    seeded = (Seeded("scenario", mean_ms=lambda o, q: q and q.scenario_mean_ms,
+                     stat="scenarios"),)
     aims_at = "a new leader elected while the old one, cut off, still takes writes"
     properties = {"leader.imbalance.check.interval.seconds": "3"}
 

@@ -12,9 +12,39 @@ from __future__ import annotations
 
 from ..faults import PARTITION_SHAPES, grudge, grudge_value
 from ..package import Package, Skipped
+from ..seeded import Seeded
 
 LEADER_PARTITIONS = ("isolate-controller", "isolate-partition-leader")
 LEADER_PARTITION_MIN_S = 7.5
+# The seeded simulator's shapes: the grudges above and a one-way cut (which iptables
+# grudges do not have: the one-way package's), drawn alike
+SEEDED_SHAPES = {"isolate": "isolate-one", "halves": "halves", "one-way": None,
+                 "ring": "majorities-ring", "bridge": "bridge"}
+
+
+def seeded_cut(ctx, r, o, mean_ms):
+    """The network timeline: one cut of a drawn shape for up to ``partition_length_ms``,
+    the next one that long plus an exponential draw later."""
+    ids = ctx.ids
+    shape = r.choice(list(SEEDED_SHAPES))
+    if len(ids) < 3:  # drawn all the same, so a seed's later draws do not depend on it
+        shape = "isolate"
+    if shape == "one-way":
+        victim = r.choice(ids)
+        if r.random() < 0.5:
+            blocked = {(victim, x) for x in ids if x != victim}  # it cannot send
+        else:
+            blocked = {(x, victim) for x in ids if x != victim}  # it cannot hear
+    else:  # x hears nothing from g[x]
+        g = grudge(SEEDED_SHAPES[shape], ids, r)
+        blocked = {(src, dst) for dst, srcs in g.items() for src in srcs}
+    ctx.block(blocked)
+    ctx.count("partitions")
+    ctx.trace("partition", shape, sorted(blocked))
+    ctx.heal_after(1 + r.randrange(o.partition_length_ms))
+    if ctx.now < ctx.duration_ms:
+        return o.partition_length_ms + int(r.expovariate(1 / mean_ms))
+    return None
 
 
 class Partition(Package):
@@ -35,6 +65,7 @@ class Partition(Package):
                   "halves": 1, "majorities-ring": 1, "bridge": 1},
     }
     first = {"register": "isolate-controller", "queue": "isolate-partition-leader"}
+    seeded = (Seeded("network", mean_ms=lambda o, q: o.partition_mean_ms, fire=seeded_cut),)
 
     @classmethod
     def check_target(cls, target):

@@ -16,9 +16,54 @@ from __future__ import annotations
 import json
 
 from ..disk import disk_cmd
+from ..seeded import Seeded
 from .kill import Kill
 
 VIA = ("process", "fuse")
+
+
+def seeded_crash(ctx, r, o, mean_ms):
+    """The crash timeline: one node that is up (seven times in ten) or a minority of the
+    voters loses power, its disk tearing what it had not fsynced as the seed's
+    ``torn_write_prob`` says and, rarely (``wipe_prob``; at most one voter a run), wiped;
+    each comes back on its own within ``down_ms``."""
+    alive = ctx.alive()
+    if alive:
+        count = 1 if r.random() < 0.7 else max(1, ctx.voters // 2)
+        for victim in r.sample(alive, min(count, len(alive))):
+            wipe = r.random() < o.wipe_prob and ctx.may_wipe(victim)
+            ctx.trace("crash", victim, wipe)
+            ctx.crash(victim, wipe)
+            ctx.restart_after(1 + r.randrange(o.down_ms), victim)
+    if ctx.now < ctx.duration_ms:
+        return int(r.expovariate(1 / mean_ms)) + 1
+    return None
+
+
+def seeded_power_off(ctx, r, o, mean_ms):
+    """The power-off timeline (the target ``all``): every node that is up loses power at
+    once; each comes back on its own."""
+    alive = ctx.alive()
+    ctx.trace("power_loss", alive)
+    ctx.count("power_losses")
+    for victim in alive:
+        ctx.crash(victim, False)
+        ctx.restart_after(1 + r.randrange(o.down_ms), victim)
+    return int(r.expovariate(1 / mean_ms)) + 1
+
+
+def seeded_after_vote(ctx, r, o, node):
+    """A voter has just voted: with the seed's ``election_crash_prob`` it loses power 1-5 ms
+    later, while the election is still going on (what a persisted vote is for)."""
+    if r.random() < o.election_crash_prob:
+        ctx.later(1 + r.randrange(5), _quick_crash, node)
+
+
+def _quick_crash(ctx, r, node):
+    if node in ctx.alive():
+        ctx.trace("quick_crash", node)
+        ctx.crash(node, False)
+        ctx.restart_after(1 + r.randrange(20), node)
 
 
 def _via(v):
@@ -39,6 +84,11 @@ class PowerLoss(Kill):
     opens = ("power-loss",)
     colour = "#9d1c1c"
     first = {}
+    seeded = (Seeded("crash", mean_ms=lambda o, q: o.crash_mean_ms, fire=seeded_crash),
+              Seeded("power-off", mean_ms=lambda o, q: q and q.power_loss_mean_ms,
+                     fire=seeded_power_off),
+              Seeded(on="voted", chance=lambda o: o.election_crash_prob,
+                     fire=seeded_after_vote))
 
     @classmethod
     def node_properties(cls, opts):

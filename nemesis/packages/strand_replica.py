@@ -16,6 +16,7 @@ import random
 
 from ..faults import PartitionInfo, grudge_value
 from ..package import NotReached, Scenario, Unreachable
+from ..seeded import Seeded
 
 CUT_S = 8.0  # the cut outlasts replica.lag.time.max.ms (3 s) and then some acknowledged writes
 DOWN_S = 12.0  # the kill that follows outlasts the broker session (9 s) and an election
@@ -51,6 +52,7 @@ class StrandReplica(Scenario):
     name = "strand-replica"
     intends = ("isr-shrink", "partition-offline")
     length_s = 24.0
+    seeded = (Seeded("scenario", stat="scenarios"),)  # timed by depose-leader's
     aims_at = "a replica out of the ISR left as the only live one, without acknowledged writes"
     properties = {"replica.lag.time.max.ms": "3000"}
     needs_controller = True
