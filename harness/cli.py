@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bug", type=_bug, action="append", default=[], help="enable a planted bug")
     s.add_argument("--verbose", action="store_true", help="print options and stats for every seed")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="replace an option the seed draws (as printed: crash_mean_ms=null, "
-                        "clients=1); repeat it")
+                   help="replace an option the seed draws (as printed, VALUE as JSON: "
+                        "crash_mean_ms=null, clients=1, 'extra_faults={\"clock-rate\": 10000}' "
+                        "for a fault no seed draws); repeat it")
     s.add_argument("--shrink", action="store_true",
                    help="with --seed: find a smaller run that fails the same way (shorter, "
                         "fewer nodes, simpler options) and print how to reproduce it")

@@ -186,7 +186,8 @@ def option_values(items: list[str]) -> dict:
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
-            raise ValueError(f"--option {item!r}: the value is not a number or null") from None
+            raise ValueError(f"--option {item!r}: the value is not JSON (a number, null, "
+                             "an object)") from None
     return out
 
 
@@ -257,6 +258,7 @@ SIMPLER = {
     "clock_drift_ppm": [0], "observers": [0], "clients": [1, 2], "keys": [1],
     "producers": [1], "consumers": [1], "partitions": [1], "max_delay_ms": [2],
     "idempotent": [True], "scenario_mean_ms": [None], "transactions": [False],
+    "extra_faults": [{}],
 }
 
 

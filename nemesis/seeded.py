@@ -20,8 +20,9 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-# The order timelines are scheduled in at the start (each first draw comes from the one
-# stream in this order).
+# The timelines the seeds draw, in the order they are scheduled at the start (each first
+# draw comes from the one stream in this order); any other comes after them, by name, and
+# runs only when asked (``asked``).
 TIMELINES = ("network", "crash", "clock-step", "power-off", "scenario")
 
 
@@ -65,13 +66,13 @@ class Seeded:
 
 def seeded_forms(packages: dict) -> dict[str, list[tuple[str, Seeded]]]:
     """timeline (or ``on:EVENT``) -> [(package, form)] in package-name order; a timeline
-    timed by no member or by two, or an unknown one, is our bug and fails here."""
+    timed by no member or by two is our bug and fails here."""
     out: dict[str, list[tuple[str, Seeded]]] = {}
     for name in sorted(packages):
         for form in packages[name].seeded:
             key = f"on:{form.on}" if form.on else form.timeline
-            if form.on is None and form.timeline not in TIMELINES:
-                raise ValueError(f"package {name}: unknown seeded timeline {form.timeline!r}")
+            if not key:
+                raise ValueError(f"package {name}: a seeded form needs a timeline or an event")
             out.setdefault(key, []).append((name, form))
     for key, members in out.items():
         timed = [n for n, f in members if (f.chance if f.on else f.mean_ms) is not None]
@@ -87,9 +88,16 @@ def timing(members: list[tuple[str, Seeded]], options, queue_options) -> float |
     return form.chance(options) if form.on else form.mean_ms(options, queue_options)
 
 
-def step_packages(packages: dict, timeline: str) -> list[str]:
-    """The packages a timeline starts as plan steps (their node properties must be set)."""
-    return [n for n, f in seeded_forms(packages).get(timeline, []) if f.fire is None]
+def ordered(forms: dict) -> list[str]:
+    """The timelines of ``seeded_forms`` in the order they are scheduled."""
+    return [t for t in TIMELINES if t in forms] + sorted(
+        t for t in forms if t not in TIMELINES and not t.startswith("on:"))
+
+
+def asked(timeline: str) -> Callable:
+    """The timing of a timeline no seed draws: the mean interval the run asks for in the
+    simulator's ``extra_faults`` option, or off."""
+    return lambda options, queue_options: options.extra_faults.get(timeline)
 
 
 def pick(members: list, rng: random.Random):

@@ -1,9 +1,11 @@
 """A simulated node's clock: its own offset and drift (ppm) against simulated time, drawn
 from the seed. The node's cores read it for their timers (``local``); the simulator turns
 a core's deadline back into simulated time (``to_sim``), and the wall clock (the Raft
-timers, LogAppendTime) is ``WALL_EPOCH_MS`` plus the same reading plus ``step_ms``: what
-the nemesis's clock steps move, as the clock package moves a container's through
-libfaketime."""
+timers, LogAppendTime) is ``WALL_EPOCH_MS`` plus the same reading plus ``step_ms`` (what
+a clock step moves, as the clock package moves a container's through libfaketime) plus
+what a rate other than 1 has added since it was set (``set_rate``: the wall clock runs that
+many times as fast as the node's own clock, as under libfaketime's speed factor with the
+monotonic clock left alone)."""
 from __future__ import annotations
 
 import random
@@ -17,6 +19,9 @@ class NodeClock:
         self.offset = offset
         self.ppm = ppm
         self.step_ms = 0
+        self.rate = 1.0
+        self._rate_from = 0  # the local reading when the rate was set
+        self._rate_ms = 0  # what earlier rates added to the wall clock
 
     @staticmethod
     def draw(rng: random.Random, max_drift_ppm: int) -> "NodeClock":
@@ -30,4 +35,20 @@ class NodeClock:
         return -((-(local - self.offset) * 1_000_000) // (1_000_000 + self.ppm))
 
     def wall(self, t: int) -> int:
-        return WALL_EPOCH_MS + self.local(t) + self.step_ms
+        local = self.local(t)
+        if self.rate == 1.0:
+            return WALL_EPOCH_MS + local + self.step_ms + self._rate_ms
+        return (WALL_EPOCH_MS + local + self.step_ms + self._rate_ms
+                + int((self.rate - 1) * (local - self._rate_from)))
+
+    def set_rate(self, t: int, rate: float) -> None:
+        """From simulated time ``t`` the wall clock runs at ``rate`` (it does not jump)."""
+        assert rate > 0, rate
+        local = self.local(t)
+        self._rate_ms += int((self.rate - 1) * (local - self._rate_from))
+        self._rate_from, self.rate = local, rate
+
+    def reset(self) -> None:
+        """Back to the node's own time: no step, rate 1, nothing a rate added."""
+        self.step_ms = 0
+        self.rate, self._rate_ms = 1.0, 0

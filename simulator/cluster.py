@@ -506,7 +506,7 @@ class Simulation:
         """Heal everything, the lossy network included, and see the cluster recover."""
         self.network.heal_all()
         for sn in self.nodes.values():
-            sn.clock.step_ms = 0
+            sn.clock.reset()
             sn.disk.faults.clear()
             self.unpause(sn)
         self.trace(self.now, "end_faults")

@@ -3,7 +3,7 @@ workload's own (``QueueOptions``), and the quiet options of a stored run's twin.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,10 @@ class SimOptions:
     fetch_max_bytes: int
     election_crash_prob: float
     clock_step_mean_ms: int | None = None
+    # Seeded timelines no seed draws (fault packages added after the seeds' draws were
+    # fixed, so every seed keeps its schedule): timeline -> mean interval (ms), asked for
+    # (``--option 'extra_faults={"clock-rate": 10000}'``, a planted bug's sim_options)
+    extra_faults: dict = field(default_factory=dict)
 
     @staticmethod
     def draw(seed: int) -> "SimOptions":

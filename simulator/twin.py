@@ -298,6 +298,14 @@ class PlanFaults:
     def skew_clock(self, node: int, offset_s: float) -> None:
         self.sim.nodes[node].clock.step_ms = int(offset_s * 1000)
 
+    def clock_rate(self, node: int, rate: float) -> None:
+        """The node's wall clock runs at ``rate`` from now (1: its own pace again, keeping
+        what the rate added); ``reset_clock`` brings it back to the node's own time."""
+        self.sim.nodes[node].clock.set_rate(self.sim.now, rate)
+
+    def reset_clock(self, node: int) -> None:
+        self.sim.nodes[node].clock.reset()
+
     def inbound(self, nodes: list[int], **fault) -> None:
         """Incoming node-to-node traffic of ``nodes`` suffers ``fault`` (``Inbound``'s fields)
         until ``clear_inbound``."""

@@ -228,16 +228,17 @@ def test_every_seeded_timeline_is_timed_once():
     import pytest
 
     from nemesis.packages import PACKAGES
-    from nemesis.seeded import TIMELINES, Seeded, seeded_forms
+    from nemesis.seeded import TIMELINES, Seeded, ordered, seeded_forms
     forms = seeded_forms(PACKAGES)
     assert set(TIMELINES) <= set(forms), "a timeline no package draws"
+    assert ordered(forms)[:len(TIMELINES)] == list(TIMELINES)
 
     class Twice:
         seeded = (Seeded("network", mean_ms=lambda o, q: 1),)
     with pytest.raises(ValueError, match="timed by 2 packages"):
         seeded_forms({**PACKAGES, "twice": Twice})
 
-    class Nowhere:
-        seeded = (Seeded("elsewhere", mean_ms=lambda o, q: 1),)
-    with pytest.raises(ValueError, match="unknown seeded timeline 'elsewhere'"):
-        seeded_forms({**PACKAGES, "nowhere": Nowhere})
+    class Untimed:
+        seeded = (Seeded("elsewhere"),)
+    with pytest.raises(ValueError, match="'elsewhere' is timed by 0 packages"):
+        seeded_forms({**PACKAGES, "untimed": Untimed})
