@@ -65,6 +65,16 @@ def package_refusal(package: str, workload: str) -> str | None:
     return f"package {package!r} {REGISTRY[package].needs}; the {workload} workload has none"
 
 
+def fault_length(package: str, opts: dict, spec: str, rng: random.Random,
+                 duration_s: tuple[float, float]) -> float:
+    """How long one fault of ``package`` lasts: its options' ``duration_s`` (seconds, or a
+    range drawn from), else the package's own length (``duration_s``: the plan's default)."""
+    if "duration_s" in opts:
+        d = opts["duration_s"]
+        return float(d) if not isinstance(d, list) else rng.uniform(*d)
+    return REGISTRY[package].length(spec, rng, duration_s)
+
+
 @dataclass(frozen=True)
 class FaultStep:
     index: int
@@ -94,10 +104,7 @@ def plan(seed: int, packages: list[str], time_limit_s: float, interval_s: float 
     first = {p: REGISTRY[p].first_target(workload, power_loss_targets) for p in packages}
 
     def length(p: str, spec: str, rng: random.Random) -> float:
-        if "duration_s" in opts[p]:
-            d = opts[p]["duration_s"]
-            return float(d) if not isinstance(d, list) else rng.uniform(*d)
-        return REGISTRY[p].length(spec, rng, duration_s)
+        return fault_length(p, opts[p], spec, rng, duration_s)
 
     def draw(p: str, rng: random.Random, steps: list) -> tuple[str, str]:
         choices = targets[p]

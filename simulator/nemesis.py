@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from nemesis.packages import PACKAGES
-from nemesis.schedule import FaultStep
+from nemesis.schedule import FaultStep, fault_length
 from nemesis.seeded import TIMELINES, ordered, pick, seeded_forms, timing
 
 POWER_LOSS_TARGETS = ("one", "minority")  # a campaign's default
@@ -143,7 +143,7 @@ class SimNemesis:
         targets = cls.targets_for(self.workload, opts, POWER_LOSS_TARGETS)
         spec = next(iter(targets)) if len(targets) == 1 else \
             self.rng.choices(list(targets), weights=list(targets.values()))[0]
-        length = cls.length(spec, self.rng, DURATION_S)
+        length = fault_length(package, opts, spec, self.rng, DURATION_S)
         mode = self.rng.choice(opts["modes"]) if cls.modes else ""
         step = FaultStep(len(sim.plan.steps), round(sim.now / 1000, 3), package, spec, length,
                          mode)
