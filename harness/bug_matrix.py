@@ -188,7 +188,8 @@ TARGETED_DURATION_S = {"forget-vote": 1200.0}
 def sim_cell(bug: str, seed: int, duration_s: float) -> Cell:
     from .simulate import run_seed
     duration_s = max(duration_s, TARGETED_DURATION_S.get(bug, 0.0))
-    o = run_seed(seed, 5, duration_s, frozenset([bug]), TARGETED.get(bug))
+    options = {**dict(BUGS[bug].sim_options if bug in BUGS else ()), **TARGETED.get(bug, {})}
+    o = run_seed(seed, 5, duration_s, frozenset([bug]), options or None)
     if o.ok:
         return Cell(bug, seed, False, verdict="held")
     t = o.result.sim_ms / 1000

@@ -259,6 +259,13 @@ class Package:
         """At the end of the run, on every node, whatever its faults may have left behind."""
 
 
+def simulated(cls) -> bool:
+    """Has the package a simulated form (``simulate``, or a node fault's ``sim_act``)?"""
+    if issubclass(cls, NodeFault) and cls.simulate is NodeFault.simulate:
+        return cls.sim_act is not NodeFault.sim_act
+    return cls.simulate is not Package.simulate
+
+
 # Target weights of a node fault that hurts most on the leader the workload depends on: the
 # active controller (register), a partition's leader (queue).
 LEADER_FIRST = {"*": {"one": 1, "minority": 1},

@@ -88,6 +88,26 @@ def timing(members: list[tuple[str, Seeded]], options, queue_options) -> float |
     return form.chance(options) if form.on else form.mean_ms(options, queue_options)
 
 
+def with_asked(forms: dict, packages: dict, asked_for) -> dict:
+    """``forms`` and, for each name in ``asked_for`` that is a package with a simulated form
+    but no timeline of that name, a timeline of its own: its plan steps, timed by ``asked``
+    (any such package can be asked for by name, as a campaign names it). A name that is
+    neither is refused, naming what could be asked for."""
+    from .package import simulated
+    out = dict(forms)
+    for name in asked_for:
+        if name in out and name not in TIMELINES:
+            continue
+        if name in packages and simulated(packages[name]) and name not in out:
+            out[name] = [(name, Seeded(name, mean_ms=asked(name)))]
+            continue
+        known = sorted({t for t in out if t not in TIMELINES and not t.startswith("on:")}
+                       | {n for n, cls in packages.items() if simulated(cls)} - set(TIMELINES))
+        raise ValueError(f"option extra_faults: {name!r} is no fault package with a simulated "
+                         f"form nor a timeline no seed draws (known: {', '.join(known)})")
+    return out
+
+
 def ordered(forms: dict) -> list[str]:
     """The timelines of ``seeded_forms`` in the order they are scheduled."""
     return [t for t in TIMELINES if t in forms] + sorted(

@@ -73,6 +73,17 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "back keeps its lease, and its leadership, while the others elect a new leader.",
         ("Linearizability",), docker=True, needs_faults=("clock",),
         campaign="campaigns/clock-partition.yaml"),
+    Bug("lease-read-step-proof", "controller",
+        "a register read is answered only after a marker appended in the leader's epoch commits",
+        "The active controller answers reads at once under a leader lease, as lease-read "
+        "does, but on a Raft clock made proof against clock steps: each advance of the wall "
+        "clock counts only up to the advance of the node's monotonic clock, so a clock "
+        "stepped back or forward moves nothing. Steps no longer break the lease; a wall clock "
+        "that runs slow still stretches it, and a leader cut off meanwhile answers reads "
+        "while the others elect a new leader and write.",
+        ("Linearizability",), docker=True, needs_faults=("clock-rate",),
+        campaign="campaigns/clock-rate-partition.yaml",
+        sim_options=(("extra_faults", {"clock-rate": 1000, "partition": 1000}),)),
     Bug("reply-before-commit", "controller",
         "a write is acknowledged only once its records are committed",
         "The active controller acknowledges a register write as soon as it is appended to "

@@ -67,6 +67,7 @@ from .outbox import Outbox
 from .raft.client import CommittedBatch, KafkaRaftClient, LeaderAndEpoch
 
 PRODUCER_ID_BLOCK = 1000
+LEASE_READS = frozenset({"lease-read", "lease-read-step-proof"})  # planted bugs: reads on a lease
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,7 +483,7 @@ class QuorumController:
             if "read-without-barrier" in self.bugs:
                 self.outbox.send(src, reply("ok", value=self.current.registers.get(key)))
                 return
-            if "lease-read" in self.bugs and self.raft.lease_holds(now):
+            if LEASE_READS & self.bugs and self.raft.lease_holds(now):
                 self.outbox.send(src, reply("ok", value=self.committed.registers.get(key)))
                 return
             if self._read_marker is None or self._read_marker != self.last_written_offset:

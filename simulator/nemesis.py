@@ -11,7 +11,7 @@ import random
 
 from nemesis.packages import PACKAGES
 from nemesis.schedule import FaultStep, fault_length
-from nemesis.seeded import TIMELINES, ordered, pick, seeded_forms, timing
+from nemesis.seeded import ordered, pick, seeded_forms, timing, with_asked
 
 POWER_LOSS_TARGETS = ("one", "minority")  # a campaign's default
 DURATION_S = (3.0, 6.0)  # a plan's default fault length, for a package with no fixed one
@@ -26,14 +26,9 @@ class SimNemesis:
         self.options = options
         self.workload = workload
         fits = {n: p for n, p in PACKAGES.items() if workload in p.workloads}
-        self.forms = seeded_forms(fits)
+        self.forms = with_asked(seeded_forms(fits), fits, options.extra_faults)
         self.timing = {k: timing(m, options, queue_options) for k, m in self.forms.items()}
         for name, mean in options.extra_faults.items():
-            known = sorted(set(ordered(self.forms)) - set(TIMELINES))
-            if name not in known:
-                raise ValueError(f"option extra_faults: no seeded timeline {name!r} for the "
-                                 f"{workload} workload (those no seed draws: "
-                                 f"{', '.join(known) or 'none'})")
             if isinstance(mean, bool) or not isinstance(mean, (int, float)) or mean <= 0:
                 raise ValueError(f"option extra_faults: {name!r}: {mean!r} is not a mean "
                                  "interval in ms above 0")

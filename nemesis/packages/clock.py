@@ -17,10 +17,11 @@ from ..seeded import Seeded
 FAKETIME_FILE = "/etc/chaoskraft/faketime"  # libfaketime reads the node's offset from here
 
 
-def clock_script(offset_s: float) -> list[str]:
-    """Set the node's wall-clock offset; written to a temporary file and renamed, so the
+def clock_script(offset_s: float, rate: float | None = None) -> list[str]:
+    """Set the node's wall-clock offset (and speed factor: libfaketime keeps the one it
+    last read when the file names none); written to a temporary file and renamed, so the
     node never reads half of it."""
-    value = f"{offset_s:+.3f}"
+    value = f"{offset_s:+.3f}" + (f" x{rate:.6f}" if rate is not None else "")
     return ["sh", "-c", f"printf '%s' '{value}' > {FAKETIME_FILE}.tmp && "
                         f"mv {FAKETIME_FILE}.tmp {FAKETIME_FILE}"]
 

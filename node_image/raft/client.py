@@ -109,6 +109,7 @@ class KafkaRaftClient(Election, Replication, Snapshots):
         self._clock = clock
         self._input_ms = now_ms  # the caller's clock at the last input
         self._now = -1  # the Raft clock at the last input
+        self._reading = -1  # the clock's reading then
         now_ms = self._input(now_ms)
         self._fired: LeaderAndEpoch | None = None
         self.high_watermark: int | None = None
@@ -124,8 +125,13 @@ class KafkaRaftClient(Election, Replication, Snapshots):
     def _input(self, now_ms: int) -> int:
         """An input at the caller's ``now_ms``: the Raft clock then (never below its last
         reading), kept as ``_now`` beside ``_input_ms``."""
-        self._input_ms = now_ms
-        self._now = max(self._now, now_ms if self._clock is None else self._clock())
+        reading = now_ms if self._clock is None else self._clock()
+        if "lease-read-step-proof" in self.bugs and self._now >= 0:
+            # the planted bug's clock: the wall clock's advance, at most the caller's
+            self._now += max(0, min(reading - self._reading, now_ms - self._input_ms))
+        else:
+            self._now = max(self._now, reading)
+        self._reading, self._input_ms = reading, now_ms
         return self._now
 
     def register(self, listener: Listener) -> None:

@@ -17,6 +17,7 @@ from conftest import NIGHTLY, ROOT, labelled
 from harness.backends import BackendError
 from harness.backends.docker_backend import DATA_DIR, DockerCluster
 from harness.images import build_images
+from node_image.bugs import BUGS
 from workloads.nodes import describe_all, wait_for_service
 from workloads.register_client import RegisterClient
 
@@ -250,24 +251,30 @@ def test_planted_register_bug_is_caught_in_every_seed(docker_client, node_image,
         "return JSON.parse(document.getElementById('data').textContent).axis") == "s"
 
 
-# the control (without the clock package the bug stays unseen) is nightly
-@pytest.mark.parametrize("without", ["", pytest.param("clock", marks=pytest.mark.nightly)])
-def test_lease_read_is_seen_with_the_clock_package_and_only_with_it(docker_client, node_image,
-                                                                   tmp_path, without):
+# the controls (without the clock package the bug stays unseen) are nightly, and so is the
+# step-proof lease (CI's budget): a clock that steps cannot show it, one that runs slow can
+@pytest.mark.parametrize("bug, without", [
+    ("lease-read", ""), pytest.param("lease-read", "clock", marks=pytest.mark.nightly),
+    pytest.param("lease-read-step-proof", "", marks=pytest.mark.nightly),
+    pytest.param("lease-read-step-proof", "clock-rate", marks=pytest.mark.nightly)])
+def test_a_lease_read_is_seen_with_its_clock_fault_and_only_with_it(docker_client, node_image,
+                                                                    tmp_path, bug, without):
     """lease-read needs a clock that steps (needs_faults): its own campaign (partitions that
     cut off the active controller, whose clock is stepped back) catches it; the same campaign
     without the clock package cannot, since with clocks that agree no new leader is elected
-    before the cut-off one's lease ends. Through `chaoskraft matrix`, whose exit code says
-    whether each cell came out as it must (docs/campaigns.md: 10 of 10 and 0 of 10)."""
-    args = ["matrix", "--bugs", "lease-read", "--seeds", "1-1", "--results-dir", str(tmp_path)]
+    before the cut-off one's lease ends. lease-read-step-proof needs a clock that runs slow
+    (the clock-rate package) in the same way. Through `chaoskraft matrix`, whose exit code
+    says whether each cell came out as it must (docs/campaigns.md)."""
+    fault = BUGS[bug].needs_faults[0]
+    args = ["matrix", "--bugs", bug, "--seeds", "1-1", "--results-dir", str(tmp_path)]
     p = chaoskraft(*args, *(["--without", without] if without else []))
     out = p.stdout + p.stderr
-    cell = re.search(r"^\[1/1\] lease-read seed 1: (\w+).* (\S+)$", out, re.M)
+    cell = re.search(rf"^\[1/1\] {bug} seed 1: (\w+).* (\S+)$", out, re.M)
     assert cell, out[-3000:]
     verdict, run = cell.group(1), Path(cell.group(2))
     assert nothing_left(docker_client, (run / "progress.log").read_text())
     packages = {step["kind"] for step in json.loads((run / "plan.json").read_text())}
-    assert packages == ({"partition"} if without else {"partition", "clock"}), packages
+    assert packages == ({"partition"} if without else {"partition", fault}), packages
     assert verdict == ("valid" if without else "invalid"), out[-3000:]
     assert p.returncode == 0, out[-3000:]
 

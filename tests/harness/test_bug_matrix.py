@@ -19,10 +19,11 @@ from node_image.bugs import BUGS
 def test_each_bug_goes_to_the_campaign_meant_to_catch_it():
     assert matrix.docker_workload(None) == "queue"
     assert matrix.bug_groups()["queue"] == [n for n, b in BUGS.items() if b.workload == "queue"]
-    assert matrix.bug_groups()["register"] == ["lease-read", "reply-before-commit"]
+    docker_register = ["lease-read", "lease-read-step-proof", "reply-before-commit"]
+    assert matrix.bug_groups()["register"] == docker_register
     for name, bug in BUGS.items():
         expected = "queue" if bug.workload == "queue" else (
-            "register" if name in ("reply-before-commit", "lease-read") else None)
+            "register" if name in docker_register else None)
         assert matrix.docker_workload(name) == expected, name
     cmd = matrix._cell_command("unclean-election", 7, 60, "/r")
     assert cmd[cmd.index("--workload") + 1] == "queue" and "--nemesis" not in cmd, \

@@ -80,6 +80,18 @@ def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
                 "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
     log, run_dir, planned = _valid_run_with_its_faults(register, hosts_file, results)
     assert "installing node bundle" in log and len(planned) >= 4
+
+    # a clock rate alone (a clock fault beside it would move the same clock): it takes on
+    # the hosts, the node's age read from the host's /proc, and its measured rate is recorded
+    rate = {"workload": "register", "seed": 5, "time_limit_s": 10, "recovery_s": 2,
+            "concurrency": 3, "nemesis": ["clock-rate"], "nemesis_interval_s": 2,
+            "nemesis_options": {"clock-rate": {"duration_s": [3, 4], "rate": [0.5, 0.5]}}}
+    _, run_dir, planned = _valid_run_with_its_faults(rate, hosts_file, results)
+    rows = [r["value"] for r in _history(run_dir) if r["f"].startswith("clock-rate")
+            and r["type"] == "info"]
+    assert rows and not any("failed" in v for v in rows), rows
+    seen = [x for v in rows for x in v.get("measured_rates", {}).values()]
+    assert seen and all(0.3 < x < 0.7 for x in seen), rows
     for n in (1, 2, 3):
         node_log = run_dir / "nodes" / f"n{n}" / "node.log"
         assert f"node {n} listening" in node_log.read_text()

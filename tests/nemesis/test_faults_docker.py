@@ -249,6 +249,37 @@ def test_clock_bump_is_seen_in_the_node_clock_and_reset_undoes_it(cluster, tmp_p
     asyncio.run(scenario())
 
 
+def test_clock_rate_slows_the_node_clock_without_a_jump_and_reset_undoes_it(cluster, tmp_path):
+    """libfaketime's speed factor set at run time: the package computes, in the node, the
+    offset that keeps the clock continuous (libfaketime counts a rate from the process's
+    start), so the clock changes pace without jumping; its measured rate is recorded."""
+    c, history = campaign(cluster, tmp_path, **{"clock-rate": {"rate": [0.5, 0.5]}})
+
+    async def scenario():
+        before = await offsets_of_every_node(cluster.nodes)
+        stop = await c.start_fault(FaultStep(0, 0, "clock-rate", "all", 10))
+        started = time.monotonic()
+        at_start = await offsets_of_every_node(cluster.nodes)
+        row = rows(history, "clock-rate")[0]["value"]
+        assert row["rates"] == {"1": 0.5, "2": 0.5, "3": 0.5} and "failed" not in row, row
+        for n in (1, 2, 3):  # no jump: what a second of half pace loses at most
+            assert abs(at_start[n] - before[n]) < 1.0, (n, before, at_start)
+        await asyncio.sleep(4)
+        later = await offsets_of_every_node(cluster.nodes)
+        elapsed = time.monotonic() - started
+        for n in (1, 2, 3):  # half pace: the offset falls by half the time elapsed
+            lost = at_start[n] - later[n]
+            assert abs(lost - elapsed / 2) < 1.0, (n, at_start, later, elapsed)
+        print(f"clock rate 0.5: offsets {at_start} then {later} after {elapsed:.1f} s")
+        await stop()
+        reset = rows(history, "clock-rate-reset")[0]["value"]
+        assert all(0.3 < r < 0.7 for r in reset["measured_rates"].values()), reset
+        seen = await offsets_of_every_node(cluster.nodes)
+        assert all(abs(o) < 1.0 for o in seen.values()) and len(seen) == 3, seen
+        await wait_for_service(cluster.nodes, 30, print)
+    asyncio.run(scenario())
+
+
 def create_topic(bootstrap: str, topic: str, config: dict):
     """A 1-partition, 3-replica topic, once every broker is back: a test before may have
     killed or paused one, which stays fenced until its session is renewed."""

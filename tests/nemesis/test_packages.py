@@ -23,7 +23,7 @@ NODE_FAULTS = [(name, spec, mode) for name, spec, mode in [
     ("corrupt", "one", "bitflip"), ("one-way", "active-controller", "deaf"),
     ("bandwidth", "minority", ""), ("delay", "partition-leader", ""),
     ("disk-error", "one", ""), ("disk-full", "minority", ""),
-    ("slow-fsync", "partition-leader", "")]]
+    ("slow-fsync", "partition-leader", ""), ("clock-rate", "active-controller", "")]]
 
 
 @pytest.mark.parametrize("name, spec, mode", NODE_FAULTS)

@@ -46,5 +46,9 @@ def test_bugs_json_lists_layers():
     assert by_name["lease-read"]["campaign"] == "campaigns/clock-partition.yaml"
     assert by_name["skip-fsync"]["needs_faults"] == ["power-loss"]
     assert by_name["skip-fsync"]["campaign"] == "campaigns/power-loss-fuse.yaml"
-    assert all(r["needs_faults"] == [] for r in rows if r["name"] not in ("lease-read", "skip-fsync"))
+    assert by_name["lease-read-step-proof"]["needs_faults"] == ["clock-rate"]
+    assert by_name["lease-read-step-proof"]["sim_options"] == {
+        "extra_faults": {"clock-rate": 1000, "partition": 1000}}
+    assert all(r["needs_faults"] == [] for r in rows
+               if r["name"] not in ("lease-read", "lease-read-step-proof", "skip-fsync"))
     assert all((ROOT / r["campaign"]).is_file() for r in rows if r["campaign"])
