@@ -71,23 +71,6 @@ class ClockRate(NodeFault):
     faketime = True
     intends = ("raft-leader-elected", "raft-leader-resigned")
     target_weights = LEADER_FIRST
-    series_title = "Clock rates applied (node wall clock)"
-    series_unit = "rate (x)"
-
-    @classmethod
-    def series(cls, rows, end_s):
-        points: dict[str, list] = {}
-        for f, t, v in rows:
-            if f == "clock-rate":
-                for n, r in (v.get("rates") or {}).items():
-                    points.setdefault(str(n), [(0.0, 1.0)]).append((t, float(r)))
-            elif f in cls.closes:
-                for n in v.get("nodes", []):
-                    points.setdefault(str(n), [(0.0, 1.0)]).append((t, 1.0))
-        for pts in points.values():
-            pts.append((end_s, pts[-1][1]))
-        return points
-
     def __init__(self) -> None:
         super().__init__()
         self.skewed: dict[int, tuple[float, float, float]] = {}  # node -> rate, at, offset

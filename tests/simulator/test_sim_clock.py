@@ -34,7 +34,7 @@ def test_a_wall_clock_under_a_rate_never_goes_back(rate):
 
 
 def test_a_timeline_no_seed_draws_is_asked_for_by_name():
-    with pytest.raises(ValueError, match="extra_faults: no seeded timeline 'no-such'"):
+    with pytest.raises(ValueError, match="extra_faults: 'no-such' is no fault package with a simulated form"):
         run_seed(1, 3, 1, frozenset(), {"extra_faults": {"no-such": 1000}})
 
 
