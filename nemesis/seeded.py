@@ -6,8 +6,9 @@ seed drew, ``simulator.options``), its first fault comes an exponential draw aft
 start and each next one ``fire`` says when. A timeline with several members picks one at
 random each time (the scenarios). A form either acts itself on the simulation
 (``fire``, through ``SeededContext``), or, by default, starts an ordinary plan step of its
-package, acted by the package's ``simulate`` as a stored run's twin acts it: so a new fault
-package is in the seeded simulator by declaring ``Seeded(timeline, ...)`` and nothing else.
+package, acted by the package's ``simulate`` as a stored run's twin acts it. A package with
+a simulated form and no ``seeded`` at all is still drawn when a run asks for it by name
+(the simulator's ``extra_faults``: ``with_asked``), on a timeline of its own.
 An ``on`` form is not timed: it answers a node event (``"voted"``: a voter has just voted).
 
 One ``random.Random`` (the seed's ``{seed}-faults``) decides every draw, in event order;
@@ -50,8 +51,8 @@ class SeededContext(Protocol):
 
 @dataclass(frozen=True)
 class Seeded:
-    """One way the seed draws a package's faults. ``timeline``: one of ``TIMELINES``, or
-    None with ``on``; ``mean_ms(options, queue_options)``: the timeline's mean interval (None:
+    """One way the seed draws a package's faults. ``timeline``: one of ``TIMELINES`` (or a
+    name of its own, timed by ``asked``), or None with ``on``; ``mean_ms(options, queue_options)``: the timeline's mean interval (None:
     off), on the one member that times it; ``chance(options)``: for an ``on`` form, how
     likely it acts on each event; ``fire(ctx, rng, options)``: act now and return the gap
     to the next fault of the timeline, ms (None: no next); None: start a plan step of the
