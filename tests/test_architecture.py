@@ -91,6 +91,33 @@ def test_the_lowest_layer_imports_nothing_of_the_project():
     assert "core.verdict" in graph["harness.runner"], "the finder sees core"
 
 
+# The layers, lowest first: a folder imports only from folders of a lower layer. The
+# checkers, the node and the fault packages stand side by side on the bottom one; the
+# workloads own their generators, clients and checks; the simulator runs the node cores
+# with the workloads' pieces and the packages' forms; the harness (commands, runner,
+# campaign, analysis, matrix, simulate, serve) alone looks workloads up by name.
+LAYERS = {"core": 0, "checkers": 1, "node_image": 1, "nemesis": 1, "workloads": 2,
+          "simulator": 3, "harness": 4}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {t}" for m in graph for t in graph[m]
+                  if m.split(".")[0] != t.split(".")[0]
+                  and LAYERS[m.split(".")[0]] <= LAYERS[t.split(".")[0]])
+
+
+def test_every_import_between_folders_points_down_a_layer():
+    assert set(LAYERS) == set(PACKAGES)
+    up = upward_imports(import_graph())
+    assert not up, "imports sideways or up the layers: " + "; ".join(up)
+
+
+def test_the_layer_check_finds_an_import_up_or_sideways():
+    graph = {"checkers.a": {"core.b"}, "core.b": set(), "nemesis.c": {"checkers.a"},
+             "workloads.d": {"harness.e"}, "harness.e": {"workloads.d"}}
+    assert upward_imports(graph) == ["nemesis.c -> checkers.a", "workloads.d -> harness.e"]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
