@@ -443,7 +443,8 @@ def main() -> int:
                         time.sleep(0.5)
                 threading.Thread(target=sample, daemon=True).start()
             t = time.monotonic()
-            result = check_queue(spark, str(path), engine=engine)
+            result = check_queue(spark, str(path), engine=engine,
+                                 progress=lambda line: print(f"  {line}", flush=True))
             took = time.monotonic() - t
             stop.set()
             found = {a: planted[a] in _keys(result, a) for a in PLANTED}

@@ -89,7 +89,8 @@ def check_run(run_dir: Path, cfg: dict, *, spark_master: str | None,
         from checkers.spark import spark_session  # Spark only when it is asked for
         spark = spark_session(spark_master)
     result = check_queue(spark, str(typed), allowed=tuple(allowed), engine=engine,
-                         ww_deps=bool(cfg.get("ww_deps")))
+                         ww_deps=bool(cfg.get("ww_deps")),
+                         progress=lambda line: log(f"analysis: queue check: {line}"))
     if stats["rows"] <= AUTO_SPARK_ROWS:
         _pictures(typed, result)
     else:

@@ -72,32 +72,24 @@ def _merge_partition(batches):
                                      names=["lo", "hi"])
 
 
-def _rows_within(lo: np.ndarray, hi: np.ndarray):
-    """``mapInArrow``: the key rows whose operation lies in an interval."""
-    def run(batches):
-        for b in batches:
-            keep = queue_cycles.interval_of(b.column("index").to_numpy(zero_copy_only=False),
-                                            lo, hi) >= 0
-            if keep.any():
-                yield b.filter(pa.array(keep))
-    return run
-
-
-def _tag_partition(lo: np.ndarray, hi: np.ndarray):
-    """``mapInArrow`` over operations and edges (GRAPH rows): each tagged with its interval,
-    those in none (or edges across two) dropped."""
-    def run(batches):
-        for b in batches:
-            kind = b.column("kind").to_numpy(zero_copy_only=False)
-            a = queue_cycles.interval_of(b.column("a").to_numpy(zero_copy_only=False), lo, hi)
-            bb = b.column("b").fill_null(-1).to_numpy(zero_copy_only=False)
-            iv = np.where(kind == 1, np.where(queue_cycles.interval_of(bb, lo, hi) == a, a, -1),
-                          a)
-            keep = iv >= 0
-            if keep.any():
-                t = pa.Table.from_batches([b]).filter(pa.array(keep))
-                yield from t.append_column("iv", pa.array(iv[keep], pa.int64())).to_batches()
-    return run
+def with_interval(df, col: str, out: str, lo: np.ndarray, hi: np.ndarray):
+    """``df`` with a column ``out``: the interval (of the sorted, disjoint, closed
+    ``[lo, hi]``) that ``col`` lies in, -1 for none or null; ``cycles.interval_of`` as a
+    binary search in the JVM (Spark's Bucketizer), so rows outside every interval never
+    reach a Python worker. Splits -inf, lo, hi + 0.5, ..., +inf: bucket 2k + 1 is
+    interval k."""
+    from pyspark.ml.feature import Bucketizer
+    from pyspark.sql import functions as F
+    splits = np.empty(2 * len(lo) + 2, np.float64)
+    splits[0], splits[-1] = -np.inf, np.inf
+    splits[1:-1:2], splits[2:-1:2] = lo, np.asarray(hi, np.float64) + 0.5
+    tmp, bucket = f"_{out}_x", f"_{out}_b"
+    df = df.withColumn(tmp, F.col(col).cast("double"))
+    df = Bucketizer(splits=splits.tolist(), inputCol=tmp, outputCol=bucket,
+                    handleInvalid="keep").transform(df)
+    b = F.col(bucket).cast("long")
+    return df.withColumn(out, F.when(F.col(tmp).isNotNull() & (b % 2 == 1), (b - 1) / 2)
+                         .otherwise(-1).cast("long")).drop(tmp, bucket)
 
 
 def _cycles_group(n_examples: int, names: list):
@@ -118,7 +110,8 @@ def _cycles_group(n_examples: int, names: list):
     return run
 
 
-def _spark_cycles(spark, done, folded, refold, names: list, n_examples: int) -> list[dict]:
+def _spark_cycles(spark, done, folded, refold, names: list, n_examples: int,
+                  phase=lambda name: None) -> list[dict]:
     """The cycle search in Spark (``queue_cycles``): the backward edges the folds emitted
     (``folded``) merged into intervals per range partition and then in the driver
     (intervals only, never the graph); if there are any, the key rows folded again for
@@ -131,10 +124,11 @@ def _spark_cycles(spark, done, folded, refold, names: list, n_examples: int) -> 
     parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
     merged = (spans.repartitionByRange(parts, "lo").sortWithinPartitions("lo")
               .mapInArrow(_merge_partition, "lo long, hi long").collect())
-    if not merged:
-        return []
     lo, hi = queue_cycles.merge_spans(np.array([r["lo"] for r in merged], np.int64),
                                       np.array([r["hi"] for r in merged], np.int64))
+    phase(f"backward spans merged: {len(lo):,} intervals")
+    if not merged:
+        return []
     edges = (refold(lo, hi).where(F.col("anomaly").isNull())
              .select(*queue_cycles.EDGES.names))
     ops = (done.where(F.col("type").isin("ok", "info") & F.col("f").isin("send", "poll",
@@ -151,17 +145,32 @@ def _spark_cycles(spark, done, folded, refold, names: list, n_examples: int) -> 
         F.lit(1).cast("byte").alias("kind"), F.col("src").alias("a"), F.col("dst").alias("b"),
         F.col("key").alias("c"), F.col("rel").cast("int").alias("d"),
         F.col("value").alias("e")))
-    schema = ("kind byte, a long, b long, c int, d int, e long, iv long")
-    rows = (graph.mapInArrow(_tag_partition(lo, hi), schema=schema).groupBy("iv")
+    # each tagged with its interval in the JVM; those in none (or edges across two) dropped
+    tagged = with_interval(with_interval(graph, "a", "iv", lo, hi), "b", "iv_b", lo, hi)
+    tagged = (tagged.where((F.col("iv") >= 0) & ((F.col("kind") == 0)
+                                                 | (F.col("iv") == F.col("iv_b"))))
+              .drop("iv_b"))
+    rows = (tagged.groupBy("iv")
             .applyInArrow(_cycles_group(n_examples, names), schema=RESULT_SCHEMA).collect())
+    phase("the intervals' rows folded again and searched for cycles")
     return [{r["anomaly"]: (r["count"], json.loads(r["examples"]))} for r in rows]
 
 
 def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
-                ww_deps: bool = False, require_final: bool = True) -> dict:
+                ww_deps: bool = False, require_final: bool = True, progress=None) -> dict:
     """The same check through Spark: totals and assigns in one job, the folds (anomalies
-    and dependency edges) in one, then the cycle search (``_spark_cycles``)."""
+    and dependency edges) in one, then the cycle search (``_spark_cycles``).
+    ``progress(line)``, if given, hears each phase's end and time."""
+    import time
+
     from pyspark.sql import functions as F
+    started = [time.monotonic()]
+
+    def phase(name: str) -> None:
+        if progress is not None:
+            now = time.monotonic()
+            progress(f"{name}: {now - started[0]:.1f} s")
+            started[0] = now
     path = queue_history.typed_path(path)
     file_names = queue_history.key_names(path)
     names = file_names.names
@@ -187,6 +196,7 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
     stats = {"sends": {x: int(t[x]) for x in ("ok", "fail", "info")}, "polls": int(t["polls"]),
              "messages_read": 0, "final_polls": t["finals"] > 0}
     assigns = _assigns((a["process"], a["index"]) for a in t["assigns"])
+    phase("totals and assigns")
     empty = F.array().cast("array<bigint>")
     sends = done.where((F.col("f") == "send") & F.col("key").isNotNull()).select(
         "key", F.lit(SEND).cast("byte").alias("kind"), "index", "process",
@@ -208,7 +218,8 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
     def refold(lo, hi):
         """The second pass: the edges inside the intervals, from the rows inside them
         (all rows with ww edges, whose version order needs every send)."""
-        inside = rows if ww_deps else rows.mapInArrow(_rows_within(lo, hi), rows.schema)
+        inside = rows if ww_deps else (with_interval(rows, "index", "_iv", lo, hi)
+                                       .where(F.col("_iv") >= 0).drop("_iv"))
         return inside.repartition("key").mapInArrow(_fold_partition(
             stats["final_polls"], assigns, names, 0, ww_deps, queue_cycles.within(lo, hi),
             anomalies=False), schema=FOLD_SCHEMA)
@@ -224,7 +235,8 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
                 stats["messages_read"] += r["count"]
             else:
                 per_key.append({r["anomaly"]: (r["count"], json.loads(r["examples"]))})
-        per_key += _spark_cycles(spark, done, folded, refold, names, examples)
+        phase("polls exploded and every key folded")
+        per_key += _spark_cycles(spark, done, folded, refold, names, examples, phase)
     finally:
         folded.unpersist()
     return _result(per_key, stats, allowed, examples, require_final, file_names.values)
@@ -235,12 +247,15 @@ def history_rows(path: str | Path) -> int:
 
 
 def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
-                engine: str = "auto", ww_deps: bool = False, require_final: bool = True) -> dict:
+                engine: str = "auto", ww_deps: bool = False, require_final: bool = True,
+                progress=None) -> dict:
     """Check a queue history (typed, or an older history.parquet).
 
     ``require_final``: without a successful final poll (``f: final-poll``) the
     verdict is unknown (durability could not be established); False for
     histories that have none (Jepsen's final polls are ordinary polls).
+
+    ``progress``: a callable given a line per phase of a Spark check.
 
     ``engine``: ``local`` (this process), ``spark`` (``spark`` is a session,
     or None for the default one), ``auto``: Spark when a session is given or
@@ -256,4 +271,4 @@ def check_queue(spark, parquet_path: str, allowed=(), examples: int = 5,
     if spark is None:
         from ..spark import spark_session
         spark = spark_session()
-    return check_spark(spark, parquet_path, allowed, examples, ww_deps, require_final)
+    return check_spark(spark, parquet_path, allowed, examples, ww_deps, require_final, progress)

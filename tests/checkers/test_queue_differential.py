@@ -232,3 +232,24 @@ def test_analyze_streams_a_queue_run_in_chunks(tmp_path, monkeypatch):
     with pytest.raises(queue_history.HistoryError, match=f"history row {len(rows)}: a send"):
         an._analyze(run, engine="auto", spark_master=None, budget_s=10, log=lambda m: None)
     assert not (run / "queue.parquet").exists() and not (run / "queue.parquet.tmp").exists()
+
+
+def test_the_spark_interval_tag_equals_the_numpy_one(spark):
+    """Spark's interval tags (a binary search in the JVM, so rows outside every interval
+    never reach Python) agree with ``cycles.interval_of``: bounds, gaps, adjacent
+    intervals, nulls and positions beyond 2**31."""
+    import numpy as np
+
+    from checkers.queue import cycles as qc
+    from checkers.queue.spark import with_interval
+    rng = random.Random(7)
+    for base in (0, 3 << 40):
+        spans = [(base + a, base + a + rng.randrange(4)) for a in range(0, 400, 5)]
+        spans += [(base + 500, base + 503), (base + 504, base + 504)]  # adjacent
+        lo, hi = qc.merge_spans(np.array([s[0] for s in spans]), np.array([s[1] for s in spans]))
+        xs = [base + x for x in range(-3, 520)]
+        df = spark.createDataFrame([(x,) for x in xs] + [(None,)], "x long")
+        got = {r["x"]: r["iv"] for r in with_interval(df, "x", "iv", lo, hi).collect()}
+        want = qc.interval_of(np.array(xs, np.int64), lo, hi).tolist()
+        assert [got[x] for x in xs] == want and got[None] == -1
+        assert set(want) >= {-1, 0, len(lo) - 1}
