@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NIGHTLY, ROOT
+from conftest import ROOT
 from harness.config import load_campaign, resolve
 from node_image.bugs import BUGS
 from harness.runner import run
