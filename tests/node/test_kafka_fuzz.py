@@ -24,7 +24,7 @@ from conftest import NIGHTLY, wait_for
 from node_image import kafka_codec as kc
 from node_image import records
 
-FRAMES = 100_000 if NIGHTLY else 30_000  # CI's share of the nightly sweep
+FRAMES = 100_000 if NIGHTLY else 15_000  # CI's share of the nightly sweep
 SEED = 20261121
 PING_ID = 0x7EEE_EEEE
 # ApiVersions v0 with correlation id PING_ID: sent after every fuzzed frame, so that the

@@ -9,8 +9,8 @@ from harness.simulate import run_seed
 from simulator.cluster import Simulation
 
 DURATION_S = 120
-# 200 seeds nightly (10 x 20), 20 in CI (`make test`)
-CHUNKS, PER_CHUNK = (10, 20) if NIGHTLY else (2, 10)
+# 200 seeds nightly (10 x 20), 10 in CI (`make test`)
+CHUNKS, PER_CHUNK = (10, 20) if NIGHTLY else (1, 10)
 
 
 def test_same_seed_same_trace():
