@@ -1,5 +1,5 @@
 """The nightly example matrix through `chaoskraft campaign -n 3`: JUnit XML with a test case
-per cell, and a planted bug in one cell turns exactly that cell red."""
+per cell, and a planted bug in one cell turns exactly that cell red, its report showing it."""
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 
 from conftest import NIGHTLY, ROOT
+from test_docker import assert_register_report_shows_the_anomaly
 
 pytestmark = pytest.mark.docker
 
 BUG_CELL = "register-partition-seed1"
 
 
-def test_nightly_matrix_with_a_planted_bug_in_one_cell(docker_client, node_image, tmp_path):
+def test_nightly_matrix_with_a_planted_bug_in_one_cell(docker_client, node_image, tmp_path,
+                                                       browser):
     text = (ROOT / "campaigns" / "nightly.yaml").read_text()
     # Every cell of the file (2 workloads x 3 nemeses) for its first seed: the second seed
     # runs the same cells again.
@@ -51,3 +53,6 @@ def test_nightly_matrix_with_a_planted_bug_in_one_cell(docker_client, node_image
     summary = (tmp_path / "results" / "nightly" / "nightly-summary.txt").read_text()
     assert f"{cells} cells, 1 not valid" in summary and BUG_CELL in summary
     assert all(Path(d).is_dir() for _, _, d in verdicts.values())
+    # the planted cell is the default register campaign on seed 1 with reply-before-commit
+    # (test_docker's per-seed test, nightly): its report shows the anomaly
+    assert_register_report_shows_the_anomaly(browser, Path(verdicts[BUG_CELL][2]))
