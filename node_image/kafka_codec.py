@@ -16,7 +16,9 @@ transaction APIs, ListOffsets, CreateTopics, Metadata, ApiVersions and the admin
 versions a Kafka 4 broker answers, flexible ones included, up to where a version brings a
 feature the node does not have (share groups: FindCoordinator v6; KIP-890's second
 transaction protocol: EndTxn and TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only
-brokers send). Produce and Fetch up to their first flexible versions (v9, v12). A node may
+brokers send). Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
+the leader is, KIP-951; v12 is v11 while no ``transaction.version`` 2 is finalized, and none
+is) and Fetch up to v17 (topics by id from v13, the leader's hint from v16). A node may
 advertise less than it answers (:func:`api_versions_body`'s ``caps``: Metadata v8 by
 default, see the node's ``chaoskraft.metadata.max.version``). As Kafka brokers do, an
 ApiVersions request of a version we do not know is answered with a v0 body carrying
@@ -74,8 +76,8 @@ DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
-    PRODUCE: (3, 9, ProduceRequest, ProduceResponse),
-    FETCH: (4, 12, FetchRequest, FetchResponse),
+    PRODUCE: (3, 12, ProduceRequest, ProduceResponse),
+    FETCH: (4, 17, FetchRequest, FetchResponse),
     LIST_OFFSETS: (1, 9, ListOffsetsRequest, ListOffsetsResponse),
     METADATA: (0, 12, MetadataRequest, MetadataResponse),
     OFFSET_COMMIT: (2, 9, OffsetCommitRequest, OffsetCommitResponse),

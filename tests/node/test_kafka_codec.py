@@ -32,7 +32,7 @@ def test_api_versions_v0_response_bytes():
     body = struct.pack(">ihi", 7, 0, len(keys))  # correlation id, error, array length
     body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi, _, _) in keys)
     assert out == struct.pack(">i", len(body)) + body
-    assert (0, 3, 9) in [(k, lo, hi) for k, (lo, hi, _, _) in keys]  # Produce v3-9
+    assert (0, 3, 12) in [(k, lo, hi) for k, (lo, hi, _, _) in keys]  # Produce v3-12
 
 
 def test_produce_v3_request_decodes_with_records_as_sent():
@@ -435,3 +435,67 @@ def test_fetch_v12_carries_the_last_fetched_epoch_and_answers_a_diverging_epoch(
         struct.pack(">ihqqq", 0, 0, 50, 50, 0) + b"\x00" + struct.pack(">i", -1) + cbytes(b"")
         + b"\x01\x00" + bytes([len(diverging)]) + diverging]) + TAGS]) + TAGS
     assert kc.encode_response(req, resp) == response_v1(36, want)
+
+
+def tagged(*fields: tuple[int, bytes]) -> bytes:
+    """A tagged-field section holding ``(tag, value bytes)`` pairs (each small enough for
+    one-byte varints)."""
+    return bytes([len(fields)]) + b"".join(bytes([t, len(v)]) + v for t, v in fields)
+
+
+def test_produce_v10_tells_a_producer_at_a_follower_where_the_leader_is():
+    """Produce v10 (KIP-951): a NOT_LEADER_OR_FOLLOWER answer carries the partition's
+    current leader and epoch (partition tag 0) and that leader's endpoint (tag 0 of the
+    response), so the producer can retry without a Metadata round trip."""
+    batch = records.build_batch(0, 0, [(b"k", b"v")], 1234)
+    body = (cstr(None) + struct.pack(">hi", -1, 1000) + carray([
+        cstr("t") + carray([struct.pack(">i", 1) + cbytes(batch) + TAGS]) + TAGS]) + TAGS)
+    req = kc.decode_request(request_v2(0, 10, 37) + body)
+    assert bytes(req.body.topic_data[0].partition_data[0].records) == batch
+    R = kc.response_class(0, 10)
+    P = R.TopicProduceResponse.PartitionProduceResponse
+    resp = R(throttle_time_ms=0, responses=[R.TopicProduceResponse(name="t", partition_responses=[
+        P(index=1, error_code=6, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+          record_errors=[], error_message=None,
+          current_leader=P.LeaderIdAndEpoch(leader_id=2, leader_epoch=7))])],
+        node_endpoints=[R.NodeEndpoint(node_id=2, host="h2", port=9092, rack=None)])
+    leader = struct.pack(">ii", 2, 7) + TAGS
+    endpoint = struct.pack(">i", 2) + cstr("h2") + struct.pack(">i", 9092) + cstr(None) + TAGS
+    want = carray([cstr("t") + carray([
+        struct.pack(">ihqqq", 1, 6, -1, -1, -1) + carray([]) + cstr(None)
+        + tagged((0, leader))]) + TAGS])
+    want += struct.pack(">i", 0) + tagged((0, carray([endpoint])))
+    assert kc.encode_response(req, resp) == response_v1(37, want)
+
+
+def test_fetch_v17_names_topics_by_id_and_answers_the_leader_hint():
+    """Fetch v13+ names each topic by its id (KIP-516), v15+ moves the replica id into a
+    tagged replica state (absent for a consumer), v17 may tag each partition with a
+    replica directory id; the v16+ answer to a broker that does not lead carries the
+    current leader (partition tag 1) and its endpoint (response tag 0)."""
+    import uuid
+    tid = uuid.UUID("0123456789abcdef0123456789abcdef")
+    part = (struct.pack(">iiqiqi", 3, 5, 40, 4, -1, 1 << 20)
+            + tagged((0, uuid.UUID(int=7).bytes)))
+    body = (struct.pack(">iiibii", 500, 1, 1 << 20, 1, 0, -1)
+            + carray([tid.bytes + carray([part]) + TAGS]) + carray([]) + cstr("") + TAGS)
+    req = kc.decode_request(request_v2(1, 17, 38) + body)
+    [t] = req.body.topics
+    [p] = t.partitions
+    assert (t.topic_id, p.partition, p.current_leader_epoch, p.fetch_offset,
+            p.last_fetched_epoch, req.body.isolation_level) == (tid, 3, 5, 40, 4, 1)
+    R = kc.response_class(1, 17)
+    P = R.FetchableTopicResponse.PartitionData
+    resp = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        R.FetchableTopicResponse(topic_id=tid, partitions=[P(
+            partition_index=3, error_code=6, high_watermark=-1, last_stable_offset=-1,
+            log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
+            records=b"", current_leader=P.LeaderIdAndEpoch(leader_id=2, leader_epoch=7))])],
+        node_endpoints=[R.NodeEndpoint(node_id=2, host="h2", port=9092, rack="r")])
+    leader = struct.pack(">ii", 2, 7) + TAGS
+    endpoint = struct.pack(">i", 2) + cstr("h2") + struct.pack(">i", 9092) + cstr("r") + TAGS
+    want = struct.pack(">ihi", 0, 0, 0) + carray([tid.bytes + carray([
+        struct.pack(">ihqqq", 3, 6, -1, -1, -1) + b"\x00" + struct.pack(">i", -1) + cbytes(b"")
+        + tagged((1, leader))]) + TAGS]) + tagged((0, carray([endpoint])))
+    assert kc.encode_response(req, resp) == response_v1(38, want)
+

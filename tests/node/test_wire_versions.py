@@ -1,7 +1,8 @@
 """Kafka 4's request versions on the wire, each sent as a client that knows that version
 would send it, to three real node processes: DescribeCluster, OffsetForLeaderEpoch across
 a leader change, the classic group protocol in its flexible and batched versions,
-ListOffsets by record timestamps, CreateTopics' fuller answer and topic ids in Metadata."""
+ListOffsets by record timestamps, CreateTopics' fuller answer, topic ids in Metadata and
+Fetch, and the leader hints of Produce and Fetch."""
 import pytest
 
 from conftest import wait_for
@@ -350,3 +351,79 @@ def test_metadata_is_advertised_up_to_v8_unless_the_node_says_more(cluster):
     assert wait_for("an ApiVersions answer", advertised)[kc.METADATA] == (0, 8)
     body = kc.api_versions_body(3, caps={kc.METADATA: 12})
     assert {k.api_key: k.max_version for k in body.api_keys}[kc.METADATA] == 12
+
+
+@pytest.mark.parametrize("produce_version,fetch_version", [(10, 13), (11, 16), (12, 17)])
+def test_produce_and_fetch_by_id_with_the_leader_hint(cluster, produce_version, fetch_version):
+    """Produce v10-v12 and Fetch v13-v17 as Kafka 4 answers them: Fetch names topics by id
+    (an id no topic has: UNKNOWN_TOPIC_ID), and a broker that does not lead the partition,
+    or a stale leader epoch, is answered with where the leader is and its endpoint
+    (KIP-951: Produce from v10, Fetch from v16), matching what Metadata says."""
+    import uuid
+
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.producer import ProduceRequest
+
+    from node_image import kafka_codec as kc
+    from node_image import records
+    topic = f"by-id-{fetch_version}"
+    create(cluster, topic, {})
+    M = MetadataRequest[12]
+    md = wire(cluster, cluster.host(1), kc.METADATA, 12, M(
+        topics=[M.MetadataRequestTopic(name=topic, topic_id=uuid.UUID(int=0))],
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    [t] = md.topics
+    p0 = next(p for p in t.partitions if p.partition_index == 0)
+    leader, epoch, tid = p0.leader_id, p0.leader_epoch, t.topic_id
+    endpoint = next((b.host, b.port) for b in md.brokers if b.node_id == leader)
+    follower = next(n for n in cluster.ids if n != leader)
+    batch = records.build_batch(0, 0, [(None, b"a"), (None, b"b")], 1000)
+
+    def produce(node):
+        D = ProduceRequest.TopicProduceData
+        r = wire(cluster, cluster.host(node), kc.PRODUCE, produce_version,
+                 ProduceRequest[produce_version](
+                     transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[D(
+                         name=topic, partition_data=[D.PartitionProduceData(
+                             index=0, records=batch)])]))
+        return r, r.responses[0].partition_responses[0]
+
+    def hint(resp, part):
+        ends = {e.node_id: (e.host, e.port) for e in resp.node_endpoints or []}
+        cl = part.current_leader
+        return (cl.leader_id, cl.leader_epoch, ends.get(cl.leader_id)) if cl else None
+    r, p = produce(leader)
+    assert (p.error_code, p.base_offset) == (0, 0)
+    r, p = produce(follower)
+    assert p.error_code == 6, "NOT_LEADER_OR_FOLLOWER"
+    assert hint(r, p) == (leader, epoch, endpoint)
+
+    def fetch(node, topic_id, current_epoch=-1):
+        F = FetchRequest.FetchTopic
+        r = wire(cluster, cluster.host(node), kc.FETCH, fetch_version,
+                 FetchRequest[fetch_version](
+                     replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                     isolation_level=0, session_id=0, session_epoch=-1, topics=[F(
+                         topic_id=topic_id, partitions=[F.FetchPartition(
+                             partition=0, current_leader_epoch=current_epoch, fetch_offset=0,
+                             last_fetched_epoch=-1, log_start_offset=-1,
+                             partition_max_bytes=1 << 20)])],
+                     forgotten_topics_data=[], rack_id=""))
+        [answered] = r.responses
+        assert answered.topic_id == topic_id
+        return r, answered.partitions[0]
+    r, p = fetch(leader, tid)
+    assert p.error_code == 0 and p.high_watermark == 2
+    got = [rec.value for rec in records.decode_records(bytes(p.records))[1]]
+    assert got == [b"a", b"b"]
+    stranger = uuid.uuid4()
+    assert fetch(leader, stranger)[1].error_code == 100, "UNKNOWN_TOPIC_ID"
+    # a follower: NOT_LEADER_OR_FOLLOWER, with the hint; a leader epoch newer than the
+    # leader's: UNKNOWN_LEADER_EPOCH, with none (Kafka hints only where the leader moved)
+    for node, current, error, hinted in ((follower, -1, 6, True), (leader, epoch + 1, 75, False)):
+        r, p = fetch(node, tid, current)
+        assert p.error_code == error
+        want = (leader, epoch, endpoint) if hinted and fetch_version >= 16 else None
+        assert (hint(r, p) if p.current_leader and p.current_leader.leader_id >= 0
+                else None) == want

@@ -28,6 +28,28 @@ def _missing(error: int) -> int:
     return error if error != m.NONE else m.REQUEST_TIMED_OUT
 
 
+def leader_hint(image, topic: str | None, partition: int, endpoints: dict) -> tuple[int, int]:
+    """KIP-951: the (leader id, leader epoch) the metadata image gives a partition, for a
+    client a broker told NOT_LEADER_OR_FOLLOWER (or, in Fetch, FENCED_LEADER_EPOCH), so that
+    it need not ask Metadata before retrying; the leader's endpoint is added to
+    ``endpoints`` (id -> (host, port, rack)) where the leader is a live, unfenced broker.
+    (-1, -1) for a partition the image does not hold, as Kafka's getCurrentLeader."""
+    reg = None if topic is None else image.partition(topic, partition)
+    if reg is None:
+        return -1, -1
+    b = image.brokers.get(reg.leader)
+    ep = None if b is None or b.fenced else b.endpoint("PLAINTEXT")
+    if ep is not None:
+        endpoints[reg.leader] = (ep[0], ep[1], b.rack)
+    return reg.leader, reg.leader_epoch
+
+
+def node_endpoints(R, endpoints: dict) -> list:
+    """A response's NodeEndpoints (KIP-951) from :func:`leader_hint`'s ``endpoints``."""
+    return [R.NodeEndpoint(node_id=n, host=h, port=p, rack=r)
+            for n, (h, p, r) in sorted(endpoints.items())]
+
+
 def _zero_uuid(value) -> bool:
     return value is None or str(value) in (str(ZERO_UUID), "AAAAAAAAAAAAAAAAAAAAAA")
 

@@ -1,6 +1,6 @@
 """Fetch, ListOffsets and OffsetForLeaderEpoch: reads below the high watermark (or the last
-stable offset for read_committed), parked fetches, timestamp searches, and where an
-epoch ends."""
+stable offset for read_committed), parked fetches, topics by id (Fetch v13+), the current
+leader's hint (Fetch v16+, KIP-951), timestamp searches, and where an epoch ends."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from ...coverage import Reached
-from .common import READ_COMMITTED
+from .common import READ_COMMITTED, _zero_uuid, leader_hint, node_endpoints
 
 
 @dataclass(slots=True)
@@ -24,34 +24,54 @@ class FetchApis:
 
     def _fetch(self, src, req: KafkaRequest, now: int) -> None:
         body = req.body
-        keys = {(t.topic, p.partition) for t in body.topics for p in t.partitions}
+        keys = {(name, p.partition) for t, name in self._fetch_topics(req) if name is not None
+                for p in t.partitions}
         response, size, errors = self._fetch_response(req)
         if size >= max(body.min_bytes, 1) or errors or body.max_wait_ms <= 0 or not keys:
             self._reply(src, req, response)
             return
         self._delayed_fetch.append(_DelayedFetch(src, req, now + body.max_wait_ms, keys))
 
+    def _fetch_topics(self, req: KafkaRequest) -> list:
+        """(topic asked, its name) for each topic of a Fetch: from v13 the topics are named by
+        id (KIP-516), and an id this broker's metadata does not hold has no name (None)."""
+        if req.api_version < 13:
+            return [(t, t.topic) for t in req.body.topics]
+        names = self.rm.image.topic_names
+        return [(t, None if _zero_uuid(t.topic_id) else names.get(str(t.topic_id)))
+                for t in req.body.topics]
+
     def _fetch_response(self, req: KafkaRequest):
         body = req.body
+        v = req.api_version
         R = self._cls(req)
         T = R.FetchableTopicResponse
         P = T.PartitionData
-        budget = body.max_bytes if req.api_version >= 3 else 1 << 30
+        budget = body.max_bytes if v >= 3 else 1 << 30
         total = 0
         errors = False
         topics = []
-        for t in body.topics:
+        endpoints: dict = {}
+        for t, name in self._fetch_topics(req):
             parts = []
             for p in t.partitions:
-                error, hw, lso, start, data, aborted, diverging = self._read(
-                    t.topic, p, req.api_version, min(p.partition_max_bytes, max(budget - total, 0)),
-                    first=total == 0, committed=body.isolation_level == READ_COMMITTED)
+                if name is None:  # v13+: an id no topic of ours has
+                    error, hw, lso, start, data, aborted, diverging = (
+                        m.UNKNOWN_TOPIC_ID, -1, -1, -1, b"", None, None)
+                else:
+                    error, hw, lso, start, data, aborted, diverging = self._read(
+                        name, p, v, min(p.partition_max_bytes, max(budget - total, 0)),
+                        first=total == 0, committed=body.isolation_level == READ_COMMITTED)
                 errors = errors or error != m.NONE or diverging is not None
                 total += len(data)
                 extra = {}
                 if diverging is not None:
                     extra["diverging_epoch"] = P.EpochEndOffset(epoch=diverging[0],
                                                                 end_offset=diverging[1])
+                if v >= 16 and error in (m.NOT_LEADER_OR_FOLLOWER, m.FENCED_LEADER_EPOCH):
+                    leader, epoch = leader_hint(self.rm.image, name, p.partition, endpoints)
+                    extra["current_leader"] = P.LeaderIdAndEpoch(leader_id=leader,
+                                                                 leader_epoch=epoch)
                 parts.append(P(partition_index=p.partition, error_code=error, high_watermark=hw,
                                last_stable_offset=lso, log_start_offset=start,
                                aborted_transactions=None if aborted is None else [
@@ -59,9 +79,11 @@ class FetchApis:
                                                         first_offset=a.first_offset)
                                    for a in aborted],
                                preferred_read_replica=-1, records=data, **extra))
-            topics.append(T(topic=t.topic, partitions=parts))
-        return (R(throttle_time_ms=0, error_code=m.NONE, session_id=0, responses=topics),
-                total, errors)
+            named = {"topic_id": t.topic_id} if v >= 13 else {"topic": t.topic}
+            topics.append(T(partitions=parts, **named))
+        extra = {"node_endpoints": node_endpoints(R, endpoints)} if endpoints else {}
+        return (R(throttle_time_ms=0, error_code=m.NONE, session_id=0, responses=topics,
+                  **extra), total, errors)
 
     def _read(self, topic: str, p, version: int, max_bytes: int, first: bool, committed: bool):
         """(error, HW, LSO, log start, records, aborted transactions or None, diverging epoch

@@ -1,6 +1,7 @@
 """Produce: appends by the partition leader, idempotent and transactional batches checked
-against the producer state, compressed batches validated and recompressed, and acks=all
-parked until the high watermark passes them."""
+against the producer state, compressed batches validated and recompressed, acks=all
+parked until the high watermark passes them, and (v10+, KIP-951) a partition's current
+leader told to a producer that wrote to a broker that no longer leads it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from ... import compression, records
 from ...kafka_codec import KafkaRequest
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
-from .common import UNBOUNDED
+from .common import UNBOUNDED, leader_hint, node_endpoints
 
 
 @dataclass(slots=True)
@@ -169,18 +170,25 @@ class ProduceApis:
         R = self._cls(d.request)
         T = R.TopicProduceResponse
         P = T.PartitionProduceResponse
+        hints = d.request.api_version >= 10  # KIP-951
+        endpoints: dict = {}
         by_topic: dict[str, list] = {}
         for (topic, partition), r in d.results.items():
             part = self.rm.partitions.get((topic, partition))
+            extra = {}
+            if hints and r.error == m.NOT_LEADER_OR_FOLLOWER:
+                leader, epoch = leader_hint(self.rm.image, topic, partition, endpoints)
+                extra["current_leader"] = P.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
             by_topic.setdefault(topic, []).append(P(
                 index=partition, error_code=r.error,
                 base_offset=r.base_offset if r.error == m.NONE else -1,
                 log_append_time_ms=r.log_append_time_ms if r.error == m.NONE else -1,
                 log_start_offset=part.log.start_offset if part is not None else -1,
-                record_errors=[], error_message=None))
+                record_errors=[], error_message=None, **extra))
+        extra = {"node_endpoints": node_endpoints(R, endpoints)} if endpoints else {}
         self._reply(d.src, d.request, R(
             responses=[T(name=t, partition_responses=ps) for t, ps in by_topic.items()],
-            throttle_time_ms=0))
+            throttle_time_ms=0, **extra))
 
 
 def _recompressed(batch: bytes, codec: int) -> tuple[records.BatchHeader, bytes]:
