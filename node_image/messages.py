@@ -89,7 +89,7 @@ POSITION_OUT_OF_RANGE = 99
 DUPLICATE_BROKER_REGISTRATION = 101
 INCONSISTENT_CLUSTER_ID = 104
 INELIGIBLE_REPLICA = 107
-INVALID_VOTER_KEY = 115
+INVALID_VOTER_KEY = 125
 
 ERROR_NAMES = {v: k for k, v in dict(globals()).items() if isinstance(v, int) and k.isupper()
                and k not in ("MAX_FRAME_BYTES",)}

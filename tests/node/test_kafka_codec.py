@@ -499,3 +499,22 @@ def test_fetch_v17_names_topics_by_id_and_answers_the_leader_hint():
         + tagged((1, leader))]) + TAGS]) + tagged((0, carray([endpoint])))
     assert kc.encode_response(req, resp) == response_v1(38, want)
 
+
+# kafka-python's names where they are older than Kafka's, and the codes it does not know
+KAFKA_PYTHON_NAMES = {0: "NO_ERROR", 6: "NOT_LEADER_FOR_PARTITION", 10: "MESSAGE_SIZE_TOO_LARGE",
+                      17: "INVALID_TOPIC", 39: "INVALID_REPLICATION_ASSIGNMENT", 128: "UNKNOWN"}
+
+
+def test_every_error_code_is_kafkas_code_for_its_name():
+    """Each error the node can send carries Kafka's code for it (kafka-python's error table
+    is generated from Kafka's), and no two names share a code."""
+    import kafka.errors
+
+    from node_image import messages as m
+    names = [k for k, v in vars(m).items() if isinstance(v, int) and k.isupper()
+             and k != "MAX_FRAME_BYTES"]
+    codes = {getattr(m, k) for k in names}
+    assert len(codes) == len(names), "two names share a code"
+    for code, name in m.ERROR_NAMES.items():
+        want = KAFKA_PYTHON_NAMES.get(code, name)
+        assert kafka.errors.for_code(code).message == want, (code, name)
