@@ -6,7 +6,8 @@ started) -> recovery wait -> final reads -> collect node logs -> teardown ->
 analysis. The seed (printed and stored) drives the workload generator and
 the fault schedule. Ctrl-C (or SIGTERM) at any point heals, tears the
 cluster down and keeps the history; the run can then be analysed with
-``chaoskraft analyze RUN_DIR``.
+``chaoskraft analyze RUN_DIR``. One that lands during teardown waits for it
+(:class:`TeardownGuard`).
 """
 from __future__ import annotations
 
@@ -57,6 +58,40 @@ def install_interrupt_handlers() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     except ValueError:
         pass  # not the main thread
+
+
+class TeardownGuard:
+    """While teardown runs, SIGTERM and SIGINT wait for it: an interrupt that lands in the
+    middle of removing the containers would leave the rest behind (a CI job's timeout sends
+    one SIGTERM, and a matrix sends one to each running campaign). The first interrupt is
+    noted and logged and the run ends as interrupted once teardown is done; a second one
+    abandons the teardown (the user insists; ``chaoskraft cleanup`` removes what is left).
+    Only in the main thread, where signal handlers live."""
+
+    def __init__(self, log) -> None:
+        self.log = log
+        self.interrupted = False
+        self._old: dict = {}
+
+    def _defer(self, signum, frame) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+        self.log(f"{signal.Signals(signum).name} during teardown: teardown goes on, then the "
+                 f"run ends as interrupted (send it again to abandon the teardown)")
+
+    def __enter__(self) -> "TeardownGuard":
+        try:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                self._old[s] = signal.signal(s, self._defer)
+        except ValueError:
+            pass  # not the main thread
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        self._old.clear()
 
 
 def generated_ops(cfg: RunConfig, per_process: int | None = None, generator=None):
@@ -134,21 +169,23 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
         error = exc
         log(f"run failed: {type(exc).__name__}: {exc}")
     finally:
-        history.close()
-        if backend is not None:
-            try:
-                if backend.nodes:
-                    log("collecting node logs")
-                    backend.collect_logs(run_dir / "nodes")
-            except Exception as exc:  # noqa: BLE001 - teardown must go on
-                log(f"could not collect node logs: {exc}")
-            if hasattr(backend, "close"):
-                backend.close()
-        if owner is not None or backend is not None:
-            log("teardown: stopping the nodes on the hosts (the install stays; `chaoskraft "
-                "hosts clean` removes it)" if cfg.hosts else
-                "teardown: removing containers, volumes and network")
-            (owner or backend).down()
+        with TeardownGuard(log) as guard:
+            history.close()
+            if backend is not None:
+                try:
+                    if backend.nodes:
+                        log("collecting node logs")
+                        backend.collect_logs(run_dir / "nodes")
+                except Exception as exc:  # noqa: BLE001 - teardown must go on
+                    log(f"could not collect node logs: {exc}")
+                if hasattr(backend, "close"):
+                    backend.close()
+            if owner is not None or backend is not None:
+                log("teardown: stopping the nodes on the hosts (the install stays; `chaoskraft "
+                    "hosts clean` removes it)" if cfg.hosts else
+                    "teardown: removing containers, volumes and network")
+                (owner or backend).down()
+    interrupted = interrupted or guard.interrupted
     if error is not None:
         raise error
     if interrupted:
