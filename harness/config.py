@@ -203,6 +203,13 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     for p in sorted(set(_package_names(values.get("nemesis") or ())) & set(PACKAGES)):
         if (why := package_refusal(p, workload)) is not None:
             raise CampaignError(f"{where('nemesis')}field 'nemesis': {why}")
+    clocks = sorted(p for p in set(_package_names(values.get("nemesis") or ())) & set(PACKAGES)
+                    if REGISTRY[p].faketime)
+    if len(clocks) > 1 and values.get("nemesis_combine", RunConfig.nemesis_combine) == "concurrent":
+        raise CampaignError(f"{where('nemesis_combine')}field 'nemesis_combine': concurrent "
+                            f"faults of {' and '.join(clocks)} would overlap, and each sets the "
+                            f"one libfaketime file a node's clock reads (one would undo the "
+                            f"other); use sequential, or one of them")
     hosts = values.get("hosts")
     nodes = values.get("nodes", len(hosts) if isinstance(hosts, list) and hosts
                        else RunConfig.nodes)

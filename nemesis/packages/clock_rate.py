@@ -16,7 +16,8 @@ Limits: a node restarted while a rate is in force starts from the same file, so 
 runs at R from its own start and jumps by D; libfaketime also scales the node's sleeps and
 poll timeouts by 1/R, so on a slow clock the node's event loop wakes late (the simulated
 form changes the wall clock's pace only). The clock package and this one write the same
-file: in one campaign their faults should not overlap (a sequential plan).
+file: in one campaign their faults must not overlap (the campaign validator refuses both
+under ``nemesis_combine: concurrent``).
 """
 from __future__ import annotations
 

@@ -88,6 +88,10 @@ BAD = [
         workload: queue
         compression: brotli
         """, 2, "compression", "'brotli' is not one of none, gzip, snappy, lz4, zstd"),
+    ("clocks-overlap", """
+        nemesis: [clock, clock-rate, kill]
+        nemesis_combine: concurrent
+        """, 2, "nemesis_combine", "faults of clock and clock-rate would overlap"),
 ]
 
 
