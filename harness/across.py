@@ -23,7 +23,9 @@ expected value did not match; computed from the history table). It is
 printed, and saved with the small tables as Parquet in ``<root>/_across/``
 (``summary.csv`` too). A second table says, per workload and fault kind, in how
 many runs each node event was reached (``coverage.txt``): what a nightly matrix
-never exercised.
+never exercised. A run whose results.json or config.yaml is malformed is left
+out and named (file, line and column) in the output and in
+``_across/unreadable.txt``; ``chaoskraft analyze --across`` then exits 3.
 
 For ad-hoc queries, in ``.venv/bin/pyspark`` (see docs/report.md for its environment) or any
 Spark session::
@@ -38,7 +40,7 @@ import json
 import sys
 from pathlib import Path
 
-from core.run_dir import RESULTS, RunDir
+from core.run_dir import RESULTS, RunDir, RunDirError
 from workloads.registry import WORKLOADS
 
 from .report import ANSWERED_FAILS, OPENS
@@ -53,11 +55,21 @@ def find_runs(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+def run_rows(run_dirs: list[Path], unreadable: list[str] | None = None
+             ) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    """The rows of the small tables. A run whose results.json or config.yaml is malformed
+    raises, or, given ``unreadable``, is left out and its error (naming file, line and
+    column) added there."""
     runs, anomalies, faults, coverage = [], [], [], []
     for d in run_dirs:
         rd = RunDir(d)
-        results, cfg = rd.results(), rd.config()
+        try:
+            results, cfg = rd.results(), rd.config()
+        except RunDirError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(str(exc))
+            continue
         run = str(d)
         runs.append({"run": run, "test": cfg.get("test", ""), "workload": cfg.get("workload", ""),
                      "seed": int(cfg.get("seed") or 0), "started": d.name.split("-")[0],
@@ -82,13 +94,18 @@ def run_rows(run_dirs: list[Path]) -> tuple[list[dict], list[dict], list[dict], 
     return runs, anomalies, faults, coverage
 
 
-def load_tables(spark, root: str | Path, views: bool = True) -> dict:
+def load_tables(spark, root: str | Path, views: bool = True,
+                unreadable: list[str] | None = None) -> dict:
+    """The tables of every run under ``root``; ``unreadable``: see :func:`run_rows` (a run
+    left out there has no history rows either)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     dirs = find_runs(Path(root))
     if not dirs:
         raise FileNotFoundError(f"no run directory (results.json and config.yaml) under {root}")
-    runs, anomalies, faults, coverage = run_rows(dirs)
+    runs, anomalies, faults, coverage = run_rows(dirs, unreadable)
+    read = {r["run"] for r in runs}
+    dirs = [d for d in dirs if str(d) in read]
     schemas = {
         "runs": "run string, test string, workload string, seed long, started string, "
                 "verdict string, nemesis string, bugs string",
@@ -190,13 +207,22 @@ def format_summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def across(root: str | Path, spark_master: str | None = None, out=sys.stdout) -> list[dict]:
+def across(root: str | Path, spark_master: str | None = None, out=sys.stdout,
+           unreadable: list[str] | None = None) -> list[dict]:
+    """The summary of every readable run under ``root``, printed and saved; a run whose
+    results.json or config.yaml is malformed is left out, named in the output, in
+    ``_across/unreadable.txt`` and in ``unreadable`` if given."""
     from checkers.spark import spark_session
     root = Path(root)
     spark = spark_session(spark_master)
-    tables = load_tables(spark, root)
+    skipped: list[str] = [] if unreadable is None else unreadable
+    tables = load_tables(spark, root, unreadable=skipped)
     n = tables["runs"].count()
     print(f"across {root}: {n} runs", file=out, flush=True)
+    if skipped:
+        print(f"left out {len(skipped)} unreadable run(s):", file=out)
+        for why in skipped:
+            print(f"  {why}", file=out)
     rows = summary(spark, tables)
     text = format_summary(rows)
     print(text, file=out)
@@ -206,6 +232,7 @@ def across(root: str | Path, spark_master: str | None = None, out=sys.stdout) ->
     dest = root / "_across"
     dest.mkdir(exist_ok=True)
     (dest / "coverage.txt").write_text(cov_text + "\n")
+    (dest / "unreadable.txt").write_text("".join(f"{why}\n" for why in skipped))
     (dest / "coverage.json").write_text(json.dumps(cov_rows, indent=1) + "\n")
     for name in ("runs", "anomalies", "faults", "coverage"):
         frame = tables[name].toPandas()

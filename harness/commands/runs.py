@@ -112,8 +112,9 @@ def cmd_analyze(args) -> int:
     from ..analyze import analyze
     if args.across:
         from ..across import across
-        across(args.across, spark_master=args.spark_master)
-        return 0
+        unreadable: list[str] = []
+        across(args.across, spark_master=args.spark_master, unreadable=unreadable)
+        return 3 if unreadable else 0  # the summary leaves out runs it could not read
     if not args.run_dir:
         print("chaoskraft analyze: give a RUN_DIR, or --across DIR", file=sys.stderr)
         return EXIT_USAGE

@@ -74,3 +74,22 @@ def test_across_summary_matches_every_runs_results(tmp_path, spark):
         "a workload without partitions lists no data-plane event"
     assert "never" in (tmp_path / "_across" / "coverage.txt").read_text()
     assert (tmp_path / "_across" / "runs.parquet").exists()
+
+
+def test_a_malformed_run_is_left_out_and_named_and_the_rest_summarised(tmp_path, spark):
+    """One run's results.json cut short: the other runs are summarised, the bad one is named
+    with its file and position (output, _across/unreadable.txt), and the command exits 3."""
+    from harness import cli
+    dirs = make_runs(tmp_path, 4)
+    bad = dirs[1] / "results.json"
+    bad.write_text(bad.read_text()[:40])
+    out = io.StringIO()
+    unreadable: list = []
+    rows = across(tmp_path, out=out, unreadable=unreadable)
+    assert rows and all(r["runs"] >= 1 for r in rows)
+    assert "3 runs" in out.getvalue()
+    [why] = unreadable
+    assert why.startswith(f"{bad}:1:") and "not JSON" in why, why
+    assert why in out.getvalue()
+    assert (tmp_path / "_across" / "unreadable.txt").read_text() == why + "\n"
+    assert cli.main(["analyze", "--across", str(tmp_path)]) == 3
