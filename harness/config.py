@@ -382,6 +382,9 @@ def node_config(cfg: RunConfig) -> dict[str, str]:
     props.setdefault("offsets.topic.replication.factor", str(min(3, cfg.nodes)))
     props.setdefault("transaction.state.log.replication.factor", str(min(3, cfg.nodes)))
     props.setdefault("transaction.state.log.min.isr", str(min(2, cfg.nodes)))
+    # The workloads make their topics with the replication they test; a client naming a topic
+    # before it is made (or after it is deleted) must not get one of a single replica
+    props.setdefault("auto.create.topics.enable", "false")
     for package, opts in _package_options(cfg):
         for key, value in package.node_properties(opts).items():
             props.setdefault(key, value)

@@ -36,6 +36,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | log.message.timestamp.after.max.ms | 9223372036854775807 | and more than this after it; topics override with ``message.timestamp.after.max.ms`` |
 | num.partitions | 1 | partitions of a topic created without a count |
 | default.replication.factor | 1 | replication factor of a topic created without one |
+| auto.create.topics.enable | true | a Metadata request that names a topic no one made, and allows it (every version before v4; from v4 its flag), makes the controller create it with ``num.partitions`` and ``default.replication.factor``; the answer says LEADER_NOT_AVAILABLE until it exists, as Kafka's. Campaigns set it false: their workloads make their topics with the replication they test |
 | auto.leader.rebalance.enable | true | move leadership back to preferred replicas |
 | leader.imbalance.check.interval.seconds | 300 | how often |
 | offsets.topic.num.partitions | 50 | partitions of ``__consumer_offsets``, created at the first FindCoordinator for a group |
@@ -103,6 +104,7 @@ class BrokerConfig:
     default_partitions: int = 1
     default_replication_factor: int = 1
     auto_leader_rebalance: bool = True
+    auto_create_topics: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
     request_timeout_ms: int = 30000
     offsets_topic_partitions: int = 50
@@ -184,6 +186,7 @@ _INT_KEYS = {
 }
 _ZERO_ALLOWED = {"metadata.max.idle.interval.ms", "group.initial.rebalance.delay.ms"}
 _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
+              "auto.create.topics.enable": "auto_create_topics",
               "chaoskraft.power.loss.enable": "power_loss"}
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",

@@ -22,8 +22,9 @@ order.
   available. Sessions (KIP-227) are not kept: every fetch is a full fetch
   (session id 0), which the protocol allows.
 - Metadata lists unfenced brokers and every partition's leader, leader
-  epoch, replicas, ISR and offline replicas. Topics are not created
-  automatically; CreateTopics is forwarded to the active controller.
+  epoch, replicas, ISR and offline replicas. A topic a Metadata request
+  names and allows to be created is created (``auto.create.topics.enable``,
+  as Kafka's); CreateTopics is forwarded to the active controller.
 - InitProducerId hands out ids from blocks the controller allocates
   (AllocateProducerIds); with a transactional id it is the transaction
   coordinator's (:mod:`.transaction_coordinator`), as are AddPartitionsToTxn,
@@ -49,6 +50,7 @@ from .. import kafka_codec as kc
 from .. import messages as m
 from ..kafka_codec import KafkaRequest, KafkaResponse
 from ..outbox import Outbox
+from ..replication_control import LEGAL_TOPIC
 from .group_coordinator import GroupCoordinator
 from .group_metadata import OFFSETS_TOPIC
 from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
@@ -148,6 +150,9 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
             asked = [(name, None) for name in sorted(image.topics)]
         else:  # by name, or from v10 by topic id with no name
             asked = [(t.name, getattr(t, "topic_id", None)) for t in wanted]
+        # before v4 every request allows topics to be created; from v4 it says
+        create_allowed = self.options.auto_create_topics and (
+            req.api_version < 4 or req.body.allow_auto_topic_creation)
         topics = []
 
         def unknown(error: int, name: str | None, topic_id) -> None:
@@ -162,7 +167,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
                     continue
             t = image.topics.get(name)
             if t is None:
-                unknown(m.UNKNOWN_TOPIC_OR_PARTITION, name, ZERO_UUID)
+                unknown(self._auto_create(name, now) if wanted is not None and create_allowed
+                        else m.UNKNOWN_TOPIC_OR_PARTITION, name, ZERO_UUID)
                 continue
             parts = []
             for pid in sorted(t.partitions):
@@ -182,6 +188,22 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
         self._reply(src, req, R(throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                                 controller_id=controller, topics=topics,
                                 authorized_operations=NOT_AUTHORIZED_OPERATIONS, error_code=m.NONE))
+
+    def _auto_create(self, name: str, now: int) -> int:
+        """A topic a Metadata request named and may create (``auto.create.topics.enable``), as
+        Kafka's AutoTopicCreationManager: an illegal name is INVALID_TOPIC_EXCEPTION; else the
+        controller is asked to create it (an internal topic with its own settings, any other
+        with ``num.partitions`` and ``default.replication.factor``) and the answer until it
+        exists is LEADER_NOT_AVAILABLE."""
+        if not LEGAL_TOPIC.match(name) or name in (".", ".."):
+            return m.INVALID_TOPIC_EXCEPTION
+        if name in (OFFSETS_TOPIC, TXN_TOPIC):
+            self._create_internal_topic(name, now)
+        else:
+            o = self.options
+            self._ask_to_create((name, o.default_partitions, o.default_replication_factor, ()),
+                                now)
+        return m.LEADER_NOT_AVAILABLE
 
     def _via_controller(self, now: int, timeout_ms: int, reply, build) -> None:
         """Send ``build(correlation id)`` to the controller; ``reply(response, error)``

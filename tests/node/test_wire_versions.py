@@ -427,3 +427,43 @@ def test_produce_and_fetch_by_id_with_the_leader_hint(cluster, produce_version, 
         want = (leader, epoch, endpoint) if hinted and fetch_version >= 16 else None
         assert (hint(r, p) if p.current_leader and p.current_leader.leader_id >= 0
                 else None) == want
+
+
+@pytest.mark.parametrize("version", [1, 4, 12])
+def test_metadata_creates_a_topic_it_names_where_allowed(cluster, version):
+    """auto.create.topics.enable (Kafka's default, true): a Metadata request naming a topic
+    that does not exist creates it with num.partitions and default.replication.factor
+    (LEADER_NOT_AVAILABLE until it exists) where it allows creation (always before v4, from
+    v4 its flag); one that does not allow it gets UNKNOWN_TOPIC_OR_PARTITION and creates
+    nothing; an illegal name is INVALID_TOPIC_EXCEPTION."""
+    import uuid
+
+    from kafka.protocol.metadata import MetadataRequest
+
+    from node_image import kafka_codec as kc
+    R = MetadataRequest[version]
+
+    def ask(name, allow=True):
+        fields = {"allow_auto_topic_creation": allow} if version >= 4 else {}
+        if version >= 8:
+            fields["include_topic_authorized_operations"] = False
+        if 8 <= version <= 10:
+            fields["include_cluster_authorized_operations"] = False
+        topic = (R.MetadataRequestTopic(name=name, topic_id=uuid.UUID(int=0)) if version >= 10
+                 else R.MetadataRequestTopic(name=name))
+        [t] = wire(cluster, cluster.host(2), kc.METADATA, version, R(
+            topics=[topic], **fields)).topics
+        return t
+    kept, made = f"kept-{version}", f"auto-{version}"
+    # the module's cluster may still be coming up when this test is its first
+    wait_for("a Metadata answer", lambda: ask("_" + kept, allow=False) if version >= 4
+             else ask(made))
+    if version >= 4:
+        assert ask(kept, allow=False).error_code == 3, "UNKNOWN_TOPIC_OR_PARTITION"
+        assert ask(made).error_code == 5, "LEADER_NOT_AVAILABLE while it is made"
+    t = wait_for(f"{made} created", lambda: (lambda t: t if t.error_code == 0 else None)(
+        ask(made)))
+    assert [(p.partition_index, len(p.replica_nodes)) for p in t.partitions] == [(0, 1)]
+    assert ask("bad name!").error_code == 17, "INVALID_TOPIC_EXCEPTION"
+    if version >= 4:
+        assert ask(kept, allow=False).error_code == 3, "asking without creation made nothing"

@@ -44,6 +44,10 @@ def test_queue_defaults_and_power_loss_node_config():
     assert cfg.flush_messages == 1, "queue campaigns fsync every batch unless told otherwise"
     # power loss through faultfs, from outside the node: the node's own seam stays off
     assert "chaoskraft.power.loss.enable" not in node_config(cfg) and needs_faultfs(cfg)
+    # a producer naming the topic before the workload made it must not make it (one replica)
+    assert node_config(cfg)["auto.create.topics.enable"] == "false"
+    assert node_config(resolve({"node_config": {"auto.create.topics.enable": "true"}}, {}))[
+        "auto.create.topics.enable"] == "true", "a campaign may turn it on"
     never = resolve({"workload": "queue", "flush_messages": None, "nemesis": ["kill"]}, {})
     assert never.flush_messages is None and not needs_faultfs(never)
     seam = resolve({"workload": "queue", "nemesis_options": {"power-loss": {"via": "process"}}}, {})

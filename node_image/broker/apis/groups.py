@@ -55,15 +55,22 @@ class GroupApis:
     def _create_internal_topic(self, topic: str, now: int) -> None:
         """Ask the controller for ``__consumer_offsets`` or ``__transaction_state`` (at most once
         a second each)."""
-        if now < self._internal_asked_ms.get(topic, -OFFSETS_TOPIC_RETRY_MS) + OFFSETS_TOPIC_RETRY_MS:
-            return
-        self._internal_asked_ms[topic] = now
         o = self.options
         if topic == OFFSETS_TOPIC:
             row = (topic, o.offsets_topic_partitions, o.offsets_topic_replication_factor, ())
         else:
             row = (topic, o.transaction_topic_partitions, o.transaction_topic_replication_factor,
                    (("min.insync.replicas", str(o.transaction_topic_min_isr)),))
+        self._ask_to_create(row, now)
+
+    def _ask_to_create(self, row: tuple, now: int) -> None:
+        """Ask the controller to create a topic the broker needs or a client named (row: name,
+        partitions, replication factor, configs), at most once a second per topic; a failure
+        is logged when the answer comes (:meth:`handle_controller_response`)."""
+        topic = row[0]
+        if now < self._internal_asked_ms.get(topic, -OFFSETS_TOPIC_RETRY_MS) + OFFSETS_TOPIC_RETRY_MS:
+            return
+        self._internal_asked_ms[topic] = now
         corr = self.broker.send_to_controller(lambda c: m.CreateTopicsRequest(c, (row,), False))
         if corr is not None:
             self._internal_creates.add(corr)
