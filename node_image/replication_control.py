@@ -52,6 +52,7 @@ TOPIC_CONFIGS = {
     "cleanup.policy": lambda v: v == "delete",
     # Records are never deleted by time: only "keep forever" is honest to accept.
     "retention.ms": lambda v: v == "-1",
+    "retention.bytes": lambda v: v == "-1",  # nor by size
     "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
     "message.timestamp.before.max.ms": lambda v: v.isdigit(),
     "message.timestamp.after.max.ms": lambda v: v.isdigit(),
@@ -63,6 +64,7 @@ TOPIC_CONFIGS = {
 
 # What a refused value of a config we take only in part may be.
 ONLY = {"retention.ms": "only -1 is supported: records are never deleted by time",
+        "retention.bytes": "only -1 is supported: records are never deleted by size",
         "cleanup.policy": "only delete is supported (no compaction)"}
 
 ONLINE, PREFERRED, UNCLEAN = "ONLINE", "PREFERRED", "UNCLEAN"

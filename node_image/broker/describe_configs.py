@@ -4,8 +4,8 @@ comes from, as Kafka answers it (``ConfigHelper``).
 A topic lists every topic config the node knows (``replication_control.TOPIC_CONFIGS``):
 the value the topic was created with (source DYNAMIC_TOPIC_CONFIG), else the broker's
 default for it (STATIC_BROKER_CONFIG when server.properties set it, else DEFAULT_CONFIG).
-A broker lists its own settings (``config._INT_KEYS``' broker section, the boolean keys and
-``compression.type``), read-only: the node has no dynamic broker configs. Only this broker's
+A broker lists its own settings (``config._INT_KEYS``' broker section, the boolean keys,
+``compression.type``, ``advertised.listeners`` and ``node.id``), read-only: the node has no dynamic broker configs. Only this broker's
 id may be asked (Kafka refuses another id with INVALID_REQUEST); an unknown topic is
 UNKNOWN_TOPIC_OR_PARTITION; other resource types are INVALID_REQUEST.
 """
@@ -34,11 +34,12 @@ TOPIC_DEFAULTS = {
     "unclean.leader.election.enable": (None, "false"),
     "cleanup.policy": (None, "delete"),
     "retention.ms": (None, "-1"),  # kept forever: the only retention the node has
+    "retention.bytes": (None, "-1"),
     "message.timestamp.type": (None, "CreateTime"),
 }
 assert set(TOPIC_DEFAULTS) == set(TOPIC_CONFIGS), "every topic config has a default"
-LONG_CONFIGS = {"flush.messages", "retention.ms", "message.timestamp.before.max.ms",
-                "message.timestamp.after.max.ms"}
+LONG_CONFIGS = {"flush.messages", "retention.ms", "retention.bytes",
+                "message.timestamp.before.max.ms", "message.timestamp.after.max.ms"}
 _BROKER_FIELDS = {f.name: f.default for f in fields(BrokerConfig)}
 
 
@@ -114,6 +115,9 @@ def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resource
                                         f"{node_id} (ask each broker for its own)")
                 continue
             settings, read_only = broker_settings(options), True
+            host, port = options.advertised  # set in the node's server.properties
+            settings["advertised.listeners"] = (f"PLAINTEXT://{host}:{port}", STATIC_BROKER_CONFIG)
+            settings["node.id"] = (str(node_id), STATIC_BROKER_CONFIG)
         else:
             fail(m.INVALID_REQUEST, f"resource type {rtype} is not described here "
                                     f"(topics {TOPIC_RESOURCE}, brokers {BROKER_RESOURCE})")

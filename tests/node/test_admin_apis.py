@@ -29,6 +29,8 @@ def test_describe_configs_of_a_topic_says_what_was_set_and_what_is_a_default(clu
     assert configs["unclean.leader.election.enable"].value == "false"
     assert configs["unclean.leader.election.enable"].source == ConfigSource.DEFAULT_CONFIG.value
     assert configs["retention.ms"].value == "-1", "records are kept forever, and it says so"
+    assert (configs["retention.bytes"].value, configs["retention.bytes"].source) == (
+        "-1", ConfigSource.DEFAULT_CONFIG.value), "by time and by size"
     missing = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
     with pytest.raises(KafkaException, match="does not exist|UNKNOWN_TOPIC"):
         a.describe_configs([missing])[missing].result(15)
@@ -54,6 +56,12 @@ def test_describe_configs_of_a_broker_are_its_static_settings_read_only(cluster)
     assert (mir.value, mir.is_read_only) == ("1", True)
     assert configs["broker.session.timeout.ms"].value == "9000"
     assert configs["broker.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    # the address clients are given, set in server.properties, as Kafka 4 lists it
+    ads = configs["advertised.listeners"]
+    assert (ads.value, ads.source, ads.is_read_only) == (
+        f"PLAINTEXT://{cluster.host(2)}:{cluster.kafka_port}",
+        ConfigSource.STATIC_BROKER_CONFIG.value, True)
+    assert configs["node.id"].value == "2"
 
 
 def test_describe_cluster_lists_the_brokers_and_the_cluster_id(cluster):
