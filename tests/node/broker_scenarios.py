@@ -73,6 +73,7 @@ class BrokerScenario(datadriven.Commands):
         self.out: list[str] = []
         self.corr = 0
         self.answers: list = []
+        self.answered: set[int] = set()  # correlation ids: every request is answered once
         self.events = False
 
     # ---------------------------------------------------------------- plumbing
@@ -93,6 +94,11 @@ class BrokerScenario(datadriven.Commands):
                 return
             for dest, msg in sent:
                 if dest == CLIENT:
+                    corr = msg.request.correlation_id
+                    if corr in self.answered:
+                        raise AssertionError(f"{msg.request.name} #{corr} answered twice "
+                                             f"(a client drops the connection on the second)")
+                    self.answered.add(corr)
                     self.answers.append(msg)
                 elif dest == NODE:
                     node.handle(NODE, msg, self.now)

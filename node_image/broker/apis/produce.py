@@ -59,9 +59,10 @@ class ProduceApis:
         if acks == -1 and "ack-before-replication" not in self.bugs:
             d.pending = {k for k, r in results.items() if r.error == m.NONE}
         if d.pending:
-            self._delayed_produce.append(d)
             self._check_produce(d, now)
-        if not d.pending:
+        if d.pending:  # parked until the HW passes it; answered once, from complete_delayed
+            self._delayed_produce.append(d)
+        else:
             self._produce_reply(d)
 
     def _append(self, topic: str, partition: int, data, acks: int,
