@@ -24,6 +24,7 @@ Commands:
                                   with txn a transactional id's)
   init-pid [txn=ID] [pid=I epoch=E]             InitProducerId v4
   add-partitions ID pid=I epoch=E TOPIC-P ...   AddPartitionsToTxn v3
+  add-offsets ID pid=I epoch=E group=G          AddOffsetsToTxn v3
   end-txn ID pid=I epoch=E commit|abort          EndTxn v3
   tick ms=T                       time moves T ms; the node polls
 """
@@ -35,8 +36,8 @@ import random
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest,
-                                     InitProducerIdRequest, ProduceRequest)
+from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
+                                     EndTxnRequest, InitProducerIdRequest, ProduceRequest)
 
 import datadriven
 from node_image import kafka_codec as kc
@@ -306,6 +307,13 @@ class BrokerScenario(datadriven.Commands):
                          for p in t.results_by_partition})
         self.out.append(f"<- AddPartitionsToTxn({', '.join(errors)})")
 
+    def add_offsets(self, args, kw) -> None:
+        r = self._ask_retrying(kc.ADD_OFFSETS_TO_TXN, 3, AddOffsetsToTxnRequest[3](
+            transactional_id=args[0], producer_id=int(kw["pid"]),
+            producer_epoch=int(kw["epoch"]), group_id=kw["group"]), lambda r: r.error_code)
+        self.out.append("<- AddOffsetsToTxn not answered" if r is None
+                        else f"<- AddOffsetsToTxn({_error(r.error_code)})")
+
     def end_txn(self, args, kw) -> None:
         r = self._ask_retrying(kc.END_TXN, 3, EndTxnRequest[3](
             transactional_id=args[0], producer_id=int(kw["pid"]),
@@ -321,4 +329,5 @@ class BrokerScenario(datadriven.Commands):
     COMMANDS = {"start": start, "create-topic": create_topic, "produce": produce,
                 "fetch": fetch, "list-offsets": list_offsets, "init-pid": init_pid,
                 "find-coordinator": find_coordinator,
-                "add-partitions": add_partitions, "end-txn": end_txn, "tick": tick}
+                "add-partitions": add_partitions, "add-offsets": add_offsets, "end-txn": end_txn,
+                "tick": tick}

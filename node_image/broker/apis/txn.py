@@ -68,6 +68,15 @@ class TxnApis:
     def _add_offsets_to_txn(self, src, req: KafkaRequest, now: int) -> None:
         b, R = req.body, self._cls(req)
         key = (OFFSETS_TOPIC, self.groups.partition_of(b.group_id))
+        if self.rm.image.partition(*key) is None:
+            # A producer's first offsets to a group may come before any group was ever used:
+            # __consumer_offsets is made now (as FindCoordinator makes it), and the producer
+            # is told to retry (COORDINATOR_NOT_AVAILABLE, which every client retries)
+            # instead of UNKNOWN_TOPIC_OR_PARTITION, which it would get until some consumer
+            # group happened to make the topic
+            self._create_internal_topic(OFFSETS_TOPIC, now)
+            self._reply(src, req, R(throttle_time_ms=0, error_code=m.COORDINATOR_NOT_AVAILABLE))
+            return
         self.txns.add_partitions(b.transactional_id, b.producer_id, b.producer_epoch, [key], now,
                                  lambda errors: self._reply(src, req, R(
                                      throttle_time_ms=0, error_code=errors[key])))
