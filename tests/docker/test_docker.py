@@ -230,7 +230,10 @@ def assert_register_report_shows_the_anomaly(browser, run: Path) -> None:
     assert diagrams, str(run)
     arrows = diagrams[0].find_elements(By.CSS_SELECTOR, "line.msg")
     nodes = {t.text for t in diagrams[0].find_elements(By.CSS_SELECTOR, "text[font-weight]")}
-    assert len(arrows) > 20 and {"n1", "n2", "n3"} <= nodes, (len(arrows), nodes, str(run))
+    # which nodes talk around the anomaly depends on the faults in force then (a partitioned
+    # node may be silent): a lane for at least three of them
+    lanes = {t for t in nodes if re.fullmatch(r"n\d+", t)}
+    assert len(arrows) > 20 and len(lanes) >= 3, (len(arrows), nodes, str(run))
     browser.find_element(By.CSS_SELECTOR, "a.lin-page").click()
     WebDriverWait(browser, 20).until(lambda d: d.execute_script("return window.LIN_READY === true"))
     assert "cannot follow it" in browser.find_element(By.ID, "head").text
