@@ -44,6 +44,11 @@ from .metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, Part
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
+
+def legal_topic_name(name: str) -> bool:
+    """Kafka's topic name rule: 1-249 of a-z A-Z 0-9 . _ -, and neither "." nor ".."."""
+    return bool(LEGAL_TOPIC.match(name)) and name not in (".", "..")
+
 # Topic configs we understand, with the check their value must pass.
 TOPIC_CONFIGS = {
     "min.insync.replicas": lambda v: v.isdigit() and int(v) >= 1,
@@ -107,7 +112,7 @@ def create_topics(image: MetadataImage, topics, salt: int,
     for name, num_partitions, replication_factor, configs in topics:
         def fail(code: int, message: str) -> None:
             results.append(TopicResult(name, code, message))
-        if not LEGAL_TOPIC.match(name) or name in (".", ".."):
+        if not legal_topic_name(name):
             fail(m.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not legal "
                  "(1-249 of a-z A-Z 0-9 . _ -)")
             continue

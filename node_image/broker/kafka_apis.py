@@ -50,7 +50,7 @@ from .. import kafka_codec as kc
 from .. import messages as m
 from ..kafka_codec import KafkaRequest, KafkaResponse
 from ..outbox import Outbox
-from ..replication_control import LEGAL_TOPIC
+from ..replication_control import legal_topic_name
 from .group_coordinator import GroupCoordinator
 from .group_metadata import OFFSETS_TOPIC
 from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
@@ -96,7 +96,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
             lambda: self.broker.next_producer_id(),
             lambda leader, msg: self.broker.send_txn_markers(leader, msg),
             lambda: self.broker.next_correlation(), bugs)
-        self._internal_asked_ms: dict[str, int] = {}
+        self._create_asked_ms: dict[str, int] = {}
         self._internal_creates: set[int] = set()
         self._delayed_markers: list = []
 
@@ -195,7 +195,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
         controller is asked to create it (an internal topic with its own settings, any other
         with ``num.partitions`` and ``default.replication.factor``) and the answer until it
         exists is LEADER_NOT_AVAILABLE."""
-        if not LEGAL_TOPIC.match(name) or name in (".", ".."):
+        if not legal_topic_name(name):
             return m.INVALID_TOPIC_EXCEPTION
         if name in (OFFSETS_TOPIC, TXN_TOPIC):
             self._create_internal_topic(name, now)

@@ -56,7 +56,8 @@ def _zero_uuid(value) -> bool:
 
 NOT_AUTHORIZED_OPERATIONS = None  # encodes as INT32_MIN: operations not requested
 PID_WAIT_MS = 1000  # how long an InitProducerId waits for a producer-id block
-OFFSETS_TOPIC_RETRY_MS = 1000  # how often FindCoordinator asks for __consumer_offsets again
+# how often a broker asks the controller again for a topic it needs or a client named
+CREATE_TOPIC_RETRY_MS = 1000
 
 
 UNBOUNDED = (1 << 63) - 1  # Long.MAX_VALUE: no timestamp bound

@@ -8,7 +8,7 @@ from ...kafka_codec import KafkaRequest
 from ..group_state import JoinResult
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
-from .common import NOT_AUTHORIZED_OPERATIONS, OFFSETS_TOPIC_RETRY_MS
+from .common import NOT_AUTHORIZED_OPERATIONS, CREATE_TOPIC_RETRY_MS
 
 
 class GroupApis:
@@ -68,9 +68,9 @@ class GroupApis:
         partitions, replication factor, configs), at most once a second per topic; a failure
         is logged when the answer comes (:meth:`handle_controller_response`)."""
         topic = row[0]
-        if now < self._internal_asked_ms.get(topic, -OFFSETS_TOPIC_RETRY_MS) + OFFSETS_TOPIC_RETRY_MS:
+        if now < self._create_asked_ms.get(topic, -CREATE_TOPIC_RETRY_MS) + CREATE_TOPIC_RETRY_MS:
             return
-        self._internal_asked_ms[topic] = now
+        self._create_asked_ms[topic] = now
         corr = self.broker.send_to_controller(lambda c: m.CreateTopicsRequest(c, (row,), False))
         if corr is not None:
             self._internal_creates.add(corr)
