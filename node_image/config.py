@@ -51,7 +51,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | group.max.session.timeout.ms | 1800000 | the longest |
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
 | compression.type | producer | the codec batches are stored with: ``producer`` keeps what the producer sent; ``uncompressed``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` makes the broker recompress; topics override it |
-| chaoskraft.metadata.max.version | 8 | (chaoskraft) the newest Metadata version ApiVersions advertises, 8 to 12: from v9 librdkafka trusts leader epochs and validates its position with OffsetForLeaderEpoch, where its 2.16 can deadlock (librdkafka issue 5476: a failed OffsetForLeaderEpoch re-queries the leader holding the partition's lock, against a thread holding the handle's lock); 12 answers as a Kafka 4 broker. A request of a newer version than advertised is still answered |
+| chaoskraft.metadata.max.version | 8 | (chaoskraft) the newest Metadata version ApiVersions advertises, 8 to 13: from v9 librdkafka trusts leader epochs and validates its position with OffsetForLeaderEpoch, where its 2.16 can deadlock (librdkafka issue 5476: a failed OffsetForLeaderEpoch re-queries the leader holding the partition's lock, against a thread holding the handle's lock); 13 answers as a Kafka 4 broker. A request of a newer version than advertised is still answered |
 | chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
 | chaoskraft.journal.path | (empty) | (chaoskraft) journal every message sent and received here, with Lamport timestamps (``node_image.rpc_journal``); empty: no journal. Docker and SSH clusters set /var/log/chaoskraft/rpc.jsonl |
@@ -191,7 +191,7 @@ _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
     "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path", "compression.type"}
-METADATA_MAX = 12  # the newest Metadata version the node answers (Kafka 4's)
+METADATA_MAX = 13  # the newest Metadata version the node answers (Kafka 4's)
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 

@@ -32,6 +32,7 @@ import struct
 from dataclasses import dataclass
 
 from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
+                                  DeleteGroupsRequest, DeleteGroupsResponse,
                                   DeleteRecordsRequest, DeleteRecordsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
                                   CreatePartitionsRequest, CreatePartitionsResponse,
@@ -51,7 +52,8 @@ from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatReque
                                      HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
                                      LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
                                      ListOffsetsResponse, OffsetCommitRequest,
-                                     OffsetCommitResponse, OffsetFetchRequest,
+                                     OffsetCommitResponse, OffsetDeleteRequest,
+                                     OffsetDeleteResponse, OffsetFetchRequest,
                                      OffsetFetchResponse, OffsetForLeaderEpochRequest,
                                      OffsetForLeaderEpochResponse, SyncGroupRequest,
                                      SyncGroupResponse)
@@ -72,14 +74,14 @@ ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
 DESCRIBE_CLUSTER, DELETE_TOPICS, DESCRIBE_QUORUM = 60, 20, 55
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
-DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, OFFSET_DELETE = 21, 23, 42, 47
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     PRODUCE: (3, 12, ProduceRequest, ProduceResponse),
     FETCH: (4, 17, FetchRequest, FetchResponse),
-    LIST_OFFSETS: (1, 9, ListOffsetsRequest, ListOffsetsResponse),
-    METADATA: (0, 12, MetadataRequest, MetadataResponse),
+    LIST_OFFSETS: (1, 10, ListOffsetsRequest, ListOffsetsResponse),
+    METADATA: (0, 13, MetadataRequest, MetadataResponse),
     OFFSET_COMMIT: (2, 9, OffsetCommitRequest, OffsetCommitResponse),
     OFFSET_FETCH: (1, 9, OffsetFetchRequest, OffsetFetchResponse),
     FIND_COORDINATOR: (0, 5, FindCoordinatorRequest, FindCoordinatorResponse),
@@ -87,7 +89,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     HEARTBEAT: (0, 4, HeartbeatRequest, HeartbeatResponse),
     LEAVE_GROUP: (0, 5, LeaveGroupRequest, LeaveGroupResponse),
     SYNC_GROUP: (0, 5, SyncGroupRequest, SyncGroupResponse),
-    DESCRIBE_GROUPS: (0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
+    DESCRIBE_GROUPS: (0, 6, DescribeGroupsRequest, DescribeGroupsResponse),
     LIST_GROUPS: (0, 5, ListGroupsRequest, ListGroupsResponse),
     API_VERSIONS: (0, 4, ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (2, 7, CreateTopicsRequest, CreateTopicsResponse),
@@ -109,6 +111,8 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     LIST_TRANSACTIONS: (0, 2, ListTransactionsRequest, ListTransactionsResponse),
     DELETE_RECORDS: (0, 2, DeleteRecordsRequest, DeleteRecordsResponse),
     OFFSET_FOR_LEADER_EPOCH: (2, 4, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    DELETE_GROUPS: (0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+    OFFSET_DELETE: (0, 0, OffsetDeleteRequest, OffsetDeleteResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -124,7 +128,8 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              LIST_TRANSACTIONS: "ListTransactions", ALTER_CONFIGS: "AlterConfigs",
              INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics",
              DESCRIBE_QUORUM: "DescribeQuorum", DELETE_RECORDS: "DeleteRecords",
-             OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch"}
+             OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", DELETE_GROUPS: "DeleteGroups",
+             OFFSET_DELETE: "OffsetDelete"}
 UNSUPPORTED_VERSION = 35
 
 

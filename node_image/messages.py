@@ -90,6 +90,9 @@ DUPLICATE_BROKER_REGISTRATION = 101
 INCONSISTENT_CLUSTER_ID = 104
 INELIGIBLE_REPLICA = 107
 INVALID_VOTER_KEY = 125
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 ERROR_NAMES = {v: k for k, v in dict(globals()).items() if isinstance(v, int) and k.isupper()
                and k not in ("MAX_FRAME_BYTES",)}

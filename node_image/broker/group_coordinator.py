@@ -62,7 +62,8 @@ from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
 from .producer_state import marker_of
 from .group_offsets import GroupOffsets
-from .group_state import COMPLETING, EMPTY, PREPARING, STABLE, Group, JoinResult, Member
+from .group_state import (COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, JoinResult,
+                          Member)
 
 
 class GroupCoordinator(GroupOffsets):
@@ -106,6 +107,8 @@ class GroupCoordinator(GroupOffsets):
         open_txns: dict[int, list] = {}  # producer id -> its uncommitted offset records
         count = 0
 
+        has_metadata: dict[str, bool] = {}  # group -> its last group record was not a tombstone
+
         def group(name: str) -> Group:
             return groups.setdefault(name, Group(name, pid))
         for header, batch in batches:
@@ -132,6 +135,7 @@ class GroupCoordinator(GroupOffsets):
                         else:
                             group(key.group).offsets[(key.topic, key.partition)] = value
                     else:
+                        has_metadata[key.group] = rec.value is not None
                         self._restore(group(key.group), None if rec.value is None
                                       else gm.read_group_value(rec.value), self._now)
                 except gm.GroupRecordError as exc:
@@ -141,8 +145,10 @@ class GroupCoordinator(GroupOffsets):
             for key, value in items:
                 group(key.group).txn_offsets.setdefault(producer_id, {})[
                     (key.topic, key.partition)] = value
-        for g in groups.values():
-            self.groups[g.group_id] = g
+        for g in groups.values():  # as Kafka loads: a group that has neither its metadata
+            # nor offsets (deleted, or every offset deleted) is not there
+            if has_metadata.get(g.group_id) or g.offsets or g.txn_offsets:
+                self.groups[g.group_id] = g
         if count:  # (an empty partition says nothing: there are 50 of them)
             self._on_event(Reached("coordinator-loaded",
                                    f"{OFFSETS_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "
@@ -446,6 +452,52 @@ class GroupCoordinator(GroupOffsets):
             self._maybe_complete_join(g, now)
 
     # ------------------------------------------------------------ offsets
+
+    # ------------------------------------------------------------ DeleteGroups
+
+    def delete_groups(self, group_ids: list[str], now: int,
+                      respond: Callable[[dict[str, int]], None]) -> None:
+        """Kafka's DeleteGroups: a group we coordinate that has no members (Empty) is
+        removed, its offsets and metadata tombstoned; ``respond`` gets group -> error once
+        every tombstone is committed. A group with members is NON_EMPTY_GROUP, one we do not
+        know (or already deleted) GROUP_ID_NOT_FOUND. A write that fails gives the write's
+        error and puts the group back (a coordinator loading the log would find it)."""
+        results: dict[str, int] = {}
+        writes: list[Group] = []
+        for group_id in dict.fromkeys(group_ids):
+            error = self._error_for(group_id)
+            g = self.groups.get(group_id) if error == m.NONE else None
+            if error == m.NONE and g is None:
+                error = m.GROUP_ID_NOT_FOUND
+            elif g is not None and g.state != EMPTY:
+                error = m.NON_EMPTY_GROUP
+            if error != m.NONE:
+                results[group_id] = error
+                continue
+            g.transition(DEAD)
+            del self.groups[group_id]
+            writes.append(g)
+        left = len(writes)
+        if not left:
+            respond(results)
+            return
+
+        def stored(g: Group, epoch: int, error: int) -> None:
+            nonlocal left
+            results[g.group_id] = error
+            if error == m.NONE:
+                self._on_event(f"group {g.group_id}: deleted ({len(g.offsets)} offset(s))")
+            elif g.group_id not in self.groups and self.owned.get(g.partition) == epoch:
+                g.state = EMPTY  # back as it was (no transition leaves Dead)
+                self.groups[g.group_id] = g
+            left -= 1
+            if not left:
+                respond(results)
+        for g in writes:
+            entries = [(gm.offset_key(g.group_id, *k), None) for k in sorted(g.offsets)]
+            entries.append((gm.group_key(g.group_id), None))
+            self.log.write(g.partition, entries, now,
+                           lambda error, g=g, e=self.owned[g.partition]: stored(g, e, error))
 
     # ------------------------------------------------------------ DescribeGroups, ListGroups
 

@@ -3,6 +3,7 @@ validateOffsetCommit does, transactional offsets held until their marker, offset
 deleted partitions dropped, and OffsetFetch (require_stable included)."""
 from __future__ import annotations
 
+import struct
 from typing import Callable
 
 from .. import messages as m
@@ -126,6 +127,54 @@ class GroupOffsets:
             self._on_event(f"group {g.group_id}: offsets of {len(gone)} deleted partition(s) "
                            f"removed")
 
+    def delete_offsets(self, group_id: str, keys: list[tuple[str, int]], now: int,
+                       respond: Callable[[int, dict], None]) -> None:
+        """Kafka's OffsetDelete: ``respond(group error, (topic, partition) -> error)`` once
+        the tombstones are committed. A group with members may lose only offsets of topics
+        none of them subscribes to (GROUP_SUBSCRIBED_TO_TOPIC), and only if it uses the
+        consumer protocol (else NON_EMPTY_GROUP); an unknown group is GROUP_ID_NOT_FOUND, an
+        unknown partition UNKNOWN_TOPIC_OR_PARTITION. A partition with no committed offset
+        is answered NONE with nothing written, as Kafka does."""
+        error = self._error_for(group_id)
+        g = self.groups.get(group_id) if error == m.NONE else None
+        if error == m.NONE and g is None:
+            error = m.GROUP_ID_NOT_FOUND
+        subscribed: set[str] | None = set()
+        if g is not None and g.state != EMPTY:
+            if g.protocol_type != "consumer":
+                error = m.NON_EMPTY_GROUP
+            else:
+                subscribed = _subscribed_topics(g)
+        if error != m.NONE:
+            respond(error, {})
+            return
+        results: dict = {}
+        gone = []
+        for k in dict.fromkeys(keys):
+            if self.rm.image.partition(*k) is None:
+                results[k] = m.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed is None or k[0] in subscribed:
+                results[k] = m.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[k] = m.NONE
+                if k in g.offsets:
+                    gone.append(k)
+        if not gone:
+            respond(m.NONE, results)
+            return
+
+        def stored(error: int) -> None:
+            if error == m.NONE:
+                for k in gone:
+                    if self.groups.get(group_id) is g:
+                        g.offsets.pop(k, None)
+                self._on_event(f"group {group_id}: offsets of {len(gone)} partition(s) deleted")
+            for k in gone:
+                results[k] = error
+            respond(m.NONE, results)
+        self.log.write(g.partition, [(gm.offset_key(group_id, *k), None) for k in gone], now,
+                       stored)
+
     def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None,
                       require_stable: bool = False):
         """(error, [((topic, partition), OffsetValue or None, error)]). With
@@ -142,3 +191,28 @@ class GroupOffsets:
             unstable = set(g.txn_writing).union(*g.txn_offsets.values())
         return m.NONE, [(k, offsets.get(k), m.UNSTABLE_OFFSET_COMMIT if k in unstable else m.NONE)
                         for k in keys]
+
+
+def _subscribed_topics(g: Group) -> set[str] | None:
+    """The topics a consumer group's members subscribe to, from their metadata for the
+    group's protocol (ConsumerProtocolSubscription: version, topics, ...); None where that is
+    not known (no protocol chosen yet, or metadata we cannot read): then, as Kafka, every
+    topic counts as subscribed."""
+    if not g.protocol:
+        return None
+    topics: set[str] = set()
+    for mb in g.members.values():
+        data = mb.metadata(g.protocol)
+        try:
+            (count,) = struct.unpack_from(">i", data, 2)
+            at = 6
+            for _ in range(count):
+                (n,) = struct.unpack_from(">h", data, at)
+                name = data[at + 2:at + 2 + n]
+                if n < 0 or len(name) != n:
+                    return None
+                topics.add(name.decode())
+                at += 2 + n
+        except (struct.error, UnicodeDecodeError):
+            return None
+    return topics

@@ -123,6 +123,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
             kc.LIST_TRANSACTIONS: self._list_transactions,
             kc.DELETE_RECORDS: self._delete_records,
             kc.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
+            kc.DELETE_GROUPS: self._delete_groups, kc.OFFSET_DELETE: self._offset_delete,
         }[req.api_key]
         handler(src, req, now)
 

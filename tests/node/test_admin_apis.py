@@ -1,7 +1,7 @@
 """Admin APIs asked by real clients' admin interfaces (librdkafka's AdminClient and
 kafka-python's KafkaAdminClient) on three real node processes: DescribeConfigs of topics
-and brokers, DescribeCluster, and ListGroups with its state filter, and an emptied group
-keeping its protocol type."""
+and brokers, DescribeCluster, ListGroups with its state filter, an emptied group keeping
+its protocol type, and DeleteGroups and OffsetDelete (on the wire and from both clients)."""
 import time
 
 import pytest
@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, ConsumerGroupState, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from conftest import wait_for
-from node_clients import admin, create, three_brokers
+from node_clients import admin, create, three_brokers, wire
 
 
 @pytest.fixture(scope="module")
@@ -424,3 +424,124 @@ def test_delete_records_moves_every_replicas_start_and_reads_below_it_are_out_of
                         lambda: _earliest(cluster, TopicPartition("trimmed", 0))) == 50
     finally:
         cluster.start(victim)
+
+
+def test_offset_delete_and_delete_groups_on_the_wire_and_from_admin_clients(cluster):
+    """OffsetDelete and DeleteGroups (v0 and v2) as Kafka answers them, then the admin calls
+    of confluent-kafka and kafka-python that send them; a deleted group stays deleted on the
+    coordinator that takes over when its coordinator is killed."""
+    import struct
+
+    from kafka import KafkaAdminClient
+    from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest
+    from kafka.protocol.consumer import (JoinGroupRequest, LeaveGroupRequest,
+                                         OffsetCommitRequest, OffsetDeleteRequest,
+                                         OffsetFetchRequest, SyncGroupRequest)
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from node_image import kafka_codec as kc
+    create(cluster, "kept", {})
+    create(cluster, "dropped", {})
+    group = "deletable"
+
+    def coordinator(key, via=1):
+        r = wire(cluster, cluster.host(via), kc.FIND_COORDINATOR, 3,
+                 FindCoordinatorRequest[3](key=key, key_type=0))
+        return (r.node_id, r.host) if r.error_code == 0 else None
+    node, host = wait_for("the group's coordinator", lambda: coordinator(group))
+
+    def ask(api, version, body):
+        return wire(cluster, host, api, version, body)
+    # one member subscribed to "kept" (a ConsumerProtocolSubscription v0)
+    meta = struct.pack(">hih4si", 0, 1, 4, b"kept", -1)
+    J = JoinGroupRequest[5]
+
+    def join(member_id):
+        return ask(kc.JOIN_GROUP, 5, J(
+            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+            member_id=member_id, group_instance_id=None, protocol_type="consumer",
+            protocols=[J.JoinGroupRequestProtocol(name="range", metadata=meta)]))
+    me = join("").member_id
+    joined = join(me)
+    gen = joined.generation_id
+    synced = ask(kc.SYNC_GROUP, 3, SyncGroupRequest[3](
+        group_id=group, generation_id=gen, member_id=me, group_instance_id=None,
+        assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=me,
+                                                                 assignment=b"")]))
+    assert synced.error_code == 0
+    C = OffsetCommitRequest.OffsetCommitRequestTopic
+    committed = ask(kc.OFFSET_COMMIT, 8, OffsetCommitRequest[8](
+        group_id=group, generation_id_or_member_epoch=gen, member_id=me,
+        group_instance_id=None, topics=[C(name=t, partitions=[C.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=7, committed_leader_epoch=-1,
+            committed_metadata="") for p in (0, 1)]) for t in ("kept", "dropped")]))
+    assert {p.error_code for t in committed.topics for p in t.partitions} == {0}
+
+    def committed_offsets():
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        r = ask(kc.OFFSET_FETCH, 6, OffsetFetchRequest[6](group_id=group, topics=[
+            T(name=t, partition_indexes=[0, 1]) for t in ("kept", "dropped")]))
+        return {(t.name, p.partition_index): p.committed_offset
+                for t in r.topics for p in t.partitions}
+    D = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    deleted = ask(kc.OFFSET_DELETE, 0, OffsetDeleteRequest[0](group_id=group, topics=[
+        D(name=t, partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])
+        for t in ("kept", "dropped", "missing")]))
+    assert deleted.error_code == 0
+    assert {t.name: t.partitions[0].error_code for t in deleted.topics} == {
+        "kept": 86, "dropped": 0, "missing": 3}  # GROUP_SUBSCRIBED_TO_TOPIC, -, UNKNOWN_TOPIC
+    assert committed_offsets() == {("kept", 0): 7, ("kept", 1): 7, ("dropped", 0): -1,
+                                   ("dropped", 1): 7}
+    [refused] = ask(kc.DELETE_GROUPS, 0, DeleteGroupsRequest[0](groups_names=[group])).results
+    assert (refused.group_id, refused.error_code) == (group, 68), "NON_EMPTY_GROUP"
+    left = ask(kc.LEAVE_GROUP, 3, LeaveGroupRequest[3](group_id=group, members=[
+        LeaveGroupRequest.MemberIdentity(member_id=me, group_instance_id=None)]))
+    assert left.error_code == 0
+
+    # kafka-python's delete_group_offsets sends OffsetDelete, its delete_groups and
+    # confluent-kafka's delete_consumer_groups DeleteGroups
+    from kafka.errors import NoError
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
+    try:
+        assert kp.delete_group_offsets(group, [_tp("kept", 1)]) == {_tp("kept", 1): NoError}
+        assert committed_offsets()[("kept", 1)] == -1 and committed_offsets()[("kept", 0)] == 7
+        a = admin(cluster)  # held: a client collected before its future completes fails it
+        [f] = a.delete_consumer_groups([group], request_timeout=30).values()
+        f.result(30)
+        assert committed_offsets() == dict.fromkeys(committed_offsets(), -1)
+        [gone] = ask(kc.DELETE_GROUPS, 2, DeleteGroupsRequest[2](groups_names=[group])).results
+        assert gone.error_code == 69, "GROUP_ID_NOT_FOUND"
+        simple = "deletable-simple"
+        wait_for("a simple group's coordinator", lambda: coordinator(simple))
+        kp.alter_group_offsets(simple, {_tp("kept", 0): _om(3)})
+        assert simple in [g["group_id"] for g in kp.list_groups()]
+        assert kp.delete_groups([simple]) == {simple: "OK"}
+        assert simple not in [g["group_id"] for g in kp.list_groups()]
+        assert kp.delete_groups([simple]) == {simple: "GroupIdNotFoundError"}
+    finally:
+        kp.close()
+
+    # the tombstones are what the next coordinator loads
+    cluster.kill(node)
+    try:
+        def described():
+            found = coordinator(group, via=next(i for i in cluster.ids if i != node))
+            if found is None or found[0] == node:
+                return None
+            r = wire(cluster, found[1], kc.DESCRIBE_GROUPS, 6,
+                     DescribeGroupsRequest[6](groups=[group]))
+            return r.groups[0] if r.groups[0].error_code in (0, 69) else None
+        g = wait_for("another coordinator's answer", described, timeout_s=60)
+        assert (g.error_code, g.group_state) == (69, "Dead")
+    finally:
+        cluster.start(node)
+
+
+def _tp(topic, partition):
+    from kafka.structs import TopicPartition
+    return TopicPartition(topic, partition)
+
+
+def _om(offset):
+    from kafka.structs import OffsetAndMetadata
+    return OffsetAndMetadata(offset, "", -1)

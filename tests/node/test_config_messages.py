@@ -21,9 +21,9 @@ def test_defaults_are_kafkas():
     ({**BASE, "chaoskraft.bugs": "no-such-bug"}, "chaoskraft.bugs: unknown bug 'no-such-bug'"),
     ({**BASE, "node.id": "7"}, "node.id 7 has the controller role but is not a voter"),
     ({k: v for k, v in BASE.items() if k != "log.dirs"}, "log.dirs is required"),
-    ({**BASE, "chaoskraft.metadata.max.version": "13"},
-     "chaoskraft.metadata.max.version: must be 8 to 12, got 13"),
-    ({**BASE, "chaoskraft.metadata.max.version": "7"}, "must be 8 to 12, got 7"),
+    ({**BASE, "chaoskraft.metadata.max.version": "14"},
+     "chaoskraft.metadata.max.version: must be 8 to 13, got 14"),
+    ({**BASE, "chaoskraft.metadata.max.version": "7"}, "must be 8 to 13, got 7"),
 ])
 def test_config_errors_name_the_key(props, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(".", r"\.")):

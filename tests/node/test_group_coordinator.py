@@ -43,13 +43,13 @@ def image(leader=1, epoch=0, topics=((gm.OFFSETS_TOPIC, 1), ("t", 4))):
 class Coordinator:
     """A coordinator on node 1 and what its callbacks received."""
 
-    def __init__(self, disk=None, options=OPTIONS):
+    def __init__(self, disk=None, options=OPTIONS, img=None):
         self.disk = disk or SimDisk()
         self.events = []
         corr = iter(range(1, 10**6))
         self.rm = ReplicaManager(1, "/data", self.disk, options, Outbox(), lambda: next(corr),
                                  self.events.append)
-        self.rm.apply_image(image(), None, 0)
+        self.rm.apply_image(img or image(), None, 0)
         self.gc = GroupCoordinator(self.rm, options, self.events.append, lambda: 1_000,
                                    random.Random(7))
         self.gc.poll(0, True)
@@ -340,3 +340,76 @@ def test_require_stable_holds_back_partitions_with_a_transaction_open():
     c.gc.complete_txn(c.gc.partition_of("g"), 77, True)
     assert c.gc.fetch_offsets("g", wanted, True) == (m.NONE, [
         (("t", 0), gm.OffsetValue(9, 0, "", 1_000), m.NONE), (("t", 1), v1, m.NONE)])
+
+
+def subscription(*topics):
+    """A ConsumerProtocolSubscription v0: version, topics, user data."""
+    import struct
+    out = struct.pack(">hi", 0, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    return out + struct.pack(">i", -1)
+
+
+def delete_groups(c, *group_ids):
+    out = []
+    c.gc.delete_groups(list(group_ids), 5, out.append)
+    [results] = out
+    return results
+
+
+def test_delete_groups_removes_only_empty_groups_and_they_stay_gone_after_a_reload():
+    """Kafka's DeleteGroups: a group with members is NON_EMPTY_GROUP, an unknown one
+    GROUP_ID_NOT_FOUND; an Empty group's offsets and metadata are tombstoned, so a
+    coordinator loading the log later does not find it either."""
+    c = Coordinator()
+    a, b = two_members(c)
+    assert c.commit(a, 2, {("t", 0): (5, 0, "")}) == {("t", 0): m.NONE}
+    assert delete_groups(c, "g", "nobody", "") == {
+        "g": m.NON_EMPTY_GROUP, "nobody": m.GROUP_ID_NOT_FOUND, "": m.INVALID_GROUP_ID}
+    assert c.state() == STABLE and c.gc.fetch_offsets("g", None)[1]
+    assert c.gc.leave("g", a, 1) == m.NONE and c.gc.leave("g", b, 1) == m.NONE
+    assert c.state() == EMPTY
+    assert delete_groups(c, "g") == {"g": m.NONE}
+    assert "g" not in c.gc.groups and c.gc.fetch_offsets("g", None) == (m.NONE, [])
+    assert delete_groups(c, "g") == {"g": m.GROUP_ID_NOT_FOUND}
+    c.rm.checkpoint_hws()
+    again = Coordinator(disk=c.disk)
+    assert "g" not in again.gc.groups
+    assert again.gc.fetch_offsets("g", [("t", 0)])[1] == [(("t", 0), None, m.NONE)]
+
+
+def test_offset_delete_spares_subscribed_topics_and_refuses_other_protocols_with_members():
+    """Kafka's OffsetDelete: a consumer group with members keeps the offsets of topics its
+    members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC) and loses the others'; a group with
+    members of another protocol type is NON_EMPTY_GROUP; an Empty group loses any; an
+    unknown partition is UNKNOWN_TOPIC_OR_PARTITION. Tombstones keep them gone on reload."""
+    img = image(topics=((gm.OFFSETS_TOPIC, 1), ("t", 4), ("u", 2)))
+    c = Coordinator(img=img)
+    r = c.join("a", protocols=(("range", subscription("t")),))
+    r = c.join("a", r.member_id, protocols=(("range", subscription("t")),))
+    a = r.member_id
+    assert c.sync("a", a, r.generation, {a: b"A"}) == (m.NONE, b"A")
+    offsets = {("t", 0): (5, 0, ""), ("u", 0): (6, 0, ""), ("u", 1): (7, 0, "")}
+    assert set(c.commit(a, r.generation, offsets).values()) == {m.NONE}
+
+    def delete(group, keys):
+        out = []
+        c.gc.delete_offsets(group, keys, 5, lambda e, res: out.append((e, res)))
+        [answer] = out
+        return answer
+    assert delete("g", [("t", 0), ("u", 0), ("x", 0), ("u", 5)]) == (m.NONE, {
+        ("t", 0): m.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): m.NONE,
+        ("x", 0): m.UNKNOWN_TOPIC_OR_PARTITION, ("u", 5): m.UNKNOWN_TOPIC_OR_PARTITION})
+    assert [k for k, v, _ in c.gc.fetch_offsets("g", None)[1]] == [("t", 0), ("u", 1)]
+    assert delete("nobody", [("u", 1)]) == (m.GROUP_ID_NOT_FOUND, {})
+    c.gc.join("k", "", "x", "", SESSION, SESSION, "connect", (("v1", b""),), False, 0,
+              lambda r: c.answers.__setitem__("k", r))
+    assert c.answers["k"].error == m.NONE
+    assert delete("k", [("u", 1)]) == (m.NON_EMPTY_GROUP, {})
+    assert c.gc.leave("g", a, 1) == m.NONE
+    assert delete("g", [("t", 0)]) == (m.NONE, {("t", 0): m.NONE}), "Empty: any topic"
+    assert [k for k, v, _ in c.gc.fetch_offsets("g", None)[1]] == [("u", 1)]
+    c.rm.checkpoint_hws()
+    again = Coordinator(disk=c.disk, img=img)
+    assert [k for k, v, _ in again.gc.fetch_offsets("g", None)[1]] == [("u", 1)]

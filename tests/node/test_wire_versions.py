@@ -114,7 +114,7 @@ def test_offset_for_leader_epoch_says_where_each_epoch_ends_across_a_leader_chan
 # DescribeGroups): the first flexible versions, the batched ones, and Kafka 4's newest
 GROUP_VERSIONS = {"first-flexible": (3, 6, 4, 4, 8, 6, 4, 5),
                   "batched": (4, 7, 5, 4, 8, 8, 5, 5),
-                  "newest": (5, 9, 5, 4, 9, 9, 5, 5)}
+                  "newest": (5, 9, 5, 4, 9, 9, 5, 6)}
 
 
 @pytest.mark.parametrize("versions", sorted(GROUP_VERSIONS))
@@ -215,9 +215,16 @@ def test_a_classic_group_on_the_wire_in_the_flexible_versions(cluster, versions)
     assert [(x.member_id, x.error_code) for x in left.members] == [(me, 0)]
     [after] = ask(host, kc.DESCRIBE_GROUPS, vd, DescribeGroupsRequest[vd](groups=[group])).groups
     assert (after.group_state, after.protocol_type) == ("Empty", "consumer")
+    [nobody] = ask(host, kc.DESCRIBE_GROUPS, vd, DescribeGroupsRequest[vd](
+        groups=[f"{group}-nobody"])).groups
+    if vd >= 6:  # KIP-1043
+        assert (nobody.error_code, nobody.error_message, nobody.group_state) == (
+            69, f"Group {group}-nobody not found.", "Dead")
+    else:
+        assert (nobody.error_code, nobody.group_state) == (0, "Dead")
 
 
-@pytest.mark.parametrize("version", [5, 6, 9])
+@pytest.mark.parametrize("version", [5, 6, 9, 10])
 def test_list_offsets_finds_records_by_their_own_timestamps(cluster, version):
     """ListOffsets by timestamp as Kafka's: the first record (not batch) stamped at or after
     the time asked; -3, the record with the greatest timestamp (KIP-734, asked from v7, read
@@ -250,7 +257,8 @@ def test_list_offsets_finds_records_by_their_own_timestamps(cluster, version):
         r = ask(kc.LIST_OFFSETS, version, ListOffsetsRequest[version](
             replica_id=-1, isolation_level=0, topics=[T(name=topic, partitions=[
                 T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
-                                       timestamp=timestamp)])]))
+                                       timestamp=timestamp)])],
+            **({"timeout_ms": 5_000} if version >= 10 else {})))
         [p] = r.topics[0].partitions
         assert p.error_code == 0
         return p.timestamp, p.offset
@@ -306,7 +314,7 @@ def test_create_topics_answers_what_it_made_and_its_id_deletes_it(cluster, versi
     assert (r.error_code, r.name) == (0, name), "deleted by the id CreateTopics gave"
 
 
-@pytest.mark.parametrize("version", [9, 10, 12])
+@pytest.mark.parametrize("version", [9, 10, 12, 13])
 def test_metadata_flexible_versions_name_topics_by_id(cluster, version):
     """Metadata v9-v13 (flexible; librdkafka trusts leader epochs only from v9): each topic
     with its id from v10, asked by id from v10 (no name), an unknown id UNKNOWN_TOPIC_ID."""
@@ -324,7 +332,10 @@ def test_metadata_flexible_versions_name_topics_by_id(cluster, version):
             topics=topics, allow_auto_topic_creation=False,
             include_topic_authorized_operations=False, **fields))
     zero = uuid.UUID(int=0)
-    [t] = ask([R.MetadataRequestTopic(name="by-id", topic_id=zero)]).topics
+    answer = ask([R.MetadataRequestTopic(name="by-id", topic_id=zero)])
+    if version >= 13:
+        assert answer.error_code == 0, "v13's top-level error"
+    [t] = answer.topics
     assert (t.error_code, t.name, len(t.partitions)) == (0, "by-id", 2)
     assert all(p.leader_epoch >= 0 for p in t.partitions)
     if version < 10:
@@ -467,3 +478,4 @@ def test_metadata_creates_a_topic_it_names_where_allowed(cluster, version):
     assert ask("bad name!").error_code == 17, "INVALID_TOPIC_EXCEPTION"
     if version >= 4:
         assert ask(kept, allow=False).error_code == 3, "asking without creation made nothing"
+

@@ -1,6 +1,6 @@
 """FindCoordinator and the classic group protocol: JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, DescribeGroups, ListGroups, OffsetCommit and OffsetFetch, answered by the
-group coordinator."""
+LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetCommit, OffsetFetch and
+OffsetDelete, answered by the group coordinator."""
 from __future__ import annotations
 
 from ... import messages as m
@@ -146,8 +146,12 @@ class GroupApis:
         for group_id in req.body.groups:
             error, g = self.groups.describe(group_id)
             if g is None:
-                out.append(D(error_code=error, group_id=group_id,
-                             group_state="Dead" if error == m.NONE else "",
+                message = None
+                if error == m.NONE and req.api_version >= 6:  # KIP-1043
+                    error, message = m.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+                out.append(D(error_code=error, error_message=message, group_id=group_id,
+                             group_state="Dead" if error in (m.NONE, m.GROUP_ID_NOT_FOUND)
+                             else "",
                              protocol_type="", protocol_data="", members=[],
                              authorized_operations=NOT_AUTHORIZED_OPERATIONS))
                 continue
@@ -163,6 +167,28 @@ class GroupApis:
                          protocol_data=(g.protocol or "") if stable else "", members=members,
                          authorized_operations=NOT_AUTHORIZED_OPERATIONS))
         self._reply(src, req, R(throttle_time_ms=0, groups=out))
+
+    def _delete_groups(self, src, req: KafkaRequest, now: int) -> None:
+        R = self._cls(req)
+
+        def respond(results: dict[str, int]) -> None:
+            self._reply(src, req, R(throttle_time_ms=0, results=[
+                R.DeletableGroupResult(group_id=g, error_code=e) for g, e in results.items()]))
+        self.groups.delete_groups(list(req.body.groups_names), now, respond)
+
+    def _offset_delete(self, src, req: KafkaRequest, now: int) -> None:
+        R, b = self._cls(req), req.body
+        T = R.OffsetDeleteResponseTopic
+        keys = [(t.name, p.partition_index) for t in b.topics for p in t.partitions]
+
+        def respond(error: int, results: dict) -> None:
+            by_topic: dict[str, list] = {}
+            for (topic, idx), e in results.items():
+                by_topic.setdefault(topic, []).append(
+                    T.OffsetDeleteResponsePartition(partition_index=idx, error_code=e))
+            self._reply(src, req, R(error_code=error, throttle_time_ms=0, topics=[
+                T(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        self.groups.delete_offsets(b.group_id, keys, now, respond)
 
     def _list_groups(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
