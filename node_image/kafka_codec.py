@@ -32,6 +32,7 @@ import struct
 from dataclasses import dataclass
 
 from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
+                                  AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
                                   DeleteGroupsRequest, DeleteGroupsResponse,
                                   DeleteRecordsRequest, DeleteRecordsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
@@ -40,8 +41,11 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
                                   DescribeGroupsRequest, DescribeGroupsResponse,
+                                  DescribeLogDirsRequest, DescribeLogDirsResponse,
                                   DescribeProducersRequest, DescribeProducersResponse,
                                   DescribeQuorumRequest, DescribeQuorumResponse,
+                                  DescribeTopicPartitionsRequest,
+                                  DescribeTopicPartitionsResponse,
                                   IncrementalAlterConfigsRequest,
                                   IncrementalAlterConfigsResponse,
                                   DescribeTransactionsRequest, DescribeTransactionsResponse,
@@ -75,6 +79,7 @@ DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 
 DESCRIBE_CLUSTER, DELETE_TOPICS, DESCRIBE_QUORUM = 60, 20, 55
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, OFFSET_DELETE = 21, 23, 42, 47
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS = 34, 35, 75
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -113,6 +118,10 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     OFFSET_FOR_LEADER_EPOCH: (2, 4, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     DELETE_GROUPS: (0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
     OFFSET_DELETE: (0, 0, OffsetDeleteRequest, OffsetDeleteResponse),
+    ALTER_REPLICA_LOG_DIRS: (1, 2, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
+    DESCRIBE_LOG_DIRS: (1, 4, DescribeLogDirsRequest, DescribeLogDirsResponse),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0, DescribeTopicPartitionsRequest,
+                                DescribeTopicPartitionsResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -129,7 +138,9 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics",
              DESCRIBE_QUORUM: "DescribeQuorum", DELETE_RECORDS: "DeleteRecords",
              OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", DELETE_GROUPS: "DeleteGroups",
-             OFFSET_DELETE: "OffsetDelete"}
+             OFFSET_DELETE: "OffsetDelete", ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
+             DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+             DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions"}
 UNSUPPORTED_VERSION = 35
 
 

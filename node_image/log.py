@@ -111,6 +111,11 @@ class UnifiedLog:
         self.flushed_end_offset = 0
         self._open()
 
+    @property
+    def size_bytes(self) -> int:
+        """The bytes the log's segments hold (Kafka's ``UnifiedLog.size``)."""
+        return sum(self._segment_size.values())
+
     # ------------------------------------------------------------------ open
 
     def _path(self, name: str) -> str:

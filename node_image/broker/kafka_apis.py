@@ -57,13 +57,14 @@ from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
 from .replica_manager import ReplicaManager
 from .apis.admin import AdminApis
 from .apis.common import ZERO_UUID, NOT_AUTHORIZED_OPERATIONS, _as_uuid, _zero_uuid
+from .apis.describe import DescribeApis, offline_replicas
 from .apis.fetch import FetchApis, _DelayedFetch
 from .apis.groups import GroupApis
 from .apis.produce import ProduceApis, _DelayedProduce
 from .apis.txn import TxnApis
 
 
-class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
+class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, TxnApis, GroupApis):
     """One broker's answers to clients: the dispatch table, ApiVersions and Metadata, the
     controller's answers, and the parked requests' timers; each API's handler is in its
     concern's module under ``apis/``."""
@@ -124,6 +125,9 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
             kc.DELETE_RECORDS: self._delete_records,
             kc.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
             kc.DELETE_GROUPS: self._delete_groups, kc.OFFSET_DELETE: self._offset_delete,
+            kc.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
+            kc.DESCRIBE_LOG_DIRS: self._describe_log_dirs,
+            kc.ALTER_REPLICA_LOG_DIRS: self._alter_replica_log_dirs,
         }[req.api_key]
         handler(src, req, now)
 
@@ -174,7 +178,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, TxnApis, GroupApis):
             parts = []
             for pid in sorted(t.partitions):
                 reg = t.partitions[pid]
-                offline = [r for r in reg.replicas if r not in image.brokers or image.brokers[r].fenced]
+                offline = offline_replicas(image, reg)
                 parts.append(R.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=m.LEADER_NOT_AVAILABLE if reg.leader < 0 else m.NONE,
                     partition_index=pid, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
