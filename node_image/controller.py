@@ -427,6 +427,16 @@ class QuorumController:
             [(r[0], r[1], m.NOT_CONTROLLER, None) for r in req.resources], plan,
             req.validate_only)
 
+    def handle_elect_leaders(self, src, req: m.ElectLeadersRequest, now: int) -> None:
+        def plan():
+            records, results = rc.elect_leaders(self.current, req.election,
+                                                None if req.every else req.partitions)
+            return records, results, [f"{req.election.lower()} leader election moves "
+                                      f"{len(records)} partition(s)"]
+        self._admin_write(
+            src, now, lambda rows: m.ElectLeadersResponse(req.correlation_id, tuple(rows)),
+            [(t, p, m.NOT_CONTROLLER, None) for t, p in req.partitions], plan)
+
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):
             reg = self.committed.partition(req.topic, req.partition)

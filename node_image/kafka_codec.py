@@ -49,6 +49,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   IncrementalAlterConfigsRequest,
                                   IncrementalAlterConfigsResponse,
                                   DescribeTransactionsRequest, DescribeTransactionsResponse,
+                                  ElectLeadersRequest, ElectLeadersResponse,
                                   ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
                                   ListTransactionsResponse)
 from kafka.protocol.api_header import RequestHeader
@@ -80,6 +81,7 @@ DESCRIBE_CLUSTER, DELETE_TOPICS, DESCRIBE_QUORUM = 60, 20, 55
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, OFFSET_DELETE = 21, 23, 42, 47
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS = 34, 35, 75
+ELECT_LEADERS = 43
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -122,6 +124,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_LOG_DIRS: (1, 4, DescribeLogDirsRequest, DescribeLogDirsResponse),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0, DescribeTopicPartitionsRequest,
                                 DescribeTopicPartitionsResponse),
+    ELECT_LEADERS: (0, 2, ElectLeadersRequest, ElectLeadersResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -140,7 +143,7 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", DELETE_GROUPS: "DeleteGroups",
              OFFSET_DELETE: "OffsetDelete", ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
              DESCRIBE_LOG_DIRS: "DescribeLogDirs",
-             DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions"}
+             DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions", ELECT_LEADERS: "ElectLeaders"}
 UNSUPPORTED_VERSION = 35
 
 

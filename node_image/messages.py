@@ -21,6 +21,11 @@ from dataclasses import dataclass
 
 import msgpack
 
+from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
+                             CreatePartitionsRequest, CreatePartitionsResponse,
+                             CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+                             DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
+
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 # Error codes, named and numbered as Kafka's Errors.
@@ -91,6 +96,9 @@ DUPLICATE_BROKER_REGISTRATION = 101
 INCONSISTENT_CLUSTER_ID = 104
 INELIGIBLE_REPLICA = 107
 INVALID_VOTER_KEY = 125
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ELECTION_NOT_NEEDED = 84
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 GROUP_SUBSCRIBED_TO_TOPIC = 86
@@ -279,9 +287,10 @@ class DescribeQuorumResponse:
 
 
 # ---------------------------------------------------------------- broker <-> controller
-# Kafka's BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds and the
-# CreateTopics a broker forwards to the controller, flattened to one partition per
-# AlterPartition. Nested fields are tuples of rows; _ROWS gives each row's field types.
+# Kafka's BrokerRegistration, BrokerHeartbeat, AlterPartition and AllocateProducerIds,
+# flattened to one partition per AlterPartition, and (in ``admin_messages``) the admin
+# requests a broker forwards to the controller. Nested fields are tuples of rows; _ROWS
+# gives each row's field types.
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationRequest:
@@ -316,64 +325,6 @@ class BrokerHeartbeatResponse:
     is_caught_up: bool
     is_fenced: bool
     should_shut_down: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTopicsRequest:
-    correlation_id: int
-    topics: tuple  # rows (name, num partitions, replication factor, configs as ((k, v), ...))
-    validate_only: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTopicsResponse:
-    correlation_id: int
-    # rows (name, error, message or None, topic id or None, partitions, replication factor)
-    results: tuple
-
-
-@dataclass(frozen=True, slots=True)
-class CreatePartitionsRequest:
-    correlation_id: int
-    # rows (topic, new total count, assignments: one tuple of broker ids per new partition,
-    # or () to let the controller place them)
-    topics: tuple
-    validate_only: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CreatePartitionsResponse:
-    correlation_id: int
-    results: tuple  # rows (name, error, message or None)
-
-
-@dataclass(frozen=True, slots=True)
-class AlterConfigsRequest:
-    correlation_id: int
-    # rows (resource type, resource name, ops: rows (name, operation, value or None)) with
-    # Kafka's operations SET 0, DELETE 1, APPEND 2, SUBTRACT 3; ``incremental`` False:
-    # AlterConfigs, whose SETs replace the resource's whole set
-    resources: tuple
-    incremental: bool
-    validate_only: bool
-
-
-@dataclass(frozen=True, slots=True)
-class AlterConfigsResponse:
-    correlation_id: int
-    results: tuple  # rows (resource type, resource name, error, message or None)
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTopicsRequest:
-    correlation_id: int
-    topics: tuple  # rows (name, topic id): either "" when the request names the other
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTopicsResponse:
-    correlation_id: int
-    results: tuple  # rows (name, topic id, error, message or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,7 +439,8 @@ TYPES: tuple[type, ...] = (
     AllocateProducerIdsResponse, ReplicaFetchRequest, ReplicaFetchResponse,
     WriteTxnMarkersRequest, WriteTxnMarkersResponse, CreatePartitionsRequest,
     CreatePartitionsResponse, AlterConfigsRequest, AlterConfigsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, QuorumStateRequest, QuorumStateResponse,
+    DeleteTopicsResponse, QuorumStateRequest, QuorumStateResponse, ElectLeadersRequest,
+    ElectLeadersResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -496,6 +448,8 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (CreateTopicsResponse, "results"): ("str", "int", "str | None", "str | None", "int", "int"),
     (CreatePartitionsRequest, "topics"): ("str", "int", "tuple"),
     (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),
+    (ElectLeadersRequest, "partitions"): ("str", "int"),
+    (ElectLeadersResponse, "results"): ("str", "int", "int", "str | None"),
     (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),
     (AlterConfigsResponse, "results"): ("int", "str", "int", "str | None"),
     (DeleteTopicsRequest, "topics"): ("str", "str"),

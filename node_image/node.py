@@ -140,6 +140,7 @@ class Node:
         m.CreatePartitionsRequest: QuorumController.handle_create_partitions,
         m.AlterConfigsRequest: QuorumController.handle_alter_configs,
         m.DeleteTopicsRequest: QuorumController.handle_delete_topics,
+        m.ElectLeadersRequest: QuorumController.handle_elect_leaders,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

@@ -413,6 +413,49 @@ def elect_preferred(image: MetadataImage) -> list:
     return out
 
 
+def elect_leaders(image: MetadataImage, election: str,
+                  partitions: tuple | None) -> tuple[list, list[tuple]]:
+    """Records and result rows (topic, partition, error, message) for ElectLeaders, as
+    Kafka's ReplicationControlManager.electLeaders: a partition whose leader is already its
+    preferred replica (PREFERRED) or that has a leader (UNCLEAN) is ELECTION_NOT_NEEDED; one
+    whose election changes nothing is PREFERRED_LEADER_NOT_AVAILABLE (the preferred replica
+    is not in the ISR or not eligible) or ELIGIBLE_LEADERS_NOT_AVAILABLE (no replica is).
+    ``partitions`` None: every partition, answering only those an election was tried for."""
+    every = partitions is None
+    if every:
+        partitions = tuple((name, pid) for name, pid, _ in iter_partitions(image))
+    records: list = []
+    results: list[tuple] = []
+    for topic, pid in dict.fromkeys(partitions):
+        t = image.topics.get(topic)
+        reg = None if t is None else t.partitions.get(pid)
+        if reg is None:
+            results.append((topic, pid, m.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"no such topic as {topic}" if t is None
+                            else f"no such partition as {topic}-{pid}"))
+            continue
+        if (reg.leader == reg.replicas[0]) if election == PREFERRED else reg.leader >= 0:
+            if not every:
+                results.append((topic, pid, m.ELECTION_NOT_NEEDED,
+                                f"{topic}-{pid} already has its "
+                                f"{'preferred ' if election == PREFERRED else ''}leader"))
+            continue
+        b = PartitionChangeBuilder(image, topic, pid, reg)
+        b.election = election
+        rec = b.build()
+        if rec is None:
+            error = m.PREFERRED_LEADER_NOT_AVAILABLE if election == PREFERRED \
+                else m.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            results.append((topic, pid, error, f"no eligible replica of {topic}-{pid} can lead"
+                            if election == UNCLEAN else f"the preferred replica "
+                            f"{reg.replicas[0]} of {topic}-{pid} is not in the ISR or not "
+                            "eligible"))
+            continue
+        records.append(rec)
+        results.append((topic, pid, m.NONE, None))
+    return records, results
+
+
 def alter_partition(image: MetadataImage, req: m.AlterPartitionRequest) -> tuple[int, list]:
     """(error, records) for a leader's AlterPartition."""
     broker = image.brokers.get(req.broker_id)

@@ -128,6 +128,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, TxnApis, GroupA
             kc.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
             kc.DESCRIBE_LOG_DIRS: self._describe_log_dirs,
             kc.ALTER_REPLICA_LOG_DIRS: self._alter_replica_log_dirs,
+            kc.ELECT_LEADERS: self._elect_leaders,
         }[req.api_key]
         handler(src, req, now)
 

@@ -1,15 +1,18 @@
-"""DescribeTopicPartitions (paged by a cursor), DescribeLogDirs and AlterReplicaLogDirs on
-three real node processes: on the wire in the versions Kafka 4 answers, and from
-kafka-python's admin client."""
+"""DescribeTopicPartitions (paged by a cursor), DescribeLogDirs, AlterReplicaLogDirs and
+ElectLeaders on three real node processes: on the wire in the versions Kafka 4 answers, and
+from the admin clients of kafka-python and confluent-kafka."""
 import pytest
 
-from conftest import wait_for
-from node_clients import create, three_brokers, wire
+from conftest import local_brokers, wait_for
+from node_clients import admin, create, wire
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    yield from three_brokers(tmp_path_factory, "describe")
+    """No automatic leader rebalance: only ElectLeaders moves a leader back."""
+    with local_brokers(tmp_path_factory.mktemp("describe"), extra_config={
+            "min.insync.replicas": "1", "auto.leader.rebalance.enable": "false"}) as c:
+        yield c
 
 
 def test_describe_topic_partitions_pages_through_topics_in_name_order(cluster):
@@ -118,3 +121,54 @@ def test_log_dirs_list_each_replica_with_its_size_and_a_move_in_place_is_accepte
         assert kp.alter_replica_log_dirs({replica: data_dir[3]}) == {replica: NoError}
     finally:
         kp.close()
+
+
+def test_a_preferred_election_from_both_admin_clients_moves_leadership_back(cluster):
+    """The preferred replica of a partition is stopped (leadership moves) and started again
+    (it rejoins the ISR; the cluster rebalances no leaders by itself): kafka-python's
+    ``elect_leaders`` moves the leader back, after which confluent-kafka's is told
+    ELECTION_NOT_NEEDED; an unclean election of a partition that has a leader is not needed
+    either, and an unknown partition is UNKNOWN_TOPIC_OR_PARTITION."""
+    from confluent_kafka import ElectionType, TopicPartition
+    from kafka import KafkaAdminClient
+    from kafka.protocol.metadata import MetadataRequest
+
+    from node_image import kafka_codec as kc
+    create(cluster, "elected", {})
+
+    def state(via):
+        r = wire(cluster, cluster.host(via), kc.METADATA, 8, MetadataRequest[8](
+            topics=[MetadataRequest[8].MetadataRequestTopic(name="elected")],
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False))
+        [p] = [p for p in r.topics[0].partitions if p.partition_index == 0]
+        return p.leader_id, list(p.replica_nodes), list(p.isr_nodes)
+    leader, replicas, _ = wait_for("a leader of elected-0", lambda: (
+        lambda s: s if s[0] >= 0 else None)(state(1)))
+    preferred = replicas[0]
+    assert leader == preferred
+    other = next(i for i in cluster.ids if i != preferred)
+    cluster.stop(preferred)
+    try:
+        wait_for("leadership to move", lambda: state(other)[0] not in (-1, preferred))
+    finally:
+        cluster.start(preferred)
+    wait_for("the preferred replica back in the ISR",
+             lambda: preferred in state(other)[2], timeout_s=90)
+    assert state(other)[0] != preferred
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
+    try:
+        r = wait_for("an answer from the controller",
+                     lambda: kp.elect_leaders(0, {"elected": [0]}, raise_errors=False))
+        assert [(t, [(x[0], x[1]) for x in ps]) for t, ps in r.replica_election_results] == [
+            ("elected", [(0, 0)])]
+        r = kp.elect_leaders(1, {"elected": [0, 7]}, raise_errors=False)
+        assert [(t, sorted((x[0], x[1]) for x in ps))
+                for t, ps in r.replica_election_results] == [("elected", [(0, 84), (7, 3)])]
+    finally:
+        kp.close()
+    wait_for("the preferred replica leading", lambda: state(other)[0] == preferred)
+    a = admin(cluster)  # held until its future completes
+    [(tp, error)] = a.elect_leaders(ElectionType.PREFERRED,
+                                    [TopicPartition("elected", 0)]).result(30).items()
+    assert (tp.topic, tp.partition, error.code()) == ("elected", 0, 84)

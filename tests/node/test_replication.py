@@ -477,3 +477,49 @@ def test_replica_lag_is_measured_on_the_wall_clock_as_kafkas():
     fetch(fetching, 40)
     rm.poll(40 + 15_000)
     assert not alters()
+
+
+def unfence(image, broker):
+    b = image.brokers[broker]
+    return image_with([mr.BrokerRegistrationChangeRecord(broker, b.broker_epoch, mr.UNFENCE, 0)],
+                      image)
+
+
+def test_elect_leaders_preferred_and_unclean_answer_with_kafkas_errors():
+    """ElectLeaders as Kafka's ReplicationControlManager: a preferred election moves the
+    leader back to the first replica once it is in the ISR (before, PREFERRED_LEADER_NOT_
+    AVAILABLE), is ELECTION_NOT_NEEDED where it leads already; an unclean one takes an
+    eligible replica outside the ISR only where there is no leader; all partitions (None)
+    answers only those an election was tried for."""
+    image = with_topic(cluster_image(), partitions=1)
+    order = image.partition("t", 0).replicas
+    topic_id = image.topics["t"].topic_id
+
+    def elect(img, election, partitions):
+        recs, results = rc.elect_leaders(img, election, partitions)
+        return recs, [(t, p, e) for t, p, e, _ in results]
+    assert elect(image, rc.PREFERRED, (("t", 0), ("t", 9), ("u", 0))) == ([], [
+        ("t", 0, m.ELECTION_NOT_NEEDED), ("t", 9, m.UNKNOWN_TOPIC_OR_PARTITION),
+        ("u", 0, m.UNKNOWN_TOPIC_OR_PARTITION)])
+    assert elect(image, rc.PREFERRED, None) == ([], []), "nothing tried, nothing answered"
+    moved = unfence(fence(image, order[0]), order[0])
+    assert moved.partition("t", 0).leader == order[1]
+    assert elect(moved, rc.PREFERRED, (("t", 0),)) == (
+        [], [("t", 0, m.PREFERRED_LEADER_NOT_AVAILABLE)]), "the first replica left the ISR"
+    back = image_with([mr.PartitionChangeRecord(0, topic_id, order, mr.NO_LEADER_CHANGE)], moved)
+    recs, results = elect(back, rc.PREFERRED, None)
+    assert results == [("t", 0, m.NONE)] and recs[0].leader == order[0]
+    assert image_with(recs, back).partition("t", 0).leader == order[0]
+    assert elect(back, rc.UNCLEAN, (("t", 0),)) == ([], [("t", 0, m.ELECTION_NOT_NEEDED)])
+    leaderless = image
+    for b in order:
+        leaderless = fence(leaderless, b)
+    assert leaderless.partition("t", 0).leader == mr.NO_LEADER
+    assert elect(leaderless, rc.UNCLEAN, (("t", 0),)) == (
+        [], [("t", 0, m.ELIGIBLE_LEADERS_NOT_AVAILABLE)]), "every replica fenced"
+    outside = unfence(leaderless, order[0])  # eligible again, but not in the ISR
+    assert elect(outside, rc.PREFERRED, (("t", 0),))[1] == [
+        ("t", 0, m.PREFERRED_LEADER_NOT_AVAILABLE)]
+    recs, results = elect(outside, rc.UNCLEAN, (("t", 0),))
+    assert results == [("t", 0, m.NONE)]
+    assert (recs[0].leader, recs[0].isr) == (order[0], (order[0],))

@@ -1,5 +1,6 @@
 """The admin APIs: topics created, deleted and given partitions or configs through the
-active controller; DeleteRecords; DescribeConfigs, DescribeCluster and DescribeQuorum."""
+active controller; ElectLeaders; DeleteRecords; DescribeConfigs, DescribeCluster and
+DescribeQuorum."""
 from __future__ import annotations
 
 from ... import kafka_codec as kc
@@ -193,6 +194,41 @@ class AdminApis:
         self._via_controller(
             now, max(body.timeout_ms, 1000), reply,
             lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only)))
+
+    def _elect_leaders(self, src, req: KafkaRequest, now: int) -> None:
+        """ElectLeaders through the controller: preferred (0) or unclean (1, from v1) for the
+        partitions named, or every partition (null: then only those tried are answered)."""
+        body, v = req.body, req.api_version
+        R = self._cls(req)
+        E = R.ReplicaElectionResult
+        kind = body.election_type if v >= 1 else 0
+        every = body.topic_partitions is None
+        rows = () if every else tuple(dict.fromkeys(
+            (t.topic, p) for t in body.topic_partitions for p in t.partitions))
+
+        def answer(results, top: int) -> None:
+            by_topic: dict[str, list] = {}
+            for topic, pid, code, message in results:
+                by_topic.setdefault(topic, []).append(E.PartitionResult(
+                    partition_id=pid, error_code=code, error_message=message))
+            self._reply(src, req, R(throttle_time_ms=0, error_code=top,
+                                    replica_election_results=[
+                                        E(topic=t, partition_result=ps)
+                                        for t, ps in by_topic.items()]))
+        if kind not in (0, 1):
+            answer([(t, p, m.INVALID_REQUEST, f"unknown election type {kind}")
+                    for t, p in rows], m.INVALID_REQUEST if v >= 1 else m.NONE)
+            return
+
+        def reply(resp, error):
+            if resp is not None:
+                answer(resp.results, m.NONE)
+            else:
+                answer([(t, p, _missing(error), None) for t, p in rows],
+                       _missing(error) if every and v >= 1 else m.NONE)
+        self._via_controller(
+            now, max(body.timeout_ms, 1000), reply,
+            lambda c: m.ElectLeadersRequest(c, ("PREFERRED", "UNCLEAN")[kind], every, rows))
 
     def _delete_records(self, src, req: KafkaRequest, now: int) -> None:
         """Each partition's log start moves up to the offset asked for (-1: the high

@@ -1,0 +1,79 @@
+"""The admin requests a broker forwards to the active controller, and its answers:
+CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics and ElectLeaders. They travel
+as every other node message (``messages.TYPES``); nested fields are tuples of rows whose
+field types ``messages._ROWS`` gives."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    correlation_id: int
+    topics: tuple  # rows (name, num partitions, replication factor, configs as ((k, v), ...))
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    correlation_id: int
+    # rows (name, error, message or None, topic id or None, partitions, replication factor)
+    results: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    correlation_id: int
+    # rows (topic, new total count, assignments: one tuple of broker ids per new partition,
+    # or () to let the controller place them)
+    topics: tuple
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    correlation_id: int
+    election: str  # "PREFERRED" or "UNCLEAN"
+    every: bool  # every partition (the client named none); else those in ``partitions``
+    partitions: tuple  # rows (topic, partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResponse:
+    correlation_id: int
+    results: tuple  # rows (topic, partition, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResponse:
+    correlation_id: int
+    results: tuple  # rows (name, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsRequest:
+    correlation_id: int
+    # rows (resource type, resource name, ops: rows (name, operation, value or None)) with
+    # Kafka's operations SET 0, DELETE 1, APPEND 2, SUBTRACT 3; ``incremental`` False:
+    # AlterConfigs, whose SETs replace the resource's whole set
+    resources: tuple
+    incremental: bool
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResponse:
+    correlation_id: int
+    results: tuple  # rows (resource type, resource name, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    correlation_id: int
+    topics: tuple  # rows (name, topic id): either "" when the request names the other
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    correlation_id: int
+    results: tuple  # rows (name, topic id, error, message or None)
