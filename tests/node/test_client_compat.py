@@ -207,3 +207,94 @@ def test_aiokafka_every_codec_through_a_partition_leader_kill(cluster):
     acked = asyncio.run(asyncio.wait_for(go(), 180))
     read = run(aio_read(cluster, topic, len(acked)))
     assert {v: [pos] for v, pos in acked.items()} == read, "each acknowledged record, once"
+
+
+def test_aiokafka_admin_client_calls(cluster):
+    """aiokafka's admin client, call by call: DescribeCluster, CreateTopics (validate only,
+    then made), Metadata, CreatePartitions, DescribeConfigs and AlterConfigs, the group
+    listings after a consumer group committed, DeleteRecords and DeleteTopics. aiokafka's
+    admin keeps the brokers it learnt when it started (and refuses one it did not learn of,
+    NodeNotReadyError), so it starts once every broker lists a topic of replication factor
+    3: then every broker's metadata holds all three."""
+    topic_for(cluster, "aio-admin-ready")
+    run(_aio_admin(cluster))
+
+
+async def _aio_admin(cluster):
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.structs import TopicPartition
+
+    name = f"aio-admin-{uuid.uuid4().hex[:6]}"
+    a = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
+    await a.start()
+    try:
+        info = await a.describe_cluster()
+        assert (info["cluster_id"], sorted(b["node_id"] for b in info["brokers"])) == (
+            "local", cluster.ids)
+        dry = await a.create_topics([NewTopic(name, 2, 3)], validate_only=True)
+        assert [t[1] for t in dry.topic_errors] == [0]
+        assert name not in await a.list_topics(), "validate_only made nothing"
+        made = await a.create_topics([NewTopic(name, 2, 3, topic_configs={
+            "min.insync.replicas": "2"})])
+        assert [(t[0], t[1]) for t in made.topic_errors] == [(name, 0)]
+        again = await a.create_topics([NewTopic(name, 2, 3)])
+        assert [t[1] for t in again.topic_errors] == [36], "TOPIC_ALREADY_EXISTS"
+
+        async def partitions():
+            [t] = await a.describe_topics([name])
+            return sorted(p["partition"] for p in t["partitions"]) if t["error_code"] == 0 \
+                else None
+        await _eventually(partitions, [0, 1])
+        grown = await a.create_partitions({name: NewPartitions(3)})
+        assert [t[1] for t in grown.topic_errors] == [0]
+        await _eventually(partitions, [0, 1, 2])
+
+        topic = ConfigResource(ConfigResourceType.TOPIC, name)
+        [altered] = await a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, {
+            "retention.ms": "-1", "min.insync.replicas": "1"})])
+        assert [r[0] for r in altered.resources] == [0]
+
+        async def configs():
+            [resp] = await a.describe_configs([topic])
+            [res] = resp.resources
+            return {c[0]: c[1] for c in res[4]}.get("min.insync.replicas")
+        await _eventually(configs, "1")
+
+        acked = await aio_produce(cluster, name, [f"v{i}" for i in range(30)])
+        group = f"g-{name}"
+        await aio_read(cluster, name, 30, group=group)
+        listed = await a.list_consumer_groups()
+        assert (group, "consumer") in [(g[0], g[1]) for g in listed]
+        [described] = await a.describe_consumer_groups([group])
+        assert [(g[0], g[1], g[2], g[3]) for g in described.groups] == [
+        (0, group, "Empty", "consumer")]
+        committed = await a.list_consumer_group_offsets(group)
+        ends = {p: 1 + max(o for q, o in acked.values() if q == p) for p in range(3)}
+        assert {tp.partition: om.offset for tp, om in committed.items()} == ends
+
+        low = await a.delete_records({TopicPartition(name, 0): RecordsToDelete(5)})
+        assert {tp.partition: w for tp, w in low.items()} == {0: 5}
+        deleted = await a.delete_topics([name])
+        assert [(t[0], t[1]) for t in deleted.topic_error_codes] == [(name, 0)]
+        await _eventually(lambda: _absent(a, name), True)
+    finally:
+        await a.close()
+
+
+async def _absent(a, name):
+    return name not in await a.list_topics()
+
+
+async def _eventually(probe, want, timeout_s: float = 60):
+    """Ask ``probe()`` until it gives ``want`` (brokers apply metadata a moment apart)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            got = await probe()
+        except Exception as exc:  # noqa: BLE001 - not there yet
+            got = exc
+        if got == want:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"still {got!r}, not {want!r}"
+        await asyncio.sleep(0.3)
