@@ -33,11 +33,14 @@ from dataclasses import dataclass
 
 from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
+                                  DeleteAclsRequest, DeleteAclsResponse,
                                   DeleteGroupsRequest, DeleteGroupsResponse,
                                   DeleteRecordsRequest, DeleteRecordsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
+                                  CreateAclsRequest, CreateAclsResponse,
                                   CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
+                                  DescribeAclsRequest, DescribeAclsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
                                   DescribeGroupsRequest, DescribeGroupsResponse,
@@ -82,6 +85,7 @@ DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, OFFSET_DELETE = 21, 23, 42, 47
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS = 34, 35, 75
 ELECT_LEADERS = 43
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -125,6 +129,9 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_TOPIC_PARTITIONS: (0, 0, DescribeTopicPartitionsRequest,
                                 DescribeTopicPartitionsResponse),
     ELECT_LEADERS: (0, 2, ElectLeadersRequest, ElectLeadersResponse),
+    DESCRIBE_ACLS: (1, 3, DescribeAclsRequest, DescribeAclsResponse),
+    CREATE_ACLS: (1, 3, CreateAclsRequest, CreateAclsResponse),
+    DELETE_ACLS: (1, 3, DeleteAclsRequest, DeleteAclsResponse),
 }
 API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
@@ -143,7 +150,8 @@ API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
              OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", DELETE_GROUPS: "DeleteGroups",
              OFFSET_DELETE: "OffsetDelete", ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
              DESCRIBE_LOG_DIRS: "DescribeLogDirs",
-             DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions", ELECT_LEADERS: "ElectLeaders"}
+             DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions", ELECT_LEADERS: "ElectLeaders",
+             DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls"}
 UNSUPPORTED_VERSION = 35
 
 

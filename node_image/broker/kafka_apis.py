@@ -55,6 +55,7 @@ from .group_coordinator import GroupCoordinator
 from .group_metadata import OFFSETS_TOPIC
 from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
 from .replica_manager import ReplicaManager
+from .apis.acls import AclApis
 from .apis.admin import AdminApis
 from .apis.common import ZERO_UUID, NOT_AUTHORIZED_OPERATIONS, _as_uuid, _zero_uuid
 from .apis.describe import DescribeApis, offline_replicas
@@ -64,7 +65,8 @@ from .apis.produce import ProduceApis, _DelayedProduce
 from .apis.txn import TxnApis
 
 
-class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, TxnApis, GroupApis):
+class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApis,
+                GroupApis):
     """One broker's answers to clients: the dispatch table, ApiVersions and Metadata, the
     controller's answers, and the parked requests' timers; each API's handler is in its
     concern's module under ``apis/``."""
@@ -129,6 +131,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, TxnApis, GroupA
             kc.DESCRIBE_LOG_DIRS: self._describe_log_dirs,
             kc.ALTER_REPLICA_LOG_DIRS: self._alter_replica_log_dirs,
             kc.ELECT_LEADERS: self._elect_leaders,
+            kc.DESCRIBE_ACLS: self._describe_acls, kc.CREATE_ACLS: self._create_acls,
+            kc.DELETE_ACLS: self._delete_acls,
         }[req.api_key]
         handler(src, req, now)
 
