@@ -209,6 +209,45 @@ def test_aiokafka_every_codec_through_a_partition_leader_kill(cluster):
     assert {v: [pos] for v, pos in acked.items()} == read, "each acknowledged record, once"
 
 
+def test_offsets_for_times_from_librdkafka_aiokafka_and_kcat(cluster):
+    """ListOffsets by timestamp as each client asks it: partition 0 holds records stamped
+    1000, 5000, 3000, 2000 (offsets 0-3); the first record stamped at or after 2500 is
+    offset 1 (not offset 2, the first in offset order past a smaller stamp), after 6000
+    there is none."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    topic = topic_for(cluster, "stamps")
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "linger.ms": 50})
+    for i, ts in enumerate((1000, 5000, 3000, 2000)):
+        p.produce(topic, f"s{i}".encode(), partition=0, timestamp=ts)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"g-{topic}"})
+    try:
+        found = [c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=30)[0].offset
+                 for ts in (1000, 2500, 6000)]
+        assert found == [0, 1, -1], "-1: none, the end"
+    finally:
+        c.close()
+    assert run(_aio_offsets_for_times(cluster, topic)) == [(0, 1000), (1, 5000), None]
+    out = kcat("-C", "-b", cluster.bootstrap(), "-t", topic, "-p", "0", "-o", "s@2500", "-e",
+               "-f", "%o %T\n")
+    assert out.split("\n")[:3] == ["1 5000", "2 3000", "3 2000"]
+
+
+async def _aio_offsets_for_times(cluster, topic):
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    c = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap())
+    await c.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        out = []
+        for ts in (1000, 2500, 6000):
+            found = (await c.offsets_for_times({tp: ts}))[tp]
+            out.append(None if found is None else (found.offset, found.timestamp))
+        return out
+    finally:
+        await c.stop()
+
+
 def test_aiokafka_admin_client_calls(cluster):
     """aiokafka's admin client, call by call: DescribeCluster, CreateTopics (validate only,
     then made), Metadata, CreatePartitions, DescribeConfigs and AlterConfigs, the group

@@ -269,6 +269,13 @@ def test_list_offsets_finds_records_by_their_own_timestamps(cluster, version):
     assert at(-3) == (5000, 1), "the greatest timestamp, not the batch's last record"
     assert at(-1) == (-1, 5) and at(-2) == (-1, 0)
     assert at(-4) == (-1, 0) and at(-5) == (-1, -1)
+    T = ListOffsetsRequest.ListOffsetsTopic
+    twice = ask(kc.LIST_OFFSETS, version, ListOffsetsRequest[version](
+        replica_id=-1, isolation_level=0, topics=[T(name=topic, partitions=[
+            T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)
+            for ts in (1000, 2000)])], **({"timeout_ms": 5_000} if version >= 10 else {})))
+    assert [p.error_code for p in twice.topics[0].partitions] == [42, 42], \
+        "a partition named twice: INVALID_REQUEST at each mention, as Kafka"
 
 
 @pytest.mark.parametrize("version", [4, 5, 7])

@@ -148,9 +148,16 @@ class FetchApis:
         T = R.ListOffsetsTopicResponse
         P = T.ListOffsetsPartitionResponse
         topics = []
+        # a partition named twice is INVALID_REQUEST at each mention, as Kafka answers
+        asked = [(t.name, p.partition_index) for t in req.body.topics for p in t.partitions]
+        twice = {k for k in asked if asked.count(k) > 1}
         for t in req.body.topics:
             parts = []
             for p in t.partitions:
+                if (t.name, p.partition_index) in twice:
+                    parts.append(P(partition_index=p.partition_index, error_code=m.INVALID_REQUEST,
+                                   timestamp=-1, offset=-1, leader_epoch=-1))
+                    continue
                 error, ts, offset, epoch = self._offset_for(
                     t.name, p, req.api_version,
                     req.body.isolation_level if req.api_version >= 2 else 0)
