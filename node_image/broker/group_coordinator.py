@@ -474,8 +474,7 @@ class GroupCoordinator(GroupOffsets):
             if error != m.NONE:
                 results[group_id] = error
                 continue
-            g.transition(DEAD)
-            del self.groups[group_id]
+            del self.groups[group_id]  # a join from now on makes a new group
             writes.append(g)
         left = len(writes)
         if not left:
@@ -486,10 +485,10 @@ class GroupCoordinator(GroupOffsets):
             nonlocal left
             results[g.group_id] = error
             if error == m.NONE:
+                g.transition(DEAD)
                 self._on_event(f"group {g.group_id}: deleted ({len(g.offsets)} offset(s))")
             elif g.group_id not in self.groups and self.owned.get(g.partition) == epoch:
-                g.state = EMPTY  # back as it was (no transition leaves Dead)
-                self.groups[g.group_id] = g
+                self.groups[g.group_id] = g  # back, still Empty
             left -= 1
             if not left:
                 respond(results)
