@@ -20,8 +20,9 @@ SESSION = 10_000
 OPTIONS = BrokerConfig(offsets_topic_partitions=1, group_initial_rebalance_delay_ms=0)
 
 
-def image(leader=1, epoch=0, topics=((gm.OFFSETS_TOPIC, 1), ("t", 4))):
-    """Brokers 1 and 2; ``topics`` (name, partitions) each led by ``leader`` in ``epoch``."""
+def image(leader=1, epoch=0, topics=((gm.OFFSETS_TOPIC, 1), ("t", 4)), isr=None):
+    """Brokers 1 and 2; ``topics`` (name, partitions) each led by ``leader`` in ``epoch``,
+    with the leader alone in the ISR unless ``isr`` says."""
     delta = MetadataDelta(MetadataImage())
     for b in (1, 2):
         delta.replay(mr.RegisterBrokerRecord(b, f"inc{b}", 10 + b, (("PLAINTEXT", f"h{b}", 9092),),
@@ -33,8 +34,8 @@ def image(leader=1, epoch=0, topics=((gm.OFFSETS_TOPIC, 1), ("t", 4))):
         delta = MetadataDelta(img)
         for r in recs:
             if isinstance(r, mr.PartitionRecord):
-                r = mr.PartitionRecord(r.partition_id, r.topic_id, (1, 2), (leader,), leader,
-                                       epoch, epoch)
+                r = mr.PartitionRecord(r.partition_id, r.topic_id, (1, 2), isr or (leader,),
+                                       leader, epoch, epoch)
             delta.replay(r)
         img = delta.apply(len(recs))
     return img
@@ -413,3 +414,27 @@ def test_offset_delete_spares_subscribed_topics_and_refuses_other_protocols_with
     c.rm.checkpoint_hws()
     again = Coordinator(disk=c.disk, img=img)
     assert [k for k, v, _ in again.gc.fetch_offsets("g", None)[1]] == [("u", 1)]
+
+
+def test_a_group_whose_deletion_was_not_written_is_back_only_where_it_is_still_coordinated():
+    """Both replicas in the ISR, so a write waits for the follower. A deletion that times out
+    puts the group back, Empty (the coordinator still owns the partition in the same epoch);
+    one cut short by a lost leadership leaves it to the next coordinator, which loads it
+    from the log."""
+    c = Coordinator(img=image(isr=(1, 2)))
+    committed = []
+    c.gc.commit_offsets("g", "", -1, {("t", 0): (5, 0, "")}, 0, committed.append)
+    c.gc.poll(OPTIONS.offsets_commit_timeout_ms, False)
+    assert committed == [{("t", 0): m.REQUEST_TIMED_OUT}], "the follower never fetched"
+    before = c.gc.groups["g"]  # (a simple group, made by the commit)
+    out = []
+    c.gc.delete_groups(["g"], 10, out.append)
+    assert out == [] and "g" not in c.gc.groups, "gone at once, answered once written"
+    c.gc.poll(10 + OPTIONS.offsets_commit_timeout_ms, False)
+    assert out == [{"g": m.REQUEST_TIMED_OUT}]
+    assert c.gc.groups["g"] is before and before.state == EMPTY, "back as it was"
+    c.gc.delete_groups(["g"], 20_000, out.append)
+    c.rm.apply_image(image(leader=2, epoch=1, isr=(1, 2)), None, 20_001)
+    c.gc.poll(20_001, True)
+    assert out[-1] == {"g": m.NOT_COORDINATOR}
+    assert "g" not in c.gc.groups, "no longer ours: the next coordinator loads it"
