@@ -133,25 +133,8 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     CREATE_ACLS: (1, 3, CreateAclsRequest, CreateAclsResponse),
     DELETE_ACLS: (1, 3, DeleteAclsRequest, DeleteAclsResponse),
 }
-API_NAMES = {PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets",
-             METADATA: "Metadata", OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
-             FIND_COORDINATOR: "FindCoordinator", API_VERSIONS: "ApiVersions",
-             CREATE_TOPICS: "CreateTopics", INIT_PRODUCER_ID: "InitProducerId",
-             JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup",
-             SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups",
-             ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
-             END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
-             DESCRIBE_CONFIGS: "DescribeConfigs", DESCRIBE_CLUSTER: "DescribeCluster",
-             CREATE_PARTITIONS: "CreatePartitions", DESCRIBE_PRODUCERS: "DescribeProducers",
-             DESCRIBE_TRANSACTIONS: "DescribeTransactions",
-             LIST_TRANSACTIONS: "ListTransactions", ALTER_CONFIGS: "AlterConfigs",
-             INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", DELETE_TOPICS: "DeleteTopics",
-             DESCRIBE_QUORUM: "DescribeQuorum", DELETE_RECORDS: "DeleteRecords",
-             OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", DELETE_GROUPS: "DeleteGroups",
-             OFFSET_DELETE: "OffsetDelete", ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs",
-             DESCRIBE_LOG_DIRS: "DescribeLogDirs",
-             DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions", ELECT_LEADERS: "ElectLeaders",
-             DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls"}
+# api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
+API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}
 UNSUPPORTED_VERSION = 35
 
 

@@ -165,8 +165,8 @@ class GroupOffsets:
 
         def stored(error: int) -> None:
             if error == m.NONE:
-                for k in gone:
-                    if self.groups.get(group_id) is g:
+                if self.groups.get(group_id) is g:
+                    for k in gone:
                         g.offsets.pop(k, None)
                 self._on_event(f"group {group_id}: offsets of {len(gone)} partition(s) deleted")
             for k in gone:
