@@ -1,5 +1,6 @@
 """The admin requests a broker forwards to the active controller, and its answers:
-CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics and ElectLeaders. They travel
+CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics, ElectLeaders and the partition
+reassignments (altered and listed). They travel
 as every other node message (``messages.TYPES``); nested fields are tuples of rows whose
 field types ``messages._ROWS`` gives."""
 from __future__ import annotations
@@ -77,3 +78,32 @@ class DeleteTopicsRequest:
 class DeleteTopicsResponse:
     correlation_id: int
     results: tuple  # rows (name, topic id, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterReassignmentsRequest:
+    correlation_id: int
+    # rows (topic, partition, cancel, target replicas): ``cancel`` True (the client sent
+    # null replicas) reverts a reassignment in progress; the replicas are then ()
+    partitions: tuple
+    allow_rf_change: bool  # False: a target of another replication factor is refused
+
+
+@dataclass(frozen=True, slots=True)
+class AlterReassignmentsResponse:
+    correlation_id: int
+    results: tuple  # rows (topic, partition, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
+class ListReassignmentsRequest:
+    correlation_id: int
+    every: bool  # every partition (the client named no topics); else ``partitions``
+    partitions: tuple  # rows (topic, partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ListReassignmentsResponse:
+    correlation_id: int
+    error: int
+    results: tuple  # rows (topic, partition, replicas, adding, removing), in progress only

@@ -59,6 +59,7 @@ from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
+from . import reassignment
 from . import replication_control as rc
 from .coverage import Reached
 from .log import OffsetAndEpoch
@@ -437,6 +438,30 @@ class QuorumController:
             src, now, lambda rows: m.ElectLeadersResponse(req.correlation_id, tuple(rows)),
             [(t, p, m.NOT_CONTROLLER, None) for t, p in req.partitions], plan)
 
+    def handle_alter_reassignments(self, src, req: m.AlterReassignmentsRequest,
+                                   now: int) -> None:
+        def plan():
+            records, results = reassignment.alter_reassignments(
+                self.current, [(t, p, None if cancel else replicas)
+                               for t, p, cancel, replicas in req.partitions],
+                req.allow_rf_change)
+            return records, results, [f"reassignment changes {len(records)} partition(s)"]
+        self._admin_write(
+            src, now, lambda rows: m.AlterReassignmentsResponse(req.correlation_id, tuple(rows)),
+            [(t, p, m.NOT_CONTROLLER, None) for t, p, _, _ in req.partitions], plan)
+
+    def handle_list_reassignments(self, src, req: m.ListReassignmentsRequest, now: int) -> None:
+        """Answered from the committed image once everything written before is committed."""
+        def answer(error: int):
+            rows = () if error != m.NONE else tuple(reassignment.list_reassignments(
+                self.committed, None if req.every else req.partitions))
+            return m.ListReassignmentsResponse(req.correlation_id, error, rows)
+        if not self._ready():
+            self.outbox.send(src, answer(m.NOT_CONTROLLER))
+            return
+        self._park_at_last_write(src, lambda: answer(m.NONE),
+                                 lambda _l, _e: answer(m.NOT_CONTROLLER))
+
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):
             reg = self.committed.partition(req.topic, req.partition)
@@ -451,10 +476,10 @@ class QuorumController:
             return
         error, records = rc.alter_partition(self.current, req)
         on_resign = lambda _l, _e: answer(m.NOT_CONTROLLER)  # noqa: E731
-        if error != m.NONE:
+        if records:  # NEW_LEADER_ELECTED comes with records: it is answered once they commit
+            self._park(Deferred(self._write(records, now), src, lambda: answer(error), on_resign))
+        elif error != m.NONE:
             self.outbox.send(src, answer(error))
-        elif records:
-            self._park(Deferred(self._write(records, now), src, lambda: answer(m.NONE), on_resign))
         else:
             self._park_at_last_write(src, lambda: answer(m.NONE), on_resign)
 
@@ -524,7 +549,7 @@ class QuorumController:
 def partition_changes(before: MetadataImage, records: list) -> list[tuple[str, str]]:
     """(coverage event, message) for each partition change among ``records`` against the
     image ``before`` them: leader elections (unclean ones: from outside the ISR), a partition
-    left without a leader, ISR shrinks and expansions."""
+    left without a leader, ISR shrinks and expansions, reassignments begun and ended."""
     names = {t.topic_id: name for name, t in before.topics.items()}
     out = []
     for r in records:
@@ -539,11 +564,24 @@ def partition_changes(before: MetadataImage, records: list) -> list[tuple[str, s
             out.append(("partition-offline", f"{where}: no leader (ISR {list(reg.isr)})"))
         elif r.leader not in (mr.NO_LEADER, mr.NO_LEADER_CHANGE, reg.leader):
             out.append(("partition-leader-elected", f"{where}: leader n{r.leader}"))
-            if r.leader not in reg.isr:
+            # a reassignment completed by the AlterPartition that took its last replica into
+            # the ISR may hand leadership to that replica: clean (the new ISR holds all)
+            completes = reg.reassigning and r.isr is not None and r.replicas is not None \
+                and set(r.replicas) <= set(r.isr)
+            if r.leader not in reg.isr and not completes:
                 out.append(("unclean-election", f"{where}: leader n{r.leader} elected from "
                                                 f"outside the ISR {list(reg.isr)}"))
         if r.isr is not None and set(r.isr) != set(reg.isr):
             event = "isr-shrink" if len(r.isr) < len(reg.isr) else "isr-expand"
             out.append((event, f"{where}: ISR {list(reg.isr)} -> {list(r.isr)}"))
+        moving = bool(reg.removing if r.removing_replicas is None else r.removing_replicas) or \
+            bool(reg.adding if r.adding_replicas is None else r.adding_replicas)
+        replicas = list(reg.replicas if r.replicas is None else r.replicas)
+        if moving and not reg.reassigning:
+            out.append(("reassignment-started", f"{where}: replicas {list(reg.replicas)} -> "
+                                                f"{replicas} (reassigning)"))
+        elif not moving and (reg.reassigning or r.replicas is not None):
+            out.append(("reassignment-completed", f"{where}: replicas {list(reg.replicas)} -> "
+                                                  f"{replicas}"))
     return out
 

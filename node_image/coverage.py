@@ -28,6 +28,9 @@ EVENTS: dict[str, str] = {
     "partition-offline": "a partition left without a leader (no ISR member alive)",
     "isr-shrink": "the controller shrank a partition's ISR",
     "isr-expand": "the controller expanded a partition's ISR",
+    "reassignment-started": "a partition reassignment began: replicas added or being removed",
+    "reassignment-completed": "a partition's replicas reached a reassignment's target (or "
+                              "its cancellation)",
     "hwm-held-back": "a leader held its high watermark back: ISR below min.insync.replicas",
     "epoch-truncation": "a data replica truncated its log at a diverging leader epoch",
     "coordinator-loaded": "a broker became a group or transaction coordinator (a coordinator moved)",
@@ -41,7 +44,8 @@ EVENTS: dict[str, str] = {
 # The events of the data plane (topic partitions, groups, transactions): a workload whose
 # data lives elsewhere never causes them.
 DATA_PLANE = frozenset({"partition-leader-elected", "unclean-election", "partition-offline",
-                        "isr-shrink", "isr-expand", "hwm-held-back", "epoch-truncation",
+                        "isr-shrink", "isr-expand", "reassignment-started",
+                        "reassignment-completed", "hwm-held-back", "epoch-truncation",
                         "coordinator-loaded", "group-rebalanced", "txn-aborted-by-timeout",
                         "aborted-txn-fetched"})
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import msgpack
 
 from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
+                             AlterReassignmentsRequest, AlterReassignmentsResponse,
+                             ListReassignmentsRequest, ListReassignmentsResponse,
                              CreatePartitionsRequest, CreatePartitionsResponse,
                              CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                              DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
@@ -100,6 +102,8 @@ INVALID_VOTER_KEY = 125
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
 ELECTION_NOT_NEEDED = 84
+NO_REASSIGNMENT_IN_PROGRESS = 85
+NEW_LEADER_ELECTED = 108
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 GROUP_SUBSCRIBED_TO_TOPIC = 86
@@ -441,7 +445,8 @@ TYPES: tuple[type, ...] = (
     WriteTxnMarkersRequest, WriteTxnMarkersResponse, CreatePartitionsRequest,
     CreatePartitionsResponse, AlterConfigsRequest, AlterConfigsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, QuorumStateRequest, QuorumStateResponse, ElectLeadersRequest,
-    ElectLeadersResponse,
+    ElectLeadersResponse, AlterReassignmentsRequest, AlterReassignmentsResponse,
+    ListReassignmentsRequest, ListReassignmentsResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -451,6 +456,11 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),
     (ElectLeadersRequest, "partitions"): ("str", "int"),
     (ElectLeadersResponse, "results"): ("str", "int", "int", "str | None"),
+    (AlterReassignmentsRequest, "partitions"): ("str", "int", "bool", "tuple[int]"),
+    (AlterReassignmentsResponse, "results"): ("str", "int", "int", "str | None"),
+    (ListReassignmentsRequest, "partitions"): ("str", "int"),
+    (ListReassignmentsResponse, "results"): ("str", "int", "tuple[int]", "tuple[int]",
+                                             "tuple[int]"),
     (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),
     (AlterConfigsResponse, "results"): ("int", "str", "int", "str | None"),
     (DeleteTopicsRequest, "topics"): ("str", "str"),

@@ -16,7 +16,9 @@ Rules
 -----
 - A record about an unknown topic id or broker is a bug (the controller
   wrote it): replay raises AssertionError naming the record.
-- Partition epochs only grow; a leader change bumps the leader epoch.
+- Partition epochs only grow; a PartitionChangeRecord that sets the leader (a new one, or
+  the same when a reassignment removes replicas) bumps the leader epoch, as Kafka's
+  ``PartitionRegistration.merge``.
 """
 from __future__ import annotations
 
@@ -53,11 +55,22 @@ class BrokerRegistration:
 
 @dataclass(frozen=True, slots=True)
 class PartitionRegistration:
-    replicas: tuple
+    replicas: tuple  # while reassigning: the target, then the replicas being removed
     isr: tuple
     leader: int
     leader_epoch: int
     partition_epoch: int
+    removing: tuple = ()  # a reassignment in progress (KIP-455)
+    adding: tuple = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.removing or self.adding)
+
+    @property
+    def target(self) -> tuple:
+        """The replicas a reassignment in progress moves to (else the replicas)."""
+        return tuple(b for b in self.replicas if b not in self.removing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +111,8 @@ class MetadataImage:
             for pid in sorted(t.partitions):
                 p = t.partitions[pid]
                 out.append(mr.PartitionRecord(pid, t.topic_id, p.replicas, p.isr, p.leader,
-                                              p.leader_epoch, p.partition_epoch))
+                                              p.leader_epoch, p.partition_epoch, p.removing,
+                                              p.adding))
         for (rtype, rname), entries in sorted(self.configs.items()):
             out += [mr.ConfigRecord(rtype, rname, k, v) for k, v in sorted(entries.items())]
         if self.next_producer_id:
@@ -201,7 +215,8 @@ class MetadataDelta:
             name, parts = self._parts(record.topic_id, record)
             parts[record.partition_id] = PartitionRegistration(
                 tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
-                record.partition_epoch)
+                record.partition_epoch, tuple(record.removing_replicas),
+                tuple(record.adding_replicas))
             self.changed_partitions.add((name, record.partition_id))
         elif t is mr.PartitionChangeRecord:
             name, parts = self._parts(record.topic_id, record)
@@ -209,11 +224,15 @@ class MetadataDelta:
             if p is None:
                 raise AssertionError(f"{record!r} names an unknown partition")
             leader, leader_epoch = p.leader, p.leader_epoch
-            if record.leader != mr.NO_LEADER_CHANGE and record.leader != p.leader:
+            if record.leader != mr.NO_LEADER_CHANGE:
                 leader, leader_epoch = record.leader, p.leader_epoch + 1
-            isr = p.isr if record.isr is None else tuple(record.isr)
+
+            def given(value, old: tuple) -> tuple:
+                return old if value is None else tuple(value)
             parts[record.partition_id] = PartitionRegistration(
-                p.replicas, isr, leader, leader_epoch, p.partition_epoch + 1)
+                given(record.replicas, p.replicas), given(record.isr, p.isr), leader,
+                leader_epoch, p.partition_epoch + 1, given(record.removing_replicas, p.removing),
+                given(record.adding_replicas, p.adding))
             self.changed_partitions.add((name, record.partition_id))
         elif t is mr.ConfigRecord:
             configs = self._map("configs")

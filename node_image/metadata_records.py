@@ -73,6 +73,10 @@ class PartitionRecord:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # a reassignment in progress (KIP-455): ``replicas`` is the target followed by the
+    # replicas being removed; ``adding_replicas`` are in the target and were not replicas
+    removing_replicas: tuple = ()
+    adding_replicas: tuple = ()
 
 
 NO_LEADER = -1
@@ -82,11 +86,15 @@ NO_LEADER_CHANGE = -2
 @dataclass(frozen=True, slots=True)
 class PartitionChangeRecord:
     """A change to a partition; ``None``/NO_LEADER_CHANGE mean unchanged. Bumps the partition epoch,
-    and the leader epoch when the leader changes."""
+    and the leader epoch whenever ``leader`` is set (also to the same leader: a reassignment
+    removing replicas fences them so)."""
     partition_id: int
     topic_id: str
     isr: tuple | None
     leader: int
+    replicas: tuple | None = None
+    removing_replicas: tuple | None = None
+    adding_replicas: tuple | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +132,9 @@ API_KEYS: dict[type, int] = {
     BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, RegisterValueRecord: 10000}
 _BY_KEY = {v: k for k, v in API_KEYS.items()}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in API_KEYS}
+# Fields added later have defaults and are written only when set, so a record that does
+# not use them keeps the bytes it always had (and old logs read as before).
+_DEFAULTS = {t: tuple(f.default for f in dataclasses.fields(t)) for t in API_KEYS}
 
 
 def encode(record) -> bytes:
@@ -132,7 +143,12 @@ def encode(record) -> bytes:
     write_uvarint(out, FRAME_VERSION)
     write_uvarint(out, API_KEYS[t])
     write_uvarint(out, 0)
-    out += msgpack.packb([getattr(record, f) for f in _FIELDS[t]], use_bin_type=True)
+    values = [getattr(record, f) for f in _FIELDS[t]]
+    defaults = _DEFAULTS[t]
+    while values and defaults[len(values) - 1] is not dataclasses.MISSING \
+            and values[-1] == defaults[len(values) - 1]:
+        values.pop()
+    out += msgpack.packb(values, use_bin_type=True)
     return bytes(out)
 
 

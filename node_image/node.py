@@ -141,6 +141,8 @@ class Node:
         m.AlterConfigsRequest: QuorumController.handle_alter_configs,
         m.DeleteTopicsRequest: QuorumController.handle_delete_topics,
         m.ElectLeadersRequest: QuorumController.handle_elect_leaders,
+        m.AlterReassignmentsRequest: QuorumController.handle_alter_reassignments,
+        m.ListReassignmentsRequest: QuorumController.handle_list_reassignments,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

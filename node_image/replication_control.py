@@ -327,7 +327,9 @@ def alter_configs(image: MetadataImage, resources, incremental: bool) -> tuple[l
 
 
 class PartitionChangeBuilder:
-    """What one partition becomes given a target ISR and an election type."""
+    """What one partition becomes given a target ISR, replica set and election type. As
+    Kafka's, every change first completes a reassignment in progress when the target ISR
+    allows it (every replica of the target in it, and one not being removed)."""
 
     def __init__(self, image: MetadataImage, topic: str, partition: int,
                  reg: PartitionRegistration, unclean_bug: bool = False) -> None:
@@ -337,35 +339,59 @@ class PartitionChangeBuilder:
         self.partition = partition
         self.reg = reg
         self.target_isr = reg.isr
+        self.target_replicas = reg.replicas
+        self.target_removing = reg.removing
+        self.target_adding = reg.adding
         self.election = ONLINE
+
+    def _complete_reassignment(self, isr: tuple) -> tuple:
+        """Kafka's maybeCompleteReassignment: the ISR once the reassignment completes (and
+        the targets set to its end), else ``isr`` unchanged."""
+        removing = self.target_removing
+        if not removing and not self.target_adding:
+            return isr
+        done_isr = tuple(b for b in isr if b not in removing)
+        done_replicas = tuple(b for b in self.target_replicas if b not in removing)
+        if not done_isr or not done_replicas or any(b not in done_isr for b in done_replicas):
+            return isr
+        self.target_replicas, self.target_removing, self.target_adding = done_replicas, (), ()
+        return done_isr
 
     def build(self) -> mr.PartitionChangeRecord | None:
         reg, image = self.reg, self.image
-        isr = tuple(b for b in self.target_isr if b in reg.replicas)
+        isr = self._complete_reassignment(
+            tuple(b for b in self.target_isr if b in self.target_replicas))
+        replicas = self.target_replicas
         leader = reg.leader
-        preferred = reg.replicas[0]
+        preferred = replicas[0]
         if self.election == PREFERRED and preferred in isr and eligible(image, preferred):
             leader = preferred
         elif self.unclean_bug and not (leader in isr and eligible(image, leader)):
-            leader = next((b for b in reg.replicas if eligible(image, b)), mr.NO_LEADER)
+            leader = next((b for b in replicas if eligible(image, b)), mr.NO_LEADER)
             if leader != mr.NO_LEADER and leader not in isr:
                 isr = (leader,)
         elif not (leader in isr and eligible(image, leader)):
-            leader = next((b for b in reg.replicas if b in isr and eligible(image, b)), mr.NO_LEADER)
+            leader = next((b for b in replicas if b in isr and eligible(image, b)), mr.NO_LEADER)
             if leader == mr.NO_LEADER and (self.election == UNCLEAN
                                            or unclean_allowed(image, self.topic)):
-                leader = next((b for b in reg.replicas if eligible(image, b)), mr.NO_LEADER)
+                leader = next((b for b in replicas if eligible(image, b)), mr.NO_LEADER)
                 if leader != mr.NO_LEADER:
                     isr = (leader,)
         if not isr:
             # Never empty the ISR: the last member holds every committed record.
-            isr = tuple(b for b in reg.isr if b in reg.replicas)[:1] or reg.replicas[:1]
-        if leader == reg.leader and isr == reg.isr:
+            isr = tuple(b for b in reg.isr if b in replicas)[:1] or replicas[:1]
+        leader_field = mr.NO_LEADER_CHANGE if leader == reg.leader else leader
+        if leader_field == mr.NO_LEADER_CHANGE and not set(reg.replicas) <= set(replicas):
+            leader_field = leader  # replicas removed: a new leader epoch fences them
+        change = (isr != reg.isr, replicas != reg.replicas,
+                  self.target_removing != reg.removing, self.target_adding != reg.adding)
+        if leader_field == mr.NO_LEADER_CHANGE and not any(change):
             return None
         topic_id = image.topics[self.topic].topic_id
         return mr.PartitionChangeRecord(
-            self.partition, topic_id, None if isr == reg.isr else isr,
-            mr.NO_LEADER_CHANGE if leader == reg.leader else leader)
+            self.partition, topic_id, isr if change[0] else None, leader_field,
+            replicas if change[1] else None, self.target_removing if change[2] else None,
+            self.target_adding if change[3] else None)
 
 
 def iter_partitions(image: MetadataImage):
@@ -457,7 +483,9 @@ def elect_leaders(image: MetadataImage, election: str,
 
 
 def alter_partition(image: MetadataImage, req: m.AlterPartitionRequest) -> tuple[int, list]:
-    """(error, records) for a leader's AlterPartition."""
+    """(error, records) for a leader's AlterPartition. An ISR change that completes a
+    reassignment and so moves leadership away from the asking leader is written and
+    answered NEW_LEADER_ELECTED, as Kafka's."""
     broker = image.brokers.get(req.broker_id)
     if broker is None or broker.broker_epoch != req.broker_epoch:
         return m.STALE_BROKER_EPOCH, []
@@ -476,6 +504,14 @@ def alter_partition(image: MetadataImage, req: m.AlterPartitionRequest) -> tuple
         return m.INVALID_REQUEST, []
     if any(b not in reg.isr and not eligible(image, b) for b in new_isr):
         return m.INELIGIBLE_REPLICA, []
+    if reg.reassigning:
+        b = PartitionChangeBuilder(image, req.topic, req.partition, reg)
+        b.target_isr = new_isr
+        rec = b.build()
+        if rec is None:
+            return m.NONE, []
+        moved = rec.leader not in (mr.NO_LEADER_CHANGE, req.broker_id)
+        return (m.NEW_LEADER_ELECTED if moved else m.NONE), [rec]
     if new_isr == reg.isr:
         return m.NONE, []
     topic_id = image.topics[req.topic].topic_id

@@ -165,6 +165,7 @@ class Partition:
 
     def apply_registration(self, reg: PartitionRegistration, now: int) -> str | None:
         """Follow the image; returns "leader"/"follower" when the role or epoch changed."""
+        replicas_changed = reg.replicas != self.replicas
         self.replicas = reg.replicas
         if reg.leader_epoch < self.leader_epoch or (reg.leader_epoch == self.leader_epoch and
                                                     reg.partition_epoch <= self.partition_epoch):
@@ -175,6 +176,11 @@ class Partition:
         if self.pending_isr is not None:
             self.pending_isr = None  # the controller decided; the image is the truth
         if not new_epoch:
+            if self.is_leader and replicas_changed:
+                # a reassignment added replicas (removing them bumps the leader epoch): they
+                # fetch from this leader as followers from now on
+                self.remote = {b: self.remote.get(b) or RemoteReplica(b, last_caught_up_ms=0)
+                               for b in reg.replicas if b != self.node_id}
             return None
         self.leader = reg.leader
         self.leader_epoch = reg.leader_epoch

@@ -145,9 +145,11 @@ class ReplicaManager:
             reg = image.partition(*key)
             if reg is None:
                 self.topics_deleted.add(key)
-                self._delete(key)
+                self._delete(key, "deleted with its topic")
                 continue
             if self.node_id not in reg.replicas:
+                # reassigned away (KIP-455): the replica's data goes, as Kafka's stray logs do
+                self._delete(key, "no longer a replica (reassigned), its log deleted")
                 continue
             part = self.partitions.get(key)
             if part is None:
@@ -163,9 +165,9 @@ class ReplicaManager:
             if part.is_leader and part.maybe_increment_hw(self.min_isr(key[0])):
                 self.hw_changed.add(key)
 
-    def _delete(self, key: tuple[str, int]) -> None:
-        """The partition's topic was deleted: its data goes, and requests parked on it are
-        answered now (their partition is gone)."""
+    def _delete(self, key: tuple[str, int], why: str) -> None:
+        """The partition's topic was deleted or this broker is no longer one of its replicas:
+        its data goes, and requests parked on it are answered now (here it is gone)."""
         part = self.partitions.pop(key, None)
         if part is None:
             return
@@ -173,7 +175,7 @@ class ReplicaManager:
         self._checkpoint.pop(key, None)
         self.role_changed = True
         self.hw_changed.add(key)
-        self._on_event(f"{key[0]}-{key[1]}: deleted with its topic")
+        self._on_event(f"{key[0]}-{key[1]}: {why}")
 
     def leader_partition(self, topic: str, partition: int) -> Partition | None:
         p = self.partitions.get((topic, partition))

@@ -19,12 +19,19 @@ Commands:
                                B, leading the partition, asks for a new ISR; the epochs are
                                the partition's current ones unless given
   allocate-pids B [epoch=E]    B asks for a block of producer ids (at its epoch unless given)
+  reassign TOPIC-P replicas=1,2,3 | cancel [fixed-rf]
+                               AlterPartitionReassignments of one partition, or its
+                               cancellation (``fixed-rf``: a change of replication factor
+                               is not allowed)
+  list-reassignments [TOPIC-P ...]
+                               the reassignments in progress (of every partition unless named)
   tick ms=T                    time moves T ms; the node polls (sessions expire, leaders
                                rebalance)
   image                        the committed image: brokers and partitions
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import datadriven
@@ -48,7 +55,12 @@ SHOWN = {
     m.AlterPartitionResponse: ("error", "topic", "partition", "leader", "leader_epoch", "isr",
                                "partition_epoch"),
     m.AllocateProducerIdsResponse: ("error", "producer_id_start", "producer_id_len"),
+    m.AlterReassignmentsResponse: ("results",),
+    m.ListReassignmentsResponse: ("error", "results"),
 }
+# fields a record leaves at their default are not shown (the reassignment fields, mostly)
+DEFAULTS = {t: {f.name: f.default for f in dataclasses.fields(t)
+                if f.default is not dataclasses.MISSING} for t in mr.API_KEYS}
 
 
 class ControllerScenario(datadriven.Commands):
@@ -78,6 +90,8 @@ class ControllerScenario(datadriven.Commands):
         parts = []
         for name in fields or [f for f in obj.__slots__ if f != "correlation_id"]:
             v = getattr(obj, name)
+            if name in DEFAULTS.get(type(obj), {}) and v == DEFAULTS[type(obj)][name]:
+                continue
             if name == "error":
                 if v == m.NONE:
                     continue
@@ -99,8 +113,14 @@ class ControllerScenario(datadriven.Commands):
                 if v != mr.NO_LEADER_CHANGE:
                     parts.append(f"leader={v}")
                 continue
-            elif name == "results":  # CreateTopics: (name, error, message, id, partitions, rf)
+            elif name == "results" and isinstance(obj, m.CreateTopicsResponse):
+                # (name, error, message, id, partitions, rf)
                 v = [(r[0], m.ERROR_NAMES.get(r[1], r[1]), r[4], r[5]) for r in v]
+            elif name == "results" and isinstance(obj, m.AlterReassignmentsResponse):
+                v = [(f"{r[0]}-{r[1]}", m.ERROR_NAMES.get(r[2], r[2])) for r in v]
+            elif name == "results" and isinstance(obj, m.ListReassignmentsResponse):
+                v = [(f"{r[0]}-{r[1]}", f"replicas={list(r[2])} adding={list(r[3])} "
+                      f"removing={list(r[4])}") for r in v]
             datadriven.add_field(parts, name, v)
         return datadriven.shown(obj, parts)
 
@@ -210,6 +230,23 @@ class ControllerScenario(datadriven.Commands):
         epoch = int(kw["epoch"]) if "epoch" in kw else self.epochs.get(b, -1)
         self._ask(m.AllocateProducerIdsRequest(self._next_corr(), b, epoch))
 
+    def _partition(self, name: str) -> tuple[str, int]:
+        topic, _, part = name.rpartition("-")
+        if self._node().controller.current.partition(topic, int(part)) is None:
+            raise ValueError(f"no partition {name}")
+        return topic, int(part)
+
+    def reassign(self, args, kw) -> None:
+        topic, part = self._partition(args[0])
+        cancel = "cancel" in args
+        replicas = () if cancel else tuple(int(x) for x in kw["replicas"].split(","))
+        self._ask(m.AlterReassignmentsRequest(
+            self._next_corr(), ((topic, part, cancel, replicas),), "fixed-rf" not in args))
+
+    def list_reassignments(self, args, kw) -> None:
+        self._ask(m.ListReassignmentsRequest(self._next_corr(), not args,
+                                             tuple(self._partition(a) for a in args)))
+
     def tick(self, args, kw) -> None:
         self.now += int(kw["ms"])
         self._settle()
@@ -223,10 +260,13 @@ class ControllerScenario(datadriven.Commands):
             self.out.append(f"broker {b.broker_id} epoch {b.broker_epoch}: {state}")
         for name in sorted(img.topics):
             for pid, p in sorted(img.topics[name].partitions.items()):
+                moving = f" adding {list(p.adding)} removing {list(p.removing)}" \
+                    if p.reassigning else ""
                 self.out.append(f"{name}-{pid}: leader {p.leader} leader epoch {p.leader_epoch} "
-                                f"replicas {list(p.replicas)} isr {list(p.isr)} "
+                                f"replicas {list(p.replicas)} isr {list(p.isr)}{moving} "
                                 f"partition epoch {p.partition_epoch}")
 
     COMMANDS = {"start": start, "register": register, "heartbeat": heartbeat,
                 "create-topic": create_topic, "alter-partition": alter_partition,
-                "allocate-pids": allocate_pids, "tick": tick, "image": image}
+                "allocate-pids": allocate_pids, "tick": tick, "image": image,
+                "reassign": reassign, "list-reassignments": list_reassignments}
