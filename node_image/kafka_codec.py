@@ -32,6 +32,10 @@ import struct
 from dataclasses import dataclass
 
 from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
+                                  AlterPartitionReassignmentsRequest,
+                                  AlterPartitionReassignmentsResponse,
+                                  ListPartitionReassignmentsRequest,
+                                  ListPartitionReassignmentsResponse,
                                   AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
                                   DeleteAclsRequest, DeleteAclsResponse,
                                   DeleteGroupsRequest, DeleteGroupsResponse,
@@ -85,6 +89,7 @@ DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, OFFSET_DELETE = 21, 23, 42, 47
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS = 34, 35, 75
 ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 # api key -> (min version, max version, request class, response class)
@@ -132,6 +137,10 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     DESCRIBE_ACLS: (1, 3, DescribeAclsRequest, DescribeAclsResponse),
     CREATE_ACLS: (1, 3, CreateAclsRequest, CreateAclsResponse),
     DELETE_ACLS: (1, 3, DeleteAclsRequest, DeleteAclsResponse),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 1, AlterPartitionReassignmentsRequest,
+                                    AlterPartitionReassignmentsResponse),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0, ListPartitionReassignmentsRequest,
+                                   ListPartitionReassignmentsResponse),
 }
 # api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
 API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}

@@ -192,8 +192,9 @@ def local_brokers(root, **kw):
         c.close()
 
 
-def create_topic_everywhere(cluster, name, partitions=1, config=None, timeout_s=90):
-    """Create ``name`` (replication factor 3) on a local cluster and wait until every broker
+def create_topic_everywhere(cluster, name, partitions=1, config=None, timeout_s=90,
+                            replication_factor=3):
+    """Create ``name`` on a local cluster and wait until every broker
     lists it: each broker answers Metadata and DescribeConfigs from its own copy of the
     metadata, which follows the quorum a moment behind."""
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -201,7 +202,8 @@ def create_topic_everywhere(cluster, name, partitions=1, config=None, timeout_s=
 
     def made():
         try:
-            admin.create_topics([NewTopic(name, partitions, 3, config=config or {})])[
+            admin.create_topics([NewTopic(name, partitions, replication_factor,
+                                          config=config or {})])[
                 name].result(30)
         except Exception as exc:
             if "already exists" not in str(exc):  # an earlier attempt went through

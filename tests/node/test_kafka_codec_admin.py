@@ -1,7 +1,8 @@
 """The codec for the versions and APIs Kafka 4.0 added or kafka-python's admin sends, against
 bytes written out by hand from Kafka's message schemas: ListOffsets v10, Metadata v13,
 DescribeGroups v6, DeleteGroups v2, OffsetDelete v0, ElectLeaders v2,
-DescribeTopicPartitions v0 and DescribeLogDirs v4."""
+DescribeTopicPartitions v0, DescribeLogDirs v4, AlterPartitionReassignments v0-1 and
+ListPartitionReassignments v0."""
 import struct
 import uuid
 
@@ -137,3 +138,55 @@ def test_describe_log_dirs_v4_response_bytes():
             struct.pack(">iqq", 0, 120, 0) + b"\x00" + TAGS]) + TAGS])
         + struct.pack(">qq", -1, -1) + TAGS]) + TAGS
     assert kc.encode_response(req, resp) == response_v1(13, want)
+
+
+def test_alter_partition_reassignments_v0_v1_bytes_and_a_null_target():
+    """v1 puts AllowReplicationFactorChange after the timeout (request) and after the
+    throttle time (response); a null replica list cancels."""
+    def ints(*xs):
+        return carray([struct.pack(">i", x) for x in xs])
+    topics = carray([cstr("t") + carray([struct.pack(">i", 0) + ints(3, 1) + TAGS,
+                                         struct.pack(">i", 1) + NULL_ARRAY + TAGS]) + TAGS])
+    req0 = kc.decode_request(request_v2(kc.ALTER_PARTITION_REASSIGNMENTS, 0, 12)
+                             + struct.pack(">i", 30000) + topics + TAGS)
+    req1 = kc.decode_request(request_v2(kc.ALTER_PARTITION_REASSIGNMENTS, 1, 13)
+                             + struct.pack(">i", 30000) + b"\x00" + topics + TAGS)
+    for req in (req0, req1):
+        [t] = req.body.topics
+        assert (req.body.timeout_ms, t.name) == (30000, "t")
+        assert [(p.partition_index, None if p.replicas is None else list(p.replicas))
+                for p in t.partitions] == [(0, [3, 1]), (1, None)]
+    assert req1.body.allow_replication_factor_change is False
+    R = kc.response_class(kc.ALTER_PARTITION_REASSIGNMENTS, 1)
+    T = R.ReassignableTopicResponse
+    resp = R(throttle_time_ms=0, allow_replication_factor_change=False, error_code=0,
+             error_message=None, responses=[T(name="t", partitions=[
+                 T.ReassignablePartitionResponse(partition_index=1, error_code=85,
+                                                 error_message="none")])])
+    want = (struct.pack(">i", 0) + b"\x00" + struct.pack(">h", 0) + NULL_ARRAY
+            + carray([cstr("t") + carray([struct.pack(">ih", 1, 85) + cstr("none") + TAGS])
+                      + TAGS]) + TAGS)
+    assert kc.encode_response(req1, resp) == response_v1(13, want)
+
+
+def test_list_partition_reassignments_v0_bytes():
+    every = kc.decode_request(request_v2(kc.LIST_PARTITION_REASSIGNMENTS, 0, 14)
+                              + struct.pack(">i", 1000) + NULL_ARRAY + TAGS)
+    assert every.body.topics is None
+    named = kc.decode_request(request_v2(kc.LIST_PARTITION_REASSIGNMENTS, 0, 15)
+                              + struct.pack(">i", 1000)
+                              + carray([cstr("t") + carray([struct.pack(">i", 2)]) + TAGS])
+                              + TAGS)
+    assert [(t.name, list(t.partition_indexes)) for t in named.body.topics] == [("t", [2])]
+    R = kc.response_class(kc.LIST_PARTITION_REASSIGNMENTS, 0)
+    T = R.OngoingTopicReassignment
+    resp = R(throttle_time_ms=0, error_code=0, error_message=None, topics=[T(
+        name="t", partitions=[T.OngoingPartitionReassignment(
+            partition_index=2, replicas=[3, 1, 2], adding_replicas=[3],
+            removing_replicas=[2])])])
+
+    def ints(*xs):
+        return carray([struct.pack(">i", x) for x in xs])
+    want = (struct.pack(">ih", 0, 0) + NULL_ARRAY + carray([cstr("t") + carray([
+        struct.pack(">i", 2) + ints(3, 1, 2) + ints(3) + ints(2) + TAGS]) + TAGS]) + TAGS)
+    assert kc.encode_response(named, resp) == response_v1(15, want)

@@ -1,0 +1,69 @@
+"""AlterPartitionReassignments (v0-1) and ListPartitionReassignments (v0), answered by the
+active controller (``node_image/reassignment.py``) as Kafka's brokers forward them."""
+from __future__ import annotations
+
+from ... import messages as m
+from ...kafka_codec import KafkaRequest
+from .common import _missing
+
+
+class ReassignApis:
+    """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
+
+    def _alter_partition_reassignments(self, src, req: KafkaRequest, now: int) -> None:
+        """Each partition's target replicas, or null to cancel; from v1 the client may
+        forbid a change of replication factor (INVALID_REPLICATION_FACTOR, KIP-860)."""
+        body, v = req.body, req.api_version
+        R = self._cls(req)
+        T = R.ReassignableTopicResponse
+        allow_rf = True if v < 1 else bool(body.allow_replication_factor_change)
+        rows = tuple((t.name, p.partition_index, p.replicas is None, tuple(p.replicas or ()))
+                     for t in body.topics for p in t.partitions)
+
+        def answer(results, top: int, message: str | None = None) -> None:
+            by_topic: dict[str, list] = {}
+            for topic, pid, code, text in results:
+                by_topic.setdefault(topic, []).append(T.ReassignablePartitionResponse(
+                    partition_index=pid, error_code=code, error_message=text))
+            extra = {"allow_replication_factor_change": allow_rf} if v >= 1 else {}
+            self._reply(src, req, R(throttle_time_ms=0, error_code=top, error_message=message,
+                                    responses=[T(name=t, partitions=ps)
+                                               for t, ps in by_topic.items()], **extra))
+        if len(set((t, p) for t, p, _, _ in rows)) != len(rows):
+            answer([], m.INVALID_REQUEST, "a partition is named more than once")
+            return
+
+        def reply(resp, error):
+            if resp is not None:
+                answer(resp.results, m.NONE)
+            else:
+                code = _missing(error)
+                answer([], code, m.ERROR_NAMES.get(code, str(code)))
+        self._via_controller(
+            now, max(body.timeout_ms, 1000), reply,
+            lambda c: m.AlterReassignmentsRequest(c, rows, allow_rf))
+
+    def _list_partition_reassignments(self, src, req: KafkaRequest, now: int) -> None:
+        """The reassignments in progress, of the partitions named or of every partition."""
+        body = req.body
+        R = self._cls(req)
+        T = R.OngoingTopicReassignment
+        every = body.topics is None
+        rows = () if every else tuple(dict.fromkeys(
+            (t.name, p) for t in body.topics for p in t.partition_indexes))
+
+        def reply(resp, error):
+            code = _missing(error) if resp is None else resp.error
+            by_topic: dict[str, list] = {}
+            for topic, pid, replicas, adding, removing in (() if resp is None
+                                                          else resp.results):
+                by_topic.setdefault(topic, []).append(T.OngoingPartitionReassignment(
+                    partition_index=pid, replicas=list(replicas), adding_replicas=list(adding),
+                    removing_replicas=list(removing)))
+            self._reply(src, req, R(
+                throttle_time_ms=0, error_code=code,
+                error_message=None if code == m.NONE else m.ERROR_NAMES.get(code, str(code)),
+                topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        self._via_controller(
+            now, max(body.timeout_ms, 1000), reply,
+            lambda c: m.ListReassignmentsRequest(c, every, rows))
