@@ -111,6 +111,15 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "When a partition needs a new leader the controller takes the first live replica, "
         "in the ISR or not, although unclean.leader.election.enable is false.",
         ("lost-write", "inconsistent-offsets", "durability"), workload="queue", docker=True),
+    Bug("reassign-skips-catch-up", "controller",
+        "a reassignment reaches its target only once every replica of it is in the ISR",
+        "AlterPartitionReassignments completes a move at once: the new replicas join the "
+        "ISR before they have fetched anything and the removed ones leave, so a new replica "
+        "with an empty log can lead (a moved leader hands over to it) and the others "
+        "truncate what was acknowledged to match it.",
+        ("lost-write", "durability", "inconsistent-offsets"), workload="queue", docker=True,
+        needs_faults=("reassign",), campaign="campaigns/reassign.yaml",
+        sim_options=(("extra_faults", {"reassign": 8000}),)),
     Bug("isr-expands-only-to-min", "broker",
         "a follower that has caught up with the leader rejoins the ISR",
         "The leader takes a caught-up follower back into the ISR only while the ISR is below "

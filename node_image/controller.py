@@ -444,7 +444,7 @@ class QuorumController:
             records, results = reassignment.alter_reassignments(
                 self.current, [(t, p, None if cancel else replicas)
                                for t, p, cancel, replicas in req.partitions],
-                req.allow_rf_change)
+                req.allow_rf_change, "reassign-skips-catch-up" in self.bugs)
             return records, results, [f"reassignment changes {len(records)} partition(s)"]
         self._admin_write(
             src, now, lambda rows: m.AlterReassignmentsResponse(req.correlation_id, tuple(rows)),

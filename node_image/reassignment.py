@@ -17,8 +17,8 @@ from .metadata_image import MetadataDelta, MetadataImage
 from .replication_control import PartitionChangeBuilder, iter_partitions, unclean_allowed
 
 
-def alter_reassignments(image: MetadataImage, partitions,
-                        allow_rf_change: bool = True) -> tuple[list, list[tuple]]:
+def alter_reassignments(image: MetadataImage, partitions, allow_rf_change: bool = True,
+                        skip_catch_up_bug: bool = False) -> tuple[list, list[tuple]]:
     """Records and result rows (topic, partition, error, message) for
     AlterPartitionReassignments (rows of topic, partition, target replicas or None to
     cancel), as Kafka's ReplicationControlManager: the replicas become the target followed
@@ -39,6 +39,7 @@ def alter_reassignments(image: MetadataImage, partitions,
                  else f"no such partition as {topic}-{pid}")
             continue
         b = PartitionChangeBuilder(current, topic, pid, reg)
+        b.skip_catch_up_bug = skip_catch_up_bug
         if target is None:
             if not reg.reassigning:
                 fail(m.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {topic}-{pid} is in "

@@ -334,6 +334,7 @@ class PartitionChangeBuilder:
     def __init__(self, image: MetadataImage, topic: str, partition: int,
                  reg: PartitionRegistration, unclean_bug: bool = False) -> None:
         self.unclean_bug = unclean_bug  # planted bug: any live replica may lead
+        self.skip_catch_up_bug = False  # planted bug: a move's target counts as in the ISR
         self.image = image
         self.topic = topic
         self.partition = partition
@@ -350,6 +351,8 @@ class PartitionChangeBuilder:
         removing = self.target_removing
         if not removing and not self.target_adding:
             return isr
+        if self.skip_catch_up_bug:
+            isr = tuple(dict.fromkeys(isr + self.target_replicas))
         done_isr = tuple(b for b in isr if b not in removing)
         done_replicas = tuple(b for b in self.target_replicas if b not in removing)
         if not done_isr or not done_replicas or any(b not in done_isr for b in done_replicas):

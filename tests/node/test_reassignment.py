@@ -175,3 +175,20 @@ def test_the_leader_serves_an_added_replica_and_a_removed_one_drops_its_log():
     assert ("t", 0) not in leader.partitions and disks[1].listdir("/data/t-0") == []
     assert rms[2].partitions[("t", 0)].is_leader
     assert rms[2].topics_deleted == set(), "a move is no deletion (offsets are kept)"
+
+
+def test_planted_reassign_skips_catch_up_puts_an_empty_replica_in_the_isr_and_lead():
+    """reassign-skips-catch-up: the move completes in the request's own record, the new
+    replica in the ISR before it fetched anything and, where the leader was replaced, its
+    leader; without the bug the same request only starts the move."""
+    image = with_topic(cluster_image(5), partitions=1, rf=3)
+    reg = image.partition("t", 0)
+    spare = next(b for b in range(1, 6) if b not in reg.replicas)
+    target = (spare,) + reg.replicas[1:]
+    records, _ = reassignment.alter_reassignments(image, [("t", 0, target)], True, True)
+    p = image_with(records, image).partition("t", 0)
+    assert (p.replicas, p.reassigning, p.leader) == (target, False, spare)
+    assert spare in p.isr and reg.leader not in p.isr
+    correct, _ = reassign(image, ("t", 0, target))
+    assert correct.partition("t", 0).leader == reg.leader
+    assert spare not in correct.partition("t", 0).isr
