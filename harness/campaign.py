@@ -296,6 +296,11 @@ class Campaign:
         """(partition, leader, replicas, ISR) of the workload's data; none if unpartitioned."""
         return self.workload.partition_infos()
 
+    def reassign(self, partition: int, replicas: list[int]) -> str | None:
+        """Move a partition of the workload's data to ``replicas`` (blocking: run it in a
+        thread); the error the cluster answered, or None."""
+        return self.workload.reassign(partition, replicas)
+
     async def stop_faults(self) -> None:
         """Undo every fault still in force."""
         if self.partitioned:

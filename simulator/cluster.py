@@ -441,14 +441,31 @@ class Simulation:
         happened = getattr(self if owner == "sim" else getattr(self, owner), method)(*data)
         return True if always else happened
 
+    def admin_request(self, dest: int, build, answered) -> None:
+        """An admin request to node ``dest`` from the fault plan, as a broker forwards one
+        to the controller: ``build(correlation id)`` is sent over the network (it may be
+        lost or delayed as any message), ``answered(response)`` runs when the answer
+        comes back."""
+        self._admin_next = getattr(self, "_admin_next", 0) + 1
+        self._admin_waiting = getattr(self, "_admin_waiting", {})
+        self._admin_waiting[self._admin_next] = answered
+        self.send(("admin", self._admin_next), dest, build(self._admin_next))
+
     def _deliver(self, src, dest, msg) -> "bool | _SimNode":
+        if isinstance(dest, tuple) and dest[0] == "admin":
+            self.trace(self.now, "admin-reply", src, type(msg).__name__)
+            answered = self._admin_waiting.pop(msg.correlation_id, None)
+            if answered is not None:
+                answered(msg)
+            return True
         if isinstance(dest, tuple):
             self.trace(self.now, "reply", src, dest[1], type(msg).__name__,
                        len(msg) if isinstance(msg, bytes) else msg.outcome)
             self.workload.reply(dest[1], msg)
             return True
         sn = self.nodes[dest]
-        if sn.node is not None and isinstance(src, tuple) and dest in self.network.refused:
+        if sn.node is not None and isinstance(src, tuple) and src[0] != "admin" and \
+                dest in self.network.refused:
             self.trace(self.now, "refused", src[1], dest)
             self.workload.reset(src[1], msg)
             return True

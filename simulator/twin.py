@@ -29,6 +29,7 @@ from nemesis.package import NotSimulated, Skipped
 from nemesis.packages import PACKAGES
 from nemesis.schedule import package_options
 from node_image.config import NodeConfig, load_config
+from node_image import messages as m
 
 from .kafka_state import TOPIC
 from .network import Inbound
@@ -336,6 +337,26 @@ class PlanFaults:
     def clear_disk_fault(self, nodes: list[int], name: str) -> None:
         for n in nodes:
             self.sim.nodes[n].disk.faults.pop(name, None)
+
+    def reassign(self, partition: int, target: list[int], then) -> None:
+        """AlterPartitionReassignments of the topic's ``partition`` to ``target``, sent to
+        the active controller as a broker forwards it; ``then(error or None)`` with its
+        answer (a reply that never comes: never). ``Skipped`` without an active controller."""
+        controller = self.active_controller()
+        if controller is None:
+            raise Skipped("no active controller to send the reassignment to")
+        step = self.current
+
+        def answered(resp) -> None:
+            [(_, _, error, message)] = resp.results
+            self.current = step
+            try:
+                then(None if error == m.NONE else f"{m.ERROR_NAMES.get(error, error)}: "
+                                                  f"{message}")
+            finally:
+                self.current = None
+        self.sim.admin_request(controller, lambda corr: m.AlterReassignmentsRequest(
+            corr, ((TOPIC, partition, False, tuple(target)),), True), answered)
 
     def await_partition(self, partition: int, holds, patience_s: float, then,
                         waited: float = 0.0) -> None:

@@ -137,6 +137,18 @@ class QueueRun:
         strands the real leader (unclean-election seed 14 went unseen so)."""
         return freshest_partitions([n.address for n in self.backend.nodes], TOPIC, 3.0)
 
+    def reassign(self, partition: int, replicas: list[int]) -> str | None:
+        """AlterPartitionReassignments of one partition of the topic, as kafka-python's
+        admin client sends it (confluent-kafka's has no such call); the error, or None."""
+        from kafka import KafkaAdminClient, TopicPartition
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=15_000)
+        try:
+            tp = TopicPartition(TOPIC, partition)
+            error = admin.alter_partition_reassignments({tp: list(replicas)}).get(tp)
+            return None if error is None else error.__name__
+        finally:
+            admin.close()
+
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         if partition is None:
             partition = rng.randrange(self.cfg.partitions)

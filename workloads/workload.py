@@ -73,6 +73,7 @@ class WorkloadRun(Protocol):
     async def partition_leader(self, rng: random.Random,
                                partition: int | None = None) -> int | None: ...
     def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]: ...
+    def reassign(self, partition: int, replicas: list[int]) -> str | None: ...
 
 
 class Workload(Protocol):
@@ -99,6 +100,9 @@ class NoPartitions:
 
     def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
         return []
+
+    def reassign(self, partition: int, replicas: list[int]) -> str | None:
+        raise ValueError("this workload's data has no partitions to reassign")
 
 
 async def until_live(stuck_now, bound_s: float, poll_s: float = 1.0) -> list[dict]:

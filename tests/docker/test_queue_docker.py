@@ -272,7 +272,7 @@ def test_power_loss_on_every_node_and_the_flush_policy(docker_client, node_image
 # skip-fsync's strict CI cell is the simulator's (test_sim_queue); here nightly
 @pytest.mark.nightly
 @pytest.mark.parametrize("bug", [name for name, b in BUGS.items()
-                                 if b.workload == "queue" and b.needs_faults])
+                                 if b.workload == "queue" and "power-loss" in b.needs_faults])
 def test_outside_power_loss_of_every_node_catches_an_fsync_skipped(docker_client, node_image,
                                                                    tmp_path, bug):
     """campaigns/power-loss-fuse.yaml: flush.messages=1 and every node losing power at once
@@ -330,3 +330,39 @@ def test_a_transactional_subscribe_campaign_on_a_correct_node_is_valid(docker_cl
 
 def _history(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "history.jsonl").read_text().splitlines()]
+
+
+def test_reassignments_under_kills_keep_a_correct_node_valid(docker_client, node_image, tmp_path):
+    """campaigns/reassign.yaml: partitions move to brokers that held none (through
+    kafka-python's AlterPartitionReassignments) while leaders are killed; each move waits
+    until the new replica has caught up, and a correct node loses nothing. The run's twin
+    in the simulator plays the same moves and is valid too."""
+    fields = load_campaign(ROOT / "campaigns" / "reassign.yaml")
+    code, results, run_dir = campaign(tmp_path, **{**fields, "seed": 1})
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    rows = [r for r in _history(run_dir) if r["process"] == "nemesis" and r["type"] == "info"]
+    asked = [r["value"] for r in rows if r["f"] == "reassign"]
+    done = [r["value"] for r in rows if r["f"] == "reassigned"]
+    assert asked and all(a["error"] is None for a in asked), asked
+    assert [(d["partition"], d["replicas"]) for d in done] == [
+        (a["partition"], a["replicas"]) for a in asked], (asked, done)
+    assert results["coverage"]["reached"].get("reassignment-completed", 0) >= len(done)
+    twin = load_twin(run_dir)
+    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    reassigns = [s for s in o.result.plan if s.kind == "reassign"]
+    assert reassigns and all(s.status == "happened" for s in reassigns), o.result.plan
+
+
+# reassign-skips-catch-up's strict CI cell is the simulator's (test_sim_queue); here nightly
+@pytest.mark.nightly
+def test_the_reassign_campaign_catches_a_move_that_skips_the_catch_up(docker_client,
+                                                                     node_image, tmp_path):
+    fields = load_campaign(ROOT / "campaigns" / "reassign.yaml")
+    code, results, run_dir = campaign(tmp_path, **{**fields, "seed": 1},
+                                      bugs=["reassign-skips-catch-up"])
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (1, False), run_dir
+    assert set(q["bad_anomalies"]) & {"lost-write", "durability", "inconsistent-offsets"}, \
+        (q["bad_anomalies"], run_dir)

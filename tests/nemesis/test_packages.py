@@ -299,3 +299,49 @@ def test_every_package_is_drawn_by_a_plan_with_its_modes():
         assert (s.mode in cls.modes) if cls.modes else s.mode == ""
         if cls.length_s is not None:
             assert s.duration_s == cls.length_s
+
+
+def test_a_reassignment_replaces_one_replica_and_waits_for_the_move(tmp_path):
+    """reassign: partition 1's replica outside the ISR (n4) is the one replaced, by a broker
+    that holds none; the scenario asks the workload to move it and waits until the
+    metadata shows the target; a move the cluster refuses, or one never done within the
+    patience, is not reached."""
+    import random
+
+    from nemesis.packages.reassign import reassign_choice
+    rng = random.Random(3)
+    assert reassign_choice([INFOS[1]], [1, 2, 3, 4, 5], rng) in (
+        (1, [2, 5, 1]), (1, [3, 5, 1]))
+    assert reassign_choice([(0, 3, [3, 4, 5], [3])], [1, 2, 3, 4, 5], rng) is None, \
+        "two replicas outside the ISR: the move could not complete"
+    assert reassign_choice([(0, -1, [3, 4, 5], [3, 4, 5])], [1, 2, 3, 4, 5], rng) is None
+    assert reassign_choice(INFOS[:1], [3, 4, 5], rng) is None, "no broker to move to"
+    for _ in range(20):  # full ISR: the leader half the time (the new broker comes first)
+        _, target = reassign_choice(INFOS[:1], [1, 2, 3, 4, 5], rng)
+        assert len(target) == 3 and len(set(target) & {3, 4, 5}) == 2
+        assert 3 not in target or target[0] == 3
+    camp, backend, history = campaign(tmp_path, ["reassign"])
+    moved = {}
+
+    def reassign(partition, replicas):
+        moved[partition] = list(replicas)
+        return None
+    camp.reassign = reassign
+    camp.partition_infos = lambda: [(p, l, moved.get(p, r), i) for p, l, r, i in INFOS]
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "reassign", "partition", 1.0))
+        await stop()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis" and r["type"] == "info"]
+    asked = next(r["value"] for r in out if r["f"] == "reassign")
+    done = next(r["value"] for r in out if r["f"] == "reassigned")
+    assert asked["error"] is None and moved == {asked["partition"]: asked["replicas"]}
+    assert (done["partition"], done["replicas"]) == (asked["partition"], asked["replicas"])
+    assert camp.fault_outcomes[0]["status"] == "happened"
+    (tmp_path / "refused").mkdir()
+    camp2, _, _ = campaign(tmp_path / "refused", ["reassign"])
+    camp2.reassign = lambda p, r: "InvalidReplicaAssignmentError"
+    asyncio.run(camp2.start_fault(FaultStep(0, 0.0, "reassign", "partition", 1.0)))
+    assert camp2.fault_outcomes[0]["status"] == "not-reached"
+    assert "InvalidReplicaAssignmentError" in camp2.fault_outcomes[0]["why"]

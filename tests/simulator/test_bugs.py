@@ -49,6 +49,10 @@ def test_bugs_json_lists_layers():
     assert by_name["lease-read-step-proof"]["needs_faults"] == ["clock-rate"]
     assert by_name["lease-read-step-proof"]["sim_options"] == {
         "extra_faults": {"clock-rate": 1000, "partition": 1000}}
+    assert by_name["reassign-skips-catch-up"]["needs_faults"] == ["reassign"]
+    assert by_name["reassign-skips-catch-up"]["sim_options"] == {
+        "extra_faults": {"reassign": 8000}}
     assert all(r["needs_faults"] == [] for r in rows
-               if r["name"] not in ("lease-read", "lease-read-step-proof", "skip-fsync"))
+               if r["name"] not in ("lease-read", "lease-read-step-proof", "skip-fsync",
+                                    "reassign-skips-catch-up"))
     assert all((ROOT / r["campaign"]).is_file() for r in rows if r["campaign"])

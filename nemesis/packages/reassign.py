@@ -1,0 +1,108 @@
+"""reassign: one partition of the queue workload's topic moves to other brokers (KIP-455),
+through AlterPartitionReassignments as an operator's admin tool sends it, while the clients
+write to it. One replica of a partition is replaced by a broker that holds none: a replica
+outside the ISR where there is one, else half the time its leader (the new broker then
+comes first, so leadership moves to it once the move is done), else a follower. The move is done only once the new replica has caught
+up and joined the ISR; the scenario waits for the partition's replicas to be the target
+(up to ``PATIENCE_S``: a move whose target is cut off or down waits for it; one that never
+completes ends the scenario as not reached). Other faults may run meanwhile; the removed
+replica deletes its copy.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from ..faults import PartitionInfo
+from ..package import NotReached, Scenario
+
+
+def reassign_choice(partitions: list[PartitionInfo], brokers: list[int],
+                    rng: random.Random) -> tuple[int, list[int]] | None:
+    """(partition, target replicas) or None when no partition has a leader, a broker
+    outside its replicas and at most one replica outside its ISR. A replica outside the
+    ISR is the one replaced (an operator's move off a lagging broker; the move can complete
+    without it); else the leader half the time, a follower the other half."""
+    order = sorted(partitions)
+    rng.shuffle(order)
+    for partition, leader, replicas, isr in order:
+        spare = sorted(set(brokers) - set(replicas))
+        lagging = [r for r in replicas if r not in isr]
+        if leader < 0 or not spare or len(lagging) > 1:
+            continue
+        new = spare[rng.randrange(len(spare))]
+        if lagging:
+            out = lagging[0]
+        elif rng.random() < 0.5:  # the leader goes: the new broker is preferred, and leads
+            return partition, [new] + [r for r in replicas if r != leader]
+        else:
+            out = rng.choice([r for r in replicas if r != leader])
+        return partition, [new if r == out else r for r in replicas]
+    return None
+
+
+class Reassign(Scenario):
+    name = "reassign"
+    intends = ("reassignment-started", "reassignment-completed", "isr-expand")
+    length_s = 15.0
+    aims_at = "a partition moved to another broker, which caught up, while clients write"
+    opens = ("reassign",)
+    closes = ("reassigned",)
+    colour = "#72b7b2"
+    brokers: list[int] = []
+
+    def choose(self, infos, controllers, active, rng):
+        return reassign_choice(infos, self.brokers, rng)
+
+    async def start(self, ctx, step, opts, rng, controller, leader):
+        self.brokers = list(ctx.ids)
+        return await super().start(ctx, step, opts, rng, controller, leader)
+
+    async def act(self, ctx, choice, rng):
+        partition, target = choice
+        value = {"partition": partition, "replicas": target}
+        ctx.history.record("nemesis", "invoke", "reassign", value=value)
+        try:
+            error = await asyncio.to_thread(ctx.reassign, partition, target)
+        except Exception as exc:  # noqa: BLE001 - no controller answered: not reached
+            error = f"{type(exc).__name__}: {exc}"
+        ctx.history.record("nemesis", "info", "reassign", value={**value, "error": error})
+        if error is not None:
+            raise NotReached(f"the reassignment of partition {partition} to {target} was "
+                             f"refused: {error}")
+        ctx.status(f"reassign: partition {partition} moving to {target}")
+        row, waited = await self.await_partition(
+            ctx, partition, lambda p: p[2] == target, self.PATIENCE_S,
+            f"partition {partition} on {target}")
+        if row is None:
+            raise NotReached(f"partition {partition} had not reached {target} "
+                             f"{waited:.0f} s after its reassignment was accepted")
+        ctx.history.record("nemesis", "info", "reassigned",
+                           value={**value, "leader": row[1], "waited_s": round(waited, 1)})
+
+    def describe(self, choice):
+        partition, target = choice
+        return f"reassign: partition {partition} to {target}", []
+
+    def simulate(self, sim, step, opts, rng, controller, leader):
+        self.brokers = list(sim.ids)
+        return super().simulate(sim, step, opts, rng, controller, leader)
+
+    def sim_act(self, sim, choice, rng):
+        partition, target = choice
+
+        def answered(error):
+            if error is not None:
+                sim.not_reached(f"the reassignment of partition {partition} to {target} was "
+                                f"refused: {error}")
+                return
+            sim.await_partition(partition, lambda p: p[2] == target, self.PATIENCE_S, done)
+
+        def done(row, waited):
+            if row is None:
+                sim.not_reached(f"partition {partition} had not reached {target} "
+                                f"{waited:.0f} s after its reassignment was accepted")
+        sim.reassign(partition, target, answered)
+
+
+PACKAGE = Reassign
