@@ -1,7 +1,9 @@
 """Real Kafka clients (librdkafka via confluent-kafka, and kafka-python) against the 5-node
 Docker cluster: acknowledged writes read back, a partition leader SIGKILLed mid-way (under
 an idempotent producer, and under one transactional producer that must recover as KIP-360
-lets it), and NOT_ENOUGH_REPLICAS with two of three replicas stopped.
+lets it), NOT_ENOUGH_REPLICAS with two of three replicas stopped, and a partition moved
+between brokers by kafka-python's admin client (a broker killed mid-move) under an
+idempotent producer.
 
 One cluster serves the module (3 controller+broker nodes, 2 brokers); each test creates
 its own topic (6 partitions, replication factor 3, min.insync.replicas=2) and starts by
@@ -31,7 +33,10 @@ PARTITIONS = 6
 @pytest.fixture(scope="module")
 def cluster(docker_client, node_image):
     run_id = "k" + uuid.uuid4().hex[:7]
-    c = DockerCluster(run_id, node_image, nodes=5, controllers=3, log=lambda m: None)
+    # no automatic preferred-leader election: only the reassignment test's ElectLeaders
+    # moves a leader back (none of these tests waits for the five-minute one)
+    c = DockerCluster(run_id, node_image, nodes=5, controllers=3, log=lambda m: None,
+                      overrides={"auto.leader.rebalance.enable": "false"})
     try:
         c.up()
         c.bootstrap = ",".join(f"{n.address}:9092" for n in c.nodes)
@@ -576,3 +581,21 @@ def test_not_enough_replicas_when_two_of_three_are_stopped(cluster):
     healthy(cluster, topic)
     acked, failed = ck_produce(cluster, topic, "again", 12, True)
     assert len(acked) == 12 and not failed, failed
+
+
+def test_partition_reassignments_and_a_preferred_election_under_a_producer(cluster):
+    """``reassign_scenario``: a partition grown from one replica to three (one target broker
+    killed mid-move), shrunk to two off its leader, reordered, and its leader moved by a
+    preferred election, under an idempotent producer: every target reached, the removed
+    broker's copy deleted, every acknowledged record read once."""
+    from harness.backends import DATA_DIR
+    from reassign_scenario import Brokers, move_partition_under_a_producer
+    healthy(cluster)
+
+    def holds_copy(broker, directory):
+        code, out = cluster.exec(broker, ["sh", "-c", f"ls -A {DATA_DIR}/{directory} "
+                                                      "2>/dev/null | wc -l"], check=False)
+        return code != 0 or out.strip() != "0"
+    move_partition_under_a_producer(Brokers(
+        {n.node_id: f"{n.address}:9092" for n in cluster.nodes}, cluster.kill_node,
+        cluster.start_node, holds_copy), f"moved-{uuid.uuid4().hex[:6]}")
