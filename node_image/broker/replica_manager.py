@@ -351,6 +351,11 @@ class ReplicaManager:
             return
         if resp.error != m.NONE:
             name = m.ERROR_NAMES.get(resp.error, resp.error)
+            if resp.error == m.NEW_LEADER_ELECTED:
+                self._on_event(f"{part.topic}-{part.partition}: the ISR change completed a "
+                               "reassignment that moved leadership away (NEW_LEADER_ELECTED); "
+                               "the metadata will say to whom")
+                return
             if resp.error in NOT_APPLIED:
                 self._on_event(f"{part.topic}-{part.partition}: AlterPartition failed: {name}")
                 part.pending_isr = None
