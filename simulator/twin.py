@@ -338,13 +338,17 @@ class PlanFaults:
         for n in nodes:
             self.sim.nodes[n].disk.faults.pop(name, None)
 
-    def reassign(self, partition: int, target: list[int], then) -> None:
+    def reassign(self, partition: int, target: list[int], then, first: bool = True) -> None:
         """AlterPartitionReassignments of the topic's ``partition`` to ``target``, sent to
         the active controller as a broker forwards it; ``then(error or None)`` with its
-        answer (a reply that never comes: never). ``Skipped`` without an active controller."""
+        answer (a reply that never comes: never). Without an active controller: ``Skipped``
+        the ``first`` time, else ``then("NOT_CONTROLLER: ...")``."""
         controller = self.active_controller()
-        if controller is None:
+        if controller is None and first:
             raise Skipped("no active controller to send the reassignment to")
+        if controller is None:  # asked again later, by a scenario's phase
+            then("NOT_CONTROLLER: no active controller")
+            return
         step = self.current
 
         def answered(resp) -> None:

@@ -1,8 +1,8 @@
 """reassign: one partition of the queue workload's topic moves to other brokers (KIP-455),
 through AlterPartitionReassignments as an operator's admin tool sends it, while the clients
 write to it. One replica of a partition is replaced by a broker that holds none: a replica
-outside the ISR where there is one, else half the time its leader (the new broker then
-comes first, so leadership moves to it once the move is done), else a follower. The move is done only once the new replica has caught
+outside the ISR where there is one, else its leader three times in four (the new broker
+then comes first, so leadership moves to it once the move is done), else a follower. The move is done only once the new replica has caught
 up and joined the ISR; the scenario waits for the partition's replicas to be the target
 (up to ``PATIENCE_S``: a move whose target is cut off or down waits for it; one that never
 completes ends the scenario as not reached). Other faults may run meanwhile; the removed
@@ -17,12 +17,15 @@ from ..faults import PartitionInfo
 from ..package import NotReached, Scenario
 
 
+LEADER_MOVES = 0.75  # how often a move of an in-sync partition replaces its leader
+
+
 def reassign_choice(partitions: list[PartitionInfo], brokers: list[int],
                     rng: random.Random) -> tuple[int, list[int]] | None:
     """(partition, target replicas) or None when no partition has a leader, a broker
     outside its replicas and at most one replica outside its ISR. A replica outside the
     ISR is the one replaced (an operator's move off a lagging broker; the move can complete
-    without it); else the leader half the time, a follower the other half."""
+    without it); else the leader (``LEADER_MOVES`` of the time) or a follower."""
     order = sorted(partitions)
     rng.shuffle(order)
     for partition, leader, replicas, isr in order:
@@ -33,12 +36,23 @@ def reassign_choice(partitions: list[PartitionInfo], brokers: list[int],
         new = spare[rng.randrange(len(spare))]
         if lagging:
             out = lagging[0]
-        elif rng.random() < 0.5:  # the leader goes: the new broker is preferred, and leads
+        elif rng.random() < LEADER_MOVES:  # the new broker is preferred, and leads
             return partition, [new] + [r for r in replicas if r != leader]
         else:
             out = rng.choice([r for r in replicas if r != leader])
         return partition, [new if r == out else r for r in replicas]
     return None
+
+
+RETRY_S = 1.0  # between two attempts of a reassignment no controller took
+# Answers after which the cluster surely did not take the reassignment, and may later: the
+# quorum has no leader, or the broker asked does not know it yet
+RETRIABLE = ("NotControllerError", "RequestTimedOutError")
+
+
+def transient(error: str | None) -> bool:
+    """Is ``error`` (an error name, or an exception as "Type: message") worth asking again?"""
+    return error is not None and (error in RETRIABLE or ":" in error)
 
 
 class Reassign(Scenario):
@@ -62,10 +76,18 @@ class Reassign(Scenario):
         partition, target = choice
         value = {"partition": partition, "replicas": target}
         ctx.history.record("nemesis", "invoke", "reassign", value=value)
-        try:
-            error = await asyncio.to_thread(ctx.reassign, partition, target)
-        except Exception as exc:  # noqa: BLE001 - no controller answered: not reached
-            error = f"{type(exc).__name__}: {exc}"
+        start = ctx.clock.monotonic()
+        while True:  # as an admin tool retries while the quorum has no leader
+            try:
+                error = await asyncio.to_thread(ctx.reassign, partition, target)
+            except Exception as exc:  # noqa: BLE001 - no controller answered (yet)
+                error = f"{type(exc).__name__}: {exc}"
+            waited = ctx.clock.monotonic() - start
+            if not transient(error) or waited >= self.PATIENCE_S:
+                break
+            ctx.log(f"reassign: {error}; asking again ({waited:.0f} s of at most "
+                    f"{self.PATIENCE_S:.0f})")
+            await ctx.clock.sleep(RETRY_S)
         ctx.history.record("nemesis", "info", "reassign", value={**value, "error": error})
         if error is not None:
             raise NotReached(f"the reassignment of partition {partition} to {target} was "
@@ -90,8 +112,15 @@ class Reassign(Scenario):
 
     def sim_act(self, sim, choice, rng):
         partition, target = choice
+        patience = self.PATIENCE_S
+        waited = [0.0]
 
         def answered(error):
+            if error is not None and error.startswith("NOT_CONTROLLER") and \
+                    waited[0] < patience:
+                waited[0] += RETRY_S
+                sim.after(RETRY_S, lambda: sim.reassign(partition, target, answered, False))
+                return
             if error is not None:
                 sim.not_reached(f"the reassignment of partition {partition} to {target} was "
                                 f"refused: {error}")
