@@ -1,8 +1,8 @@
 """The admin requests a broker forwards to the active controller, and its answers:
 CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics, ElectLeaders and the partition
-reassignments (altered and listed). They travel
-as every other node message (``messages.TYPES``); nested fields are tuples of rows whose
-field types ``messages._ROWS`` gives."""
+reassignments (altered and listed). They travel as every other node message
+(``messages.TYPES``); nested fields are tuples of rows whose field types ``messages._ROWS``
+gives."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -36,6 +36,7 @@ import hashlib
 import heapq
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 from node_image import kafka_codec as kc
 from node_image.config import BrokerConfig, NodeConfig, RaftConfig
@@ -187,6 +188,8 @@ class Simulation:
         self.voter_wipes = 0
         self.failure: tuple[str, str] | None = None
         self._elections_seen: set[tuple[int, int]] = set()
+        self._admin_next = 0  # the fault plan's admin requests: correlation id -> callback
+        self._admin_waiting: dict[int, Callable] = {}
 
     @property
     def history(self) -> list[dict]:
@@ -446,8 +449,7 @@ class Simulation:
         to the controller: ``build(correlation id)`` is sent over the network (it may be
         lost or delayed as any message), ``answered(response)`` runs when the answer
         comes back."""
-        self._admin_next = getattr(self, "_admin_next", 0) + 1
-        self._admin_waiting = getattr(self, "_admin_waiting", {})
+        self._admin_next += 1
         self._admin_waiting[self._admin_next] = answered
         self.send(("admin", self._admin_next), dest, build(self._admin_next))
 

@@ -2,11 +2,12 @@
 through AlterPartitionReassignments as an operator's admin tool sends it, while the clients
 write to it. One replica of a partition is replaced by a broker that holds none: a replica
 outside the ISR where there is one, else its leader three times in four (the new broker
-then comes first, so leadership moves to it once the move is done), else a follower. The move is done only once the new replica has caught
-up and joined the ISR; the scenario waits for the partition's replicas to be the target
-(up to ``PATIENCE_S``: a move whose target is cut off or down waits for it; one that never
-completes ends the scenario as not reached). Other faults may run meanwhile; the removed
-replica deletes its copy.
+then comes first, so leadership moves to it once the move is done), else a follower. The
+move is done only once the new replica has caught up and joined the ISR; the scenario waits
+for the partition's replicas to be the target (up to ``PATIENCE_S``: a move whose target is
+cut off or down waits for it; one that never completes ends the scenario as not reached).
+A reassignment no controller took (the quorum has no leader) is asked again, as an admin
+tool retries. Other faults may run meanwhile; the removed replica deletes its copy.
 """
 from __future__ import annotations
 
