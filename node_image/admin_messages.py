@@ -1,6 +1,6 @@
 """The admin requests a broker forwards to the active controller, and its answers:
-CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics, ElectLeaders and the partition
-reassignments (altered and listed). They travel as every other node message
+CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics, ElectLeaders, the partition
+reassignments (altered and listed) and UpdateFeatures. They travel as every other node message
 (``messages.TYPES``); nested fields are tuples of rows whose field types ``messages._ROWS``
 gives."""
 from __future__ import annotations
@@ -107,3 +107,17 @@ class ListReassignmentsResponse:
     correlation_id: int
     error: int
     results: tuple  # rows (topic, partition, replicas, adding, removing), in progress only
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateFeaturesRequest:
+    correlation_id: int
+    updates: tuple  # rows (feature, level, upgrade type: 1 upgrade, 2 safe, 3 unsafe downgrade)
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateFeaturesResponse:
+    correlation_id: int
+    error: int  # all or nothing, as Kafka's
+    message: str | None

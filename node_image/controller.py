@@ -59,6 +59,7 @@ from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
+from . import features
 from . import reassignment
 from . import replication_control as rc
 from .coverage import Reached
@@ -80,6 +81,7 @@ class ControllerOptions:
     auto_leader_rebalance: bool = True
     default_partitions: int = 1
     default_replication_factor: int = 1
+    bootstrap_metadata_version: int = mr.METADATA_VERSION_LEVEL
 
 
 @dataclass(slots=True)
@@ -175,7 +177,8 @@ class QuorumController:
         self._next_rebalance_ms = 0
         self._on_event(f"active controller in epoch {epoch}")
         if "metadata.version" not in self.current.features:
-            self._write([mr.FeatureLevelRecord("metadata.version", mr.METADATA_VERSION_LEVEL)],
+            self._write([mr.FeatureLevelRecord("metadata.version",
+                                               self.options.bootstrap_metadata_version)],
                         self._last_append_ms)
 
     def _renounce(self, leader: LeaderAndEpoch) -> None:
@@ -461,6 +464,16 @@ class QuorumController:
             return
         self._park_at_last_write(src, lambda: answer(m.NONE),
                                  lambda _l, _e: answer(m.NOT_CONTROLLER))
+
+    def handle_update_features(self, src, req: m.UpdateFeaturesRequest, now: int) -> None:
+        def plan():
+            records, error, message = features.update_features(self.current, req.updates)
+            return records, (error, message), [
+                "features finalized: " + ", ".join(f"{r.name}={r.feature_level}"
+                                                   for r in records)]
+        self._admin_write(
+            src, now, lambda result: m.UpdateFeaturesResponse(req.correlation_id, *result),
+            (m.NOT_CONTROLLER, None), plan, req.validate_only)
 
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):

@@ -36,6 +36,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   AlterPartitionReassignmentsResponse,
                                   ListPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsResponse,
+                                  UpdateFeaturesRequest, UpdateFeaturesResponse,
                                   AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
                                   DeleteAclsRequest, DeleteAclsResponse,
                                   DeleteGroupsRequest, DeleteGroupsResponse,
@@ -90,6 +91,7 @@ DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, OFFSET_DELETE = 21, 23, 
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS = 34, 35, 75
 ELECT_LEADERS = 43
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+UPDATE_FEATURES = 57
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 # api key -> (min version, max version, request class, response class)
@@ -141,6 +143,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
                                     AlterPartitionReassignmentsResponse),
     LIST_PARTITION_REASSIGNMENTS: (0, 0, ListPartitionReassignmentsRequest,
                                    ListPartitionReassignmentsResponse),
+    UPDATE_FEATURES: (0, 2, UpdateFeaturesRequest, UpdateFeaturesResponse),
 }
 # api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
 API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}
@@ -179,14 +182,27 @@ def response_class(api_key: int, version: int):
     return SUPPORTED[api_key][3][version]
 
 
-def api_versions_body(version: int, error: int = 0, caps: dict[int, int] | None = None):
+def api_versions_body(version: int, error: int = 0, caps: dict[int, int] | None = None,
+                      features: tuple[dict, dict, int] | None = None):
     """The ApiVersions answer: every supported range, the newest versions lowered to
-    ``caps`` (api key -> newest version to advertise) where given."""
+    ``caps`` (api key -> newest version to advertise) where given; from v3 the feature
+    levels (KIP-584) of ``features``: (supported name -> (min, max), finalized name ->
+    level, the epoch of those finalized levels)."""
     caps = caps or {}
-    keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo,
-                                           max_version=min(hi, caps.get(k, hi)))
+    R = ApiVersionsResponse
+    keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=min(hi, caps.get(k, hi)))
             for k, (lo, hi, _, _) in sorted(SUPPORTED.items())]
-    return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0)
+    extra = {}
+    if version >= 3 and features is not None:
+        supported, finalized, epoch = features
+        extra = {"supported_features": [R.SupportedFeatureKey(name=n, min_version=lo,
+                                                              max_version=hi)
+                                        for n, (lo, hi) in sorted(supported.items())],
+                 "finalized_features_epoch": epoch,
+                 "finalized_features": [R.FinalizedFeatureKey(name=n, max_version_level=level,
+                                                              min_version_level=level)
+                                        for n, level in sorted(finalized.items())]}
+    return R[version](error_code=error, api_keys=keys, throttle_time_ms=0, **extra)
 
 
 def decode_request(frame: bytes) -> KafkaRequest:

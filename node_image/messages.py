@@ -24,6 +24,7 @@ import msgpack
 from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
                              AlterReassignmentsRequest, AlterReassignmentsResponse,
                              ListReassignmentsRequest, ListReassignmentsResponse,
+                             UpdateFeaturesRequest, UpdateFeaturesResponse,
                              CreatePartitionsRequest, CreatePartitionsResponse,
                              CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                              DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
@@ -446,7 +447,8 @@ TYPES: tuple[type, ...] = (
     CreatePartitionsResponse, AlterConfigsRequest, AlterConfigsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, QuorumStateRequest, QuorumStateResponse, ElectLeadersRequest,
     ElectLeadersResponse, AlterReassignmentsRequest, AlterReassignmentsResponse,
-    ListReassignmentsRequest, ListReassignmentsResponse,
+    ListReassignmentsRequest, ListReassignmentsResponse, UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -459,6 +461,7 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (AlterReassignmentsRequest, "partitions"): ("str", "int", "bool", "tuple[int]"),
     (AlterReassignmentsResponse, "results"): ("str", "int", "int", "str | None"),
     (ListReassignmentsRequest, "partitions"): ("str", "int"),
+    (UpdateFeaturesRequest, "updates"): ("str", "int", "int"),
     (ListReassignmentsResponse, "results"): ("str", "int", "tuple[int]", "tuple[int]",
                                              "tuple[int]"),
     (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),

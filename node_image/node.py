@@ -93,7 +93,8 @@ class Node:
             session_timeout_ms=b.session_timeout_ms,
             leader_imbalance_check_interval_ms=b.leader_imbalance_check_interval_ms,
             auto_leader_rebalance=b.auto_leader_rebalance, default_partitions=b.default_partitions,
-            default_replication_factor=b.default_replication_factor)
+            default_replication_factor=b.default_replication_factor,
+            bootstrap_metadata_version=b.bootstrap_metadata_version)
         self.controller = QuorumController(
             config.node_id, options=options, bugs=config.bugs, raft=self.raft,
             outbox=self.outbox, can_lead="controller" in config.roles, on_event=self._on_event)
@@ -143,6 +144,7 @@ class Node:
         m.ElectLeadersRequest: QuorumController.handle_elect_leaders,
         m.AlterReassignmentsRequest: QuorumController.handle_alter_reassignments,
         m.ListReassignmentsRequest: QuorumController.handle_list_reassignments,
+        m.UpdateFeaturesRequest: QuorumController.handle_update_features,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

@@ -173,7 +173,8 @@ class Broker:
         elif isinstance(msg, (m.CreateTopicsResponse, m.CreatePartitionsResponse,
                               m.AlterConfigsResponse, m.DeleteTopicsResponse,
                               m.QuorumStateResponse, m.ElectLeadersResponse,
-                              m.AlterReassignmentsResponse, m.ListReassignmentsResponse)):
+                              m.AlterReassignmentsResponse, m.ListReassignmentsResponse,
+                              m.UpdateFeaturesResponse)):
             self.apis.handle_controller_response(msg)
         elif isinstance(msg, m.WriteTxnMarkersRequest):
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))

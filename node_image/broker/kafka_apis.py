@@ -46,6 +46,7 @@ import random
 import time
 from typing import Callable
 
+from .. import features
 from .. import kafka_codec as kc
 from .. import messages as m
 from ..kafka_codec import KafkaRequest, KafkaResponse
@@ -57,17 +58,17 @@ from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
 from .replica_manager import ReplicaManager
 from .apis.acls import AclApis
 from .apis.admin import AdminApis
+from .apis.cluster_shape import ClusterShapeApis
 from .apis.common import ZERO_UUID, NOT_AUTHORIZED_OPERATIONS, _as_uuid, _zero_uuid
 from .apis.describe import DescribeApis, offline_replicas
 from .apis.fetch import FetchApis, _DelayedFetch
 from .apis.groups import GroupApis
 from .apis.produce import ProduceApis, _DelayedProduce
-from .apis.reassign import ReassignApis
 from .apis.txn import TxnApis
 
 
 class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApis,
-                GroupApis, ReassignApis):
+                GroupApis, ClusterShapeApis):
     """One broker's answers to clients: the dispatch table, ApiVersions and Metadata, the
     controller's answers, and the parked requests' timers; each API's handler is in its
     concern's module under ``apis/``."""
@@ -136,6 +137,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.DELETE_ACLS: self._delete_acls,
             kc.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             kc.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
+            kc.UPDATE_FEATURES: self._update_features,
         }[req.api_key]
         handler(src, req, now)
 
@@ -146,8 +148,10 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         return kc.response_class(req.api_key, req.api_version)
 
     def _api_versions(self, src, req: KafkaRequest, now: int) -> None:
+        image = self.rm.image
         self._reply(src, req, kc.api_versions_body(
-            req.api_version, caps={kc.METADATA: self.options.metadata_max_version}))
+            req.api_version, caps={kc.METADATA: self.options.metadata_max_version},
+            features=(features.SUPPORTED, features.finalized(image), image.offset)))
 
     def _metadata(self, src, req: KafkaRequest, now: int) -> None:
         image = self.rm.image

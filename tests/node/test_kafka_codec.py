@@ -97,7 +97,7 @@ def test_newer_api_versions_gets_a_v0_answer_with_unsupported_version():
 
 
 @pytest.mark.parametrize("frame, words", [
-    (header(57, 0, 1, "x"), "unknown api key 57"),
+    (header(68, 0, 1, "x"), "unknown api key 68"),
     (header(0, 2, 1, "x"), "Produce v2 is not supported"),
     (header(1, 11, 1, "x")[:6], "needs 8 bytes"),
     (header(3, 1, 1, "x") + b"\x00", "malformed Metadata v1"),

@@ -190,3 +190,34 @@ def test_list_partition_reassignments_v0_bytes():
     want = (struct.pack(">ih", 0, 0) + NULL_ARRAY + carray([cstr("t") + carray([
         struct.pack(">i", 2) + ints(3, 1, 2) + ints(3) + ints(2) + TAGS]) + TAGS]) + TAGS)
     assert kc.encode_response(named, resp) == response_v1(15, want)
+
+
+def test_api_versions_v3_tags_its_feature_levels_and_update_features_v2_bytes():
+    """ApiVersions v3+ carries the feature levels (KIP-584) as tagged fields 0 (supported),
+    1 (the finalized levels' epoch) and 2 (finalized, min and max both the level);
+    UpdateFeatures v2 answers with no per-feature rows."""
+    req = kc.decode_request(request_v2(kc.API_VERSIONS, 3, 16) + cstr("c") + cstr("1") + TAGS)
+    out = kc.encode_response(req, kc.api_versions_body(
+        3, features=({"metadata.version": (7, 21)}, {"metadata.version": 21}, 42)))
+    keys = sorted(kc.SUPPORTED.items())
+    supported = carray([cstr("metadata.version") + struct.pack(">hh", 7, 21) + TAGS])
+    finalized = carray([cstr("metadata.version") + struct.pack(">hh", 21, 21) + TAGS])
+    epoch = struct.pack(">q", 42)
+    tagged = (b"\x03" + b"\x00" + bytes([len(supported)]) + supported
+              + b"\x01" + bytes([len(epoch)]) + epoch
+              + b"\x02" + bytes([len(finalized)]) + finalized)
+    want = struct.pack(">ih", 16, 0) + carray([struct.pack(">hhh", k, lo, hi) + TAGS
+                                               for k, (lo, hi, _, _) in keys])
+    want += struct.pack(">i", 0) + tagged
+    assert out == struct.pack(">i", len(want)) + want
+    body = (struct.pack(">i", 5000) + carray([cstr("metadata.version")
+                                              + struct.pack(">hb", 21, 1) + TAGS])
+            + b"\x01" + TAGS)
+    upd = kc.decode_request(request_v2(kc.UPDATE_FEATURES, 2, 17) + body)
+    [u] = upd.body.feature_updates
+    assert (u.feature, u.max_version_level, u.upgrade_type, upd.body.validate_only) == (
+        "metadata.version", 21, 1, True)
+    R = kc.response_class(kc.UPDATE_FEATURES, 2)
+    resp = R(throttle_time_ms=0, error_code=95, error_message="no")
+    want = struct.pack(">ih", 0, 95) + cstr("no") + TAGS
+    assert kc.encode_response(upd, resp) == response_v1(17, want)

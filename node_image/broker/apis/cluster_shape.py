@@ -1,5 +1,6 @@
-"""AlterPartitionReassignments (v0-1) and ListPartitionReassignments (v0), answered by the
-active controller (``node_image/reassignment.py``) as Kafka's brokers forward them."""
+"""The cluster's shape: AlterPartitionReassignments (v0-1) and ListPartitionReassignments
+(v0), answered by the active controller (``node_image/reassignment.py``), and UpdateFeatures
+(v0-2, ``node_image/features.py``), forwarded there as Kafka's brokers forward them."""
 from __future__ import annotations
 
 from ... import messages as m
@@ -7,7 +8,7 @@ from ...kafka_codec import KafkaRequest
 from .common import _missing
 
 
-class ReassignApis:
+class ClusterShapeApis:
     """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
 
     def _alter_partition_reassignments(self, src, req: KafkaRequest, now: int) -> None:
@@ -67,3 +68,30 @@ class ReassignApis:
         self._via_controller(
             now, max(body.timeout_ms, 1000), reply,
             lambda c: m.ListReassignmentsRequest(c, every, rows))
+
+    def _update_features(self, src, req: KafkaRequest, now: int) -> None:
+        """Feature levels finalized through the controller, all or nothing (KIP-584); v0's
+        allow_downgrade is v1's safe downgrade; from v2 the answer has no per-feature rows."""
+        body, v = req.body, req.api_version
+        R = self._cls(req)
+        rows = tuple((u.feature, u.max_version_level,
+                      u.upgrade_type if v >= 1 else (2 if u.allow_downgrade else 1))
+                     for u in body.feature_updates)
+        validate_only = bool(body.validate_only) if v >= 1 else False
+
+        def reply(resp, error):
+            code, message = (resp.error, resp.message) if resp is not None else (
+                _missing(error), None)
+            extra = {"results": [R.UpdatableFeatureResult(
+                feature=name, error_code=code, error_message=message)
+                for name, _, _ in rows]} if v <= 1 else {}
+            self._reply(src, req, R(throttle_time_ms=0, error_code=code, error_message=message,
+                                    **extra))
+        if len({name for name, _, _ in rows}) != len(rows):
+            self._reply(src, req, R(throttle_time_ms=0, error_code=m.INVALID_REQUEST,
+                                    error_message="a feature is named more than once",
+                                    **({"results": []} if v <= 1 else {})))
+            return
+        self._via_controller(
+            now, max(body.timeout_ms, 1000), reply,
+            lambda c: m.UpdateFeaturesRequest(c, rows, validate_only))
