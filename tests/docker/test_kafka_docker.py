@@ -585,9 +585,8 @@ def test_not_enough_replicas_when_two_of_three_are_stopped(cluster):
 
 def test_partition_reassignments_and_a_preferred_election_under_a_producer(cluster):
     """``reassign_scenario``: a partition grown from one replica to three (one target broker
-    killed mid-move), shrunk to two off its leader, reordered, and its leader moved by a
-    preferred election, under an idempotent producer: every target reached, the removed
-    broker's copy deleted, every acknowledged record read once."""
+    killed mid-move), shrunk to two off its leader, reordered, its leader moved by a preferred
+    election, under an idempotent producer: every acknowledged record read once."""
     from harness.backends import DATA_DIR
     from reassign_scenario import Brokers, move_partition_under_a_producer
     healthy(cluster)
