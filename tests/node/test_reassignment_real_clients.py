@@ -14,6 +14,8 @@ def cluster(tmp_path_factory):
         yield c
 
 
+# CI runs the same scenario on the Docker cluster (test_kafka_docker); here nightly
+@pytest.mark.nightly
 def test_reassignments_and_a_preferred_election_under_a_producer_lose_nothing(cluster):
     def holds_copy(broker, directory):
         d = cluster.root / f"data{broker}" / directory

@@ -92,7 +92,8 @@ EFFECT = {"kill": "crashes", "power-loss": "crashes", "corrupt": "crashes",
           "strand-replica": "partitions", "disk-error": "halts", "disk-full": "halts"}
 SPECS = {"partition": ("isolate-partition-leader", ""), "one-way": ("one", "deaf"),
          "clock": ("one", "bump"), "corrupt": ("one", "bitflip"),
-         "depose-leader": ("partition", ""), "strand-replica": ("partition", "")}
+         "depose-leader": ("partition", ""), "strand-replica": ("partition", ""),
+         "reassign": ("partition", "")}
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
@@ -106,10 +107,14 @@ def test_every_fault_package_acts_in_the_twin_or_says_it_cannot(tmp_path, packag
     if package in NOT_SIMULATED:
         assert step.status == "not simulated" and step.why, step
     else:
-        assert step.status == "happened" and (step.nodes or package == "depose-leader"), step
+        # the scenarios that kill no node name none
+        assert step.status == "happened" and (
+            step.nodes or package in ("depose-leader", "reassign")), step
         assert step.label.startswith(package), step
         if package in EFFECT:
             assert o.result.stats.get(EFFECT[package], 0) >= 1, (package, o.result.stats)
+        if package == "reassign":  # the move was done
+            assert o.result.coverage.get("reassignment-completed", 0) >= 1, o.result.coverage
     assert o.ok, (package, o.invariant, o.detail, o.counterexample)
 
 
