@@ -13,7 +13,7 @@ leader being removed hands over to a replica of the target.
 from __future__ import annotations
 
 from . import messages as m
-from .metadata_image import MetadataDelta, MetadataImage
+from .metadata_image import MetadataImage
 from .replication_control import PartitionChangeBuilder, iter_partitions, unclean_allowed
 
 
@@ -25,20 +25,20 @@ def alter_reassignments(image: MetadataImage, partitions, allow_rf_change: bool 
     by the ones being removed; the target is reached (by this record, or later by the
     AlterPartition that brings its last replica into the ISR) only once every replica of it
     is in the ISR. Cancelling takes out the replicas being added and keeps those being
-    removed; with none in progress it is NO_REASSIGNMENT_IN_PROGRESS."""
+    removed; with none in progress it is NO_REASSIGNMENT_IN_PROGRESS. The broker refuses a
+    request naming a partition twice (INVALID_REQUEST), so each row reads the same image."""
     records: list = []
     results: list[tuple] = []
-    current = image
     for topic, pid, target in partitions:
         def fail(code: int, message: str) -> None:
             results.append((topic, pid, code, message))
-        t = current.topics.get(topic)
+        t = image.topics.get(topic)
         reg = None if t is None else t.partitions.get(pid)
         if reg is None:
             fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"no such topic as {topic}" if t is None
                  else f"no such partition as {topic}-{pid}")
             continue
-        b = PartitionChangeBuilder(current, topic, pid, reg)
+        b = PartitionChangeBuilder(image, topic, pid, reg)
         b.skip_catch_up_bug = skip_catch_up_bug
         if target is None:
             if not reg.reassigning:
@@ -48,7 +48,7 @@ def alter_reassignments(image: MetadataImage, partitions, allow_rf_change: bool 
             b.target_replicas = tuple(r for r in reg.replicas if r not in reg.adding)
             b.target_isr = tuple(r for r in reg.isr if r not in reg.adding)
             if not b.target_isr:
-                if not unclean_allowed(current, topic):
+                if not unclean_allowed(image, topic):
                     fail(m.INVALID_REPLICA_ASSIGNMENT, f"cancelling the reassignment of "
                          f"{topic}-{pid} would need an unclean leader election: every ISR "
                          "member is a replica being added")
@@ -64,7 +64,7 @@ def alter_reassignments(image: MetadataImage, partitions, allow_rf_change: bool 
                 bad = f"the target {list(target)} names a broker more than once"
             else:
                 bad = next((f"the target names broker {x}, but no such broker is registered"
-                            for x in sorted(target) if x not in current.brokers), None)
+                            for x in sorted(target) if x not in image.brokers), None)
             if bad:
                 fail(m.INVALID_REPLICA_ASSIGNMENT, bad)
                 continue
@@ -81,9 +81,6 @@ def alter_reassignments(image: MetadataImage, partitions, allow_rf_change: bool 
         results.append((topic, pid, m.NONE, None))
         if rec is not None:
             records.append(rec)
-            delta = MetadataDelta(current)  # a partition named twice sees the first change
-            delta.replay(rec)
-            current = delta.apply(current.offset)
     return records, results
 
 

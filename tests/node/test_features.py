@@ -49,7 +49,7 @@ def test_metadata_version_is_raised_while_the_cluster_runs(cluster):
     from kafka import KafkaAdminClient
     from kafka.errors import InvalidUpdateVersionError
 
-    from conftest import wait_for
+    from conftest import create_topic_everywhere, wait_for
 
     def described(i):
         admin = KafkaAdminClient(bootstrap_servers=f"{cluster.host(i)}:{cluster.kafka_port}",
@@ -67,7 +67,11 @@ def test_metadata_version_is_raised_while_the_cluster_runs(cluster):
     try:
         assert kp.update_features({"metadata.version": 21}, validate_only=True) == {
             "metadata.version": "OK"}
-        assert described(1)["metadata.version"]["finalized"] == (20, 20), "only validated"
+        # a record written after the validation reaches every broker: had the validation
+        # written the level, each would show it by then (a broker applies records in order)
+        create_topic_everywhere(cluster, "after-validating", 1, timeout_s=60)
+        assert [described(i)["metadata.version"]["finalized"] for i in cluster.ids] == [
+            (20, 20)] * len(cluster.ids), "only validated"
         with pytest.raises(InvalidUpdateVersionError, match="only supports versions 7-21"):
             kp.update_features({"metadata.version": 22})
         assert wait_for("the controller's answer", lambda: kp.update_features(
