@@ -22,7 +22,7 @@ write whose records were appended is reported "unknown": they may still
 commit under the next leader) and ``current`` reverts to ``committed``. The
 controller claims leadership only once Raft tells it, which happens after it
 has replayed every record before the leader's epoch start. On an empty log
-it first writes the bootstrap records (``metadata.version``). While active
+it first writes the bootstrap records (feature levels). While active
 and idle it appends a NoOpRecord every ``metadata.max.idle.interval.ms``.
 Every ``metadata.log.max.record.bytes.between.snapshots`` committed bytes it
 writes a snapshot of ``committed``.
@@ -38,9 +38,6 @@ Managers
 - Replication control (``replication_control.py``): topics, partitions,
   elections and AlterPartition.
 - Producer ids: blocks of 1000 handed to brokers (ProducerIdsRecord).
-Each request computes records from ``current``, writes them and parks its
-reply until they commit; a request that writes nothing is parked at the
-last written offset, like a failed cas below.
 
 Register service and its read barrier
 -------------------------------------
@@ -59,8 +56,8 @@ from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
-from . import features
-from . import reassignment
+from . import features, reassignment
+from . import partition_events as rc_events
 from . import replication_control as rc
 from .coverage import Reached
 from .log import OffsetAndEpoch
@@ -82,6 +79,8 @@ class ControllerOptions:
     default_partitions: int = 1
     default_replication_factor: int = 1
     bootstrap_metadata_version: int = mr.METADATA_VERSION_LEVEL
+    bootstrap_elr_version: int = 0  # eligible.leader.replicas.version at bootstrap
+    min_insync_replicas: int = 1  # the cluster's, written once eligible leader replicas are on
 
 
 @dataclass(slots=True)
@@ -177,8 +176,7 @@ class QuorumController:
         self._next_rebalance_ms = 0
         self._on_event(f"active controller in epoch {epoch}")
         if "metadata.version" not in self.current.features:
-            self._write([mr.FeatureLevelRecord("metadata.version",
-                                               self.options.bootstrap_metadata_version)],
+            self._write(features.bootstrap_records(self.current, self.options),
                         self._last_append_ms)
 
     def _renounce(self, leader: LeaderAndEpoch) -> None:
@@ -198,7 +196,7 @@ class QuorumController:
         for r in records:
             delta.replay(r)
         offset = self.raft.append([(None, mr.encode(r)) for r in records], now)
-        for event, msg in partition_changes(self.current, records):
+        for event, msg in rc_events.partition_changes(self.current, records):
             self._on_event(Reached(event, msg))
         self.current = delta.apply(offset + 1)
         self.last_written_offset = offset
@@ -303,8 +301,12 @@ class QuorumController:
         record = mr.RegisterBrokerRecord(req.broker_id, req.incarnation_id, epoch,
                                          tuple(req.endpoints), req.rack, True, False)
         records = [record]
-        if existing is not None and existing.eligible:
-            records += rc.broker_unavailable(self._replayed(records), req.broker_id, self._unclean)
+        # a crashed broker may have lost records: it leaves every ELR (planted bug: stays)
+        crashed = existing is not None and req.previous_broker_epoch != existing.broker_epoch \
+            and self.current.elr_enabled and "elr-keeps-crashed-replica" not in self.bugs
+        if existing is not None and (existing.eligible or crashed):
+            records += rc.broker_unavailable(self._replayed(records), req.broker_id,
+                                             self._unclean, crashed)
         self._last_contact_ms[req.broker_id] = now
         self._on_event(f"broker {req.broker_id} registered with epoch {epoch} "
                        f"(incarnation {req.incarnation_id})")
@@ -467,10 +469,11 @@ class QuorumController:
 
     def handle_update_features(self, src, req: m.UpdateFeaturesRequest, now: int) -> None:
         def plan():
-            records, error, message = features.update_features(self.current, req.updates)
+            records, error, message = features.update_features(
+                self.current, req.updates, self.options.min_insync_replicas)
             return records, (error, message), [
-                "features finalized: " + ", ".join(f"{r.name}={r.feature_level}"
-                                                   for r in records)]
+                "features finalized: " + ", ".join(f"{r.name}={r.feature_level}" for r in records
+                                                   if isinstance(r, mr.FeatureLevelRecord))]
         self._admin_write(
             src, now, lambda result: m.UpdateFeaturesResponse(req.correlation_id, *result),
             (m.NOT_CONTROLLER, None), plan, req.validate_only)
@@ -557,44 +560,4 @@ class QuorumController:
         if req.op in ("write", "cas") and not isinstance(req.value, int):
             return "value must be an integer"
         return None
-
-
-def partition_changes(before: MetadataImage, records: list) -> list[tuple[str, str]]:
-    """(coverage event, message) for each partition change among ``records`` against the
-    image ``before`` them: leader elections (unclean ones: from outside the ISR), a partition
-    left without a leader, ISR shrinks and expansions, reassignments begun and ended."""
-    names = {t.topic_id: name for name, t in before.topics.items()}
-    out = []
-    for r in records:
-        if not isinstance(r, mr.PartitionChangeRecord) or r.topic_id not in names:
-            continue
-        name = names[r.topic_id]
-        reg = before.partition(name, r.partition_id)
-        if reg is None:
-            continue
-        where = f"{name}-{r.partition_id}"
-        if r.leader == mr.NO_LEADER and reg.leader != mr.NO_LEADER:
-            out.append(("partition-offline", f"{where}: no leader (ISR {list(reg.isr)})"))
-        elif r.leader not in (mr.NO_LEADER, mr.NO_LEADER_CHANGE, reg.leader):
-            out.append(("partition-leader-elected", f"{where}: leader n{r.leader}"))
-            # a reassignment completed by the AlterPartition that took its last replica into
-            # the ISR may hand leadership to that replica: clean (the new ISR holds all)
-            completes = reg.reassigning and r.isr is not None and r.replicas is not None \
-                and set(r.replicas) <= set(r.isr)
-            if r.leader not in reg.isr and not completes:
-                out.append(("unclean-election", f"{where}: leader n{r.leader} elected from "
-                                                f"outside the ISR {list(reg.isr)}"))
-        if r.isr is not None and set(r.isr) != set(reg.isr):
-            event = "isr-shrink" if len(r.isr) < len(reg.isr) else "isr-expand"
-            out.append((event, f"{where}: ISR {list(reg.isr)} -> {list(r.isr)}"))
-        moving = bool(reg.removing if r.removing_replicas is None else r.removing_replicas) or \
-            bool(reg.adding if r.adding_replicas is None else r.adding_replicas)
-        replicas = list(reg.replicas if r.replicas is None else r.replicas)
-        if moving and not reg.reassigning:
-            out.append(("reassignment-started", f"{where}: replicas {list(reg.replicas)} -> "
-                                                f"{replicas} (reassigning)"))
-        elif not moving and (reg.reassigning or r.replicas is not None):
-            out.append(("reassignment-completed", f"{where}: replicas {list(reg.replicas)} -> "
-                                                  f"{replicas}"))
-    return out
 

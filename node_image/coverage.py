@@ -25,6 +25,8 @@ EVENTS: dict[str, str] = {
     "broker-unfenced": "the controller unfenced a broker that caught up",
     "partition-leader-elected": "the controller gave a partition a new leader",
     "unclean-election": "a partition leader elected from outside its ISR",
+    "elr-election": "a partition leader elected cleanly from its eligible leader replicas "
+                    "(the ISR had emptied)",
     "partition-offline": "a partition left without a leader (no ISR member alive)",
     "isr-shrink": "the controller shrank a partition's ISR",
     "isr-expand": "the controller expanded a partition's ISR",
@@ -43,7 +45,8 @@ EVENTS: dict[str, str] = {
 
 # The events of the data plane (topic partitions, groups, transactions): a workload whose
 # data lives elsewhere never causes them.
-DATA_PLANE = frozenset({"partition-leader-elected", "unclean-election", "partition-offline",
+DATA_PLANE = frozenset({"partition-leader-elected", "unclean-election", "elr-election",
+                        "partition-offline",
                         "isr-shrink", "isr-expand", "reassignment-started",
                         "reassignment-completed", "hwm-held-back", "epoch-truncation",
                         "coordinator-loaded", "group-rebalanced", "txn-aborted-by-timeout",

@@ -4,10 +4,15 @@ Every node supports the same ranges (``SUPPORTED``, Kafka 4.0's names). ``metada
 is finalized when the quorum's first leader writes its bootstrap record (the level
 ``chaoskraft.bootstrap.metadata.version`` gives, 21 by default: Kafka 3.9's IBP_3_9_IV0) and
 may be raised while the cluster runs; the node behaves the same at every level it supports,
-so a level says which records a peer may meet, not what the node does. The other features
+so a level says which records a peer may meet, not what the node does.
+``eligible.leader.replicas.version`` 1 turns on eligible leader replicas (KIP-966; see
+``replication_control``), at bootstrap (``chaoskraft.bootstrap.eligible.leader.replicas.version``)
+or later; turning it on also writes the cluster's min.insync.replicas as a cluster-level
+config record (as Kafka's controller does), turning it off clears every partition's ELR and
+gives an empty ISR its first eligible leader replica back. Kafka ties level 1 to
+metadata.version 4.0-IV1; here it is accepted at every metadata.version. The other features
 stay at level 0: the node has no dynamic quorum (kraft.version 1), no KIP-890 transactions
-(transaction.version 2), no KIP-848 groups (group.version 1) and no eligible leader
-replicas.
+(transaction.version 2) and no KIP-848 groups (group.version 1).
 
 UpdateFeatures follows Kafka's FeatureControlManager: all or nothing (the first refused
 update refuses the request), each refusal INVALID_UPDATE_VERSION with Kafka's reason: an
@@ -19,7 +24,8 @@ from __future__ import annotations
 
 from . import messages as m
 from . import metadata_records as mr
-from .metadata_image import MetadataImage
+from . import replication_control as rc
+from .metadata_image import CLUSTER, ELR_FEATURE, MetadataImage
 
 METADATA_VERSION = "metadata.version"
 MIN_METADATA_VERSION = 7  # Kafka 3.3-IV3, the oldest level Kafka 4.0 still runs
@@ -28,7 +34,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     "kraft.version": (0, 0),
     "transaction.version": (0, 0),
     "group.version": (0, 0),
-    "eligible.leader.replicas.version": (0, 0),
+    ELR_FEATURE: (0, 1),
 }
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3  # Kafka's FeatureUpdate.UpgradeType
 
@@ -38,8 +44,30 @@ def finalized(image: MetadataImage) -> dict[str, int]:
     return {k: v for k, v in sorted(image.features.items()) if v > 0}
 
 
-def update_features(image: MetadataImage, updates) -> tuple[list, int, str | None]:
-    """(records, error, message) for UpdateFeatures' rows (feature, level, upgrade type)."""
+def bootstrap_records(image: MetadataImage, options) -> list:
+    """What the quorum's first leader writes (a ControllerOptions gives the levels)."""
+    records = [mr.FeatureLevelRecord(METADATA_VERSION, options.bootstrap_metadata_version)]
+    if options.bootstrap_elr_version:
+        records += [mr.FeatureLevelRecord(ELR_FEATURE, options.bootstrap_elr_version)]
+    return records + elr_records(image, options.bootstrap_elr_version,
+                                 options.min_insync_replicas)
+
+
+def elr_records(image: MetadataImage, level: int, min_isr: int) -> list:
+    """What turning eligible leader replicas on (``level`` 1) or off (0) also writes."""
+    if level >= 1 and not image.elr_enabled:
+        if "min.insync.replicas" in image.configs.get(CLUSTER, {}):
+            return []
+        return [mr.ConfigRecord(CLUSTER[0], CLUSTER[1], "min.insync.replicas", str(min_isr))]
+    if level == 0 and image.elr_enabled:
+        return rc.clear_elr(image)
+    return []
+
+
+def update_features(image: MetadataImage, updates,
+                    min_isr: int = 1) -> tuple[list, int, str | None]:
+    """(records, error, message) for UpdateFeatures' rows (feature, level, upgrade type);
+    ``min_isr``: the controller's min.insync.replicas, the cluster's once ELR is on."""
     records = []
     for name, level, kind in updates:
         def refuse(why: str):
@@ -64,4 +92,6 @@ def update_features(image: MetadataImage, updates) -> tuple[list, int, str | Non
             return refuse("metadata.version downgrades are not supported.")
         if level != current:
             records.append(mr.FeatureLevelRecord(name, level))
+            if name == ELR_FEATURE:
+                records += elr_records(image, level, min_isr)
     return records, m.NONE, None

@@ -305,6 +305,7 @@ class BrokerRegistrationRequest:
     incarnation_id: str
     endpoints: tuple  # rows (listener name, host, port)
     rack: str | None
+    previous_broker_epoch: int = -1  # of a clean shutdown just before; -1: it crashed
 
 
 @dataclass(frozen=True, slots=True)

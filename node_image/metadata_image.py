@@ -29,6 +29,8 @@ from . import metadata_records as mr
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+CLUSTER = (BROKER_RESOURCE, "")  # a broker resource with no name: the cluster's defaults
+ELR_FEATURE = "eligible.leader.replicas.version"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,8 @@ class PartitionRegistration:
     partition_epoch: int
     removing: tuple = ()  # a reassignment in progress (KIP-455)
     adding: tuple = ()
+    elr: tuple = ()  # eligible leader replicas (KIP-966)
+    last_known_elr: tuple = ()
 
     @property
     def reassigning(self) -> bool:
@@ -98,6 +102,18 @@ class MetadataImage:
     def topic_config(self, topic: str) -> dict:
         return self.configs.get((TOPIC_RESOURCE, topic), {})
 
+    @property
+    def elr_enabled(self) -> bool:
+        """Eligible leader replicas (KIP-966) are on: their feature level is 1."""
+        return self.features.get(ELR_FEATURE, 0) >= 1
+
+    def min_isr(self, topic: str) -> int | None:
+        """min.insync.replicas of ``topic``: its own, else the cluster's (written when
+        eligible leader replicas are enabled), else None."""
+        value = self.topic_config(topic).get("min.insync.replicas") or \
+            self.configs.get(CLUSTER, {}).get("min.insync.replicas")
+        return None if value is None else int(value)
+
     def records(self) -> list:
         """Records that rebuild this image from nothing (a snapshot's contents)."""
         out: list = [mr.FeatureLevelRecord(k, v) for k, v in sorted(self.features.items())]
@@ -112,7 +128,7 @@ class MetadataImage:
                 p = t.partitions[pid]
                 out.append(mr.PartitionRecord(pid, t.topic_id, p.replicas, p.isr, p.leader,
                                               p.leader_epoch, p.partition_epoch, p.removing,
-                                              p.adding))
+                                              p.adding, p.elr, p.last_known_elr))
         for (rtype, rname), entries in sorted(self.configs.items()):
             out += [mr.ConfigRecord(rtype, rname, k, v) for k, v in sorted(entries.items())]
         if self.next_producer_id:
@@ -216,7 +232,7 @@ class MetadataDelta:
             parts[record.partition_id] = PartitionRegistration(
                 tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
                 record.partition_epoch, tuple(record.removing_replicas),
-                tuple(record.adding_replicas))
+                tuple(record.adding_replicas), tuple(record.elr), tuple(record.last_known_elr))
             self.changed_partitions.add((name, record.partition_id))
         elif t is mr.PartitionChangeRecord:
             name, parts = self._parts(record.topic_id, record)
@@ -232,7 +248,8 @@ class MetadataDelta:
             parts[record.partition_id] = PartitionRegistration(
                 given(record.replicas, p.replicas), given(record.isr, p.isr), leader,
                 leader_epoch, p.partition_epoch + 1, given(record.removing_replicas, p.removing),
-                given(record.adding_replicas, p.adding))
+                given(record.adding_replicas, p.adding), given(record.elr, p.elr),
+                given(record.last_known_elr, p.last_known_elr))
             self.changed_partitions.add((name, record.partition_id))
         elif t is mr.ConfigRecord:
             configs = self._map("configs")

@@ -77,6 +77,10 @@ class PartitionRecord:
     # replicas being removed; ``adding_replicas`` are in the target and were not replicas
     removing_replicas: tuple = ()
     adding_replicas: tuple = ()
+    # eligible leader replicas (KIP-966): out of the ISR, yet holding everything below the
+    # high watermark; the last known ones are former ISR members no longer trusted so
+    elr: tuple = ()
+    last_known_elr: tuple = ()
 
 
 NO_LEADER = -1
@@ -95,6 +99,8 @@ class PartitionChangeRecord:
     replicas: tuple | None = None
     removing_replicas: tuple | None = None
     adding_replicas: tuple | None = None
+    elr: tuple | None = None
+    last_known_elr: tuple | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,8 @@ class Node:
             leader_imbalance_check_interval_ms=b.leader_imbalance_check_interval_ms,
             auto_leader_rebalance=b.auto_leader_rebalance, default_partitions=b.default_partitions,
             default_replication_factor=b.default_replication_factor,
-            bootstrap_metadata_version=b.bootstrap_metadata_version)
+            bootstrap_metadata_version=b.bootstrap_metadata_version,
+            bootstrap_elr_version=b.bootstrap_elr_version, min_insync_replicas=b.min_insync_replicas)
         self.controller = QuorumController(
             config.node_id, options=options, bugs=config.bugs, raft=self.raft,
             outbox=self.outbox, can_lead="controller" in config.roles, on_event=self._on_event)

@@ -23,6 +23,17 @@ Rules (Kafka's ReplicationControlManager and PartitionChangeBuilder)
 - When no leader can be elected the leader is NO_LEADER (-1) and the ISR
   keeps its last member (never empty), so that the broker that holds
   every committed record is the one that can come back as leader.
+- Eligible leader replicas (KIP-966, on at feature level
+  ``eligible.leader.replicas.version`` 1): while the ISR is below the
+  topic's min.insync.replicas the high watermark cannot advance, so a
+  member leaving the ISR then still holds everything below it: it joins
+  the ELR (the ISR may then empty). With an empty ISR the first eligible
+  ELR member in replica order is elected cleanly and becomes the ISR. A
+  broker that restarted after an unclean shutdown (it may have lost
+  unflushed records) leaves the ELR; former ISR and ELR members that are
+  neither are kept as the last known ELR (shown, never elected here: Kafka's
+  "balanced recovery" is not built). An ISR at min.insync.replicas, or an
+  unclean election, clears both.
 - A change of leader bumps the leader epoch; every change bumps the
   partition epoch (done by replay in ``metadata_image``).
 - AlterPartition is accepted only from the current leader with the current
@@ -335,6 +346,7 @@ class PartitionChangeBuilder:
                  reg: PartitionRegistration, unclean_bug: bool = False) -> None:
         self.unclean_bug = unclean_bug  # planted bug: any live replica may lead
         self.skip_catch_up_bug = False  # planted bug: a move's target counts as in the ISR
+        self.unclean_shutdown: frozenset = frozenset()  # brokers that may have lost records
         self.image = image
         self.topic = topic
         self.partition = partition
@@ -360,11 +372,24 @@ class PartitionChangeBuilder:
         self.target_replicas, self.target_removing, self.target_adding = done_replicas, (), ()
         return done_isr
 
+    def _target_elr(self, isr: tuple) -> tuple[tuple, tuple]:
+        """Kafka's maybePopulateTargetElr: (ELR, last known ELR) given the target ISR."""
+        reg, replicas = self.reg, self.target_replicas
+        if len(isr) >= (self.image.min_isr(self.topic) or 1):
+            return (), ()
+        was = set(reg.elr) | set(reg.isr)
+        elr = tuple(b for b in replicas if b in was and b not in isr
+                    and b not in self.unclean_shutdown)
+        known = was | set(reg.last_known_elr)
+        return elr, tuple(b for b in replicas if b in known and b not in elr and b not in isr)
+
     def build(self) -> mr.PartitionChangeRecord | None:
         reg, image = self.reg, self.image
         isr = self._complete_reassignment(
             tuple(b for b in self.target_isr if b in self.target_replicas))
         replicas = self.target_replicas
+        with_elr = image.elr_enabled
+        elr, known = self._target_elr(isr) if with_elr else ((), ())
         leader = reg.leader
         preferred = replicas[0]
         if self.election == PREFERRED and preferred in isr and eligible(image, preferred):
@@ -372,29 +397,36 @@ class PartitionChangeBuilder:
         elif self.unclean_bug and not (leader in isr and eligible(image, leader)):
             leader = next((b for b in replicas if eligible(image, b)), mr.NO_LEADER)
             if leader != mr.NO_LEADER and leader not in isr:
-                isr = (leader,)
+                isr, elr, known = (leader,), (), ()
         elif not (leader in isr and eligible(image, leader)):
             leader = next((b for b in replicas if b in isr and eligible(image, b)), mr.NO_LEADER)
+            if leader == mr.NO_LEADER and not isr:
+                leader = next((b for b in replicas if b in elr and eligible(image, b)),
+                              mr.NO_LEADER)
+                if leader != mr.NO_LEADER:  # clean: it holds everything below the HW
+                    isr, elr = (leader,), tuple(b for b in elr if b != leader)
             if leader == mr.NO_LEADER and (self.election == UNCLEAN
                                            or unclean_allowed(image, self.topic)):
                 leader = next((b for b in replicas if eligible(image, b)), mr.NO_LEADER)
                 if leader != mr.NO_LEADER:
-                    isr = (leader,)
-        if not isr:
+                    isr, elr, known = (leader,), (), ()
+        if not isr and not with_elr:
             # Never empty the ISR: the last member holds every committed record.
             isr = tuple(b for b in reg.isr if b in replicas)[:1] or replicas[:1]
         leader_field = mr.NO_LEADER_CHANGE if leader == reg.leader else leader
         if leader_field == mr.NO_LEADER_CHANGE and not set(reg.replicas) <= set(replicas):
             leader_field = leader  # replicas removed: a new leader epoch fences them
         change = (isr != reg.isr, replicas != reg.replicas,
-                  self.target_removing != reg.removing, self.target_adding != reg.adding)
+                  self.target_removing != reg.removing, self.target_adding != reg.adding,
+                  elr != reg.elr, known != reg.last_known_elr)
         if leader_field == mr.NO_LEADER_CHANGE and not any(change):
             return None
         topic_id = image.topics[self.topic].topic_id
         return mr.PartitionChangeRecord(
             self.partition, topic_id, isr if change[0] else None, leader_field,
             replicas if change[1] else None, self.target_removing if change[2] else None,
-            self.target_adding if change[3] else None)
+            self.target_adding if change[3] else None, elr if change[4] else None,
+            known if change[5] else None)
 
 
 def iter_partitions(image: MetadataImage):
@@ -403,15 +435,21 @@ def iter_partitions(image: MetadataImage):
             yield name, pid, reg
 
 
-def broker_unavailable(image: MetadataImage, broker_id: int, unclean_bug: bool = False) -> list:
+def broker_unavailable(image: MetadataImage, broker_id: int, unclean_bug: bool = False,
+                       unclean_shutdown: bool = False) -> list:
     """Records moving leadership away from ``broker_id`` and taking it out of ISRs (it was
-    fenced or is shutting down). ``image`` already has the broker's new state."""
+    fenced or is shutting down). ``image`` already has the broker's new state.
+    ``unclean_shutdown``: it registered again after an unclean shutdown, so it also leaves
+    every ELR (its log may have lost records it had acknowledged)."""
     out = []
     for name, pid, reg in iter_partitions(image):
-        if broker_id not in reg.isr and reg.leader != broker_id:
+        if broker_id not in reg.isr and reg.leader != broker_id and not (
+                unclean_shutdown and broker_id in reg.elr):
             continue
         b = PartitionChangeBuilder(image, name, pid, reg, unclean_bug)
         b.target_isr = tuple(x for x in reg.isr if x != broker_id)
+        if unclean_shutdown:
+            b.unclean_shutdown = frozenset({broker_id})
         rec = b.build()
         if rec is not None:
             out.append(rec)
@@ -426,6 +464,24 @@ def elect_leaderless(image: MetadataImage, unclean_bug: bool = False) -> list:
             rec = PartitionChangeBuilder(image, name, pid, reg, unclean_bug).build()
             if rec is not None:
                 out.append(rec)
+    return out
+
+
+def clear_elr(image: MetadataImage) -> list:
+    """Records emptying every partition's ELR and last known ELR (eligible leader replicas
+    turned off): an empty ISR takes its first ELR member, else its first last known one, so
+    that the ISR is never empty again."""
+    out = []
+    for name, pid, reg in iter_partitions(image):
+        if not (reg.elr or reg.last_known_elr):
+            continue
+        isr = reg.isr or (reg.elr + reg.last_known_elr)[:1]
+        leader = isr[0] if reg.leader == mr.NO_LEADER and eligible(image, isr[0]) \
+            else mr.NO_LEADER_CHANGE
+        out.append(mr.PartitionChangeRecord(pid, image.topics[name].topic_id,
+                                            None if isr == reg.isr else isr,
+                                            leader, elr=() if reg.elr else None,
+                                            last_known_elr=() if reg.last_known_elr else None))
     return out
 
 
@@ -507,7 +563,7 @@ def alter_partition(image: MetadataImage, req: m.AlterPartitionRequest) -> tuple
         return m.INVALID_REQUEST, []
     if any(b not in reg.isr and not eligible(image, b) for b in new_isr):
         return m.INELIGIBLE_REPLICA, []
-    if reg.reassigning:
+    if reg.reassigning or image.elr_enabled:  # the builder keeps the ELR as the ISR moves
         b = PartitionChangeBuilder(image, req.topic, req.partition, reg)
         b.target_isr = new_isr
         rec = b.build()

@@ -59,6 +59,7 @@ class Broker:
             next_correlation=self._next_correlation, on_event=on_event)
         self.rm = ReplicaManager(node_id, log_dir, fs, options, outbox, self._next_correlation,
                                  on_event, bugs, wall_clock)
+        self.lifecycle.previous_broker_epoch = self.rm.take_clean_shutdown()
         self.apis = KafkaApis(self, self.rm, cluster_id, options, outbox, on_event, bugs,
                               wall_clock, rng)
         self.published = False
@@ -243,4 +244,4 @@ class Broker:
 
     def shutdown(self) -> None:
         self.apis.fail_all()
-        self.rm.shutdown()
+        self.rm.shutdown(self.lifecycle.broker_epoch)

@@ -55,6 +55,9 @@ class BrokerLifecycleManager:
         self._in_flight: tuple[int, int] | None = None  # (correlation id, deadline)
         self._next_send_ms = 0
         self._registration_offset = -1
+        # the broker epoch of a clean shutdown before this start, else -1 (Kafka's
+        # PreviousBrokerEpoch): the controller takes a crashed broker out of every ELR
+        self.previous_broker_epoch = -1
 
     def caught_up(self, metadata_offset: int) -> bool:
         return self.broker_epoch >= 0 and metadata_offset > self.broker_epoch
@@ -82,7 +85,8 @@ class BrokerLifecycleManager:
         corr = self._next_correlation()
         if self.state == STARTING:
             msg = m.BrokerRegistrationRequest(corr, self.broker_id, self.incarnation_id,
-                                              self.endpoints, self.rack)
+                                              self.endpoints, self.rack,
+                                              self.previous_broker_epoch)
         else:
             msg = m.BrokerHeartbeatRequest(corr, self.broker_id, self.broker_epoch,
                                            metadata_offset - 1, False, self.want_shutdown)

@@ -26,6 +26,7 @@ and on shutdown; a restarted replica starts from min(checkpoint, LEO).
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Callable
 
@@ -37,6 +38,7 @@ from ..records import CorruptBatchError
 from .partition import Partition
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"  # as Kafka's CleanShutdownFileHandler
 ALTER_PARTITION_TIMEOUT_MS = 5000
 
 
@@ -116,6 +118,23 @@ class ReplicaManager:
             self._on_event(f"ignoring unreadable {path} ({exc}); high watermarks restart at 0")
             return {}
 
+    def take_clean_shutdown(self) -> int:
+        """The broker epoch the last incarnation wrote after flushing every log on a clean
+        shutdown, or -1 (it crashed: unflushed records may be gone); the file is removed, so
+        a crash of this incarnation reads as one."""
+        path = os.path.join(self.log_dir, CLEAN_SHUTDOWN)
+        if not self.fs.exists(path):
+            return -1
+        try:
+            epoch = json.loads(self.fs.read(path))["BrokerEpoch"]
+            epoch = epoch if type(epoch) is int else -1
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            self._on_event(f"ignoring unreadable {path} ({exc}): an unclean shutdown")
+            epoch = -1
+        self.fs.remove(path)
+        self.fs.fsync_dir(self.log_dir)
+        return epoch
+
     def checkpoint_hws(self) -> None:
         # Partitions not opened yet (before the first published image) keep their entries.
         hws = {**self._checkpoint, **{p.key: p.high_watermark for p in self.partitions.values()}}
@@ -128,8 +147,8 @@ class ReplicaManager:
     # ------------------------------------------------------------ metadata
 
     def min_isr(self, topic: str) -> int:
-        value = self.image.topic_config(topic).get("min.insync.replicas")
-        return int(value) if value is not None else self.options.min_insync_replicas
+        value = self.image.min_isr(topic)  # the topic's, else the cluster's
+        return value if value is not None else self.options.min_insync_replicas
 
     def flush_messages(self, topic: str) -> int:
         value = self.image.topic_config(topic).get("flush.messages")
@@ -460,7 +479,10 @@ class ReplicaManager:
         times += list(self._fetch_backoff.values())
         return min(times)
 
-    def shutdown(self) -> None:
+    def shutdown(self, broker_epoch: int = -1) -> None:
         for part in self.partitions.values():
             part.log.flush()
         self.checkpoint_hws()
+        if broker_epoch >= 0:  # every log is on disk: the next incarnation starts clean
+            write_durably(self.fs, os.path.join(self.log_dir, CLEAN_SHUTDOWN),
+                          b'{"version":0,"BrokerEpoch":%d}' % broker_epoch)

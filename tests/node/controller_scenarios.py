@@ -9,8 +9,13 @@ record the quorum committed (``+ RecordType(...)``, topic ids shown as topic nam
 controller's answers (``<- ResponseType(...)``).
 
 Commands:
-  start [bugs=a,b] [session=MS]   format the node and start it; it elects itself
-  register B                   broker B registers (incarnation ``inc-B``, or ``inc=X``)
+  start [bugs=a,b] [session=MS] [elr=1] [min-isr=N]
+                               format the node and start it; it elects itself (``elr=1``:
+                               eligible leader replicas on from the bootstrap)
+  register B [clean]           broker B registers (incarnation ``inc-B``, or ``inc=X``);
+                               ``clean``: after a clean shutdown of its last registration
+  features NAME=LEVEL [downgrade]
+                               UpdateFeatures of one feature (an upgrade unless ``downgrade``)
   heartbeat B [fence] [shutdown] [offset=N] [epoch=E]
                                B's heartbeat: its own broker epoch and the committed offset
                                (caught up) unless given
@@ -57,6 +62,7 @@ SHOWN = {
     m.AllocateProducerIdsResponse: ("error", "producer_id_start", "producer_id_len"),
     m.AlterReassignmentsResponse: ("results",),
     m.ListReassignmentsResponse: ("error", "results"),
+    m.UpdateFeaturesResponse: ("error", "message"),
 }
 # fields a record leaves at their default are not shown (the reassignment fields, mostly)
 DEFAULTS = {t: {f.name: f.default for f in dataclasses.fields(t)
@@ -180,7 +186,9 @@ class ControllerScenario(datadriven.Commands):
         config = NodeConfig(node_id=1, voters={1: ("n1", 9093)}, log_dir=LOG_DIR,
                             roles=("controller",), idle_interval_ms=0, bugs=bugs,
                             broker=BrokerConfig(session_timeout_ms=int(kw.get("session", 9000)),
-                                                default_replication_factor=1))
+                                                default_replication_factor=1,
+                                                bootstrap_elr_version=int(kw.get("elr", 0)),
+                                                min_insync_replicas=int(kw.get("min-isr", 1))))
         self.node = Node(config, disk, random.Random("node-1"), self.now,
                          on_event=lambda msg: self.out.append(f"says: {msg}") if self._talk
                          else None, wall_clock=lambda: WALL_MS + self.now)
@@ -199,7 +207,15 @@ class ControllerScenario(datadriven.Commands):
     def register(self, args, kw) -> None:
         b = int(args[0])
         self._ask(m.BrokerRegistrationRequest(self._next_corr(), b, kw.get("inc", f"inc-{b}"),
-                                              ENDPOINTS(b), None), broker=b)
+                                              ENDPOINTS(b), None,
+                                              self.epochs.get(b, -1) if "clean" in args else -1),
+                  broker=b)
+
+    def features(self, args, kw) -> None:
+        (name, level), = kw.items()
+        self._ask(m.UpdateFeaturesRequest(self._next_corr(), ((name, int(level), 2 if
+                                                               "downgrade" in args else 1),),
+                                          False))
 
     def heartbeat(self, args, kw) -> None:
         b = int(args[0])
@@ -262,6 +278,8 @@ class ControllerScenario(datadriven.Commands):
             for pid, p in sorted(img.topics[name].partitions.items()):
                 moving = f" adding {list(p.adding)} removing {list(p.removing)}" \
                     if p.reassigning else ""
+                if p.elr or p.last_known_elr:
+                    moving += f" elr {list(p.elr)} last known elr {list(p.last_known_elr)}"
                 self.out.append(f"{name}-{pid}: leader {p.leader} leader epoch {p.leader_epoch} "
                                 f"replicas {list(p.replicas)} isr {list(p.isr)}{moving} "
                                 f"partition epoch {p.partition_epoch}")
@@ -269,4 +287,5 @@ class ControllerScenario(datadriven.Commands):
     COMMANDS = {"start": start, "register": register, "heartbeat": heartbeat,
                 "create-topic": create_topic, "alter-partition": alter_partition,
                 "allocate-pids": allocate_pids, "tick": tick, "image": image,
-                "reassign": reassign, "list-reassignments": list_reassignments}
+                "reassign": reassign, "list-reassignments": list_reassignments,
+                "features": features}

@@ -35,6 +35,19 @@ def test_an_unclean_election_bug_fails_the_isr_scenario_where_the_last_isr_membe
                for *_, got in broken)
 
 
+def test_a_crashed_replica_kept_in_the_elr_is_elected_when_it_comes_back():
+    """With the planted bug elr-keeps-crashed-replica a broker back from an unclean
+    shutdown stays in the ELR and is elected from it (it may have lost acknowledged records),
+    where a correct controller takes it out and waits for the replica that shut down cleanly."""
+    script = TESTDATA / "controller" / "eligible_leader_replicas.txt"
+    broken = datadriven.run_script(
+        script, lambda: ControllerScenario(frozenset({"elr-keeps-crashed-replica"})))
+    differ = [(cmd, got) for _, cmd, want, got in broken if got != want]
+    assert differ and differ[0][0] == "register 2 inc=inc-2b", differ
+    assert "elr=(4,)" not in differ[0][1]
+    assert "t-0: leader n2 elected from the eligible leader replicas [4, 2]" in differ[1][1]
+
+
 def test_a_bad_controller_command_names_the_script_and_line(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("start\n----\n\nalter-partition 2 nope-0 isr=2\n----\n")
