@@ -208,7 +208,7 @@ def create_topic_everywhere(cluster, name, partitions=1, config=None, timeout_s=
         except Exception as exc:
             if "already exists" not in str(exc):  # an earlier attempt went through
                 raise
-        for i in cluster.ids:
+        for i in getattr(cluster, "broker_ids", cluster.ids):
             one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
             t = one.list_topics(name, timeout=10).topics.get(name)
             if t is None or t.error is not None:

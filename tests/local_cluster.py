@@ -28,17 +28,22 @@ def free_port(host: str = "127.0.0.1") -> int:
 class LocalCluster:
     def __init__(self, root: Path, nodes: int = 3, port: int | None = None,
                  extra_config: dict[str, str] | None = None, cluster_id: str = "local",
-                 brokers: bool = False) -> None:
+                 brokers: bool = False, controllers: int | None = None) -> None:
         """``brokers``: every node is also a broker with a Kafka listener on
-        127.0.0.<id>:``kafka_port``."""
+        127.0.0.<id>:``kafka_port``. ``controllers``: only the first that many nodes are
+        voters, with the controller role alone; the others are brokers alone (isolated
+        mode; needs ``brokers``)."""
         self.root = Path(root)
         self.ids = list(range(1, nodes + 1))
+        voter_ids = self.ids[:controllers] if controllers else self.ids
+        self.broker_ids = [i for i in self.ids if i not in voter_ids] if controllers \
+            else self.ids
         self.port = port or free_port()
         self.kafka_port = None
         while brokers and self.kafka_port in (None, self.port):  # two listeners, two ports
             self.kafka_port = free_port()
         self.procs: dict[int, subprocess.Popen] = {}
-        voters = ",".join(f"{i}@{self.host(i)}:{self.port}" for i in self.ids)
+        voters = ",".join(f"{i}@{self.host(i)}:{self.port}" for i in voter_ids)
         for i in self.ids:
             lines = {
                 "node.id": str(i), "process.roles": "controller",
@@ -46,8 +51,8 @@ class LocalCluster:
                 "listeners": f"CONTROLLER://{self.host(i)}:{self.port}",
                 "log.dirs": str(self.root / f"data{i}"),
             }
-            if brokers:
-                lines["process.roles"] = "controller,broker"
+            if brokers and i in self.broker_ids:
+                lines["process.roles"] = "controller,broker" if i in voter_ids else "broker"
                 lines["listeners"] += f",PLAINTEXT://{self.host(i)}:{self.kafka_port}"
                 lines["advertised.listeners"] = f"PLAINTEXT://{self.host(i)}:{self.kafka_port}"
             lines.update(extra_config or {})
@@ -86,7 +91,7 @@ class LocalCluster:
         proc.wait()
 
     def bootstrap(self) -> str:
-        return ",".join(f"{self.host(i)}:{self.kafka_port}" for i in self.ids)
+        return ",".join(f"{self.host(i)}:{self.kafka_port}" for i in self.broker_ids)
 
     def stop(self, i: int, timeout_s: float = 15.0) -> None:
         """SIGTERM: a controlled shutdown."""

@@ -78,8 +78,9 @@ class DescribeApis:
                 parts.append(P(error_code=m.LEADER_NOT_AVAILABLE if reg.leader < 0 else m.NONE,
                                partition_index=pid, leader_id=reg.leader,
                                leader_epoch=reg.leader_epoch, replica_nodes=list(reg.replicas),
-                               isr_nodes=list(reg.isr), eligible_leader_replicas=[],
-                               last_known_elr=[], offline_replicas=offline_replicas(image, reg)))
+                               isr_nodes=list(reg.isr), eligible_leader_replicas=list(reg.elr),
+                               last_known_elr=list(reg.last_known_elr),
+                               offline_replicas=offline_replicas(image, reg)))
             out.append(T(error_code=m.NONE, name=name, topic_id=_as_uuid(t.topic_id),
                          is_internal=name in (OFFSETS_TOPIC, TXN_TOPIC), partitions=parts,
                          topic_authorized_operations=OPERATIONS_NOT_ASKED))
