@@ -24,7 +24,7 @@ EVENTS: dict[str, str] = {
     "broker-fenced": "the controller fenced a broker (missed heartbeats or shutdown)",
     "broker-unfenced": "the controller unfenced a broker that caught up",
     "partition-leader-elected": "the controller gave a partition a new leader",
-    "unclean-election": "a partition leader elected from outside its ISR",
+    "unclean-election": "a partition leader elected from outside its ISR (and its ELR)",
     "elr-election": "a partition leader elected cleanly from its eligible leader replicas "
                     "(the ISR had emptied)",
     "partition-offline": "a partition left without a leader (no ISR member alive)",
