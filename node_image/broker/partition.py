@@ -57,6 +57,9 @@ class RemoteReplica:
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
     log_start_offset: int = -1  # as its last fetch said (DeleteRecords' low watermark)
+    # the broker epoch its last fetch came with (KIP-903): a state fetched by an earlier
+    # incarnation (which may have lost records since) never takes it into the ISR
+    broker_epoch: int = -1
 
     def update_fetch_state(self, fetch_offset: int, leader_leo: int, now: int) -> None:
         if fetch_offset >= leader_leo:
@@ -276,10 +279,15 @@ class Partition:
         return [b for b in self.isr if b != self.node_id and b in self.remote
                 and now - self.remote[b].last_caught_up_ms > lag_max_ms]
 
-    def caught_up_outside_isr(self) -> list[int]:
+    def caught_up_outside_isr(self, now: int, lag_max_ms: int) -> list[int]:
+        """Followers outside the ISR that may join: past the HW and the start of this
+        leader's epoch, and in sync (caught up within ``lag_max_ms``, as Kafka's
+        isFollowerInSync), so a follower that stopped fetching never joins on what it
+        fetched before (a dead one, taken in on its old position, flapped in and out)."""
         return [b for b, r in self.remote.items() if b not in self.maximal_isr
                 and r.log_end_offset >= self.high_watermark
-                and r.log_end_offset >= self.leader_epoch_start_offset]
+                and r.log_end_offset >= self.leader_epoch_start_offset
+                and now - r.last_caught_up_ms <= lag_max_ms]
 
     # ------------------------------------------------------------ follower
 

@@ -269,6 +269,7 @@ class ReplicaManager:
             part.remote[req.replica_id].update_fetch_state(fetch_offset, part.log.end_offset,
                                                            self._lag_clock(now))
             part.remote[req.replica_id].log_start_offset = log_start
+            part.remote[req.replica_id].broker_epoch = req.broker_epoch
             if part.maybe_increment_hw(self.min_isr(topic)):
                 self.hw_changed.add(part.key)
             data = b""
@@ -341,8 +342,11 @@ class ReplicaManager:
                                f"-> {list(new_isr)} (no catch-up for "
                                f"{self.options.replica_lag_time_max_ms} ms)")
             else:
-                joining = [b for b in part.caught_up_outside_isr()
-                           if (reg := self.image.brokers.get(b)) is not None and reg.eligible]
+                # KIP-903: only a follower whose fetches come from its current registration
+                joining = [b for b in part.caught_up_outside_isr(
+                               self._lag_clock(now), self.options.replica_lag_time_max_ms)
+                           if (reg := self.image.brokers.get(b)) is not None and reg.eligible
+                           and part.remote[b].broker_epoch == reg.broker_epoch]
                 if "isr-expands-only-to-min" in self.bugs:  # planted bug
                     joining = sorted(joining)[:max(0, self.min_isr(part.topic) - len(part.isr))]
                 if joining:
@@ -465,7 +469,8 @@ class ReplicaManager:
             self._next_checkpoint_ms = now + self.options.hw_checkpoint_interval_ms
 
     def _maybe_expand_only(self, now: int) -> None:
-        if any(p.is_leader and p.pending_isr is None and p.caught_up_outside_isr()
+        lag_now, lag_max = self._lag_clock(now), self.options.replica_lag_time_max_ms
+        if any(p.is_leader and p.pending_isr is None and p.caught_up_outside_isr(lag_now, lag_max)
                for p in self.partitions.values()):
             # expansion only: shrinking here too, on every input, took a follower that had
             # just joined (in sync by the high watermark, not yet caught up with the log end)

@@ -345,7 +345,8 @@ def test_isr_shrink_and_expand_rules():
     assert part.out_of_sync_replicas(30_050, 30_000) == [3]
     part.isr = (1, 2)
     part.remote[3].update_fetch_state(1, 1, 200)
-    assert part.caught_up_outside_isr() == [3]
+    assert part.caught_up_outside_isr(200, 30_000) == [3]
+    assert part.caught_up_outside_isr(30_201, 30_000) == [], "no fetch since: not in sync"
 
 
 def test_isr_shrinks_on_its_timer_only_and_expands_on_any_input():
@@ -376,6 +377,8 @@ def test_isr_shrinks_on_its_timer_only_and_expands_on_any_input():
     assert proposed(0) == [] and proposed(15_000) == [] and proposed(30_000) == []
     # 40 s: a has not caught up for 40 s (past the 30 s lag), b fetches at the log end
     part.remote[b].update_fetch_state(0, 0, 40_000)
+    assert proposed(40_000) == [], "fetched by no registration of b's (KIP-903)"
+    part.remote[b].broker_epoch = image.brokers[b].broker_epoch
     assert proposed(40_000) == [(lead_id, a, b)], "between checks: b joins, a stays"
     part.isr = (lead_id, a, b)
     assert proposed(45_000) == [(lead_id, b)], "the next check takes a out"
