@@ -29,7 +29,7 @@ def partition_changes(before: MetadataImage, records: list) -> list[tuple[str, s
             # the ISR may hand leadership to that replica: clean (the new ISR holds all)
             completes = reg.reassigning and r.isr is not None and r.replicas is not None \
                 and set(r.replicas) <= set(r.isr)
-            if r.leader in reg.elr and not reg.isr:
+            if r.leader in reg.elr:  # clean: an ELR member holds all below the HW
                 out.append(("elr-election", f"{where}: leader n{r.leader} elected from the "
                                             f"eligible leader replicas {list(reg.elr)}"))
             elif r.leader not in reg.isr and not completes:

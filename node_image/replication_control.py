@@ -30,10 +30,12 @@ Rules (Kafka's ReplicationControlManager and PartitionChangeBuilder)
   the ELR (the ISR may then empty). With an empty ISR the first eligible
   ELR member in replica order is elected cleanly and becomes the ISR. A
   broker that restarted after an unclean shutdown (it may have lost
-  unflushed records) leaves the ELR; former ISR and ELR members that are
-  neither are kept as the last known ELR (shown, never elected here: Kafka's
-  "balanced recovery" is not built). An ISR at min.insync.replicas, or an
-  unclean election, clears both.
+  unflushed records) leaves the ELR. An ISR at min.insync.replicas, or an
+  unclean election, clears the ELR. The leader a partition had when its
+  ISR emptied is kept as its last known ELR (Kafka's balanced recovery):
+  with the ISR and the ELR both empty it is elected, as an unclean
+  election, once eligible (it may have lost records, but the partition is
+  available again); a leader clears it.
 - A change of leader bumps the leader epoch; every change bumps the
   partition epoch (done by replay in ``metadata_image``).
 - AlterPartition is accepted only from the current leader with the current
@@ -372,16 +374,14 @@ class PartitionChangeBuilder:
         self.target_replicas, self.target_removing, self.target_adding = done_replicas, (), ()
         return done_isr
 
-    def _target_elr(self, isr: tuple) -> tuple[tuple, tuple]:
-        """Kafka's maybePopulateTargetElr: (ELR, last known ELR) given the target ISR."""
-        reg, replicas = self.reg, self.target_replicas
+    def _target_elr(self, isr: tuple) -> tuple:
+        """Kafka's maybePopulateTargetElr: the ELR given the target ISR."""
+        reg = self.reg
         if len(isr) >= (self.image.min_isr(self.topic) or 1):
-            return (), ()
+            return ()
         was = set(reg.elr) | set(reg.isr)
-        elr = tuple(b for b in replicas if b in was and b not in isr
-                    and b not in self.unclean_shutdown)
-        known = was | set(reg.last_known_elr)
-        return elr, tuple(b for b in replicas if b in known and b not in elr and b not in isr)
+        return tuple(b for b in self.target_replicas if b in was and b not in isr
+                     and b not in self.unclean_shutdown)
 
     def build(self) -> mr.PartitionChangeRecord | None:
         reg, image = self.reg, self.image
@@ -389,7 +389,7 @@ class PartitionChangeBuilder:
             tuple(b for b in self.target_isr if b in self.target_replicas))
         replicas = self.target_replicas
         with_elr = image.elr_enabled
-        elr, known = self._target_elr(isr) if with_elr else ((), ())
+        elr = self._target_elr(isr) if with_elr else ()
         leader = reg.leader
         preferred = replicas[0]
         if self.election == PREFERRED and preferred in isr and eligible(image, preferred):
@@ -397,7 +397,7 @@ class PartitionChangeBuilder:
         elif self.unclean_bug and not (leader in isr and eligible(image, leader)):
             leader = next((b for b in replicas if eligible(image, b)), mr.NO_LEADER)
             if leader != mr.NO_LEADER and leader not in isr:
-                isr, elr, known = (leader,), (), ()
+                isr, elr = (leader,), ()
         elif not (leader in isr and eligible(image, leader)):
             leader = next((b for b in replicas if b in isr and eligible(image, b)), mr.NO_LEADER)
             if leader == mr.NO_LEADER and not isr:
@@ -405,11 +405,22 @@ class PartitionChangeBuilder:
                               mr.NO_LEADER)
                 if leader != mr.NO_LEADER:  # clean: it holds everything below the HW
                     isr, elr = (leader,), tuple(b for b in elr if b != leader)
+            last = reg.last_known_elr
+            if leader == mr.NO_LEADER and with_elr and not isr and not elr and len(last) == 1 \
+                    and last[0] in replicas and eligible(image, last[0]):
+                leader, isr = last[0], last  # balanced recovery: unclean, but available
             if leader == mr.NO_LEADER and (self.election == UNCLEAN
                                            or unclean_allowed(image, self.topic)):
                 leader = next((b for b in replicas if eligible(image, b)), mr.NO_LEADER)
                 if leader != mr.NO_LEADER:
-                    isr, elr, known = (leader,), (), ()
+                    isr, elr = (leader,), ()
+        # Kafka's maybeUpdateLastKnownLeader: the leader the partition had when its ISR
+        # emptied, kept while it has none
+        known = reg.last_known_elr
+        if with_elr and not isr and reg.isr and reg.leader >= 0:
+            known = (reg.leader,)
+        elif leader >= 0 or not with_elr:
+            known = ()
         if not isr and not with_elr:
             # Never empty the ISR: the last member holds every committed record.
             isr = tuple(b for b in reg.isr if b in replicas)[:1] or replicas[:1]
