@@ -178,9 +178,12 @@ class Campaign:
         self.partitioned = True
         self.history.record("nemesis", "info", "start-partition", value=value)
 
-    async def kill(self, f: str, targets: list[int], value: dict) -> None:
+    async def kill(self, f: str, targets: list[int], value: dict, clean: bool = False) -> None:
+        """SIGKILL ``targets`` (``clean``: SIGTERM, a controlled shutdown that flushes the
+        node's logs first); they stay down until ``restart``."""
         self.history.record("nemesis", "invoke", f, value=value)
-        await asyncio.gather(*(asyncio.to_thread(self.backend.kill_node, t) for t in targets))
+        down = self.backend.stop_node if clean else self.backend.kill_node
+        await asyncio.gather(*(asyncio.to_thread(down, t) for t in targets))
         self.killed.update(targets)
         self.history.record("nemesis", "info", f, value=value)
 

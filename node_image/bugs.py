@@ -120,6 +120,19 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         ("lost-write", "durability", "inconsistent-offsets"), workload="queue", docker=True,
         needs_faults=("reassign",), campaign="campaigns/reassign.yaml",
         sim_options=(("extra_faults", {"reassign": 8000}),)),
+    Bug("elr-keeps-crashed-replica", "controller",
+        "a broker back from an unclean shutdown leaves every ELR (eligible leader replicas)",
+        "The controller ignores a registration's previous broker epoch, so a broker that "
+        "crashed, losing the records it had not flushed, stays in the ELR and is elected from "
+        "it as if it held everything below the high watermark; the replicas that did "
+        "truncate to it.",
+        ("lost-write", "durability", "inconsistent-offsets"), workload="queue", docker=True,
+        needs_faults=("elr-crash",), campaign="campaigns/elr.yaml",
+        # as the campaign: the scenario alone (no other crash: without fsync, crashes of
+        # every replica lose acknowledged records by design)
+        sim_options=(("extra_faults", {"elr-crash": 8000}), ("crash_mean_ms", None),
+                     ("power_loss_mean_ms", None), ("election_crash_prob", 0.0),
+                     ("scenario_mean_ms", None))),
     Bug("isr-expands-only-to-min", "broker",
         "a follower that has caught up with the leader rejoins the ISR",
         "The leader takes a caught-up follower back into the ISR only while the ISR is below "

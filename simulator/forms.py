@@ -114,11 +114,12 @@ class QueueForm:
         return ("controller", "broker") if voter else ("broker",)
 
     def broker_config(self, sim) -> BrokerConfig:
-        # queue campaigns fsync every batch (docs/queue.md: power loss); a coordinator per
-        # partition: three are enough to move
-        return BrokerConfig(flush_interval_messages=1, segment_bytes=sim.options.segment_bytes,
-                            transaction_topic_partitions=3, offsets_topic_partitions=3,
-                            **sim._scenario_broker)
+        # queue campaigns fsync every batch (docs/queue.md: power loss) unless a package
+        # drawn says otherwise; a coordinator per partition: three are enough to move
+        return BrokerConfig(**{"flush_interval_messages": 1,
+                               "segment_bytes": sim.options.segment_bytes,
+                               "transaction_topic_partitions": 3,
+                               "offsets_topic_partitions": 3, **sim._scenario_broker})
 
     def stats(self) -> dict:
         return {"power_losses": 0}

@@ -263,14 +263,19 @@ class PlanFaults:
         self.sim.network.plan_blocked = set().union(*self._cuts.values()) \
             if self._cuts and not over else set()
 
-    def kill(self, nodes: list[int], lose_unsynced: bool = False, torn: bool = False) -> None:
+    def kill(self, nodes: list[int], lose_unsynced: bool = False, torn: bool = False,
+             clean: bool = False) -> None:
         """Kill the nodes' processes: a process kill keeps what the page cache holds; a
         power loss (``lose_unsynced``) keeps only what was fsynced, with ``torn`` a random
-        prefix of each file's unsynced tail."""
+        prefix of each file's unsynced tail. ``clean``: a shutdown first flushes the logs and
+        says so on disk (the broker's clean-shutdown file; without a controlled shutdown's
+        handing over of leadership, which the controller then does on fencing)."""
         for n in nodes:
             sn = self.sim.nodes[n]
             if sn.node is None:
                 continue
+            if clean:
+                sn.node.shutdown(self.sim.now)
             self.sim.crash(sn, False, lose_unsynced=lose_unsynced,
                            torn_write_prob=0.5 if torn else 0.0)
             self.killed.add(n)

@@ -9,7 +9,7 @@ class Kill(NodeFault):
     name = "kill"
     intends = ("raft-leader-elected", "broker-fenced", "broker-unfenced",
                "partition-leader-elected", "isr-shrink", "isr-expand")
-    opens = ("kill",)
+    opens = ("kill", "stop")  # stop: a clean shutdown (SIGTERM), as scenarios use it
     closes = ("start",)
     colour = "#e45756"
     target_weights = {"register": {"active-controller": 2, "one": 1, "minority": 1},

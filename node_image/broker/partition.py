@@ -24,8 +24,10 @@ Rules
 - ISR changes go to the controller as AlterPartition, one at a time; the
   committed ISR only changes when the controller's answer (or the metadata
   image) says so. A follower joins when its LEO has reached both the HW and
-  the start of the leader's epoch; it leaves after
-  ``replica.lag.time.max.ms`` without being caught up.
+  the start of the leader's epoch, while in sync (caught up within
+  ``replica.lag.time.max.ms``) and fetching under its current broker
+  registration (KIP-903); it leaves after ``replica.lag.time.max.ms``
+  without being caught up.
 - A follower truncates where its log diverges from the leader's (the leader
   answers its fetch with the diverging epoch and end offset), appends what
   the leader sends, and takes HW = min(leader's HW, own LEO).

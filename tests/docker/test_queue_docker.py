@@ -366,3 +366,30 @@ def test_the_reassign_campaign_catches_a_move_that_skips_the_catch_up(docker_cli
     assert (code, results["valid"]) == (1, False), run_dir
     assert set(q["bad_anomalies"]) & {"lost-write", "durability", "inconsistent-offsets"}, \
         (q["bad_anomalies"], run_dir)
+
+
+# campaigns/elr.yaml on Docker (nightly: CI's budget; CI's strict cells are the simulator's,
+# test_sim_queue and the twin of every package in test_sim_twin)
+@pytest.mark.nightly
+@pytest.mark.parametrize("bug", [None, "elr-keeps-crashed-replica"])
+def test_the_elr_campaign_elects_the_clean_replica_and_catches_the_crashed_one(
+        docker_client, node_image, tmp_path, bug):
+    """Kafka's eligible_leader_replicas_test as a campaign: two followers shut down cleanly,
+    the leader loses power (nothing is fsynced but by a clean shutdown) and comes back before
+    the follower in the ELR. A correct node elects that follower and loses nothing; with
+    elr-keeps-crashed-replica the crashed leader is elected from the ELR and acknowledged
+    records are lost."""
+    fields = load_campaign(ROOT / "campaigns" / "elr.yaml")
+    code, results, run_dir = campaign(tmp_path, **{**fields, "seed": 1},
+                                      bugs=[bug] if bug else [])
+    q = results["checkers"]["queue"]
+    rows = [r for r in _history(run_dir) if r["process"] == "nemesis" and r["type"] == "info"]
+    assert any(r["f"] == "power-loss" for r in rows), run_dir
+    if bug is None:
+        assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+        assert results["coverage"]["reached"].get("elr-election", 0) >= 1, run_dir
+    else:
+        assert (code, results["valid"]) == (1, False), run_dir
+        assert set(q["bad_anomalies"]) & {"lost-write", "durability", "inconsistent-offsets"}, \
+            (q["bad_anomalies"], run_dir)
+

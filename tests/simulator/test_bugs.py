@@ -52,7 +52,11 @@ def test_bugs_json_lists_layers():
     assert by_name["reassign-skips-catch-up"]["needs_faults"] == ["reassign"]
     assert by_name["reassign-skips-catch-up"]["sim_options"] == {
         "extra_faults": {"reassign": 8000}}
+    elr = by_name["elr-keeps-crashed-replica"]
+    assert (elr["needs_faults"], elr["campaign"]) == (["elr-crash"], "campaigns/elr.yaml")
+    assert elr["sim_options"]["extra_faults"] == {"elr-crash": 8000}
+    assert elr["sim_options"]["crash_mean_ms"] is None, "the scenario alone: no fsync"
     assert all(r["needs_faults"] == [] for r in rows
                if r["name"] not in ("lease-read", "lease-read-step-proof", "skip-fsync",
-                                    "reassign-skips-catch-up"))
+                                    "reassign-skips-catch-up", "elr-keeps-crashed-replica"))
     assert all((ROOT / r["campaign"]).is_file() for r in rows if r["campaign"])

@@ -89,11 +89,12 @@ def test_the_twin_runs_the_stored_plan_and_operations(tmp_path):
 # What each simulated fault must visibly do in the run's stats.
 EFFECT = {"kill": "crashes", "power-loss": "crashes", "corrupt": "crashes",
           "partition": "partitions", "one-way": "partitions", "depose-leader": "partitions",
-          "strand-replica": "partitions", "disk-error": "halts", "disk-full": "halts"}
+          "strand-replica": "partitions", "disk-error": "halts", "disk-full": "halts",
+          "elr-crash": "crashes"}
 SPECS = {"partition": ("isolate-partition-leader", ""), "one-way": ("one", "deaf"),
          "clock": ("one", "bump"), "corrupt": ("one", "bitflip"),
          "depose-leader": ("partition", ""), "strand-replica": ("partition", ""),
-         "reassign": ("partition", "")}
+         "reassign": ("partition", ""), "elr-crash": ("partition", "")}
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
@@ -115,6 +116,8 @@ def test_every_fault_package_acts_in_the_twin_or_says_it_cannot(tmp_path, packag
             assert o.result.stats.get(EFFECT[package], 0) >= 1, (package, o.result.stats)
         if package == "reassign":  # the move was done
             assert o.result.coverage.get("reassignment-completed", 0) >= 1, o.result.coverage
+        if package == "elr-crash":  # the follower in the ELR led again
+            assert o.result.coverage.get("elr-election", 0) >= 1, o.result.coverage
     assert o.ok, (package, o.invariant, o.detail, o.counterexample)
 
 
