@@ -57,7 +57,7 @@ from typing import Callable
 from . import messages as m
 from . import metadata_records as mr
 from . import features, reassignment
-from . import partition_events as rc_events
+from . import partition_events
 from . import replication_control as rc
 from .coverage import Reached
 from .log import OffsetAndEpoch
@@ -196,7 +196,7 @@ class QuorumController:
         for r in records:
             delta.replay(r)
         offset = self.raft.append([(None, mr.encode(r)) for r in records], now)
-        for event, msg in rc_events.partition_changes(self.current, records):
+        for event, msg in partition_events.partition_changes(self.current, records):
             self._on_event(Reached(event, msg))
         self.current = delta.apply(offset + 1)
         self.last_written_offset = offset
