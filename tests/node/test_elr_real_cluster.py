@@ -1,7 +1,8 @@
 """Kafka's eligible_leader_replicas_test on node processes: one controller and three
 brokers with eligible leader replicas on and min.insync.replicas 2. Two followers shut
 down cleanly one after the other, then the leader crashes; the second follower, in the
-ELR, is elected when it is back, before the leader, which crashed and so left the ELR, and
+ELR, is elected when it is back, before the leader, which crashed and so left the ELR (it
+stays the last known leader, elected only were the ELR empty too), and
 before the first follower, which left the ISR while the ISR was at the minimum. Every
 record confluent-kafka's idempotent acks=all producer was told is written is read back,
 once and in order, although the crashed leader lost every record it had not flushed.
@@ -82,10 +83,10 @@ def test_a_clean_replica_is_elected_from_the_elr_and_nothing_acknowledged_is_los
     acked += produce(cluster, 100, 100)
     cluster.stop(second)  # below the minimum: the high watermark stops, `second` is eligible
     settled(cluster, leader, (leader, [leader], [second], []))
-    cluster.kill(leader)  # fenced after the session timeout: the ISR empties
-    cluster.start(first)
-    settled(cluster, first, (-1, [], sorted([leader, second]), []))
-    cluster.start(leader)  # back from a crash: out of the ELR, only last known
+    cluster.kill(leader)  # fenced after the session timeout: the ISR empties, and the
+    cluster.start(first)  # leader then is the last known one (balanced recovery)
+    settled(cluster, first, (-1, [], sorted([leader, second]), [leader]))
+    cluster.start(leader)  # back from a crash: out of the ELR; not elected, the ELR is not empty
     settled(cluster, first, (-1, [], [second], [leader]))
     cluster.start(second)
     wait_for("the ELR member elected", lambda: partition(cluster, first)[0] == second)

@@ -147,7 +147,7 @@ def chaoskraft(*args):
 
 
 def test_cli_says_what_broke_and_how_to_replay_it():
-    args = ["sim", "--workload", "queue", "--seed", "1", "--duration-s", "120",
+    args = ["sim", "--workload", "queue", "--seed", "2", "--duration-s", "120",
             "--bug", "skip-epoch-truncation"]
     p = chaoskraft(*args)
     assert p.returncode == 1, p.stderr[-2000:]
@@ -155,7 +155,7 @@ def test_cli_says_what_broke_and_how_to_replay_it():
     assert "partitions=" in p.stdout and "producers=" in p.stdout  # the options drawn
     line = next(x for x in p.stdout.splitlines() if "reproduce with:" in x)
     assert line.split("reproduce with: ")[1] == "chaoskraft " + " ".join(
-        ["sim", "--seed", "1", "--nodes", "5", "--duration-s", "120", "--workload", "queue",
+        ["sim", "--seed", "2", "--nodes", "5", "--duration-s", "120", "--workload", "queue",
          "--bug", "skip-epoch-truncation"])
     trace = next(x for x in p.stdout.splitlines() if " trace " in x).split(" trace ")[1]
     again = chaoskraft(*line.split("reproduce with: chaoskraft ")[1].split())
