@@ -1,6 +1,6 @@
 """The admin requests a broker forwards to the active controller, and its answers:
 CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics, ElectLeaders, the partition
-reassignments (altered and listed) and UpdateFeatures. They travel as every other node message
+reassignments (altered and listed), UpdateFeatures and the Raft voter changes. They travel as every other node message
 (``messages.TYPES``); nested fields are tuples of rows whose field types ``messages._ROWS``
 gives."""
 from __future__ import annotations
@@ -120,4 +120,34 @@ class UpdateFeaturesRequest:
 class UpdateFeaturesResponse:
     correlation_id: int
     error: int  # all or nothing, as Kafka's
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterRequest:
+    """Kafka's AddRaftVoter (KIP-853) to the quorum leader: an observer that has caught up
+    joins the voter set."""
+    correlation_id: int
+    cluster_id: str
+    voter_id: int
+    voter_directory_id: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterRequest:
+    """Kafka's RemoveRaftVoter (KIP-853) to the quorum leader."""
+    correlation_id: int
+    cluster_id: str
+    voter_id: int
+    voter_directory_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RaftVoterResponse:
+    """The answer to AddRaftVoter and RemoveRaftVoter: NONE once the new voter set is
+    committed."""
+    correlation_id: int
+    error: int
     message: str | None

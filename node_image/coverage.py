@@ -19,6 +19,8 @@ EVENTS: dict[str, str] = {
     "raft-leader-elected": "a controller became the KRaft quorum's leader in a new epoch",
     "raft-leader-resigned": "a KRaft leader resigned (check-quorum, shutdown, higher epoch)",
     "raft-truncation": "a KRaft follower truncated its log at a diverging epoch",
+    "raft-voters-changed": "a KRaft leader appended a new voter set (KIP-853: a voter added "
+                           "or removed, or a dynamic quorum's bootstrap set)",
     "snapshot-written": "a node wrote a metadata snapshot",
     "snapshot-loaded": "a node loaded a metadata snapshot (at start or fetched from the leader)",
     "broker-fenced": "the controller fenced a broker (missed heartbeats or shutdown)",

@@ -25,6 +25,7 @@ from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
                              AlterReassignmentsRequest, AlterReassignmentsResponse,
                              ListReassignmentsRequest, ListReassignmentsResponse,
                              UpdateFeaturesRequest, UpdateFeaturesResponse,
+                             AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
                              CreatePartitionsRequest, CreatePartitionsResponse,
                              CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                              DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
@@ -100,6 +101,8 @@ DUPLICATE_BROKER_REGISTRATION = 101
 INCONSISTENT_CLUSTER_ID = 104
 INELIGIBLE_REPLICA = 107
 INVALID_VOTER_KEY = 125
+DUPLICATE_VOTER = 126
+VOTER_NOT_FOUND = 127
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
 ELECTION_NOT_NEEDED = 84
@@ -449,7 +452,7 @@ TYPES: tuple[type, ...] = (
     DeleteTopicsResponse, QuorumStateRequest, QuorumStateResponse, ElectLeadersRequest,
     ElectLeadersResponse, AlterReassignmentsRequest, AlterReassignmentsResponse,
     ListReassignmentsRequest, ListReassignmentsResponse, UpdateFeaturesRequest,
-    UpdateFeaturesResponse,
+    UpdateFeaturesResponse, AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),

@@ -54,9 +54,13 @@ class ElectionState:
     leader_id: int | None = None
     voted_key: ReplicaKey | None = None
     voters: tuple[ReplicaKey, ...] = field(default=())
+    # 1: a dynamic quorum (KIP-853); ``voters`` is then the bootstrap set format wrote, the
+    # current one is in the log
+    kraft_version: int = 0
 
     def to_json(self) -> bytes:
-        return json.dumps({
+        extra = {"kraftVersion": self.kraft_version} if self.kraft_version else {}
+        return json.dumps({**extra,
             "leaderId": -1 if self.leader_id is None else self.leader_id,
             "leaderEpoch": self.epoch,
             "votedId": -1 if self.voted_key is None else self.voted_key.node_id,
@@ -77,6 +81,7 @@ class ElectionState:
                 voted_key=voted,
                 voters=tuple(ReplicaKey(int(v["voterId"]), v.get("directoryId"))
                              for v in d.get("currentVoters", [])),
+                kraft_version=int(d.get("kraftVersion", 0)),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise StorageError(f"{where} is not a valid quorum-state file: {exc}") from exc
@@ -90,20 +95,24 @@ def new_directory_id(rng=None) -> str:
 
 def format_storage(fs: FileSystem, log_dir: str, cluster_id: str, node_id: int,
                    voters: tuple[ReplicaKey, ...], directory_id: str,
-                   ignore_formatted: bool = False) -> MetaProperties:
-    """Kafka's ``kafka-storage format``: meta.properties and the first quorum-state."""
+                   ignore_formatted: bool = False, kraft_version: int = 0) -> MetaProperties:
+    """Kafka's ``kafka-storage format``: meta.properties and the first quorum-state.
+    ``kraft_version`` 1 formats a dynamic quorum (KIP-853): ``voters`` is its bootstrap voter
+    set, empty for a controller that will join one (``--no-initial-controllers``)."""
     fs.makedirs(log_dir)
     path = os.path.join(log_dir, META_PROPERTIES)
     if fs.exists(path) and not ignore_formatted:
         raise StorageError(f"{log_dir} is already formatted ({path} exists)")
-    if not voters:
-        raise StorageError("format needs at least one voter")
+    if not voters and kraft_version == 0:
+        raise StorageError("format needs at least one voter (or kraft.version 1 to join a "
+                           "dynamic quorum later)")
     props = (f"cluster.id={cluster_id}\ndirectory.id={directory_id}\n"
              f"node.id={node_id}\nversion=1\n").encode()
     meta_dir = os.path.join(log_dir, METADATA_DIR)
     fs.makedirs(meta_dir)
     write_durably(fs, os.path.join(meta_dir, QUORUM_STATE),
-                  ElectionState(epoch=0, voters=voters).to_json())
+                  ElectionState(epoch=0, voters=voters,
+                                kraft_version=kraft_version).to_json())
     write_durably(fs, path, props)
     return MetaProperties(cluster_id, node_id, directory_id)
 

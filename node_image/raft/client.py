@@ -71,6 +71,7 @@ from .state import (CandidateState, FollowerState, LeaderState, ProspectiveState
                     ResignedState, UnattachedState)
 from .api import CommittedBatch, LeaderAndEpoch, Listener, SafetyViolation
 from .election import Election
+from .reconfig import Reconfiguration
 from .replication import Replication
 from .snapshot import Snapshots
 
@@ -79,20 +80,20 @@ logger = logging.getLogger(__name__)
 __all__ = ["CommittedBatch", "KafkaRaftClient", "LeaderAndEpoch", "Listener", "SafetyViolation"]
 
 
-class KafkaRaftClient(Election, Replication, Snapshots):
-    """One replica of the quorum: its inputs, timers and listener; elections, replication
-    and snapshots are in the modules of those names."""
+class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
+    """One replica of the quorum: its inputs, timers and listener; elections, replication,
+    snapshots and voter changes (``reconfig``) are in the modules of those names."""
 
     def __init__(self, *, node_id: int, directory_id: str, cluster_id: str,
                  voters: tuple[ReplicaKey, ...], log: UnifiedLog, store: QuorumStateStore,
                  config: RaftConfig, rng: random.Random, outbox: Outbox,
                  now_ms: int, bugs: frozenset[str] = frozenset(),
                  on_event: Callable[[str], None] | None = None,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None, kraft_version: int = 0,
+                 bootstrap_servers: tuple[int, ...] = ()) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
         self.cluster_id = cluster_id
-        self.voters = {v.node_id: v for v in voters}
         self.log = log
         self.store = store
         self.config = config
@@ -106,6 +107,10 @@ class KafkaRaftClient(Election, Replication, Snapshots):
         self._parked_fetches: list[tuple[Any, m.FetchRequest, int]] = []
         self._next_listener_offset = 0
         self._bootstrap_index = node_id
+        # Whom an observer asks for the leader besides the voters (Kafka's
+        # controller.quorum.bootstrap.servers): a controller formatted to join a dynamic
+        # quorum knows no voter until it has fetched.
+        self.bootstrap_servers = tuple(b for b in bootstrap_servers if b != node_id)
         self._clock = clock
         self._input_ms = now_ms  # the caller's clock at the last input
         self._now = -1  # the Raft clock at the last input
@@ -114,8 +119,8 @@ class KafkaRaftClient(Election, Replication, Snapshots):
         self._fired: LeaderAndEpoch | None = None
         self.high_watermark: int | None = None
         self.local_key = ReplicaKey(node_id, directory_id)
+        self._init_voters(voters, kraft_version)  # self.voters, self.is_voter
         voter = self.voters.get(node_id)
-        self.is_voter = voter is not None and voter.matches(node_id, directory_id)
         if voter is not None and not self.is_voter:
             self._on_event(
                 f"directory id {directory_id} differs from the voter set's {voter.directory_id}: "
@@ -144,7 +149,8 @@ class KafkaRaftClient(Election, Replication, Snapshots):
     def _initial_state(self, now: int):
         election = self.store.read()
         if "forget-vote" in self.bugs:
-            election = ElectionState(election.epoch, election.leader_id, None, election.voters)
+            election = ElectionState(election.epoch, election.leader_id, None, election.voters,
+                                     election.kraft_version)
         self.persisted = election
         epoch = election.epoch
         last_epoch = self.log.last_fetched_epoch
@@ -326,4 +332,6 @@ class KafkaRaftClient(Election, Replication, Snapshots):
         m.FetchResponse: "_handle_fetch_response",
         m.FetchSnapshotRequest: "_handle_fetch_snapshot_request",
         m.FetchSnapshotResponse: "_handle_fetch_snapshot_response",
+        m.AddRaftVoterRequest: "_handle_add_voter",
+        m.RemoveRaftVoterRequest: "_handle_remove_voter",
     }

@@ -4,6 +4,8 @@ EndQuorumEpoch; the polls of candidates, prospectives, unattached replicas and r
 leaders."""
 from __future__ import annotations
 
+import dataclasses
+
 import msgpack
 
 from .. import messages as m
@@ -24,12 +26,15 @@ class Election:
         return (last_epoch, last_offset) >= (self.log.last_fetched_epoch, self.log.end_offset)
 
     def _persist(self, election: ElectionState) -> None:
+        election = dataclasses.replace(election, kraft_version=self.kraft_version)
         if election != self.persisted:
             self.store.write(election)
             self.persisted = election
 
     def _voters_tuple(self) -> tuple[ReplicaKey, ...]:
-        return tuple(self.voters[v] for v in sorted(self.voters))
+        """What quorum-state keeps: the voter set (kraft.version 0), or the bootstrap one
+        (1: the current one is in the log)."""
+        return self.history.entries[0][1].keys
 
     def _persist_unattached(self, epoch: int, voted: ReplicaKey | None, now: int):
         self._persist(ElectionState(epoch, None, voted, self._voters_tuple()))
@@ -48,6 +53,7 @@ class Election:
             for src, req, _ in self._parked_fetches:
                 self._send(src, self._fetch_error(req, m.NOT_LEADER_OR_FOLLOWER))
             self._parked_fetches.clear()
+            self._abandon_voter_change()
         self.requests.reset()
 
     def _to_unattached(self, epoch: int, now: int, voted: ReplicaKey | None = None) -> None:
@@ -118,6 +124,10 @@ class Election:
         batch = records.build_batch(start, s.epoch, [(records.control_key(
             records.CONTROL_LEADER_CHANGE), body)], now, control=True)
         self.log.append(batch)
+        if self.kraft_version >= 1 and self.history.latest_offset < 0:
+            # A dynamic quorum's first leader: the bootstrap voter set goes into the log,
+            # where observers (and controllers formatted to join) learn it.
+            self._append_voters(self.history.current, None, None, now, "bootstrap")
         self.log.flush()
         self._on_event(Reached("raft-leader-elected",
                                f"leader in epoch {s.epoch}, epoch start offset {start}"))
@@ -317,7 +327,9 @@ class Election:
         # Observers find the leader by asking the voters in turn.
         if now >= s.election_deadline_ms:
             s.election_deadline_ms = now + self.config.fetch_timeout_ms
-        voters = sorted(self.voters)
+        voters = sorted((set(self.voters) | set(self.bootstrap_servers)) - {self.node_id})
+        if not voters:
+            return
         target = voters[self._bootstrap_index % len(voters)]
         if all([self.requests.ready(v, now) for v in voters]):
             self._bootstrap_index += 1
@@ -325,7 +337,10 @@ class Election:
 
     def _poll_resigned(self, s: ResignedState, now: int) -> None:
         if now >= s.election_deadline_ms:
-            self._to_prospective(now)
+            if self.is_voter:
+                self._to_prospective(now)
+            else:  # removed from the voter set: an observer from now on
+                self._to_unattached(s.epoch, now, voted=self.local_key)
             return
         for v in sorted(s.unacked):
             if self.requests.ready(v, now):

@@ -102,25 +102,34 @@ class Replication:
 
     def _note_fetch(self, s: LeaderState, req: m.FetchRequest, offset: int | None, now: int) -> None:
         voter = self.voters.get(req.replica_id)
+        if offset is not None and offset >= self.log.end_offset:
+            caught_up = now
+        else:
+            caught_up = None
         if voter is not None and voter.matches(req.replica_id, req.replica_directory_id):
             rs = s.voters[req.replica_id]
             self._note_voter_contact(s, req.replica_id, now)
             s.begin_acked.add(req.replica_id)
             rs.last_fetch_ms = now
+            rs.caught_up_ms = caught_up or rs.caught_up_ms
             if offset is not None:
                 rs.end_offset = offset
                 self._maybe_advance_hwm(s, now)
         else:
             rs = s.observers.setdefault(req.replica_id, ReplicaState())
             rs.last_fetch_ms = now
+            if rs.directory_id != req.replica_directory_id:
+                rs.caught_up_ms = None
             rs.directory_id = req.replica_directory_id
+            rs.caught_up_ms = caught_up or rs.caught_up_ms
             if offset is not None:
                 rs.end_offset = offset
 
     def _note_voter_contact(self, s: LeaderState, voter: int, now: int) -> None:
         """Check quorum: a majority fetching within the timeout restarts the timer."""
         s.fetched_since_check.add(voter)
-        if len(s.fetched_since_check | {self.node_id}) >= self.majority():
+        me = {self.node_id} if self.is_voter else set()
+        if len(s.fetched_since_check | me) >= self.majority():
             s.fetched_since_check = set()
             s.check_quorum_deadline_ms = now + self.config.check_quorum_timeout_ms()
 
@@ -149,6 +158,7 @@ class Replication:
                     f"node {self.node_id} truncated to {offset} below its high watermark "
                     f"{committed} (diverging epoch {resp.diverging_epoch} ends at "
                     f"{resp.diverging_end_offset})")
+            self._after_truncation()
             self._on_event(Reached("raft-truncation",
                                    f"truncated to {offset}: diverged from leader {src} at epoch "
                                    f"{resp.diverging_epoch} end offset {resp.diverging_end_offset}"))
@@ -167,6 +177,7 @@ class Replication:
                         raise records.CorruptBatchError(
                             f"batch at {header.base_offset}, our log ends at {self.log.end_offset}")
                     self.log.append(batch)
+                    self._note_batch(header, batch)
             except (records.CorruptBatchError, ValueError) as exc:
                 self._on_event(f"fetch response from {src} rejected: {exc}")
             self.log.flush()
@@ -192,8 +203,11 @@ class Replication:
             self._send_fetch(s.leader_id, now)
 
     def _poll_leader(self, s: LeaderState, now: int) -> None:
+        if self._removed_leader_done(s):
+            self._to_resigned(now, "removed from the voter set, and the change is committed")
+            return
         if now >= s.check_quorum_deadline_ms:
-            if len(self.voters) == 1:
+            if self.is_voter and len(self.voters) == 1:
                 s.check_quorum_deadline_ms = now + self.config.check_quorum_timeout_ms()
             else:
                 fetched = sorted(s.fetched_since_check | {self.node_id})
@@ -217,7 +231,7 @@ class Replication:
     def _update_local_end(self, now: int) -> None:
         s = self.state
         assert isinstance(s, LeaderState)
-        s.voters[self.node_id].end_offset = self.log.flushed_end_offset
+        self.own_replica_state(s).end_offset = self.log.flushed_end_offset
         self._maybe_advance_hwm(s, now)
         if self._parked_fetches:
             parked, self._parked_fetches = self._parked_fetches, []
@@ -238,6 +252,7 @@ class Replication:
         s.high_watermark = candidate
         self.high_watermark = max(self.high_watermark or 0, candidate) \
             if "hwm-ignores-epoch" not in self.bugs else candidate
+        self._complete_voter_change(s)
         if self._parked_fetches:
             parked, self._parked_fetches = self._parked_fetches, []
             for src, req, _ in parked:

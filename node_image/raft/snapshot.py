@@ -10,6 +10,7 @@ from ..coverage import Reached
 from ..log import OffsetAndEpoch
 from .state import FollowerState, LeaderState
 from .api import SafetyViolation
+from .voters import control_entries
 
 
 class Snapshots:
@@ -82,6 +83,7 @@ class Snapshots:
                            f"fetching again")
             return
         self.log.install_snapshot(snap, data)
+        self._after_snapshot_install(snap)
         self._on_event(Reached("snapshot-loaded",
                                f"installed snapshot {snap.offset}-{snap.epoch}; log restarts there"))
         if self.high_watermark is None or self.high_watermark < snap.offset:
@@ -113,6 +115,10 @@ class Snapshots:
         parts = [records.build_batch(0, snap.epoch, [(records.control_key(
             records.CONTROL_SNAPSHOT_HEADER), header)], now, control=True)]
         offset = 1
+        if self.kraft_version >= 1:  # the voter set at the snapshot's end (KIP-853)
+            control = control_entries(self.history.at(end_offset - 1))
+            parts.append(records.build_batch(offset, snap.epoch, control, now, control=True))
+            offset += len(control)
         for i in range(0, len(entries), 200):
             chunk = entries[i:i + 200]
             parts.append(records.build_batch(offset, snap.epoch, chunk, now))

@@ -60,6 +60,8 @@ class ReplicaState:
     # The high watermark the last fetch response to this replica carried: a fetch at the
     # log end is parked only while the replica already knows the current one.
     hwm_sent: int | None = None
+    # When its fetch last reached the leader's log end (KIP-853: a voter added must have)
+    caught_up_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -120,7 +122,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     ("Follower", "Unattached"): "same-or-higher",  # fetch timeout (observers); higher epoch
     ("Follower", "Follower"): "higher",  # the leader of a later epoch (never two in one)
     ("Resigned", "Prospective"): "same",  # election timeout
-    ("Resigned", "Unattached"): "higher",
+    ("Resigned", "Unattached"): "same-or-higher",  # removed from the voter set; higher epoch
     ("Resigned", "Follower"): "higher",
 }
 _EPOCH_RULES = {"same": lambda a, b: b == a, "next": lambda a, b: b == a + 1,

@@ -35,6 +35,14 @@ Commands:
   clock N ms=T            node N's wall clock steps T ms (negative: back); its Raft
                           timers run on it, never backward, as Kafka's do
   lease N                 does node N hold a leader lease now (``lease_holds``)
+  add-voter N [to=L]      AddRaftVoter of node N to the leader (or L); its answer shows as
+                          ``nL answers admin ...``
+  remove-voter N [to=L]   RemoveRaftVoter of node N
+  voters                  every node's voter set, and whether it is the bootstrap one
+
+``add-nodes N observers=K kraft=1`` formats a dynamic quorum (KIP-853): the voters with the
+bootstrap voter set 1..N, the observers as controllers that will join it (no initial
+controllers).
 
 Each node's Raft clock is its wall clock: ``WALL_MS`` plus the scenario's time plus
 the steps ``clock`` gave it.
@@ -75,8 +83,9 @@ SHOWN = {
                       "snapshot_epoch"),
     m.FetchSnapshotRequest: ("epoch", "snapshot_offset", "position"),
     m.FetchSnapshotResponse: ("leader_epoch", "snapshot_offset", "size", "position", "error"),
+    m.RaftVoterResponse: ("error", "message"),
 }
-DEFAULTS = {"error": 0, "diverging_epoch": -1, "diverging_end_offset": -1,
+DEFAULTS = {"error": 0, "message": None, "diverging_epoch": -1, "diverging_end_offset": -1,
             "snapshot_offset": -1, "snapshot_epoch": -1}
 
 
@@ -153,6 +162,9 @@ class Net:
     def _collect(self, node_id: int) -> None:
         c = self.nodes[node_id]
         for dest, msg in c.outbox.take():
+            if dest == "admin":
+                self.out.append(f"n{node_id} answers admin {show(msg)}")
+                continue
             self.queue.append((node_id, dest, msg))
             self.out.append(f"n{node_id} => n{dest} {show(msg)}")
 
@@ -163,8 +175,11 @@ class Net:
         store = QuorumStateStore(disk, metadata_dir)
         log = UnifiedLog(disk, metadata_dir, 1 << 20,
                          lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"))
+        election = store.read()
         c = KafkaRaftClient(node_id=node_id, directory_id=meta.directory_id, cluster_id=CLUSTER,
-                            voters=store.read().voters, log=log, store=store, config=CONFIG,
+                            voters=election.voters, kraft_version=election.kraft_version,
+                            bootstrap_servers=tuple(sorted(self.disks)) if election.kraft_version
+                            else (), log=log, store=store, config=CONFIG,
                             rng=random.Random(f"raft-{node_id}"), outbox=Outbox(),
                             now_ms=self.now, bugs=self.bugs,
                             on_event=lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"),
@@ -185,13 +200,20 @@ class Net:
 
     def add_nodes(self, args, kw) -> None:
         n, observers = int(args[0]), int(kw.get("observers", 0))
+        kraft = int(kw.get("kraft", 0))
         self.bugs = frozenset(b for b in kw.get("bugs", "").split(",") if b) | self.bugs
         rng = random.Random("raft-scenarios")
         dirs = {i: new_directory_id(rng) for i in range(1, n + observers + 1)}
+        self.dirs = dirs
         self.voters = tuple(ReplicaKey(i, dirs[i]) for i in range(1, n + 1))
         for i in range(1, n + observers + 1):
             self.disks[i] = SimDisk()
-            format_storage(self.disks[i], LOG_DIR, CLUSTER, i, self.voters, dirs[i])
+        for i in range(1, n + observers + 1):
+            # kraft=1: a dynamic quorum; its observers are controllers formatted to join it
+            # (no initial controllers: they learn the voter set from the log)
+            format_storage(self.disks[i], LOG_DIR, CLUSTER, i,
+                           self.voters if i <= n or not kraft else (), dirs[i],
+                           kraft_version=kraft)
             self.nodes[i] = self._make(i)
             self._collect(i)
             kind = "voter" if i <= n else "observer"
@@ -321,7 +343,40 @@ class Net:
         holds = self.nodes[n].lease_holds(self.now)
         self.out.append(f"n{n} lease {'holds' if holds else 'does not hold'}")
 
-    COMMANDS = {"clock": clock, "lease": lease, "add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
+    def _leader(self, kw) -> int:
+        if "to" in kw:
+            return self._node(kw["to"])
+        leaders = [i for i, c in self.nodes.items() if c is not None and c.is_leader()]
+        if not leaders:
+            raise ValueError("no leader to send the request to")
+        return leaders[0]
+
+    def add_voter(self, args, kw) -> None:
+        n = int(args[0].lstrip("n"))
+        to = self._leader(kw)
+        req = m.AddRaftVoterRequest(1, CLUSTER, n, self.dirs[n], f"10.0.0.{n}", 9093)
+        self.out.append(f"admin -> n{to} add voter n{n}")
+        self._run(to, lambda c: c.handle("admin", req, self.now))
+
+    def remove_voter(self, args, kw) -> None:
+        n = int(args[0].lstrip("n"))
+        to = self._leader(kw)
+        req = m.RemoveRaftVoterRequest(1, CLUSTER, n, self.dirs[n])
+        self.out.append(f"admin -> n{to} remove voter n{n}")
+        self._run(to, lambda c: c.handle("admin", req, self.now))
+
+    def voters(self, args, kw) -> None:
+        for i, c in self.nodes.items():
+            if c is None:
+                self.out.append(f"n{i}: down")
+                continue
+            latest = c.history.latest_offset
+            self.out.append(f"n{i}: voters {sorted(c.voters)} "
+                            f"({'voter' if c.is_voter else 'observer'}; "
+                            f"{'bootstrap set' if latest < 0 else f'record at {latest}'})")
+
+    COMMANDS = {"clock": clock, "add-voter": add_voter, "remove-voter": remove_voter,
+                "voters": voters, "lease": lease, "add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
                 "stabilize": stabilize, "partition": partition, "heal": heal, "append": append,
                 "resign": resign, "crash": crash, "restart": restart, "snapshot": snapshot,
                 "status": status}

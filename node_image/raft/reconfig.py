@@ -1,0 +1,201 @@
+"""Dynamic quorum reconfiguration (KIP-853): the voter set read from the log, and
+AddRaftVoter / RemoveRaftVoter at the leader.
+
+The leader's rules, as Kafka's AddVoterHandler and RemoveVoterHandler:
+
+- only under ``kraft.version`` 1 (else UNSUPPORTED_VERSION);
+- only once the leader's epoch is committed (it has a high watermark) and no voter change
+  is uncommitted: one change at a time (else REQUEST_TIMED_OUT, try again);
+- a new voter must not be one already (DUPLICATE_VOTER) and must have caught up: it fetched
+  as an observer, with the directory id named, up to the leader's log end within the fetch
+  timeout (else REQUEST_TIMED_OUT);
+- a voter removed must be one, with that directory id (VOTER_NOT_FOUND); the last voter
+  cannot be removed (INVALID_REQUEST);
+- the new set takes effect when its VotersRecord is appended (majorities are counted in it
+  from then on), and the request is answered once the record is committed; a leader that
+  loses its leadership first answers REQUEST_TIMED_OUT (the change may still commit);
+- a leader that removed itself resigns once the change is committed and goes on as an
+  observer.
+"""
+from __future__ import annotations
+
+from .. import messages as m
+from .. import records
+from ..coverage import Reached
+from ..storage import ReplicaKey
+from .state import LeaderState, ReplicaState
+from .voters import (CONTROL_KRAFT_VERSION, VoterSet, VoterSetHistory, control_entries,
+                     voters_in)
+
+
+class Reconfiguration:
+    """Mixed into :class:`~node_image.raft.client.KafkaRaftClient`."""
+
+    def _init_voters(self, bootstrap: tuple[ReplicaKey, ...], kraft_version: int) -> None:
+        self.kraft_version = kraft_version
+        self.history = VoterSetHistory(VoterSet(tuple(bootstrap)))
+        self._voter_change = None  # (record offset, src, correlation id) at the leader
+        if kraft_version >= 1:
+            snap = self.log.latest_snapshot_id()
+            if snap is not None:
+                self._voters_from_snapshot(snap)
+            for entry in self.log.batch_entries(self.log.start_offset, self.log.end_offset):
+                data = self.log.read_entry(entry)
+                self._note_batch(records.parse_header(data[:records.HEADER_SIZE]), data)
+        self._refresh_voters()
+
+    def _voters_from_snapshot(self, snap) -> None:
+        for header, batch in records.iter_batches(self.log.read_snapshot(snap)):
+            for _, voters in voters_in(header, batch):
+                self.kraft_version = 1
+                self.history.reset(snap.offset - 1, voters)
+
+    def _note_batch(self, header: records.BatchHeader, batch: bytes) -> bool:
+        """Read a batch appended to the log for voter sets; True if the set changed."""
+        if not header.is_control:
+            return False
+        changed = False
+        for offset, voters in voters_in(header, batch):
+            self.kraft_version = 1
+            self.history.add(offset, voters)
+            changed = True
+        if not changed and self.kraft_version == 0 and any(
+                r.key == records.control_key(CONTROL_KRAFT_VERSION)
+                for r in records.decode_records(batch)[1]):
+            self.kraft_version = 1
+        if changed:
+            self._refresh_voters()
+        return changed
+
+    def _after_truncation(self) -> None:
+        if self.history.truncate(self.log.end_offset):  # the voter set goes back with the log
+            self._refresh_voters()
+
+    def _after_snapshot_install(self, snap) -> None:
+        self._voters_from_snapshot(snap)
+        self._refresh_voters()
+
+    def _refresh_voters(self) -> None:
+        voters = self.history.current.as_dict()
+        old = getattr(self, "voters", None)
+        self.voters = voters
+        key = voters.get(self.node_id)
+        self.is_voter = key is not None and key.matches(self.node_id, self.directory_id)
+        s = getattr(self, "state", None)
+        if old is not None and old != voters:
+            self._on_event(f"voter set is now {sorted(voters)}"
+                           + ("" if self.is_voter else " (this node observes)"))
+        if not isinstance(s, LeaderState):
+            return
+        for v, key in voters.items():
+            if v not in s.voters:
+                rs = s.observers.pop(v, None)
+                if rs is None or (key.directory_id is not None and rs.directory_id is not None
+                                  and rs.directory_id != key.directory_id):
+                    rs = ReplicaState(directory_id=key.directory_id)
+                s.voters[v] = rs
+        for v in [v for v in s.voters if v not in voters]:
+            s.observers[v] = s.voters.pop(v)
+        self._maybe_advance_hwm(s, self._now)
+
+    def own_replica_state(self, s: LeaderState) -> ReplicaState:
+        rs = s.voters.get(self.node_id)
+        return rs if rs is not None else s.observers.setdefault(self.node_id, ReplicaState())
+
+    def voter_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        return self.history.current.endpoint(node_id)
+
+    # ------------------------------------------------------------ the leader's handlers
+
+    def _voter_change_refusal(self, cluster_id: str) -> tuple[int, str] | None:
+        s = self.state
+        if cluster_id and cluster_id != self.cluster_id:
+            return m.INCONSISTENT_CLUSTER_ID, f"cluster {cluster_id!r} is not {self.cluster_id!r}"
+        if not isinstance(s, LeaderState):
+            return m.NOT_LEADER_OR_FOLLOWER, f"node {self.node_id} is not the quorum leader"
+        if self.kraft_version < 1:
+            return m.UNSUPPORTED_VERSION, "kraft.version is 0: the voter set is static"
+        if s.high_watermark is None:
+            return m.REQUEST_TIMED_OUT, f"epoch {s.epoch} is not committed yet"
+        if self._voter_change is not None or self.history.latest_offset >= s.high_watermark:
+            return m.REQUEST_TIMED_OUT, "a voter change is not committed yet"
+        return None
+
+    def _handle_add_voter(self, src, req: m.AddRaftVoterRequest, now: int) -> None:
+        why = self._voter_change_refusal(req.cluster_id) or self._add_refusal(req, now)
+        if why is not None:
+            self._send(src, m.RaftVoterResponse(req.correlation_id, *why))
+            return
+        voters = self.history.current.with_voter(
+            ReplicaKey(req.voter_id, req.voter_directory_id),
+            (req.host, req.port) if req.host else None)
+        self._append_voters(voters, src, req.correlation_id, now,
+                            f"adding voter {req.voter_id}")
+
+    def _add_refusal(self, req: m.AddRaftVoterRequest, now: int) -> tuple[int, str] | None:
+        if req.voter_id in self.voters:
+            return m.DUPLICATE_VOTER, f"{req.voter_id} is a voter already"
+        rs = self.state.observers.get(req.voter_id)
+        if rs is None or rs.directory_id != req.voter_directory_id:
+            return m.REQUEST_TIMED_OUT, (f"{req.voter_id} with directory "
+                                         f"{req.voter_directory_id} does not fetch from the "
+                                         f"leader")
+        if rs.caught_up_ms is None or now - rs.caught_up_ms > self.config.fetch_timeout_ms:
+            return m.REQUEST_TIMED_OUT, (f"{req.voter_id} has not caught up with the leader "
+                                         f"(fetched to {rs.end_offset}, log end "
+                                         f"{self.log.end_offset})")
+        return None
+
+    def _handle_remove_voter(self, src, req: m.RemoveRaftVoterRequest, now: int) -> None:
+        why = self._voter_change_refusal(req.cluster_id) or self._remove_refusal(req)
+        if why is not None:
+            self._send(src, m.RaftVoterResponse(req.correlation_id, *why))
+            return
+        self._append_voters(self.history.current.without(req.voter_id), src,
+                            req.correlation_id, now, f"removing voter {req.voter_id}")
+
+    def _remove_refusal(self, req: m.RemoveRaftVoterRequest) -> tuple[int, str] | None:
+        key = self.voters.get(req.voter_id)
+        if key is None or not key.matches(req.voter_id, req.voter_directory_id or None):
+            return m.VOTER_NOT_FOUND, (f"{req.voter_id} with directory "
+                                       f"{req.voter_directory_id} is not a voter")
+        if len(self.voters) == 1:
+            return m.INVALID_REQUEST, f"{req.voter_id} is the only voter"
+        return None
+
+    def _append_voters(self, voters: VoterSet, src, correlation_id, now: int, why: str) -> int:
+        s = self.state
+        assert isinstance(s, LeaderState)
+        offset = self.log.end_offset
+        entries = control_entries(voters)
+        if src is not None:  # a change: the KRaftVersionRecord went in with the bootstrap set
+            entries = entries[1:]
+        batch = records.build_batch(offset, s.epoch, entries, now, control=True)
+        header = self.log.append(batch)
+        self.log.flush()
+        self._on_event(Reached("raft-voters-changed",
+                               f"{why}: voter set {sorted(voters.as_dict())} at offset {offset}"))
+        if src is not None:
+            self._voter_change = (offset, src, correlation_id)
+        self._note_batch(header, batch)
+        self._update_local_end(now)
+        return offset
+
+    def _complete_voter_change(self, s: LeaderState) -> None:
+        """Answer the pending change once committed; a removed leader then resigns."""
+        change = self._voter_change
+        if change is not None and s.high_watermark is not None and s.high_watermark > change[0]:
+            self._voter_change = None
+            self._send(change[1], m.RaftVoterResponse(change[2], m.NONE, None))
+
+    def _abandon_voter_change(self) -> None:
+        change, self._voter_change = self._voter_change, None
+        if change is not None:
+            self._send(change[1], m.RaftVoterResponse(
+                change[2], m.REQUEST_TIMED_OUT,
+                "leadership lost before the change committed: it may still take effect"))
+
+    def _removed_leader_done(self, s: LeaderState) -> bool:
+        """A leader no longer in the voter set whose removal is committed."""
+        return (not self.is_voter and s.high_watermark is not None
+                and s.high_watermark > self.history.latest_offset)
