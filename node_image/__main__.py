@@ -1,12 +1,19 @@
 """``python -m node_image format|start``: the node's own command line.
 
     python -m node_image format --config server.properties --cluster-id ID \
-        [--initial-controllers 1@host:port:DIRID,...] [--directory-id DIRID]
+        [--initial-controllers 1@host:port:DIRID,... | --standalone | --no-initial-controllers]
+        [--feature kraft.version=1] [--directory-id DIRID]
     python -m node_image start --config server.properties
 
 ``format`` is Kafka's ``kafka-storage format``: it writes meta.properties and
 the first quorum-state. Without ``--initial-controllers`` the voters come from
 ``controller.quorum.voters`` with no directory ids (a static quorum).
+
+A dynamic quorum (KIP-853, ``kraft.version`` 1, voters added and removed while it runs):
+``--standalone`` (this controller alone is the first voter), ``--no-initial-controllers``
+(a controller that will join a quorum that exists: it observes until AddRaftVoter adds it),
+or ``--initial-controllers ... --feature kraft.version=1``. ``--initial-controllers`` alone
+stays at ``kraft.version`` 0 (a static voter set with directory ids).
 Exit codes: 0 ok, 2 bad configuration or storage, 1 crash.
 """
 from __future__ import annotations
@@ -42,6 +49,24 @@ def _initial_controllers(text: str) -> tuple[ReplicaKey, ...]:
     return tuple(keys)
 
 
+def _kraft_version(args) -> int:
+    level = 1 if args.standalone or args.no_initial_controllers else 0
+    for item in args.feature:
+        name, _, value = item.partition("=")
+        if name != "kraft.version" or value not in ("0", "1"):
+            raise ConfigError(f"--feature {item!r}: format knows kraft.version=0 or 1")
+        level = int(value)
+    picked = [f for f in ("standalone", "no_initial_controllers", "initial_controllers")
+              if getattr(args, f)]
+    if len(picked) > 1:
+        raise ConfigError("--standalone, --no-initial-controllers and --initial-controllers "
+                          "exclude each other")
+    if level == 0 and (args.standalone or args.no_initial_controllers):
+        raise ConfigError("--standalone and --no-initial-controllers format a dynamic quorum: "
+                          "kraft.version 1")
+    return level
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m node_image")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -49,6 +74,9 @@ def main(argv=None) -> int:
     f.add_argument("--config", required=True)
     f.add_argument("--cluster-id", required=True)
     f.add_argument("--initial-controllers")
+    f.add_argument("--standalone", action="store_true")
+    f.add_argument("--no-initial-controllers", action="store_true")
+    f.add_argument("--feature", action="append", default=[])
     f.add_argument("--directory-id")
     f.add_argument("--ignore-formatted", action="store_true")
     s = sub.add_parser("start")
@@ -59,11 +87,22 @@ def main(argv=None) -> int:
     try:
         config = _read_config(args.config)
         if args.cmd == "format":
-            voters = (_initial_controllers(args.initial_controllers) if args.initial_controllers
-                      else tuple(ReplicaKey(v) for v in sorted(config.voters)))
+            kraft_version = _kraft_version(args)
+            directory_id = args.directory_id or new_directory_id()
+            if args.standalone:
+                voters = (ReplicaKey(config.node_id, directory_id),)
+            elif args.no_initial_controllers:
+                voters = ()
+            elif args.initial_controllers:
+                voters = _initial_controllers(args.initial_controllers)
+            else:
+                voters = tuple(ReplicaKey(v) for v in sorted(config.voters))
+            if kraft_version and any(v.directory_id is None for v in voters):
+                raise ConfigError("kraft.version 1 needs each initial controller's directory "
+                                  "id: --initial-controllers id@host:port:directoryId,...")
             meta = format_storage(RealFileSystem(), config.log_dir, args.cluster_id, config.node_id,
-                                  voters, args.directory_id or new_directory_id(),
-                                  args.ignore_formatted)
+                                  voters, directory_id, args.ignore_formatted,
+                                  kraft_version=kraft_version)
             print(f"formatted {config.log_dir}: cluster.id={meta.cluster_id} "
                   f"node.id={meta.node_id} directory.id={meta.directory_id}")
             return 0

@@ -8,7 +8,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 |---|---|---|
 | node.id | required | this node's id |
 | process.roles | controller | ``controller``, ``broker`` or both |
-| controller.quorum.voters | required | ``id@host:port,...``: the static voter set |
+| controller.quorum.voters | required | ``id@host:port,...``: the static voter set; under ``kraft.version`` 1 (a dynamic quorum) where every controller that may become a voter listens, the voter set being in the log |
 | listeners | CONTROLLER://0.0.0.0:9093 | where the listeners bind: ``CONTROLLER://`` (Raft, broker-to-controller and replication RPCs) and, with the broker role, ``PLAINTEXT://`` (the Kafka protocol, e.g. ``PLAINTEXT://0.0.0.0:9092``) |
 | advertised.listeners | PLAINTEXT://:9092 | the Kafka address given to clients; an empty host means this host's address (``hostname`` resolved) |
 | log.dirs | required | the data directory (one) |

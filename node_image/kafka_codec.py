@@ -61,6 +61,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
                                   ListTransactionsResponse)
 from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest,
                                      HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
                                      LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
@@ -79,6 +80,15 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddOffsetsToTxnResp
                                      InitProducerIdResponse, ProduceRequest, ProduceResponse,
                                      TxnOffsetCommitRequest, TxnOffsetCommitResponse)
 
+_SCHEMAS = "node_image.kafka_schemas"
+
+
+class AddRaftVoterRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class AddRaftVoterResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class RemoveRaftVoterRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class RemoveRaftVoterResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+
+
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
@@ -92,6 +102,7 @@ ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS = 34, 35, 7
 ELECT_LEADERS = 43
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 UPDATE_FEATURES = 57
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 # api key -> (min version, max version, request class, response class)
@@ -144,6 +155,8 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0, ListPartitionReassignmentsRequest,
                                    ListPartitionReassignmentsResponse),
     UPDATE_FEATURES: (0, 2, UpdateFeaturesRequest, UpdateFeaturesResponse),
+    ADD_RAFT_VOTER: (0, 1, AddRaftVoterRequest, AddRaftVoterResponse),
+    REMOVE_RAFT_VOTER: (0, 0, RemoveRaftVoterRequest, RemoveRaftVoterResponse),
 }
 # api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
 API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}

@@ -76,7 +76,14 @@ class Node:
                                       fsync="unsynced-quorum-state" not in config.bugs)
         election = self.store.read()
         formatted = sorted(v.node_id for v in election.voters)
-        if formatted != sorted(config.voters):
+        if election.kraft_version >= 1:
+            # A dynamic quorum: controller.quorum.voters is where every controller that may
+            # become a voter listens; the voter set itself is in the log.
+            if not set(formatted) <= set(config.voters):
+                raise StorageError(
+                    f"controller.quorum.voters names {sorted(config.voters)} but "
+                    f"{self.store.path} was formatted with bootstrap voters {formatted}")
+        elif formatted != sorted(config.voters):
             raise StorageError(
                 f"controller.quorum.voters names {sorted(config.voters)} but {self.store.path} "
                 f"was formatted with voters {formatted}")
@@ -86,7 +93,8 @@ class Node:
             node_id=config.node_id, directory_id=self.meta.directory_id,
             cluster_id=self.meta.cluster_id, voters=election.voters, log=self.log,
             store=self.store, config=config.raft, rng=rng, outbox=self.outbox,
-            now_ms=now_ms, bugs=config.bugs, on_event=self._on_event, clock=wall_clock)
+            now_ms=now_ms, bugs=config.bugs, on_event=self._on_event, clock=wall_clock,
+            kraft_version=election.kraft_version, bootstrap_servers=tuple(sorted(config.voters)))
         b = config.broker
         options = ControllerOptions(
             idle_interval_ms=config.idle_interval_ms, snapshot_max_bytes=config.snapshot_max_bytes,
@@ -157,9 +165,13 @@ class Node:
         self.raft.poll(now_ms)
 
     def peer_address(self, node_id: int) -> tuple[str, int] | None:
-        """The internal address of a node: a voter's from the config, a broker's from metadata."""
+        """The internal address of a node: a controller's from the config (else from the
+        voter set), a broker's from metadata."""
         if node_id in self.config.voters:
             return self.config.voters[node_id]
+        endpoint = self.raft.voter_endpoint(node_id)
+        if endpoint is not None:
+            return endpoint
         reg = self.controller.committed.brokers.get(node_id)
         return None if reg is None else reg.endpoint("INTERNAL")
 
@@ -237,7 +249,8 @@ class Node:
     def quorum_state(self, correlation_id: int, now_ms: int) -> m.QuorumStateResponse:
         """Kafka's DescribeQuorum, as the quorum leader sees it (NOT_LEADER_OR_FOLLOWER
         elsewhere); fetch times on this node's wall clock."""
-        nodes = tuple((v, host, port) for v, (host, port) in sorted(self.config.voters.items()))
+        nodes = tuple((v,) + tuple(self.peer_address(v)) for v in sorted(self.raft.voters)
+                      if self.peer_address(v) is not None)
         state = self.raft.quorum_state(now_ms)
         if state is None:
             leader = self.raft.leader_id()

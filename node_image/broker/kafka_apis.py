@@ -138,6 +138,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             kc.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
             kc.UPDATE_FEATURES: self._update_features,
+            kc.ADD_RAFT_VOTER: self._add_raft_voter,
+            kc.REMOVE_RAFT_VOTER: self._remove_raft_voter,
         }[req.api_key]
         handler(src, req, now)
 

@@ -1,6 +1,8 @@
 """The cluster's shape: AlterPartitionReassignments (v0-1) and ListPartitionReassignments
 (v0), answered by the active controller (``node_image/reassignment.py``), and UpdateFeatures
-(v0-2, ``node_image/features.py``), forwarded there as Kafka's brokers forward them."""
+(v0-2, ``node_image/features.py``), forwarded there as Kafka's brokers forward them; and
+AddRaftVoter (v0-1) / RemoveRaftVoter (v0), forwarded to the quorum leader (the active
+controller), whose Raft client answers them (``node_image/raft/reconfig.py``)."""
 from __future__ import annotations
 
 from ... import messages as m
@@ -95,3 +97,33 @@ class ClusterShapeApis:
         self._via_controller(
             now, max(body.timeout_ms, 1000), reply,
             lambda c: m.UpdateFeaturesRequest(c, rows, validate_only))
+
+    def _add_raft_voter(self, src, req: KafkaRequest, now: int) -> None:
+        """AddRaftVoter (KIP-853) through the quorum leader, answered once the new voter set
+        is committed (v1's AckWhenCommitted false is answered the same way)."""
+        body = req.body
+        listeners = list(body.listeners or ())
+        chosen = next((x for x in listeners if x.name == "CONTROLLER"),
+                      listeners[0] if listeners else None)
+        host, port = (chosen.host, chosen.port) if chosen is not None else ("", -1)
+        self._via_controller(
+            now, max(body.timeout_ms, 1000), self._voter_reply(src, req),
+            lambda c: m.AddRaftVoterRequest(c, body.cluster_id or "", body.voter_id,
+                                            str(body.voter_directory_id), host, port))
+
+    def _remove_raft_voter(self, src, req: KafkaRequest, now: int) -> None:
+        """RemoveRaftVoter (KIP-853) through the quorum leader."""
+        body = req.body
+        self._via_controller(
+            now, self.options.request_timeout_ms, self._voter_reply(src, req),
+            lambda c: m.RemoveRaftVoterRequest(c, body.cluster_id or "", body.voter_id,
+                                               str(body.voter_directory_id)))
+
+    def _voter_reply(self, src, req: KafkaRequest):
+        R = self._cls(req)
+
+        def reply(resp, error):
+            code, message = (resp.error, resp.message) if resp is not None else (
+                _missing(error), None)
+            self._reply(src, req, R(throttle_time_ms=0, error_code=code, error_message=message))
+        return reply
