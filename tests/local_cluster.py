@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from workloads.register_client import Indeterminate, RegisterClient
@@ -28,11 +29,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 class LocalCluster:
     def __init__(self, root: Path, nodes: int = 3, port: int | None = None,
                  extra_config: dict[str, str] | None = None, cluster_id: str = "local",
-                 brokers: bool = False, controllers: int | None = None) -> None:
+                 brokers: bool = False, controllers: int | None = None,
+                 joining: tuple[int, ...] = ()) -> None:
         """``brokers``: every node is also a broker with a Kafka listener on
         127.0.0.<id>:``kafka_port``. ``controllers``: only the first that many nodes are
         voters, with the controller role alone; the others are brokers alone (isolated
-        mode; needs ``brokers``)."""
+        mode; needs ``brokers``). ``joining``: a dynamic quorum (KIP-853, kraft.version 1)
+        whose bootstrap voters are the other controllers; these controllers (brokers too in
+        combined mode) are formatted to join it (``--no-initial-controllers``) and observe
+        until AddRaftVoter adds them."""
         self.root = Path(root)
         self.ids = list(range(1, nodes + 1))
         voter_ids = self.ids[:controllers] if controllers else self.ids
@@ -43,7 +48,13 @@ class LocalCluster:
         while brokers and self.kafka_port in (None, self.port):  # two listeners, two ports
             self.kafka_port = free_port()
         self.procs: dict[int, subprocess.Popen] = {}
+        self.joining = tuple(joining)
+        # every controller's address, joining ones included (where observers look for the
+        # leader; under kraft.version 1 the voter set itself is in the log)
         voters = ",".join(f"{i}@{self.host(i)}:{self.port}" for i in voter_ids)
+        self.directory_ids = {i: str(uuid.UUID(int=i, version=4)) for i in self.ids}
+        initial = ",".join(f"{i}@{self.host(i)}:{self.port}:{self.directory_ids[i]}"
+                           for i in voter_ids if i not in self.joining)
         for i in self.ids:
             lines = {
                 "node.id": str(i), "process.roles": "controller",
@@ -57,7 +68,12 @@ class LocalCluster:
                 lines["advertised.listeners"] = f"PLAINTEXT://{self.host(i)}:{self.kafka_port}"
             lines.update(extra_config or {})
             self.config_path(i).write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-            self._run(["format", "--config", str(self.config_path(i)), "--cluster-id", cluster_id])
+            fmt = ["format", "--config", str(self.config_path(i)), "--cluster-id", cluster_id]
+            if self.joining:
+                fmt += ["--directory-id", self.directory_ids[i]]
+                fmt += (["--no-initial-controllers"] if i in self.joining else
+                        ["--initial-controllers", initial, "--feature", "kraft.version=1"])
+            self._run(fmt)
 
     @staticmethod
     def host(i: int) -> str:
