@@ -106,7 +106,8 @@ def vendored(dist: str, package: str) -> Path:
 def node_context_files() -> list[tuple[Path, str]]:
     """(file, path in the build context) of everything the node image is built from."""
     files = [(ROOT / "Dockerfile", "Dockerfile")]
-    files += [(p, str(p.relative_to(ROOT))) for p in sorted((ROOT / "node_image").rglob("*.py"))]
+    files += [(p, str(p.relative_to(ROOT))) for p in sorted((ROOT / "node_image").rglob("*"))
+              if p.suffix in (".py", ".json") and "__pycache__" not in p.parts]
     for dist, package, suffixes in VENDORED:
         where = vendored(dist, package)
         files += [(p, f"vendor/{package}/" + str(p.relative_to(where)))

@@ -106,3 +106,12 @@ def test_add_raft_voter_v1_and_remove_raft_voter_v0_bytes():
     req = kc.decode_request(request_v2(kc.REMOVE_RAFT_VOTER, 0, 4) + b"\x00"
                             + struct.pack(">i", 2) + d.bytes + TAGS)
     assert (req.body.cluster_id, req.body.voter_id, req.body.voter_directory_id) == (None, 2, d)
+
+
+def test_the_node_image_carries_the_schemas():
+    """The node reads its Kafka schemas at import time: an image built without them fails
+    at start (as one did)."""
+    from harness.images import ROOT, node_context_files
+    shipped = {dest for _, dest in node_context_files()}
+    schemas = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "node_image").rglob("*.json"))
+    assert schemas and set(schemas) <= shipped, set(schemas) - shipped
