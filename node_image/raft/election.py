@@ -149,12 +149,19 @@ class Election:
                                   granted, req.pre_vote)
         if self._common_request(src, req.cluster_id, req.candidate_epoch, now, reply):
             return
-        candidate = self.voters.get(req.candidate_id)
-        if not self.is_voter or candidate is None or not candidate.matches(
-                req.candidate_id, req.candidate_directory_id) or not self.local_key.matches(
-                req.voter_id, req.voter_directory_id):
+        # The request must be meant for this replica (its id and directory id). A static
+        # quorum also wants both in its voter set; a dynamic one (KIP-853), as Kafka's,
+        # answers whether or not its own voter set, which may be behind (a voter added
+        # while it was away), lists them: the candidate counts the votes of its own voter
+        # set, and the log comparison keeps a replica missing committed records from winning.
+        known = self.voters.get(req.candidate_id)
+        static_refuses = self.kraft_version == 0 and (
+            not self.is_voter or known is None
+            or not known.matches(req.candidate_id, req.candidate_directory_id))
+        if static_refuses or not self.local_key.matches(req.voter_id, req.voter_directory_id):
             self._send(src, reply(m.INVALID_VOTER_KEY))
             return
+        candidate = ReplicaKey(req.candidate_id, req.candidate_directory_id)
         up_to_date = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
         s = self.state
         if req.pre_vote:
