@@ -12,8 +12,10 @@ the first quorum-state. Without ``--initial-controllers`` the voters come from
 A dynamic quorum (KIP-853, ``kraft.version`` 1, voters added and removed while it runs):
 ``--standalone`` (this controller alone is the first voter), ``--no-initial-controllers``
 (a controller that will join a quorum that exists: it observes until AddRaftVoter adds it),
-or ``--initial-controllers ... --feature kraft.version=1``. ``--initial-controllers`` alone
-stays at ``kraft.version`` 0 (a static voter set with directory ids).
+or ``--initial-controllers ... --feature kraft.version=1`` (or the node property
+``chaoskraft.bootstrap.kraft.version=1``, how Docker and SSH clusters ask for it).
+``--initial-controllers`` alone stays at ``kraft.version`` 0 (a static voter set with
+directory ids).
 Exit codes: 0 ok, 2 bad configuration or storage, 1 crash.
 """
 from __future__ import annotations
@@ -49,8 +51,9 @@ def _initial_controllers(text: str) -> tuple[ReplicaKey, ...]:
     return tuple(keys)
 
 
-def _kraft_version(args) -> int:
-    level = 1 if args.standalone or args.no_initial_controllers else 0
+def _kraft_version(args, config) -> int:
+    level = 1 if args.standalone or args.no_initial_controllers else \
+        config.bootstrap_kraft_version
     for item in args.feature:
         name, _, value = item.partition("=")
         if name != "kraft.version" or value not in ("0", "1"):
@@ -87,7 +90,7 @@ def main(argv=None) -> int:
     try:
         config = _read_config(args.config)
         if args.cmd == "format":
-            kraft_version = _kraft_version(args)
+            kraft_version = _kraft_version(args, config)
             directory_id = args.directory_id or new_directory_id()
             if args.standalone:
                 voters = (ReplicaKey(config.node_id, directory_id),)

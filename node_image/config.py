@@ -53,6 +53,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | compression.type | producer | the codec batches are stored with: ``producer`` keeps what the producer sent; ``uncompressed``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` makes the broker recompress; topics override it |
 | chaoskraft.metadata.max.version | 8 | (chaoskraft) the newest Metadata version ApiVersions advertises, 8 to 13: from v9 librdkafka trusts leader epochs and validates its position with OffsetForLeaderEpoch, where its 2.16 can deadlock (librdkafka issue 5476: a failed OffsetForLeaderEpoch re-queries the leader holding the partition's lock, against a thread holding the handle's lock); 13 answers as a Kafka 4 broker. A request of a newer version than advertised is still answered |
 | chaoskraft.bootstrap.metadata.version | 21 | (chaoskraft) the ``metadata.version`` the quorum's first leader finalizes, 7 (Kafka 3.3-IV3) to 21 (3.9-IV0), as Kafka's ``kafka-storage format --release-version``; UpdateFeatures raises it while the cluster runs. Only a new cluster's first leader reads it |
+| chaoskraft.bootstrap.kraft.version | 0 | (chaoskraft) the ``kraft.version`` ``format`` gives the quorum when no flag names one: 1 formats a dynamic quorum (KIP-853) from the voters it is given, as ``--feature kraft.version=1``. Read only by ``format`` |
 | chaoskraft.bootstrap.eligible.leader.replicas.version | 0 | (chaoskraft) 1: the quorum's first leader also finalizes ``eligible.leader.replicas.version`` 1 (eligible leader replicas, KIP-966) and writes ``min.insync.replicas`` as the cluster's, as Kafka's ``kafka-storage format --feature eligible.leader.replicas.version=1``; UpdateFeatures turns it on or off later. Only a new cluster's first leader reads it |
 | chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
@@ -144,6 +145,7 @@ class NodeConfig:
     bugs: frozenset[str] = frozenset()
     power_loss: bool = False
     journal_path: str = ""
+    bootstrap_kraft_version: int = 0  # chaoskraft.bootstrap.kraft.version: format's default
 
     @property
     def is_voter(self) -> bool:
@@ -190,9 +192,11 @@ _INT_KEYS = {
     "chaoskraft.metadata.max.version": ("broker", "metadata_max_version"),
     "chaoskraft.bootstrap.metadata.version": ("broker", "bootstrap_metadata_version"),
     "chaoskraft.bootstrap.eligible.leader.replicas.version": ("broker", "bootstrap_elr_version"),
+    "chaoskraft.bootstrap.kraft.version": (None, "bootstrap_kraft_version"),
 }
 _ZERO_ALLOWED = {"metadata.max.idle.interval.ms", "group.initial.rebalance.delay.ms",
-                 "chaoskraft.bootstrap.eligible.leader.replicas.version"}
+                 "chaoskraft.bootstrap.eligible.leader.replicas.version",
+                 "chaoskraft.bootstrap.kraft.version"}
 _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
               "auto.create.topics.enable": "auto_create_topics",
               "chaoskraft.power.loss.enable": "power_loss"}
@@ -301,7 +305,8 @@ def load_config(props: dict[str, str]) -> NodeConfig:
             if key == "chaoskraft.bootstrap.metadata.version" and not 7 <= value <= 21:
                 raise ConfigError(f"{key}: must be a metadata.version the node supports, 7 to "
                                   f"21, got {value}")
-            if key == "chaoskraft.bootstrap.eligible.leader.replicas.version" and value > 1:
+            if key in ("chaoskraft.bootstrap.eligible.leader.replicas.version",
+                       "chaoskraft.bootstrap.kraft.version") and value > 1:
                 raise ConfigError(f"{key}: must be 0 or 1, got {value}")
             kw[group][name] = value
     for key, name in _BOOL_KEYS.items():

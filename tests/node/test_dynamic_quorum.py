@@ -115,3 +115,17 @@ def test_the_node_image_carries_the_schemas():
     shipped = {dest for _, dest in node_context_files()}
     schemas = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "node_image").rglob("*.json"))
     assert schemas and set(schemas) <= shipped, set(schemas) - shipped
+
+
+def test_a_node_property_asks_format_for_a_dynamic_quorum(tmp_path):
+    """How Docker and SSH clusters ask for one (the voters fault package's property): the
+    voters they are given, at kraft.version 1."""
+    props = tmp_path / "n1.properties"
+    props.write_text(open(_props(tmp_path)).read() + "chaoskraft.bootstrap.kraft.version=1\n")
+    assert main(["format", "--config", str(props), "--cluster-id", "c",
+                 "--initial-controllers", f"1@h:1:{A.directory_id},2@h:2:{B.directory_id}",
+                 "--directory-id", A.directory_id]) == 0
+    assert _quorum_state(tmp_path, 1) == ElectionState(0, voters=(A, B), kraft_version=1)
+    bad = tmp_path / "bad.properties"
+    bad.write_text(open(_props(tmp_path, 2)).read() + "chaoskraft.bootstrap.kraft.version=2\n")
+    assert main(["format", "--config", str(bad), "--cluster-id", "c"]) == 2
