@@ -19,8 +19,9 @@ from nemesis.faults import (PARTITION_CHAIN, aimed_at, drop_script, flush_script
                             target_partition)
 from nemesis.package import NotReached, Skipped
 from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
-from workloads.nodes import (BRING_UP_S, active_controller, clock_offsets, wait_for_every_node,
-                             wait_for_service)
+from node_image import messages as m
+from workloads.nodes import (BRING_UP_S, active_controller, change_voter, clock_offsets,
+                             quorum_state, wait_for_every_node, wait_for_service)
 from workloads.registry import WORKLOADS
 from workloads.workload import Deadline
 
@@ -294,6 +295,25 @@ class Campaign:
 
     async def active_controller(self) -> int | None:
         return await active_controller(self.backend.nodes)
+
+    async def quorum_view(self) -> tuple[int, list[int], list[int], dict[int, str]] | None:
+        """(the quorum leader, its voters, [], every replica's directory id as the leader saw
+        it fetch); None when no leader answers."""
+        state = await quorum_state(self.backend.nodes)
+        if state is None:
+            return None
+        dirs = {row[0]: row[1] for row in state.voters + state.observers}
+        return state.leader_id, sorted(row[0] for row in state.voters), [], dirs
+
+    async def change_voter(self, kind: str, node: int,
+                           directory: str) -> tuple[str | None, str | None]:
+        """RemoveRaftVoter / AddRaftVoter of ``node`` through the quorum leader: (Kafka's
+        error name, None when done; the leader's message)."""
+        leader = await self.active_controller()
+        if leader is None:
+            return "NOT_LEADER_OR_FOLLOWER", "no quorum leader"
+        error, message = await change_voter(self.backend.nodes, leader, kind, node, directory)
+        return (None if error == m.NONE else m.ERROR_NAMES.get(error, str(error))), message
 
     def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
         """(partition, leader, replicas, ISR) of the workload's data; none if unpartitioned."""

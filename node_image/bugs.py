@@ -59,6 +59,21 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "The leader takes the second-highest replica end offset as the high watermark, "
         "which a minority can reach.",
         ("MajorityReachedHighWatermark", "ConsistentCommittedData")),
+    Bug("concurrent-voter-changes", "raft",
+        "one voter change at a time: AddRaftVoter and RemoveRaftVoter wait until the last "
+        "VotersRecord is committed",
+        "The quorum leader takes a voter change while the previous one is uncommitted, so two "
+        "voter sets are in flight at once and their majorities need not meet (KIP-853).",
+        ("AtMostOneUncommittedVoterSet", "MajorityReachedHighWatermark"), needs_faults=("voters",),
+        sim_options=(("extra_faults", {"voters": 8000}),)),
+    Bug("voter-counted-before-catch-up", "raft",
+        "a voter is added only once it has caught up, and counts only what it has fetched",
+        "AddRaftVoter takes any node, and the leader counts the new voter as holding its whole "
+        "log until that voter first fetches, so a high watermark can pass offsets only a "
+        "minority holds (KIP-853).",
+        ("MajorityReachedHighWatermark", "ConsistentCommittedData", "Linearizability",
+         "Liveness"),
+        needs_faults=("voters",), sim_options=(("extra_faults", {"voters": 8000}),)),
     Bug("read-without-barrier", "controller",
         "a register read is answered only after a marker appended in the leader's epoch commits",
         "The active controller answers reads at once from its in-memory state, which may "

@@ -164,8 +164,6 @@ class Simulation:
         dir_rng = random.Random(f"{seed}-dirs")
         self.dir_ids = {i: new_directory_id(dir_rng) for i in self.nodes}
         self.voters = tuple(ReplicaKey(i, self.dir_ids[i]) for i in self.voter_ids)
-        for i, sn in self.nodes.items():
-            format_storage(sn.disk, LOG_DIR, CLUSTER_ID, i, self.voters, self.dir_ids[i])
         self.coverage: dict[str, int] = {}  # node_image.coverage event -> times reached
         self.stats = {"crashes": 0, "partitions": 0, "wipes": 0, "clock_steps": 0,
                       "delivered": 0, "dropped": 0, **form.stats()}
@@ -183,6 +181,13 @@ class Simulation:
         self.nemesis = SimNemesis(self, random.Random(f"{seed}-faults"), o, self.queue_options,
                                   workload)
         self._scenario_broker = self._scenario_settings()  # read once, used at every start
+        # A dynamic quorum (KIP-853) where a package asks for one in its node properties
+        # (format's kraft.version), or a stored run's cluster was formatted as one.
+        props = {**(twin.properties if twin is not None else {}), **self._step_properties()}
+        self.kraft_version = 1 if props.get("chaoskraft.bootstrap.kraft.version") == "1" else 0
+        for i, sn in self.nodes.items():
+            format_storage(sn.disk, LOG_DIR, CLUSTER_ID, i, self.voters, self.dir_ids[i],
+                           kraft_version=self.kraft_version)
         self.invariants = Invariants(self)
         self.data_invariants = form.data_invariants(self)
         self.voter_wipes = 0
@@ -220,19 +225,23 @@ class Simulation:
             segment_bytes=o.segment_bytes, snapshot_max_bytes=o.snapshot_bytes,
             idle_interval_ms=500, bugs=self.bugs)
 
+    def _step_properties(self) -> dict[str, str]:
+        """The node properties of the packages whose plan steps the seed draws."""
+        from nemesis.packages import PACKAGES
+        props: dict[str, str] = {}
+        for name in self.nemesis.step_packages():
+            props.update(PACKAGES[name].node_properties({}))
+        return props
+
     def _scenario_settings(self) -> dict:
         """The broker settings the packages whose plan steps the seed draws need (their node
         properties, read by the node's own config parser), or none."""
-        names = self.nemesis.step_packages()
-        if not names:
+        props = self._step_properties()
+        if not props:
             return {}
         import dataclasses
 
-        from nemesis.packages import PACKAGES
         from node_image.config import load_config
-        props = {}
-        for name in names:
-            props.update(PACKAGES[name].node_properties({}))
         parsed = load_config({"node.id": "1", "controller.quorum.voters": "1@sim:9093",
                               "log.dirs": LOG_DIR, **props}).broker
         default = BrokerConfig()

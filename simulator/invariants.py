@@ -11,7 +11,11 @@
   disk kept at the crash). A voter whose disk was wiped comes back with a
   new directory id as an observer and never votes again; it counts as a
   voter that lost the data (the majority needed shrinks by one per wipe;
-  the simulator wipes at most one voter per run).
+  the simulator wipes at most one voter per run). In a dynamic quorum (KIP-853) the
+  voters are those of the leader's voter set in force below the high watermark, or of its
+  newest (one change apart, the two majorities meet).
+- AtMostOneUncommittedVoterSet (a dynamic quorum): the leader's log holds at most one
+  VotersRecord at or past the cluster's high watermark.
 - ConsistentCommittedData: every committed batch at an offset is the same
   batch (epoch, length, CRC) on every node, and the state machine's state
   after applying offset o is the same on every node whether it got there by
@@ -90,6 +94,8 @@ class Invariants:
                                       f"{hwm}, below the earlier {self.cluster_hwm}")
             self.cluster_hwm = hwm
             self._check_majority(top[0], top[1].epoch, hwm)
+        if top is not None and top[1].epoch == self.leader_epoch:
+            self._check_voter_changes(top[0])
 
     def _check_node(self, sn) -> None:
         raft = sn.node.raft
@@ -108,12 +114,31 @@ class Invariants:
         self._check_committed(sn)
 
     def _check_majority(self, leader: int, epoch: int, hwm: int) -> None:
+        """A static quorum: its voters. A dynamic one (KIP-853): the voter set the leader's
+        log has in force below the high watermark, or its newest one (a change in force
+        from its append: one voter apart, their majorities meet)."""
+        sim = self.sim
+        if sim.kraft_version == 0:
+            sets = [sim.voters]
+        else:
+            history = sim.nodes[leader].node.raft.history
+            sets = [history.at(hwm - 1).keys, history.current.keys]
+        results = [self._held(keys, hwm) for keys in sets]
+        if not any(ok for ok, _ in results):
+            raise SafetyViolation("MajorityReachedHighWatermark",
+                                  f"leader {leader} of epoch {epoch} has high watermark {hwm} "
+                                  f"but only voters {results[-1][1]} hold it (voter set "
+                                  f"{sorted(k.node_id for k in sets[-1])})")
+
+    def _held(self, keys, hwm: int) -> tuple[bool, list[int]]:
+        """Do a majority of the voters ``keys`` hold every offset below ``hwm`` durably?"""
         sim = self.sim
         holders = []
         replaced = 0
-        for vid in sim.voter_ids:
+        for key in keys:
+            vid = key.node_id
             sn = sim.nodes[vid]
-            if sim.dir_ids[vid] != sim.voters[vid - 1].directory_id:
+            if key.directory_id is not None and sim.dir_ids[vid] != key.directory_id:
                 # A replaced disk is no longer that voter and can never vote again, so a
                 # quorum of the others still meets every holder: it counts as lost.
                 replaced += 1
@@ -121,10 +146,24 @@ class Invariants:
             durable = sn.node.log.flushed_end_offset if sn.node is not None else sn.durable_end_at_crash
             if durable >= hwm:
                 holders.append(vid)
-        if len(holders) < len(sim.voter_ids) // 2 + 1 - replaced:
-            raise SafetyViolation("MajorityReachedHighWatermark",
-                                  f"leader {leader} of epoch {epoch} has high watermark {hwm} "
-                                  f"but only voters {holders} hold it")
+        return len(holders) >= len(keys) // 2 + 1 - replaced, holders
+
+    def _check_voter_changes(self, leader: int) -> None:
+        """AtMostOneUncommittedVoterSet (Kafka's RaftEventSimulationTest): the leader's log
+        holds at most one VotersRecord the quorum has not committed."""
+        # committed: below the highest high watermark any replica has heard of (a deposed
+        # leader of an older epoch may still have committed past the newest one's) or any
+        # replica's snapshot covers (a restarted replica knows no high watermark, but its
+        # snapshot holds only what was committed)
+        committed = max([self.cluster_hwm] + [
+            max(sn.node.raft.high_watermark or 0, sn.node.log.start_offset)
+            for sn in self.sim.nodes.values() if sn.node is not None])
+        history = self.sim.nodes[leader].node.raft.history
+        pending = [offset for offset, _ in history.entries if offset >= committed]
+        if len(pending) > 1:
+            raise SafetyViolation("AtMostOneUncommittedVoterSet",
+                                  f"leader {leader}'s log holds voter sets at offsets {pending}, "
+                                  f"none committed (high watermark {committed})")
 
     def _check_committed(self, sn) -> None:
         node = sn.node

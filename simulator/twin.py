@@ -367,6 +367,47 @@ class PlanFaults:
         self.sim.admin_request(controller, lambda corr: m.AlterReassignmentsRequest(
             corr, ((TOPIC, partition, False, tuple(target)),), True), answered)
 
+    def dynamic_quorum(self) -> bool:
+        """Was the simulated cluster formatted as a dynamic quorum (KIP-853)?"""
+        return self.sim.kraft_version >= 1
+
+    def quorum_view(self) -> tuple[int, list[int], list[int]] | None:
+        """(the quorum leader, its voter set, the voters in it whose disk was replaced since:
+        they can never vote again), or None while no leader is known."""
+        top = self.sim.leader()
+        if top is None:
+            return None
+        voters = self.sim.nodes[top[0]].node.raft.voters
+        stale = [v for v, key in voters.items() if key.directory_id != self.sim.dir_ids[v]]
+        return top[0], sorted(voters), sorted(stale)
+
+    def change_voter(self, kind: str, node: int, then) -> bool:
+        """RemoveRaftVoter or AddRaftVoter (``kind`` "remove" / "add") of ``node`` sent to
+        the quorum leader, an add with the node's directory id now, a removal with the one
+        the leader's voter set names; ``then(error, message)`` with its answer (a reply that
+        never comes: never; ``error`` a Kafka error name, None when done). False when no
+        leader is known."""
+        top = self.sim.leader()
+        if top is None:
+            return False
+        step = self.current
+        key = self.sim.nodes[top[0]].node.raft.voters.get(node)
+        directory = self.sim.dir_ids[node] if kind == "add" or key is None else key.directory_id
+
+        def answered(resp) -> None:
+            self.current = step
+            try:
+                then(None if resp.error == m.NONE else m.ERROR_NAMES.get(resp.error, str(
+                    resp.error)), resp.message)
+            finally:
+                self.current = None
+        if kind == "add":
+            build = (lambda corr: m.AddRaftVoterRequest(corr, "", node, directory, "sim", 0))
+        else:
+            build = (lambda corr: m.RemoveRaftVoterRequest(corr, "", node, directory))
+        self.sim.admin_request(top[0], build, answered)
+        return True
+
     def await_partition(self, partition: int, holds, patience_s: float, then,
                         waited: float = 0.0) -> None:
         """``then(row, waited_s)`` once ``holds`` is true of the partition's row, asking every

@@ -9,6 +9,8 @@ import struct
 import time
 from dataclasses import dataclass
 
+from node_image import messages as m
+
 from .register_client import Indeterminate, RegisterClient
 
 PORT = 9093
@@ -256,3 +258,50 @@ async def wait_until_serving(nodes, timeout_s: float, log=print,
             last_said = now
             log(f"[{now - start:5.1f}s] waiting: {said(why)}")
         await asyncio.sleep(0.3)
+
+
+async def quorum_state(nodes, timeout_s: float = 3.0):
+    """The quorum leader's view, as DescribeQuorum's (a QuorumStateResponse: epoch, voters
+    and observers with their directory ids), asked of the active controller; None when no
+    leader answers."""
+    leader = await active_controller(nodes)
+    node = next((n for n in nodes if n.node_id == leader), None)
+    if node is None:
+        return None
+    c = RegisterClient(node.address, PORT, timeout_s)
+    try:
+        resp = await c.request(m.QuorumStateRequest(next(RegisterClient._ids)))
+    except (Indeterminate, ConnectionRefusedError, OSError):
+        return None
+    finally:
+        await c.close()
+    return resp if resp.error == m.NONE else None
+
+
+async def change_voter(nodes, leader: int, kind: str, node_id: int, directory_id: str,
+                       timeout_s: float = 10.0) -> tuple[int, str | None]:
+    """RemoveRaftVoter or AddRaftVoter (``kind`` "remove" / "add", KIP-853) of ``node_id``
+    with ``directory_id``, sent to the quorum leader ``leader`` on its internal listener;
+    (error code, message) of its answer, REQUEST_TIMED_OUT when none came (the change may
+    or may not have been made)."""
+    target = next(n for n in nodes if n.node_id == leader)
+    corr = next(RegisterClient._ids)
+    if kind == "add":
+        msg = m.AddRaftVoterRequest(corr, "", node_id, directory_id, _host_of(nodes, node_id),
+                                    PORT)
+    else:
+        msg = m.RemoveRaftVoterRequest(corr, "", node_id, directory_id)
+    c = RegisterClient(target.address, PORT, timeout_s)
+    try:
+        resp = await c.request(msg)
+    except Indeterminate as exc:
+        return m.REQUEST_TIMED_OUT, f"no answer: {exc}"
+    except (ConnectionRefusedError, OSError) as exc:
+        return m.NOT_LEADER_OR_FOLLOWER, f"leader {leader} unreachable: {exc}"
+    finally:
+        await c.close()
+    return resp.error, resp.message
+
+
+def _host_of(nodes, node_id: int) -> str:
+    return next(n.address for n in nodes if n.node_id == node_id)

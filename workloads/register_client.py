@@ -20,6 +20,12 @@ class Indeterminate(Exception):
     """No answer: the operation may or may not have happened."""
 
 
+def _id(msg):
+    """A request's id, which its reply carries: register and DescribeQuorum messages name it
+    request_id, the Raft admin ones (QuorumState, the voter changes) correlation_id."""
+    return getattr(msg, "request_id", getattr(msg, "correlation_id", None))
+
+
 class RegisterClient:
     _ids = itertools.count(1)
 
@@ -60,7 +66,7 @@ class RegisterClient:
                 if body is None:
                     raise ConnectionError("connection closed")
                 reply = m.decode(body)
-                if getattr(reply, "request_id", None) == msg.request_id:
+                if _id(reply) == _id(msg):
                     return reply
         except (OSError, asyncio.TimeoutError, m.MessageError) as exc:
             await self.close()

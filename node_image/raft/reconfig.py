@@ -93,6 +93,7 @@ class Reconfiguration:
                 if rs is None or (key.directory_id is not None and rs.directory_id is not None
                                   and rs.directory_id != key.directory_id):
                     rs = ReplicaState(directory_id=key.directory_id)
+                rs.assumed = "voter-counted-before-catch-up" in self.bugs and old is not None
                 s.voters[v] = rs
         for v in [v for v in s.voters if v not in voters]:
             s.observers[v] = s.voters.pop(v)
@@ -117,6 +118,8 @@ class Reconfiguration:
             return m.UNSUPPORTED_VERSION, "kraft.version is 0: the voter set is static"
         if s.high_watermark is None:
             return m.REQUEST_TIMED_OUT, f"epoch {s.epoch} is not committed yet"
+        if "concurrent-voter-changes" in self.bugs:
+            return None
         if self._voter_change is not None or self.history.latest_offset >= s.high_watermark:
             return m.REQUEST_TIMED_OUT, "a voter change is not committed yet"
         return None
@@ -135,6 +138,8 @@ class Reconfiguration:
     def _add_refusal(self, req: m.AddRaftVoterRequest, now: int) -> tuple[int, str] | None:
         if req.voter_id in self.voters:
             return m.DUPLICATE_VOTER, f"{req.voter_id} is a voter already"
+        if "voter-counted-before-catch-up" in self.bugs:
+            return None  # the planted bug: neither fetching nor caught up is asked
         rs = self.state.observers.get(req.voter_id)
         if rs is None or rs.directory_id != req.voter_directory_id:
             return m.REQUEST_TIMED_OUT, (f"{req.voter_id} with directory "

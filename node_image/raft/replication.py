@@ -108,6 +108,7 @@ class Replication:
             caught_up = None
         if voter is not None and voter.matches(req.replica_id, req.replica_directory_id):
             rs = s.voters[req.replica_id]
+            rs.assumed = False
             self._note_voter_contact(s, req.replica_id, now)
             s.begin_acked.add(req.replica_id)
             rs.last_fetch_ms = now
@@ -239,8 +240,9 @@ class Replication:
                 self._complete_fetch(src, req)
 
     def _maybe_advance_hwm(self, s: LeaderState, now: int) -> None:
-        offsets = sorted((rs.end_offset if rs.end_offset is not None else -1
-                          for rs in s.voters.values()), reverse=True)
+        end = self.log.end_offset
+        offsets = sorted((end if rs.assumed else rs.end_offset if rs.end_offset is not None
+                          else -1 for rs in s.voters.values()), reverse=True)
         index = 1 if "hwm-without-majority" in self.bugs and len(offsets) > 1 else len(offsets) // 2
         candidate = offsets[index]
         if candidate < 0:

@@ -62,6 +62,9 @@ class ReplicaState:
     hwm_sent: int | None = None
     # When its fetch last reached the leader's log end (KIP-853: a voter added must have)
     caught_up_ms: int | None = None
+    # Under the planted bug voter-counted-before-catch-up: counted at the leader's log end
+    # until its first fetch as a voter
+    assumed: bool = False
 
 
 @dataclass(slots=True)

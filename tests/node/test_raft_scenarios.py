@@ -36,6 +36,12 @@ BROKEN = [
      "n2 => n3 FetchResponse(leader_epoch=2, leader_id=2, high_watermark=4, records=1)"),
     ("vote_needs_an_up_to_date_log", "vote-ignores-log",
      "n2 => n3 VoteResponse(pre_vote, leader_epoch=1, leader_id=-1, vote_granted)"),
+    # a second voter change taken while the first is uncommitted
+    ("dynamic_quorum", "concurrent-voter-changes",
+     "n1 says: adding voter 5: voter set [1, 2, 3, 4, 5] at offset 4"),
+    # a voter added before it has fetched anything
+    ("dynamic_quorum", "voter-counted-before-catch-up",
+     "n1 says: adding voter 4: voter set [1, 2, 3, 4] at offset 3"),
 ]
 
 

@@ -1,0 +1,40 @@
+"""campaigns/voters.yaml on Docker: five controllers formatted as a dynamic quorum
+(KIP-853), voters removed (the active controller among them) and added back through the
+quorum leader while register clients write and nodes are killed. A correct node is valid,
+every change asked is made, and the run's twin in the simulator (a dynamic quorum too, from
+the run's node properties) is valid. Nightly: CI's budget; CI's cells of the package are the
+simulator's (tests/simulator/test_sim_voters.py, the twin in test_sim_twin.py)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from harness.config import load_campaign, resolve
+from harness.runner import run
+from harness.simulate import load_twin, run_seed
+from harness.store import new_run_dir
+
+
+@pytest.mark.nightly
+def test_voter_changes_under_kills_keep_a_correct_node_valid(docker_client, node_image,
+                                                              tmp_path):
+    fields = load_campaign(ROOT / "campaigns" / "voters.yaml")
+    cfg = resolve({**fields, "seed": 2}, {"results_dir": str(tmp_path)})
+    run_dir = new_run_dir(Path(tmp_path), cfg.test, cfg.seed)
+    with open(run_dir / "progress.log", "w") as progress:
+        code = run(cfg, stream=progress, run_dir=run_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert (code, results["valid"]) == (0, True), run_dir
+    history = [json.loads(line) for line in
+               (run_dir / "history.jsonl").read_text().splitlines()]
+    changed = [r["value"] for r in history
+               if r["process"] == "nemesis" and r["f"] == "voters-changed"]
+    assert changed and all(c["error"] is None for c in changed), changed
+    assert results["coverage"]["reached"].get("raft-voters-changed", 0) >= 2, results["coverage"]
+    twin = load_twin(run_dir)
+    assert twin.properties.get("chaoskraft.bootstrap.kraft.version") == "1"
+    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    assert any(s.kind == "voters" and s.status == "happened" for s in o.result.plan), \
+        o.result.plan
