@@ -161,7 +161,8 @@ class Election:
         if static_refuses or not self.local_key.matches(req.voter_id, req.voter_directory_id):
             self._send(src, reply(m.INVALID_VOTER_KEY))
             return
-        candidate = ReplicaKey(req.candidate_id, req.candidate_directory_id)
+        candidate = known if self.kraft_version == 0 else ReplicaKey(
+            req.candidate_id, req.candidate_directory_id)
         up_to_date = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
         s = self.state
         if req.pre_vote:
