@@ -91,9 +91,9 @@ def add_controller(bootstrap: str, voter_id: int, host: str, port: int,
     if directory_id is None:
         q = describe(bootstrap)
         replica = q.observers.get(voter_id) or q.voters.get(voter_id)
-        if replica is None:
+        if replica is None:  # as the leader answers a node that does not fetch: ask again
             raise QuorumChangeError(f"{voter_id} does not fetch from the quorum leader "
-                                    f"(not among DescribeQuorum's observers)")
+                                    f"(not among DescribeQuorum's observers)", 7)
         directory_id = replica["replica_directory_id"]
     _send(bootstrap, AddRaftVoterRequest(
         cluster_id=None, timeout_ms=timeout_ms, voter_id=voter_id,
@@ -107,10 +107,11 @@ def remove_controller(bootstrap: str, voter_id: int, directory_id: str | None = 
     """RemoveRaftVoter; returns once the new voter set is committed."""
     from node_image.kafka_codec import RemoveRaftVoterRequest
     if directory_id is None:
-        voter = describe(bootstrap).voters.get(voter_id)
-        if voter is None:
-            raise QuorumChangeError(f"{voter_id} is not a voter")
-        directory_id = voter["replica_directory_id"]
+        q = describe(bootstrap)
+        replica = q.voters.get(voter_id) or q.observers.get(voter_id)
+        if replica is None:
+            raise QuorumChangeError(f"{voter_id} is neither a voter nor an observer", 127)
+        directory_id = replica["replica_directory_id"]
     _send(bootstrap, RemoveRaftVoterRequest(
         cluster_id=None, voter_id=voter_id, voter_directory_id=uuid.UUID(directory_id)),
         timeout_ms)
