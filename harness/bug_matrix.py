@@ -63,6 +63,7 @@ class Cell:
     detect_s: float | None = None
     where: str = ""
     verdict: str = ""
+    checked_by: str = ""  # the workload whose checker judged the run, or "simulator"
 
 
 def bug_groups() -> dict[str, list[str | None]]:
@@ -170,7 +171,7 @@ def docker_cell(bug: str | None, seed: int, time_limit_s: float, results_dir: st
     if (results.get("liveness") or {}).get("stuck"):
         bad = list(bad) + ["liveness"]  # found by the liveness phase (harness.analyze)
     return Cell(bug or "none", seed, results["valid"] is False, bad, detect,
-                str(run_dir.resolve()), results["verdict"])
+                str(run_dir.resolve()), results["verdict"], workload)
 
 
 # Faults aimed at a bug, replacing the seed's draw: a deposed leader must see reads while
@@ -191,13 +192,13 @@ def sim_cell(bug: str, seed: int, duration_s: float) -> Cell:
     options = {**dict(BUGS[bug].sim_options if bug in BUGS else ()), **TARGETED.get(bug, {})}
     o = run_seed(seed, 5, duration_s, frozenset([bug]), options or None)
     if o.ok:
-        return Cell(bug, seed, False, verdict="held")
+        return Cell(bug, seed, False, verdict="held", checked_by="simulator")
     t = o.result.sim_ms / 1000
     if o.counterexample:
         hist = o.result.history
         t = min(hist[c["index"]]["time"] for c in o.counterexample) / 1000
     return Cell(bug, seed, True, [o.invariant], t, f"sim --seed {seed} --bug {bug}",
-                "violated")
+                "violated", "simulator")
 
 
 def _line(cell: Cell, wall_s: float) -> str:
@@ -274,7 +275,9 @@ def print_table(cells: list[Cell], out=sys.stdout) -> None:
         detected = [c for c in cs if c.detected]
         classes = Counter(cls for c in detected for cls in c.classes)
         times = [c.detect_s for c in detected if c.detect_s is not None]
-        how = docker_workload(None if bug == "none" else bug) or "simulator"
+        # what judged the runs (a --campaign file's workload), else what would have
+        how = next((c.checked_by for c in cs if c.checked_by), None) or docker_workload(
+            None if bug == "none" else bug) or "simulator"
         med = f"{statistics.median(times):.1f} s" if times else "-"
         cls = ", ".join(f"{k} ({v})" for k, v in classes.most_common(3)) or "-"
         if len(classes) > 3:

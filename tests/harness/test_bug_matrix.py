@@ -174,3 +174,15 @@ def test_a_campaign_that_fails_is_an_error_cell_and_the_matrix_goes_on(monkeypat
     assert cells[0].verdict.startswith("error (exit 1: [ 236.2s] run failed: TimeoutError")
     assert "without a leader" in open(cells[0].where).read(), "its output is kept"
     assert "1 campaign(s) ended in error" in out.getvalue()
+
+
+def test_the_table_names_what_judged_the_runs():
+    """A --campaign file's workload judged its runs (the correct node under a register
+    campaign is checked by the register checker, not the control workload's)."""
+    out = io.StringIO()
+    matrix.print_table([matrix.Cell("none", 1, False, verdict="valid", checked_by="register"),
+                        matrix.Cell("forget-vote", 1, True, ["SingleLeader"], 3.0,
+                                    verdict="violated", checked_by="simulator")], out)
+    text = out.getvalue()
+    assert "none                     register   0/1" in text, text
+    assert "forget-vote              simulator  1/1" in text, text
