@@ -441,6 +441,13 @@ class UnifiedLog:
         for entry in self.batch_entries(start, self.end_offset):
             yield self._header(entry)
 
+    def control_batches(self, start: int = 0):
+        """The control batches starting at or after ``start``, whole; of the others only
+        the header is read."""
+        for entry in self.batch_entries(start, self.end_offset):
+            if self._header(entry).is_control:
+                yield self.read_entry(entry)
+
     def _header(self, entry: BatchEntry) -> records.BatchHeader:
         return records.parse_header(self.fs.read_at(self._path(segment_name(entry.segment)),
                                                     entry.position, records.HEADER_SIZE))

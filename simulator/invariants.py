@@ -94,7 +94,7 @@ class Invariants:
                                       f"{hwm}, below the earlier {self.cluster_hwm}")
             self.cluster_hwm = hwm
             self._check_majority(top[0], top[1].epoch, hwm)
-        if top is not None and top[1].epoch == self.leader_epoch:
+        if top is not None and top[1].epoch == self.leader_epoch and sim.kraft_version:
             self._check_voter_changes(top[0])
 
     def _check_node(self, sn) -> None:

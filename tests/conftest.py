@@ -215,3 +215,25 @@ def create_topic_everywhere(cluster, name, partitions=1, config=None, timeout_s=
                 return False
         return True
     wait_for(f"topic {name} on every broker", made, timeout_s=timeout_s)
+
+
+def read_back(cluster, topic, count, group, timeout_s=60):
+    """The integer values of partition 0 of ``topic`` from its start, read committed by a
+    confluent-kafka consumer until at least ``count`` came (and whatever follows within 2 s),
+    each record read once."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group,
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    try:
+        def more():
+            for msg in c.consume(100, timeout=1):
+                assert msg.error() is None, msg.error()
+                out.append(int(msg.value()))
+            return len(out) >= count
+        wait_for(f"{count} records read back", more, timeout_s=timeout_s)
+        out += [int(m.value()) for m in c.consume(100, timeout=2) if m.error() is None]
+    finally:
+        c.close()
+    return out

@@ -39,9 +39,8 @@ class Reconfiguration:
             snap = self.log.latest_snapshot_id()
             if snap is not None:
                 self._voters_from_snapshot(snap)
-            for entry in self.log.batch_entries(self.log.start_offset, self.log.end_offset):
-                data = self.log.read_entry(entry)
-                self._note_batch(records.parse_header(data[:records.HEADER_SIZE]), data)
+            for data in self.log.control_batches(self.log.start_offset):
+                self._note_batch(records.parse_header(data), data)
         self._refresh_voters()
 
     def _voters_from_snapshot(self, snap) -> None:

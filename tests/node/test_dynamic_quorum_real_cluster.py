@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from conftest import create_topic_everywhere, wait_for
+from conftest import create_topic_everywhere, read_back, wait_for
 
 TOPIC = "reconfig"
 
@@ -50,22 +50,7 @@ class _Producer(threading.Thread):
 
 
 def consume_all(cluster, count):
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "reconfig-check",
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(TOPIC, 0, 0)])
-    out = []
-    try:
-        def more():
-            for msg in c.consume(200, timeout=1):
-                assert msg.error() is None, msg.error()
-                out.append(int(msg.value()))
-            return len(out) >= count
-        wait_for(f"{count} records read back", more, timeout_s=90)
-        out += [int(m.value()) for m in c.consume(200, timeout=2) if m.error() is None]
-    finally:
-        c.close()
-    return out
+    return read_back(cluster, TOPIC, count, "reconfig-check", timeout_s=90)
 
 
 @pytest.mark.parametrize("mode", ["isolated", "combined"])

@@ -9,7 +9,7 @@ once and in order, although the crashed leader lost every record it had not flus
 kafka-python's DescribeTopicPartitions shows each step."""
 import pytest
 
-from conftest import create_topic_everywhere, wait_for
+from conftest import create_topic_everywhere, read_back, wait_for
 
 TOPIC = "elr"
 
@@ -97,20 +97,4 @@ def test_a_clean_replica_is_elected_from_the_elr_and_nothing_acknowledged_is_los
 
 
 def consume_all(cluster, count):
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "elr-check",
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
-    c.assign([TopicPartition(TOPIC, 0, 0)])
-    out = []
-    try:
-        def more():
-            for msg in c.consume(100, timeout=1):
-                assert msg.error() is None, msg.error()
-                out.append(int(msg.value()))
-            return len(out) >= count
-        wait_for(f"{count} records read back", more, timeout_s=60)
-        extra = c.consume(100, timeout=2)
-        out += [int(m.value()) for m in extra if m.error() is None]
-    finally:
-        c.close()
-    return out
+    return read_back(cluster, TOPIC, count, "elr-check")
