@@ -123,6 +123,8 @@ class BrokerConfig:
     transaction_topic_min_isr: int = 2
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    group_consumer_session_timeout_ms: int = 45000  # KIP-848 groups
+    group_consumer_heartbeat_interval_ms: int = 5000
     retry_backoff_ms: int = 100
     # (chaoskraft) an internal request (heartbeat, follower fetch, AlterPartition) without an
     # answer for this long is sent again: the transport does not report lost connections.
@@ -189,6 +191,8 @@ _INT_KEYS = {
     "transaction.state.log.min.isr": ("broker", "transaction_topic_min_isr"),
     "group.min.session.timeout.ms": ("broker", "group_min_session_timeout_ms"),
     "group.max.session.timeout.ms": ("broker", "group_max_session_timeout_ms"),
+    "group.consumer.session.timeout.ms": ("broker", "group_consumer_session_timeout_ms"),
+    "group.consumer.heartbeat.interval.ms": ("broker", "group_consumer_heartbeat_interval_ms"),
     "chaoskraft.metadata.max.version": ("broker", "metadata_max_version"),
     "chaoskraft.bootstrap.metadata.version": ("broker", "bootstrap_metadata_version"),
     "chaoskraft.bootstrap.eligible.leader.replicas.version": ("broker", "bootstrap_elr_version"),

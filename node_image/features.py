@@ -11,8 +11,9 @@ or later; turning it on also writes the cluster's min.insync.replicas as a clust
 config record (as Kafka's controller does), turning it off clears every partition's ELR and
 gives an empty ISR its first eligible leader replica back. Kafka ties level 1 to
 metadata.version 4.0-IV1; here it is accepted at every metadata.version. The other features
-stay at level 0: the node has no dynamic quorum (kraft.version 1), no KIP-890 transactions
-(transaction.version 2) and no KIP-848 groups (group.version 1).
+stay at level 0: kraft.version is chosen when a node is formatted (KIP-853's dynamic quorum),
+not here; there are no KIP-890 transactions (transaction.version 2); KIP-848's consumer
+groups are answered whatever group.version says (Kafka 4.0 answers them from level 1).
 
 UpdateFeatures follows Kafka's FeatureControlManager: all or nothing (the first refused
 update refuses the request), each refusal INVALID_UPDATE_VERSION with Kafka's reason: an

@@ -60,6 +60,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   ElectLeadersRequest, ElectLeadersResponse,
                                   ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
                                   ListTransactionsResponse)
+from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest,
@@ -87,6 +88,20 @@ class AddRaftVoterRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class AddRaftVoterResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class RemoveRaftVoterRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class RemoveRaftVoterResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+
+
+# the values of a KIP-848 group's records in __consumer_offsets (Kafka's schemas; each
+# value starts with its int16 version, as ApiData encodes it)
+class ConsumerGroupMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupPartitionMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupMemberMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701,E501
+class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
 
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -103,6 +118,7 @@ ELECT_LEADERS = 43
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 UPDATE_FEATURES = 57
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 # api key -> (min version, max version, request class, response class)
@@ -157,6 +173,9 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     UPDATE_FEATURES: (0, 2, UpdateFeaturesRequest, UpdateFeaturesResponse),
     ADD_RAFT_VOTER: (0, 1, AddRaftVoterRequest, AddRaftVoterResponse),
     REMOVE_RAFT_VOTER: (0, 0, RemoveRaftVoterRequest, RemoveRaftVoterResponse),
+    CONSUMER_GROUP_HEARTBEAT: (0, 1, ConsumerGroupHeartbeatRequest,
+                               ConsumerGroupHeartbeatResponse),
+    CONSUMER_GROUP_DESCRIBE: (0, 0, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
 }
 # api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
 API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}

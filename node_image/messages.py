@@ -111,6 +111,10 @@ NEW_LEADER_ELECTED = 108
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113
 
 ERROR_NAMES = {v: k for k, v in dict(globals()).items() if isinstance(v, int) and k.isupper()
                and k not in ("MAX_FRAME_BYTES",)}

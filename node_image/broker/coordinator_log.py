@@ -86,6 +86,18 @@ class CoordinatorLog:
                                    now + self.timeout_ms, done))
         self.complete(now)
 
+    def barrier(self, pid: int, now: int, done: Callable[[int], None]) -> None:
+        """``done(error)`` once everything appended to our partition ``pid`` so far is
+        committed (an answer that reads state other writes are still making durable)."""
+        key = (self.topic, pid)
+        part = self.rm.leader_partition(*key)
+        if part is None or self.owned.get(pid) != part.leader_epoch:
+            done(m.NOT_COORDINATOR)
+            return
+        self._writes.append(_Write(key, part.leader_epoch, part.log.end_offset,
+                                   now + self.timeout_ms, done))
+        self.complete(now)
+
     def complete(self, now: int) -> None:
         pending, self._writes = self._writes, []
         for w in pending:

@@ -1,4 +1,5 @@
-"""GroupCoordinator: Kafka's classic consumer-group protocol, kept in ``__consumer_offsets``.
+"""GroupCoordinator: Kafka's consumer groups, kept in ``__consumer_offsets``: the classic
+protocol here, KIP-848's consumer protocol in :mod:`.consumer_coordinator`.
 
 Theory of operation
 -------------------
@@ -41,8 +42,8 @@ A group moves through Kafka's states; every move is checked against
 Writes that fail are mapped as Kafka maps them: too few replicas becomes
 COORDINATOR_NOT_AVAILABLE, lost leadership NOT_COORDINATOR.
 
-Not kept (documented): static membership (``group.instance.id``), the
-consumer protocol of KIP-848, offset expiry, and compaction of the topic
+Not kept (documented): static membership (``group.instance.id``), groups
+mixing classic and KIP-848 members, offset expiry, and compaction of the topic
 (its log grows; loading reads all of it).
 
 The coordinator does no I/O: requests come in with a callback for the
@@ -58,6 +59,9 @@ from .. import messages as m
 from .. import records
 from ..coverage import Reached
 from . import group_metadata as gm
+from . import consumer_records as cr
+from .consumer_coordinator import ConsumerGroups
+from .consumer_group import UNREVOKED, ConsumerGroup
 from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
 from .producer_state import marker_of
@@ -66,7 +70,7 @@ from .group_state import (COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, Joi
                           Member)
 
 
-class GroupCoordinator(GroupOffsets):
+class GroupCoordinator(GroupOffsets, ConsumerGroups):
     def __init__(self, replica_manager, options, on_event: Callable[[str], None],
                  wall_clock: Callable[[], int], rng) -> None:
         self.rm = replica_manager
@@ -134,8 +138,16 @@ class GroupCoordinator(GroupOffsets):
                             group(key.group).offsets.pop((key.topic, key.partition), None)
                         else:
                             group(key.group).offsets[(key.topic, key.partition)] = value
+                    elif isinstance(key, gm.ConsumerKey):  # a KIP-848 group's record
+                        g = group(key.group)
+                        if g.consumer is None:
+                            g.consumer, g.members = ConsumerGroup(), {}
+                        cr.fold(g.consumer, key, rec.value)
+                        if key.kind == gm.GROUP_EPOCH:
+                            has_metadata[key.group] = rec.value is not None
                     else:
                         has_metadata[key.group] = rec.value is not None
+                        group(key.group).consumer = None  # the newer kind of group wins
                         self._restore(group(key.group), None if rec.value is None
                                       else gm.read_group_value(rec.value), self._now)
                 except gm.GroupRecordError as exc:
@@ -149,6 +161,12 @@ class GroupCoordinator(GroupOffsets):
             # nor offsets (deleted, or every offset deleted) is not there
             if has_metadata.get(g.group_id) or g.offsets or g.txn_offsets:
                 self.groups[g.group_id] = g
+            if g.consumer is not None:
+                g.protocol_type, g.state = "consumer", EMPTY
+                for mb in g.consumer.members.values():  # sessions start again, as Kafka's
+                    mb.expires_ms = self._now + self.options.group_consumer_session_timeout_ms
+                    mb.revoke_deadline_ms = (self._now + mb.rebalance_timeout_ms
+                                             if mb.current.state == UNREVOKED else None)
         if count:  # (an empty partition says nothing: there are 50 of them)
             self._on_event(Reached("coordinator-loaded",
                                    f"{OFFSETS_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "
@@ -205,6 +223,12 @@ class GroupCoordinator(GroupOffsets):
                 respond(JoinResult(m.UNKNOWN_MEMBER_ID, member_id))
                 return
             g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
+        if g.consumer is not None:
+            if g.consumer.members:  # no classic members in a KIP-848 group
+                respond(JoinResult(m.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                return
+            g.consumer, g.protocol_type = None, None  # an empty one becomes classic
+            self.log.write(g.partition, cr.group_gone(group_id), now, lambda error: None)
         if not self._protocols_fit(g, protocol_type, protocols):
             respond(JoinResult(m.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
@@ -469,7 +493,7 @@ class GroupCoordinator(GroupOffsets):
             g = self.groups.get(group_id) if error == m.NONE else None
             if error == m.NONE and g is None:
                 error = m.GROUP_ID_NOT_FOUND
-            elif g is not None and g.state != EMPTY:
+            elif g is not None and (g.state != EMPTY or (g.consumer and g.consumer.members)):
                 error = m.NON_EMPTY_GROUP
             if error != m.NONE:
                 results[group_id] = error
@@ -495,6 +519,8 @@ class GroupCoordinator(GroupOffsets):
         for g in writes:
             entries = [(gm.offset_key(g.group_id, *k), None) for k in sorted(g.offsets)]
             entries.append((gm.group_key(g.group_id), None))
+            if g.consumer is not None:
+                entries += cr.group_gone(g.group_id)
             self.log.write(g.partition, entries, now,
                            lambda error, g=g, e=self.owned[g.partition]: stored(g, e, error))
 
@@ -524,6 +550,8 @@ class GroupCoordinator(GroupOffsets):
                     self._remove_member(g, mb, now, "session timed out")
             if g.state == PREPARING and now >= g.join_deadline_ms:
                 self._maybe_complete_join(g, now)
+            if g.consumer is not None:
+                self._expire_consumers(g, now)
 
     def next_deadline_ms(self) -> int | None:
         times = [] if self.log.next_deadline_ms() is None else [self.log.next_deadline_ms()]
@@ -533,6 +561,8 @@ class GroupCoordinator(GroupOffsets):
                       if mb.on_join is None and mb.on_sync is None]
             if g.state == PREPARING:
                 times.append(g.join_deadline_ms)
+            if g.consumer is not None:
+                times += self._consumer_deadlines(g)
         return min(times) if times else None
 
     def shutdown(self) -> None:

@@ -15,8 +15,10 @@ read a log written by chaoskraft and the other way round:
   client host, rebalance timeout, session timeout, subscription,
   assignment)``.
 
-Keys of version 0 (offsets) and values of versions 0-3 are read too, as
-Kafka reads them. A record of any other version is an error naming it.
+A KIP-848 consumer group is kept under keys of versions 3-8, Kafka's own
+record types (:data:`CONSUMER_KEYS`; their values are in
+:mod:`.consumer_records`). Keys of version 0 (offsets) and values of versions
+0-3 are read too, as Kafka reads them. A record of any other version is an error naming it.
 """
 from __future__ import annotations
 
@@ -48,6 +50,24 @@ class OffsetValue:
 @dataclass(frozen=True, slots=True)
 class GroupKey:
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerKey:
+    """A key of a KIP-848 group's records (versions 3-8): :data:`CONSUMER_KEYS` names
+    ``kind``; ``member_id`` is empty for the group-wide ones."""
+    kind: int
+    group: str
+    member_id: str = ""
+
+
+# key version -> what a KIP-848 group keeps under it (Kafka's record types)
+GROUP_EPOCH, SUBSCRIPTION, MEMBER, TARGET_EPOCH, TARGET_MEMBER, CURRENT = 3, 4, 5, 6, 7, 8
+CONSUMER_KEYS = {GROUP_EPOCH: "group epoch", SUBSCRIPTION: "subscribed topics",
+                 MEMBER: "member metadata", TARGET_EPOCH: "target assignment epoch",
+                 TARGET_MEMBER: "member's target assignment",
+                 CURRENT: "member's current assignment"}
+_MEMBER_KEYS = (MEMBER, TARGET_MEMBER, CURRENT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +118,11 @@ def offset_value(v: OffsetValue) -> bytes:
 
 def group_key(group: str) -> bytes:
     return struct.pack(">h", 2) + _string(group)
+
+
+def consumer_key(kind: int, group: str, member_id: str = "") -> bytes:
+    out = struct.pack(">h", kind) + _string(group)
+    return out + _string(member_id) if kind in _MEMBER_KEYS else out
 
 
 def group_value(v: GroupValue) -> bytes:
@@ -164,14 +189,18 @@ class _Reader:
         return b
 
 
-def read_key(data: bytes) -> OffsetKey | GroupKey:
+def read_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
     r = _Reader(data, "key")
     version = r.int16("version")
     if version in (0, 1):
         return OffsetKey(r.string("group"), r.string("topic"), r.int32("partition"))
     if version == 2:
         return GroupKey(r.string("group"))
-    raise GroupRecordError(f"key: unknown version {version} (0-2 known)")
+    if version in CONSUMER_KEYS:
+        group = r.string("group")
+        return ConsumerKey(version, group, r.string("member_id") if version in _MEMBER_KEYS
+                           else "")
+    raise GroupRecordError(f"key: unknown version {version} (0-8 known)")
 
 
 def read_offset_value(data: bytes) -> OffsetValue:

@@ -18,11 +18,13 @@ class GroupOffsets:
                        offsets: dict[tuple[str, int], tuple[int, int, str | None]], now: int,
                        respond: Callable[[dict], None],
                        producer: tuple[int, int] | None = None,
-                       instance_id: str | None = None) -> None:
+                       instance_id: str | None = None, version: int = 9) -> None:
         """``offsets``: (topic, partition) -> (offset, leader epoch, metadata); ``respond``
         gets (topic, partition) -> error. ``producer`` (id, epoch): a TxnOffsetCommit, whose
         offsets wait for the transaction's end; its member and generation are checked as an
-        OffsetCommit's from TxnOffsetCommit v3 (KIP-447; older versions send none)."""
+        OffsetCommit's from TxnOffsetCommit v3 (KIP-447; older versions send none). In a
+        KIP-848 group ``generation`` is the member epoch, and ``version`` (the OffsetCommit
+        version) must be 9 or more."""
         error = self._error_for(group_id)
         g = self.groups.get(group_id)
         if error == m.NONE and g is None:
@@ -30,7 +32,10 @@ class GroupOffsets:
                 error = m.ILLEGAL_GENERATION
             else:  # a simple group (the admin client, or a consumer without a group)
                 g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
-        if error == m.NONE:
+        if error == m.NONE and g.consumer is not None:
+            error = self._consumer_commit_error(g.consumer, member_id, generation,
+                                                producer is not None, version)
+        elif error == m.NONE:
             error = self._offset_commit_error(g, member_id, generation, instance_id,
                                               producer is not None, now)
         if error != m.NONE:
@@ -176,14 +181,20 @@ class GroupOffsets:
                        stored)
 
     def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None,
-                      require_stable: bool = False):
+                      require_stable: bool = False, member: tuple[str, int] | None = None):
         """(error, [((topic, partition), OffsetValue or None, error)]). With
         ``require_stable`` (OffsetFetch v7+, KIP-447), a partition with a transactional
-        offset commit not yet ended is UNSTABLE_OFFSET_COMMIT, for the client to ask again."""
+        offset commit not yet ended is UNSTABLE_OFFSET_COMMIT, for the client to ask again.
+        ``member`` (OffsetFetch v9: member id and epoch) is checked in a KIP-848 group."""
         error = self._error_for(group_id)
         if error != m.NONE:
             return error, []
         g = self.groups.get(group_id)
+        if g is not None and g.consumer is not None and member is not None:
+            error = self._consumer_commit_error(g.consumer, member[0] or "", member[1], False,
+                                                None)
+            if error != m.NONE:
+                return error, []
         offsets = g.offsets if g is not None else {}
         keys = sorted(offsets) if wanted is None else wanted
         unstable: set = set()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import group_metadata as gm
+from .consumer_group import ConsumerGroup
 
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
@@ -76,6 +77,7 @@ class Group:
     join_deadline_ms: int = 0
     initial_budget_ms: int = -1  # >= 0 while the first rebalance of an empty group waits
     new_member_added: bool = False
+    consumer: ConsumerGroup | None = None  # a KIP-848 group: its members, epochs, target
 
     def transition(self, target: str) -> None:
         if self.state not in VALID_PREVIOUS[target]:

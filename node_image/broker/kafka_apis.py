@@ -59,6 +59,7 @@ from .replica_manager import ReplicaManager
 from .apis.acls import AclApis
 from .apis.admin import AdminApis
 from .apis.cluster_shape import ClusterShapeApis
+from .apis.consumer_groups import ConsumerGroupApis
 from .apis.common import ZERO_UUID, NOT_AUTHORIZED_OPERATIONS, _as_uuid, _zero_uuid
 from .apis.describe import DescribeApis, offline_replicas
 from .apis.fetch import FetchApis, _DelayedFetch
@@ -68,7 +69,7 @@ from .apis.txn import TxnApis
 
 
 class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApis,
-                GroupApis, ClusterShapeApis):
+                ConsumerGroupApis, GroupApis, ClusterShapeApis):
     """One broker's answers to clients: the dispatch table, ApiVersions and Metadata, the
     controller's answers, and the parked requests' timers; each API's handler is in its
     concern's module under ``apis/``."""
@@ -140,6 +141,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.UPDATE_FEATURES: self._update_features,
             kc.ADD_RAFT_VOTER: self._add_raft_voter,
             kc.REMOVE_RAFT_VOTER: self._remove_raft_voter,
+            kc.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
+            kc.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
         }[req.api_key]
         handler(src, req, now)
 

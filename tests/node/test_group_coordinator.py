@@ -44,7 +44,7 @@ def image(leader=1, epoch=0, topics=((gm.OFFSETS_TOPIC, 1), ("t", 4)), isr=None)
 class Coordinator:
     """A coordinator on node 1 and what its callbacks received."""
 
-    def __init__(self, disk=None, options=OPTIONS, img=None):
+    def __init__(self, disk=None, options=OPTIONS, img=None, now=0):
         self.disk = disk or SimDisk()
         self.events = []
         corr = iter(range(1, 10**6))
@@ -53,7 +53,7 @@ class Coordinator:
         self.rm.apply_image(img or image(), None, 0)
         self.gc = GroupCoordinator(self.rm, options, self.events.append, lambda: 1_000,
                                    random.Random(7))
-        self.gc.poll(0, True)
+        self.gc.poll(now, True)  # loads what it leads, at ``now``
         self.answers = {}
 
     def join(self, name, member="", now=0, v4=True, protocols=(("range", b"sub"),)):

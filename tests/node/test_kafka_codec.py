@@ -97,7 +97,7 @@ def test_newer_api_versions_gets_a_v0_answer_with_unsupported_version():
 
 
 @pytest.mark.parametrize("frame, words", [
-    (header(68, 0, 1, "x"), "unknown api key 68"),
+    (header(76, 0, 1, "x"), "unknown api key 76"),
     (header(0, 2, 1, "x"), "Produce v2 is not supported"),
     (header(1, 11, 1, "x")[:6], "needs 8 bytes"),
     (header(3, 1, 1, "x") + b"\x00", "malformed Metadata v1"),
@@ -264,6 +264,56 @@ def test_sync_group_v5_and_heartbeat_v4_bytes():
     assert (hb.body.group_id, hb.body.generation_id, hb.body.member_id) == ("grp", 3, "m-1")
     out = kc.encode_response(hb, kc.response_class(12, 4)(throttle_time_ms=0, error_code=27))
     assert out == response_v1(24, struct.pack(">ih", 0, 27) + TAGS)
+
+
+def test_consumer_group_heartbeat_v0_and_v1_bytes():
+    """KIP-848's ConsumerGroupHeartbeat: v0 and v1 (v1 adds the topic regex after the topic
+    names), flexible; owned partitions and the assignment by topic id."""
+    topic = bytes(range(16))
+    owned = carray([topic + carray([struct.pack(">i", 2)]) + TAGS])
+    common = (cstr("grp") + cstr("m1") + struct.pack(">i", 4) + cstr(None) + cstr("rack")
+              + struct.pack(">i", 300_000) + carray([cstr("t")]))
+    v0 = kc.decode_request(request_v2(68, 0, 31) + common + cstr("uniform") + owned + TAGS)
+    v1 = kc.decode_request(request_v2(68, 1, 32) + common + cstr("") + cstr(None) + owned
+                           + TAGS)
+    for req in (v0, v1):
+        b = req.body
+        assert (b.group_id, b.member_id, b.member_epoch, b.instance_id, b.rack_id,
+                b.rebalance_timeout_ms, list(b.subscribed_topic_names)) == (
+            "grp", "m1", 4, None, "rack", 300_000, ["t"])
+        assert [(str(tp.topic_id), list(tp.partitions)) for tp in b.topic_partitions] == [
+            ("00010203-0405-0607-0809-0a0b0c0d0e0f", [2])]
+    assert (v0.body.server_assignor, v1.body.subscribed_topic_regex,
+            v1.body.server_assignor) == ("uniform", "", None)
+    R = kc.response_class(68, 1)
+    resp = R(throttle_time_ms=0, error_code=0, error_message=None, member_id="m1",
+             member_epoch=5, heartbeat_interval_ms=5000, assignment=R.Assignment(
+                 topic_partitions=[R.Assignment.TopicPartitions(
+                     topic_id="00010203-0405-0607-0809-0a0b0c0d0e0f", partitions=[2, 3])]))
+    want = (struct.pack(">ih", 0, 0) + cstr(None) + cstr("m1") + struct.pack(">ii", 5, 5000)
+            + b"\x01" + carray([topic + carray([struct.pack(">i", 2), struct.pack(">i", 3)]) + TAGS])
+            + TAGS + TAGS)
+    assert kc.encode_response(v1, resp) == response_v1(32, want)
+    fenced = R(throttle_time_ms=0, error_code=110, error_message="x", member_id=None,
+               member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+    want = struct.pack(">ih", 0, 110) + cstr("x") + cstr(None) + struct.pack(">ii", 0, 0)
+    assert kc.encode_response(v0, fenced) == response_v1(31, want + b"\xff" + TAGS)
+
+
+def test_consumer_group_describe_v0_bytes():
+    """ConsumerGroupDescribe v0: group ids in, each group with its epochs, assignor and
+    members out; authorized operations INT32_MIN when not asked for."""
+    req = kc.decode_request(request_v2(69, 0, 33) + carray([cstr("g1")]) + b"\x00" + TAGS)
+    assert (list(req.body.group_ids), req.body.include_authorized_operations) == (["g1"], False)
+    R = kc.response_class(69, 0)
+    resp = R(throttle_time_ms=0, groups=[R.DescribedGroup(
+        error_code=69, error_message="gone", group_id="g1", group_state="Dead", group_epoch=-1,
+        assignment_epoch=-1, assignor_name="", members=[], authorized_operations=-(1 << 31))])
+    want = (struct.pack(">i", 0) + carray([struct.pack(">h", 69) + cstr("gone") + cstr("g1")
+                                           + cstr("Dead") + struct.pack(">ii", -1, -1)
+                                           + cstr("") + carray([])
+                                           + struct.pack(">i", -(1 << 31)) + TAGS]) + TAGS)
+    assert kc.encode_response(req, resp) == response_v1(33, want)
 
 
 def test_offset_fetch_v8_batches_groups_and_require_stable():

@@ -145,10 +145,14 @@ class GroupApis:
         out = []
         for group_id in req.body.groups:
             error, g = self.groups.describe(group_id)
+            message = f"Group {group_id} not found."
+            if g is not None and g.consumer is not None:  # as Kafka's: classic groups only
+                g, message = None, f"Group {group_id} is not a classic group."
             if g is None:
-                message = None
                 if error == m.NONE and req.api_version >= 6:  # KIP-1043
-                    error, message = m.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+                    error = m.GROUP_ID_NOT_FOUND
+                else:
+                    message = None
                 out.append(D(error_code=error, error_message=message, group_id=group_id,
                              group_state="Dead" if error in (m.NONE, m.GROUP_ID_NOT_FOUND)
                              else "",
@@ -193,17 +197,21 @@ class GroupApis:
     def _list_groups(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
         v = req.api_version
-        # v4: a filter on states (Kafka's names, case-insensitive); v5: on types (every
-        # group here is a classic one)
+        # v4: a filter on states (Kafka's names, case-insensitive); v5: on types (classic,
+        # or consumer for KIP-848's groups)
         states = {s.lower() for s in req.body.states_filter or ()} if v >= 4 else set()
         types = {t.lower() for t in req.body.types_filter or ()} if v >= 5 else set()
-        if types and "classic" not in types:
-            groups = []
-        else:
-            groups = [g for g in self.groups.list_groups()
-                      if not states or g.state.lower() in states]
-        extra = (lambda g: {"group_state": g.state, "group_type": "classic"}) if v >= 5 else (
-            (lambda g: {"group_state": g.state}) if v >= 4 else (lambda g: {}))
+
+        def state(g) -> str:
+            return g.state if g.consumer is None else g.consumer.state()
+
+        def kind(g) -> str:
+            return "classic" if g.consumer is None else "consumer"
+        groups = [g for g in self.groups.list_groups()
+                  if (not states or state(g).lower() in states)
+                  and (not types or kind(g) in types)]
+        extra = (lambda g: {"group_state": state(g), "group_type": kind(g)}) if v >= 5 else (
+            (lambda g: {"group_state": state(g)}) if v >= 4 else (lambda g: {}))
         self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, groups=[
             R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", **extra(g))
             for g in groups]))
@@ -213,11 +221,12 @@ class GroupApis:
         T = R.OffsetCommitResponseTopic
         self._commit_offsets(src, req, now, 6, T, T.OffsetCommitResponsePartition,
                              b.member_id, b.generation_id_or_member_epoch, None,
-                             b.group_instance_id if req.api_version >= 7 else None)
+                             b.group_instance_id if req.api_version >= 7 else None,
+                             version=req.api_version)
 
     def _commit_offsets(self, src, req: KafkaRequest, now: int, epoch_since: int, T, P,
                         member_id: str, generation: int, producer,
-                        instance_id: str | None = None) -> None:
+                        instance_id: str | None = None, version: int = 9) -> None:
         """OffsetCommit and TxnOffsetCommit (``producer``: its id and epoch); leader epochs
         are in requests from version ``epoch_since``."""
         b = req.body
@@ -235,12 +244,12 @@ class GroupApis:
                       error_code=errors[(t.name, p.partition_index)]) for p in t.partitions])
                 for t in b.topics]))
         self.groups.commit_offsets(b.group_id, member_id, generation, offsets, now, respond,
-                                   producer=producer, instance_id=instance_id)
+                                   producer=producer, instance_id=instance_id, version=version)
 
     def _offset_fetch(self, src, req: KafkaRequest, now: int) -> None:
         """One group before v8, a batch of groups from v8 (KIP-709); ``require_stable``
-        from v7 (KIP-447). v9's member id and epoch are for KIP-848's groups; every group
-        here is a classic one, whose offsets anyone may read (as Kafka's)."""
+        from v7 (KIP-447). v9's member id and epoch are checked in a KIP-848 group (a read
+        naming no member is allowed, as Kafka's); a classic group's offsets anyone may read."""
         R, v = self._cls(req), req.api_version
         stable = v >= 7 and req.body.require_stable
         if v < 8:
@@ -256,17 +265,19 @@ class GroupApis:
         out = []
         for group in req.body.groups:
             T = G.OffsetFetchResponseTopics
+            member = (group.member_id, group.member_epoch) if v >= 9 else None
             error, topics = self._group_offsets(group.group_id, group.topics, v, stable,
-                                                T, T.OffsetFetchResponsePartitions)
+                                                T, T.OffsetFetchResponsePartitions, member)
             out.append(G(group_id=group.group_id, topics=topics, error_code=error))
         self._reply(src, req, R(throttle_time_ms=0, groups=out))
 
-    def _group_offsets(self, group_id: str, wanted, version: int, stable: bool, T, P):
+    def _group_offsets(self, group_id: str, wanted, version: int, stable: bool, T, P,
+                       member: tuple | None = None):
         """(group error, topics of the answer) for one group's OffsetFetch; T and P are the
         version's topic and partition classes (v8 renamed both when it batched groups)."""
         keys = None if wanted is None else [(t.name, i) for t in wanted
                                             for i in t.partition_indexes]
-        error, found = self.groups.fetch_offsets(group_id, keys, stable)
+        error, found = self.groups.fetch_offsets(group_id, keys, stable, member)
         if error != m.NONE:
             if version >= 2:
                 return error, []

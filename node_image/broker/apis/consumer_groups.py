@@ -1,0 +1,85 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848's consumer protocol), answered
+by the group coordinator (:mod:`..consumer_coordinator`)."""
+from __future__ import annotations
+
+import uuid
+
+from ... import messages as m
+from ...kafka_codec import KafkaRequest
+from ..consumer_coordinator import Heartbeat, HeartbeatAnswer
+NO_OPERATIONS = -(1 << 31)  # INT32_MIN: authorized operations not asked for
+
+
+class ConsumerGroupApis:
+    """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
+
+    def _consumer_group_heartbeat(self, src, req: KafkaRequest, now: int) -> None:
+        b, v, R = req.body, req.api_version, self._cls(req)
+        peer = getattr(src, "peer", None)
+        owned = None if b.topic_partitions is None else {
+            str(tp.topic_id): frozenset(tp.partitions) for tp in b.topic_partitions}
+        hb = Heartbeat(
+            group_id=b.group_id, member_id=b.member_id or "", member_epoch=b.member_epoch,
+            version=v, instance_id=b.instance_id, rack_id=b.rack_id,
+            rebalance_timeout_ms=b.rebalance_timeout_ms,
+            subscribed=None if b.subscribed_topic_names is None
+            else tuple(b.subscribed_topic_names),
+            regex=b.subscribed_topic_regex if v >= 1 else None, assignor=b.server_assignor,
+            owned=owned, client_id=req.client_id or "",
+            client_host=f"/{peer[0]}" if isinstance(peer, tuple) and peer else "")
+
+        def respond(a: HeartbeatAnswer) -> None:
+            assignment = None
+            if a.assignment is not None:
+                A = R.Assignment
+                assignment = A(topic_partitions=[
+                    A.TopicPartitions(topic_id=uuid.UUID(t), partitions=sorted(ps))
+                    for t, ps in sorted(a.assignment.items())])
+            self._reply(src, req, R(throttle_time_ms=0, error_code=a.error,
+                                    error_message=a.message, member_id=a.member_id,
+                                    member_epoch=a.member_epoch,
+                                    heartbeat_interval_ms=a.interval_ms, assignment=assignment))
+        self.groups.consumer_heartbeat(hb, now, respond)
+
+    def _consumer_group_describe(self, src, req: KafkaRequest, now: int) -> None:
+        """ConsumerGroupDescribe: KIP-848 groups only (a classic group, or none, is
+        GROUP_ID_NOT_FOUND, as Kafka answers it); each member's current and target
+        assignment with topic names."""
+        R = self._cls(req)
+        D = R.DescribedGroup
+        names = self.rm.image.topic_names
+
+        def assignment(parts: dict):
+            return D.Member.Assignment(topic_partitions=[
+                D.Member.Assignment.TopicPartitions(topic_id=uuid.UUID(t),
+                                                    topic_name=names.get(t, ""),
+                                                    partitions=sorted(ps))
+                for t, ps in sorted(parts.items())])
+        out = []
+        for group_id in req.body.group_ids:
+            error, g = self.groups.describe(group_id)
+            message = None
+            if error == m.NONE and (g is None or g.consumer is None):
+                error = m.GROUP_ID_NOT_FOUND
+                message = (f"Group {group_id} not found." if g is None
+                           else f"Group {group_id} is not a consumer group.")
+            if error != m.NONE:
+                out.append(D(error_code=error, error_message=message, group_id=group_id,
+                             group_state="Dead" if error == m.GROUP_ID_NOT_FOUND else "",
+                             group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                             members=[], authorized_operations=NO_OPERATIONS))
+                continue
+            cg = g.consumer
+            members = [D.Member(member_id=mb.member_id, instance_id=None, rack_id=mb.rack_id,
+                                member_epoch=mb.current.epoch, client_id=mb.client_id,
+                                client_host=mb.client_host,
+                                subscribed_topic_names=list(mb.subscribed),
+                                subscribed_topic_regex=None,
+                                assignment=assignment(mb.current.assigned),
+                                target_assignment=assignment(cg.target.get(mb.member_id, {})))
+                       for mb in cg.members.values()]
+            out.append(D(error_code=m.NONE, error_message=None, group_id=group_id,
+                         group_state=cg.state(), group_epoch=cg.group_epoch,
+                         assignment_epoch=cg.assignment_epoch, assignor_name=cg.assignor(),
+                         members=members, authorized_operations=NO_OPERATIONS))
+        self._reply(src, req, R(throttle_time_ms=0, groups=out))

@@ -1,0 +1,277 @@
+"""ConsumerGroupHeartbeat (KIP-848): the group coordinator's side of the consumer protocol.
+
+One heartbeat does what JoinGroup, SyncGroup and Heartbeat do together in the classic
+protocol, in three steps (as Kafka's GroupMetadataManager):
+
+1. the member is created, updated or checked: epoch 0 joins (or rejoins, giving up what it
+   held), a positive epoch must be the member's (or its previous one, owning nothing beyond
+   its assignment: the answer that raised it may have been lost), -1 leaves;
+2. the group epoch rises if membership, a subscription, the assignor or a subscribed
+   topic's partitions changed, and the target assignment is computed again when the group
+   epoch is ahead of it;
+3. the member takes its next step towards its target (:func:`.consumer_group.reconcile`).
+
+What changed is written to the group's ``__consumer_offsets`` partition (acks=all,
+:mod:`.consumer_records`) and the answer goes out once it is committed; a heartbeat that
+changed nothing is answered once everything written before it is committed. A member
+silent for ``group.consumer.session.timeout.ms``, or that keeps partitions it must revoke
+for longer than its rebalance timeout, is removed. A write that fails answers its error
+(NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT) and is not rolled back
+in memory: a coordinator that takes over reads only what committed, and a member whose
+epoch is then ahead of the log's is fenced and joins again, losing nothing (it commits
+offsets with its epoch, which the new coordinator refuses until it has rejoined).
+
+Not supported, answered with errors: static membership (``group.instance.id``,
+INVALID_REQUEST), regular-expression subscriptions (INVALID_REQUEST), and classic members
+in a consumer group or the other way round (Kafka 4's online migration): a JoinGroup to a
+consumer group with members is INCONSISTENT_GROUP_PROTOCOL, a heartbeat to a classic group
+with members GROUP_ID_NOT_FOUND.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .. import messages as m
+from ..coverage import Reached
+from . import consumer_records as cr
+from .consumer_group import (ASSIGNORS, UNREVOKED, ConsumerGroup, ConsumerMember,
+                             MemberAssignment, assign, is_subset, reconcile)
+from .group_state import EMPTY, Group
+
+LEAVE, STATIC_LEAVE = -1, -2
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A ConsumerGroupHeartbeat request; ``None`` fields did not change since the last one."""
+    group_id: str
+    member_id: str
+    member_epoch: int
+    version: int = 1
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed: tuple | None = None
+    regex: str | None = None
+    assignor: str | None = None
+    owned: dict | None = None  # topic id -> frozenset(partition)
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    error: int
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    interval_ms: int = 0
+    assignment: dict | None = None  # topic id -> frozenset(partition), when sent
+
+
+class ConsumerGroups:
+    """Mixed into :class:`~.group_coordinator.GroupCoordinator`."""
+
+    def _invalid_heartbeat(self, hb: Heartbeat) -> tuple[int, str] | None:
+        def bad(message: str) -> tuple[int, str]:
+            return m.INVALID_REQUEST, message
+        if not hb.group_id:
+            return m.INVALID_GROUP_ID, "GroupId can't be empty."
+        if hb.instance_id is not None:
+            return bad("static membership (InstanceId) is not supported")
+        if hb.rack_id == "":
+            return bad("RackId can't be empty.")
+        if hb.regex:  # (an empty one is what a member subscribing by names sends)
+            return bad("SubscribedTopicRegex is not supported")
+        if hb.member_epoch > 0 or hb.member_epoch == LEAVE or hb.version >= 1:
+            if not hb.member_id:
+                return bad("MemberId can't be empty.")
+        if hb.member_epoch == 0:
+            if hb.rebalance_timeout_ms == -1:
+                return bad("RebalanceTimeoutMs must be provided in first request.")
+            if hb.owned is None or any(hb.owned.values()):
+                return bad("TopicPartitions must be empty when (re-)joining.")
+            if not hb.subscribed:
+                return bad("SubscribedTopicNames must be set in first request.")
+        elif hb.member_epoch < LEAVE:
+            return bad(f"MemberEpoch {hb.member_epoch} is invalid.")
+        if hb.assignor is not None and hb.assignor not in ASSIGNORS:
+            return (m.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {hb.assignor} is not supported. "
+                    f"Supported assignors: {', '.join(ASSIGNORS)}.")
+        return None
+
+    def consumer_heartbeat(self, hb: Heartbeat, now: int,
+                           respond: Callable[[HeartbeatAnswer], None]) -> None:
+        self._now = now
+        error = self._error_for(hb.group_id)
+        bad = self._invalid_heartbeat(hb) if error in (m.NONE, m.INVALID_GROUP_ID) else None
+        if bad is not None:
+            self._on_event(f"ConsumerGroupHeartbeat of group {hb.group_id!r} refused "
+                           f"({m.ERROR_NAMES.get(bad[0], bad[0])}): {bad[1]}")
+            respond(HeartbeatAnswer(*bad))
+            return
+        if error != m.NONE:
+            respond(HeartbeatAnswer(error))
+            return
+        g = self.groups.get(hb.group_id)
+        if g is None or (g.consumer is None and not g.members and hb.member_epoch == 0):
+            if hb.member_epoch != 0:
+                respond(HeartbeatAnswer(m.GROUP_ID_NOT_FOUND,
+                                        f"Consumer group {hb.group_id} not found."))
+                return
+            if g is None:
+                g = self.groups[hb.group_id] = Group(hb.group_id, self.partition_of(hb.group_id))
+            g.consumer, g.protocol_type, g.state = ConsumerGroup(), "consumer", EMPTY
+        if g.consumer is None:
+            respond(HeartbeatAnswer(m.GROUP_ID_NOT_FOUND,
+                                    f"Group {hb.group_id} is not a consumer group."))
+            return
+        cg = g.consumer
+        member_id = hb.member_id or str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        old = cg.members.get(member_id)
+        if hb.member_epoch == LEAVE:
+            if old is None:
+                respond(HeartbeatAnswer(m.UNKNOWN_MEMBER_ID, f"member {member_id} is unknown"))
+                return
+            entries = self._remove_consumer(g, old, "left the group")
+            self._write_then(g, entries, now, lambda: respond(HeartbeatAnswer(
+                m.NONE, member_id=member_id, member_epoch=LEAVE)), respond)
+            return
+        if hb.member_epoch > 0:
+            if old is None:
+                respond(HeartbeatAnswer(m.UNKNOWN_MEMBER_ID,
+                                        f"member {member_id} is not in group {hb.group_id}"))
+                return
+            c = old.current
+            if hb.member_epoch > c.epoch or (hb.member_epoch < c.epoch and not (
+                    hb.member_epoch == c.previous_epoch and is_subset(hb.owned, c.assigned))):
+                respond(HeartbeatAnswer(m.FENCED_MEMBER_EPOCH, (
+                    f"member epoch {hb.member_epoch} is not the coordinator's {c.epoch}: the "
+                    f"member must give up its partitions and rejoin")))
+                return
+        entries: list = []
+        mb = replace(old) if old is not None else ConsumerMember(member_id)
+        if hb.member_epoch == 0 and old is not None and old.current != MemberAssignment():
+            mb.current = MemberAssignment()  # a rejoin: what it held is free again
+            entries.append(cr.current(g.group_id, member_id, mb.current))
+        mb.client_id, mb.client_host = hb.client_id, hb.client_host
+        if hb.rack_id is not None:
+            mb.rack_id = hb.rack_id
+        if hb.rebalance_timeout_ms != -1:
+            mb.rebalance_timeout_ms = hb.rebalance_timeout_ms
+        if hb.assignor is not None:
+            mb.assignor = hb.assignor
+        if hb.subscribed is not None:
+            mb.subscribed = tuple(sorted(set(hb.subscribed)))
+        bump = old is None or (mb.subscribed, mb.assignor) != (old.subscribed, old.assignor)
+        if old is None or (mb.client_id, mb.client_host, mb.rack_id, mb.rebalance_timeout_ms,
+                           mb.subscribed, mb.assignor) != (
+                old.client_id, old.client_host, old.rack_id, old.rebalance_timeout_ms,
+                old.subscribed, old.assignor):
+            entries.append(cr.member(g.group_id, mb))
+        cg.members[member_id] = mb
+        entries += self._refresh_target(g, bump, f"member {member_id} "
+                                        f"{'joined' if old is None else 'changed'}")
+        before = mb.current
+        mb.current = reconcile(before, cg.assignment_epoch, cg.target.get(member_id, {}),
+                               cg.owner_epoch, hb.owned)
+        if mb.current != before:
+            entries.append(cr.current(g.group_id, member_id, mb.current))
+            mb.revoke_deadline_ms = (now + mb.rebalance_timeout_ms
+                                     if mb.current.state == UNREVOKED else None)
+        mb.expires_ms = now + self.options.group_consumer_session_timeout_ms
+        full = hb.member_epoch == 0 or (hb.rebalance_timeout_ms != -1
+                                        and hb.subscribed is not None and hb.owned is not None)
+        answer = HeartbeatAnswer(
+            m.NONE, member_id=member_id, member_epoch=mb.current.epoch,
+            interval_ms=self.options.group_consumer_heartbeat_interval_ms,
+            assignment=mb.current.assigned if full or mb.current.assigned != before.assigned
+            else None)
+        self._write_then(g, entries, now, lambda: respond(answer), respond)
+
+    def _refresh_target(self, g: Group, bump: bool, reason: str) -> list:
+        """Step 2: the group epoch and the target assignment; the records that changed."""
+        cg, entries = g.consumer, []
+        topics = {}
+        for name in sorted(cg.subscribed_names()):
+            t = self.rm.image.topics.get(name)
+            if t is not None and t.partitions:
+                topics[name] = (t.topic_id, len(t.partitions))
+        if topics != cg.subscription:
+            cg.subscription = topics
+            entries.append(cr.subscription(g.group_id, topics))
+            bump = True
+        if bump:
+            cg.group_epoch += 1
+            entries.append(cr.group_epoch(g.group_id, cg.group_epoch))
+            self._on_event(Reached("group-rebalanced",
+                                   f"group {g.group_id}: epoch {cg.group_epoch} ({reason})"))
+        if cg.group_epoch > cg.assignment_epoch:
+            target = assign(cg.assignor(), {mid: mb.subscribed
+                                            for mid, mb in cg.members.items()},
+                            cg.subscription, cg.target)
+            for mid, parts in sorted(target.items()):
+                if cg.target.get(mid) != parts:
+                    entries.append(cr.target_member(g.group_id, mid, parts))
+            cg.target = target
+            cg.assignment_epoch = cg.group_epoch
+            entries.append(cr.target_epoch(g.group_id, cg.assignment_epoch))
+        return entries
+
+    def _remove_consumer(self, g: Group, mb: ConsumerMember, reason: str) -> list:
+        cg = g.consumer
+        del cg.members[mb.member_id]
+        cg.target.pop(mb.member_id, None)
+        self._on_event(f"group {g.group_id}: member {mb.member_id} removed ({reason})")
+        entries = cr.member_gone(g.group_id, mb.member_id)
+        return entries + self._refresh_target(g, True, f"member {mb.member_id} {reason}")
+
+    def _write_then(self, g: Group, entries: list, now: int, then: Callable[[], None],
+                    respond: Callable[[HeartbeatAnswer], None]) -> None:
+        def done(error: int) -> None:
+            if error == m.NONE:
+                then()
+            else:
+                respond(HeartbeatAnswer(error, f"writing the group's records failed: "
+                                               f"{m.ERROR_NAMES.get(error, error)}"))
+        if entries:
+            self.log.write(g.partition, entries, now, done)
+        else:
+            self.log.barrier(g.partition, now, done)
+
+    def _expire_consumers(self, g: Group, now: int) -> None:
+        for mb in list(g.consumer.members.values()):
+            if now >= mb.expires_ms:
+                reason = "session timed out"
+            elif mb.revoke_deadline_ms is not None and now >= mb.revoke_deadline_ms:
+                reason = "did not revoke its partitions within its rebalance timeout"
+            else:
+                continue
+            self.log.write(g.partition, self._remove_consumer(g, mb, reason), now,
+                           lambda error: None)
+
+    def _consumer_deadlines(self, g: Group) -> list[int]:
+        out = []
+        for mb in g.consumer.members.values():
+            out.append(mb.expires_ms)
+            if mb.revoke_deadline_ms is not None:
+                out.append(mb.revoke_deadline_ms)
+        return out
+
+    # ------------------------------------------------------------ offsets of a consumer group
+
+    @staticmethod
+    def _consumer_commit_error(cg: ConsumerGroup, member_id: str, epoch: int,
+                               transactional: bool, version: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit (and, with ``version`` None,
+        validateOffsetFetch)."""
+        if epoch < 0 and not member_id and (not cg.members or version is None):
+            return m.NONE  # the admin client, or a read that names no member
+        mb = cg.members.get(member_id)
+        if mb is None:
+            return m.UNKNOWN_MEMBER_ID
+        if version is not None and not transactional and version < 9:
+            return m.UNSUPPORTED_VERSION
+        return m.NONE if epoch == mb.current.epoch else m.STALE_MEMBER_EPOCH
