@@ -10,12 +10,11 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, TopicPartition
+from confluent_kafka import Consumer
+from kafka import KafkaConsumer
 
 from conftest import wait_for
-from node_image.broker.group_metadata import OFFSETS_TOPIC, partition_for
+from group_clients import committed, coordinator, create_topic, produce, reads_only_news
 
 GROUP = "g"
 PARTITIONS = 4
@@ -26,15 +25,6 @@ def cluster(brokers3):
     return brokers3
 
 
-def produce(cluster, values):
-    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
-                  "enable.idempotence": True, "message.timeout.ms": 60000})
-    failed = []
-    for i, v in enumerate(values):
-        p.produce("t", value=v.encode(), partition=i % PARTITIONS,
-                  on_delivery=lambda err, msg: err and failed.append(err))
-        p.poll(0)
-    assert p.flush(90) == 0 and not failed, failed
 
 
 class Member(threading.Thread):
@@ -78,38 +68,14 @@ class Member(threading.Thread):
         self.c.close()
 
 
-def coordinator(cluster):
-    md = AdminClient({"bootstrap.servers": cluster.bootstrap()}).list_topics(OFFSETS_TOPIC,
-                                                                             timeout=5)
-    leader = md.topics[OFFSETS_TOPIC].partitions[partition_for(GROUP, 50)].leader
-    return leader if leader > 0 else None
 
 
-def committed(cluster):
-    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap(), group_id=GROUP,
-                      enable_auto_commit=False)
-    try:
-        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
-        ends = c.end_offsets(tps)
-        return {tp.partition: (c.committed(tp), ends[tp]) for tp in tps}
-    finally:
-        c.close()
 
 
 def test_a_group_of_two_clients_survives_its_coordinators_death_with_its_offsets(cluster):
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-
-    def create():
-        try:
-            admin.create_topics([NewTopic("t", PARTITIONS, 3,
-                                          config={"min.insync.replicas": "2"})])["t"].result(10)
-        except KafkaException as exc:  # an earlier attempt that timed out may have made it
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-        return True
-    wait_for("three brokers", create)
+    create_topic(cluster, PARTITIONS)
     first = [f"a{i}" for i in range(200)]
-    produce(cluster, first)
+    produce(cluster, first, PARTITIONS)
     members = [Member(cluster, "librdkafka"), Member(cluster, "kafka-python")]
     for mb in members:
         mb.start()
@@ -119,15 +85,15 @@ def test_a_group_of_two_clients_survives_its_coordinators_death_with_its_offsets
             timeout_s=90)
         assert members[0].assigned.isdisjoint(members[1].assigned)
         assert members[0].assigned | members[1].assigned == set(range(PARTITIONS))
-        victim = wait_for("the group's coordinator", lambda: coordinator(cluster))
+        victim = wait_for("the group's coordinator", lambda: coordinator(cluster, GROUP))
         cluster.kill(victim)
         second = [f"b{i}" for i in range(200)]
-        produce(cluster, second)
+        produce(cluster, second, PARTITIONS)
         wait_for("every record of both rounds read", lambda: set(first + second) <= {
             v for mb in members for v in mb.read}, timeout_s=120)
-        wait_for("a new coordinator", lambda: coordinator(cluster) not in (None, victim))
+        wait_for("a new coordinator", lambda: coordinator(cluster, GROUP) not in (None, victim))
         wait_for("commits up to the end of every partition", lambda: all(
-            c == end for c, end in committed(cluster).values()), timeout_s=90)
+            c == end for c, end in committed(cluster, GROUP, PARTITIONS).values()), timeout_s=90)
     finally:
         for mb in members:
             mb.stop.set()
@@ -138,17 +104,7 @@ def test_a_group_of_two_clients_survives_its_coordinators_death_with_its_offsets
     late = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP,
                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
     late.subscribe(["t"])
-    try:
-        produce(cluster, [f"c{i}" for i in range(20)])
-        got = []
-        deadline = time.monotonic() + 60
-        while len(got) < 20 and time.monotonic() < deadline:
-            got += [x.value().decode() for x in late.consume(100, 0.5) if x.error() is None]
-        end = time.monotonic() + 3  # anything older would show up now
-        while time.monotonic() < end:
-            got += [x.value().decode() for x in late.consume(100, 0.5) if x.error() is None]
-    finally:
-        late.close()
+    got = reads_only_news(cluster, late, 20, PARTITIONS)
     assert sorted(got) == sorted(f"c{i}" for i in range(20)), got[:30]
     logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
     assert "Traceback" not in logs

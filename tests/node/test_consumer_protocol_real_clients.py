@@ -1,0 +1,155 @@
+"""KIP-848's consumer group protocol (``group.protocol=consumer``) with librdkafka on three
+real node processes (127.0.0.1-3).
+
+Two consumers share a group through ConsumerGroupHeartbeat: the coordinator assigns the
+partitions (the second member gets its share only once the first has given it up), the
+members commit under their member epochs, and when the coordinator's node is killed the
+group moves to the partition's new leader with its epochs and assignments read back from
+the log: the members go on without rejoining. A member that leaves hands its partitions to
+the other, and one joining later starts at the committed offsets. ListGroups (by type) and
+ConsumerGroupDescribe show the group as librdkafka's admin client asks for it. librdkafka needs topic
+ids for this protocol, so the nodes advertise Metadata v12
+(``chaoskraft.metadata.max.version``).
+"""
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from conftest import wait_for
+from group_clients import committed, coordinator, create_topic, produce, reads_only_news
+
+GROUP = "g848"
+PARTITIONS = 6
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    from local_cluster import LocalCluster
+    c = LocalCluster(tmp_path, nodes=3, brokers=True, extra_config={
+        "chaoskraft.metadata.max.version": "12",
+        "group.consumer.heartbeat.interval.ms": "1000"})
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+
+
+def consumer(cluster):
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["t"])
+    return c
+
+
+class Member(threading.Thread):
+    """One consumer: polls, records what it read per partition, commits after each batch."""
+
+    def __init__(self, cluster):
+        super().__init__(daemon=True)
+        self.c = consumer(cluster)
+        self.read = []  # (partition, offset, value)
+        self.assigned = set()
+        self.stop = threading.Event()
+        self.errors = []
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                msgs = [x for x in self.c.consume(100, 0.3) if x.error() is None]
+                self.read += [(x.partition(), x.offset(), x.value().decode()) for x in msgs]
+                self.assigned = {tp.partition for tp in self.c.assignment()}
+                if msgs:
+                    self.c.commit(asynchronous=False)
+            except KafkaException as exc:  # a commit refused during a move or a failover
+                self.errors.append(exc.args[0])
+                if exc.args[0].fatal():
+                    raise
+                time.sleep(0.2)
+        self.c.close()  # leaves the group (member epoch -1)
+
+
+
+
+
+
+def listed(cluster):
+    """(type, state) of our group as ListGroups says, asked for consumer-protocol groups."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    result = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(10)
+    return {(g.type, g.state) for g in result.valid if g.group_id == GROUP}
+
+
+def described(cluster):
+    """What librdkafka's describe_consumer_groups (ConsumerGroupDescribe) says of our group:
+    (type, state, {member id: its partitions})."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    d = admin.describe_consumer_groups([GROUP])[GROUP].result(10)
+    return d.type, d.state, {mb.member_id: {tp.partition for tp in mb.assignment.topic_partitions}
+                             for mb in d.members}
+
+
+def test_a_consumer_protocol_group_survives_its_coordinators_death(cluster):
+    create_topic(cluster, PARTITIONS)
+    first = [f"a{i}" for i in range(600)]
+    produce(cluster, first, PARTITIONS)
+    members = [Member(cluster)]
+    members[0].start()
+    victim = None
+    try:
+        wait_for("the first member with every partition", lambda: members[0].assigned == set(
+            range(PARTITIONS)), timeout_s=60)
+        members.append(Member(cluster))
+        members[1].start()
+        wait_for("the partitions shared by both members", lambda: all(
+            mb.assigned for mb in members) and len(members[0].assigned) + len(
+            members[1].assigned) == PARTITIONS, timeout_s=60)
+        assert members[0].assigned.isdisjoint(members[1].assigned)
+        wait_for("every record of the first round read", lambda: set(first) <= {
+            v for mb in members for _, _, v in mb.read}, timeout_s=90)
+        before = [set(mb.assigned) for mb in members]
+        kind, state, assigned = wait_for("the group described as stable", lambda: (
+            lambda d: d[1] == ConsumerGroupState.STABLE and d)(described(cluster)))
+        assert kind == ConsumerGroupType.CONSUMER
+        assert sorted(map(sorted, assigned.values())) == sorted(map(sorted, before))
+        victim = wait_for("the group's coordinator", lambda: coordinator(cluster, GROUP))
+        cluster.kill(victim)
+        second = [f"b{i}" for i in range(600)]
+        produce(cluster, second, PARTITIONS)
+        wait_for("every record of both rounds read", lambda: set(first + second) <= {
+            v for mb in members for _, _, v in mb.read}, timeout_s=120)
+        wait_for("a new coordinator", lambda: coordinator(cluster, GROUP) not in (None, victim))
+        wait_for("commits up to the end of every partition", lambda: all(
+            c == end for c, end in committed(cluster, GROUP, PARTITIONS).values()), timeout_s=90)
+        assert [mb.assigned for mb in members] == before, \
+            "the members kept their partitions across the coordinator's move"
+        assert listed(cluster) == {(ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE)}
+        members[0].stop.set()  # leaves: the other member takes everything
+        members[0].join(30)
+        wait_for("the remaining member with every partition", lambda: members[1].assigned == set(
+            range(PARTITIONS)), timeout_s=60)
+    finally:
+        for mb in members:
+            mb.stop.set()
+        for mb in members:
+            mb.join(30)
+    for mb in members:  # each partition read in offset order by each member
+        for p in range(PARTITIONS):
+            offsets = [o for q, o, _ in mb.read if q == p]
+            assert offsets == sorted(offsets), (p, offsets[:20])
+    assert all(not e.fatal() for mb in members for e in mb.errors), [
+        e for mb in members for e in mb.errors]
+    cluster.start(victim)
+    late = consumer(cluster)  # joins later: starts at the committed offsets, reads only news
+    got = reads_only_news(cluster, late, 30, PARTITIONS)
+    assert sorted(got) == sorted(f"c{i}" for i in range(30)), got[:30]
+    logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
+    assert "Traceback" not in logs
+    assert f"group {GROUP}: epoch" in logs and "loaded 1 group(s)" in logs, \
+        "the new coordinator rebuilt the group from the log"
