@@ -151,3 +151,28 @@ class RaftVoterResponse:
     correlation_id: int
     error: int
     message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateAclsRequest:
+    correlation_id: int
+    # rows (resource type, name, pattern type, principal, host, operation, permission)
+    creations: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class CreateAclsResponse:
+    correlation_id: int
+    results: tuple  # rows (error, message or None), one per creation
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsRequest:
+    correlation_id: int
+    filters: tuple  # rows as CreateAcls', None for any name, principal or host
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsResponse:
+    correlation_id: int
+    results: tuple  # rows (error, message or None, bindings removed as creation rows)

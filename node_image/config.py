@@ -49,6 +49,11 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | group.initial.rebalance.delay.ms | 3000 | how long the first rebalance of an empty group waits for more members; 0 = not at all |
 | group.min.session.timeout.ms | 6000 | the shortest session timeout a member may ask for |
 | group.max.session.timeout.ms | 1800000 | the longest |
+| group.consumer.session.timeout.ms | 45000 | a member of a KIP-848 group (``group.protocol=consumer``) silent this long is removed |
+| group.consumer.heartbeat.interval.ms | 5000 | the interval KIP-848 members are told to heartbeat at |
+| authorizer.class.name | (empty) | ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` keeps ACLs in the metadata log and checks them (docs/broker.md "ACLs"); empty: no authorizer, the ACL APIs answer SECURITY_DISABLED and every client may do everything |
+| allow.everyone.if.no.acl.found | false | with the authorizer, a resource no ACL names is open to everyone |
+| super.users | (empty) | with the authorizer, principals (``User:name``, ``;``-separated) allowed everything |
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
 | compression.type | producer | the codec batches are stored with: ``producer`` keeps what the producer sent; ``uncompressed``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` makes the broker recompress; topics override it |
 | chaoskraft.metadata.max.version | 8 | (chaoskraft) the newest Metadata version ApiVersions advertises, 8 to 13: from v9 librdkafka trusts leader epochs and validates its position with OffsetForLeaderEpoch, where its 2.16 can deadlock (librdkafka issue 5476: a failed OffsetForLeaderEpoch re-queries the leader holding the partition's lock, against a thread holding the handle's lock); 13 answers as a Kafka 4 broker. A request of a newer version than advertised is still answered |
@@ -125,6 +130,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_consumer_session_timeout_ms: int = 45000  # KIP-848 groups
     group_consumer_heartbeat_interval_ms: int = 5000
+    authorizer: bool = False  # authorizer.class.name is StandardAuthorizer
+    allow_everyone_if_no_acl_found: bool = False
+    super_users: frozenset = frozenset()
     retry_backoff_ms: int = 100
     # (chaoskraft) an internal request (heartbeat, follower fetch, AlterPartition) without an
     # answer for this long is sent again: the transport does not report lost connections.
@@ -203,10 +211,13 @@ _ZERO_ALLOWED = {"metadata.max.idle.interval.ms", "group.initial.rebalance.delay
                  "chaoskraft.bootstrap.kraft.version"}
 _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
               "auto.create.topics.enable": "auto_create_topics",
-              "chaoskraft.power.loss.enable": "power_loss"}
+              "chaoskraft.power.loss.enable": "power_loss",
+              "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found"}
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
-    "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path", "compression.type"}
+    "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path", "compression.type",
+    "authorizer.class.name", "super.users"}
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 METADATA_MAX = 13  # the newest Metadata version the node answers (Kafka 4's)
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
@@ -323,6 +334,13 @@ def load_config(props: dict[str, str]) -> NodeConfig:
             raise ConfigError(f"compression.type: {props['compression.type']!r} is not one of "
                               f"{', '.join(COMPRESSION_TYPES)}")
         kw["broker"]["compression_type"] = props["compression.type"]
+    authorizer = props.get("authorizer.class.name", "")
+    if authorizer not in ("", STANDARD_AUTHORIZER):
+        raise ConfigError(f"authorizer.class.name: {authorizer!r} is not supported (only "
+                          f"{STANDARD_AUTHORIZER}, or empty for none)")
+    kw["broker"]["authorizer"] = bool(authorizer)
+    kw["broker"]["super_users"] = frozenset(
+        u.strip() for u in props.get("super.users", "").split(";") if u.strip())
     kw["broker"]["advertised"] = advertised["PLAINTEXT"]
     kw["broker"]["internal_port"] = listener[1]
     return NodeConfig(node_id=node_id, voters=voters, log_dir=props["log.dirs"], roles=roles,

@@ -56,7 +56,7 @@ from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
-from . import features, reassignment
+from . import acls, features, reassignment
 from . import partition_events
 from . import replication_control as rc
 from .coverage import Reached
@@ -477,6 +477,18 @@ class QuorumController:
         self._admin_write(
             src, now, lambda result: m.UpdateFeaturesResponse(req.correlation_id, *result),
             (m.NOT_CONTROLLER, None), plan, req.validate_only)
+
+    def handle_create_acls(self, src, req: m.CreateAclsRequest, now: int) -> None:
+        self._admin_write(
+            src, now, lambda rows: m.CreateAclsResponse(req.correlation_id, tuple(rows)),
+            [(m.NOT_CONTROLLER, None)] * len(req.creations),
+            lambda: acls.create_plan(self.current.acls, req.creations, self.raft.log.end_offset))
+
+    def handle_delete_acls(self, src, req: m.DeleteAclsRequest, now: int) -> None:
+        self._admin_write(
+            src, now, lambda rows: m.DeleteAclsResponse(req.correlation_id, tuple(rows)),
+            [(m.NOT_CONTROLLER, None, ())] * len(req.filters),
+            lambda: acls.delete_plan(self.current.acls, req.filters))
 
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):

@@ -26,6 +26,8 @@ from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
                              ListReassignmentsRequest, ListReassignmentsResponse,
                              UpdateFeaturesRequest, UpdateFeaturesResponse,
                              AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
+                             CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest,
+                             DeleteAclsResponse,
                              CreatePartitionsRequest, CreatePartitionsResponse,
                              CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                              DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
@@ -110,6 +112,9 @@ NO_REASSIGNMENT_IN_PROGRESS = 85
 NEW_LEADER_ELECTED = 108
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 FENCED_MEMBER_EPOCH = 110
 UNRELEASED_INSTANCE_ID = 111
@@ -457,6 +462,7 @@ TYPES: tuple[type, ...] = (
     ElectLeadersResponse, AlterReassignmentsRequest, AlterReassignmentsResponse,
     ListReassignmentsRequest, ListReassignmentsResponse, UpdateFeaturesRequest,
     UpdateFeaturesResponse, AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -470,6 +476,11 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (AlterReassignmentsResponse, "results"): ("str", "int", "int", "str | None"),
     (ListReassignmentsRequest, "partitions"): ("str", "int"),
     (UpdateFeaturesRequest, "updates"): ("str", "int", "int"),
+    (CreateAclsRequest, "creations"): ("int", "str", "int", "str", "str", "int", "int"),
+    (CreateAclsResponse, "results"): ("int", "str | None"),
+    (DeleteAclsRequest, "filters"): ("int", "str | None", "int", "str | None", "str | None",
+                                     "int", "int"),
+    (DeleteAclsResponse, "results"): ("int", "str | None", "tuple"),
     (ListReassignmentsResponse, "results"): ("str", "int", "tuple[int]", "tuple[int]",
                                              "tuple[int]"),
     (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),

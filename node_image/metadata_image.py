@@ -26,6 +26,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 
 from . import metadata_records as mr
+from .acls import AclBinding
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -94,6 +95,7 @@ class MetadataImage:
     topic_names: dict = field(default_factory=dict)  # topic id -> name
     configs: dict = field(default_factory=dict)  # (resource type, name) -> {key: value}
     next_producer_id: int = 0
+    acls: dict = field(default_factory=dict)  # id -> acls.AclBinding
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.topics.get(topic)
@@ -134,6 +136,9 @@ class MetadataImage:
         if self.next_producer_id:
             out.append(mr.ProducerIdsRecord(-1, -1, self.next_producer_id))
         out += [mr.RegisterValueRecord(k, v) for k, v in sorted(self.registers.items())]
+        out += [mr.AccessControlEntryRecord(i, b.resource_type, b.name, b.pattern_type,
+                                            b.principal, b.host, b.operation, b.permission)
+                for i, b in sorted(self.acls.items())]
         return out
 
     def digest(self) -> int:
@@ -261,6 +266,13 @@ class MetadataDelta:
                 entries[record.name] = record.value
             configs[key] = entries
             self.changed_configs.add(key)
+        elif t is mr.AccessControlEntryRecord:
+            self._map("acls")[record.id] = AclBinding(
+                record.resource_type, record.resource_name, record.pattern_type,
+                record.principal, record.host, record.operation, record.permission_type)
+        elif t is mr.RemoveAccessControlEntryRecord:
+            if self._map("acls").pop(record.id, None) is None:
+                raise AssertionError(f"{record!r} names no ACL")
         elif t is mr.ProducerIdsRecord:
             if record.next_producer_id <= self.next_producer_id:
                 raise AssertionError(f"{record!r} does not advance next producer id "

@@ -4,7 +4,8 @@ A record value is ``uvarint frame version (1) | uvarint api key | uvarint
 record version | body``. Api keys, names and fields are Kafka's
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
 PartitionChangeRecord 5, RemoveTopicRecord 9, FeatureLevelRecord 12, ProducerIdsRecord 15,
-BrokerRegistrationChangeRecord 17, NoOpRecord 20); chaoskraft's own register
+BrokerRegistrationChangeRecord 17, NoOpRecord 20, AccessControlEntryRecord 23,
+RemoveAccessControlEntryRecord 24); chaoskraft's own register
 service uses key 10000, outside Kafka's range. Bodies are msgpack maps of the record's fields instead
 of Kafka's generated schema bytes: the metadata log is only read by
 chaoskraft nodes, and the frame still tells a reader which record and
@@ -126,6 +127,24 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """An ACL binding (codes as Kafka's enums, see ``node_image/acls.py``) under ``id``."""
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterValueRecord:
     """chaoskraft: the register ``key`` now holds ``value``."""
     key: str
@@ -135,7 +154,8 @@ class RegisterValueRecord:
 API_KEYS: dict[type, int] = {
     RegisterBrokerRecord: 0, TopicRecord: 2, PartitionRecord: 3, ConfigRecord: 4,
     PartitionChangeRecord: 5, RemoveTopicRecord: 9, FeatureLevelRecord: 12, ProducerIdsRecord: 15,
-    BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, RegisterValueRecord: 10000}
+    BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, AccessControlEntryRecord: 23,
+    RemoveAccessControlEntryRecord: 24, RegisterValueRecord: 10000}
 _BY_KEY = {v: k for k, v in API_KEYS.items()}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in API_KEYS}
 # Fields added later have defaults and are written only when set, so a record that does

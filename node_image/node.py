@@ -154,6 +154,8 @@ class Node:
         m.AlterReassignmentsRequest: QuorumController.handle_alter_reassignments,
         m.ListReassignmentsRequest: QuorumController.handle_list_reassignments,
         m.UpdateFeaturesRequest: QuorumController.handle_update_features,
+        m.CreateAclsRequest: QuorumController.handle_create_acls,
+        m.DeleteAclsRequest: QuorumController.handle_delete_acls,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

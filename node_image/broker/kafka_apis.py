@@ -46,7 +46,7 @@ import random
 import time
 from typing import Callable
 
-from .. import features
+from .. import acls, features
 from .. import kafka_codec as kc
 from .. import messages as m
 from ..kafka_codec import KafkaRequest, KafkaResponse
@@ -187,6 +187,10 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
                 if name is None:
                     unknown(m.UNKNOWN_TOPIC_ID, None, topic_id)
                     continue
+            if not self._allowed(src, acls.DESCRIBE, acls.TOPIC, name):
+                if wanted is not None:  # (listing all: a topic not described is left out)
+                    unknown(m.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID)
+                continue
             t = image.topics.get(name)
             if t is None:
                 unknown(self._auto_create(name, now) if wanted is not None and create_allowed

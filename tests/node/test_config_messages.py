@@ -24,6 +24,10 @@ def test_defaults_are_kafkas():
     ({**BASE, "chaoskraft.metadata.max.version": "14"},
      "chaoskraft.metadata.max.version: must be 8 to 13, got 14"),
     ({**BASE, "chaoskraft.metadata.max.version": "7"}, "must be 8 to 13, got 7"),
+    ({**BASE, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
+     "authorizer.class.name: 'kafka.security.authorizer.AclAuthorizer' is not supported"),
+    ({**BASE, "allow.everyone.if.no.acl.found": "yes"},
+     "allow.everyone.if.no.acl.found: 'yes' is not true or false"),
 ])
 def test_config_errors_name_the_key(props, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(".", r"\.")):

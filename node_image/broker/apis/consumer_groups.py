@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from ... import acls
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from ..consumer_coordinator import Heartbeat, HeartbeatAnswer
@@ -39,6 +40,10 @@ class ConsumerGroupApis:
                                     error_message=a.message, member_id=a.member_id,
                                     member_epoch=a.member_epoch,
                                     heartbeat_interval_ms=a.interval_ms, assignment=assignment))
+        if not self._allowed(src, acls.READ, acls.GROUP, b.group_id):
+            respond(HeartbeatAnswer(m.GROUP_AUTHORIZATION_FAILED,
+                                    f"Not authorized to read group {b.group_id}"))
+            return
         self.groups.consumer_heartbeat(hb, now, respond)
 
     def _consumer_group_describe(self, src, req: KafkaRequest, now: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ... import acls
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from ...coverage import Reached
@@ -26,7 +27,9 @@ class FetchApis:
         body = req.body
         keys = {(name, p.partition) for t, name in self._fetch_topics(req) if name is not None
                 for p in t.partitions}
-        response, size, errors = self._fetch_response(req)
+        denied = frozenset(name for name, _ in keys
+                           if not self._allowed(src, acls.READ, acls.TOPIC, name))
+        response, size, errors = self._fetch_response(req, denied)
         if size >= max(body.min_bytes, 1) or errors or body.max_wait_ms <= 0 or not keys:
             self._reply(src, req, response)
             return
@@ -41,7 +44,9 @@ class FetchApis:
         return [(t, None if _zero_uuid(t.topic_id) else names.get(str(t.topic_id)))
                 for t in req.body.topics]
 
-    def _fetch_response(self, req: KafkaRequest):
+    def _fetch_response(self, req: KafkaRequest, denied: frozenset = frozenset()):
+        """(response, bytes of records, whether a partition had an error); the topics in
+        ``denied`` the client may not read (TOPIC_AUTHORIZATION_FAILED)."""
         body = req.body
         v = req.api_version
         R = self._cls(req)
@@ -55,9 +60,10 @@ class FetchApis:
         for t, name in self._fetch_topics(req):
             parts = []
             for p in t.partitions:
-                if name is None:  # v13+: an id no topic of ours has
+                if name is None or name in denied:  # v13+: an id no topic of ours has
                     error, hw, lso, start, data, aborted, diverging = (
-                        m.UNKNOWN_TOPIC_ID, -1, -1, -1, b"", None, None)
+                        m.UNKNOWN_TOPIC_ID if name is None else m.TOPIC_AUTHORIZATION_FAILED,
+                        -1, -1, -1, b"", None, None)
                 else:
                     error, hw, lso, start, data, aborted, diverging = self._read(
                         name, p, v, min(p.partition_max_bytes, max(budget - total, 0)),

@@ -3,6 +3,7 @@ LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetCommit, OffsetFetch 
 OffsetDelete, answered by the group coordinator."""
 from __future__ import annotations
 
+from ... import acls
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from ..group_state import JoinResult
@@ -94,6 +95,9 @@ class GroupApis:
         if v >= 8 and b.reason:
             self._on_event(f"JoinGroup of {b.group_id!r} by {b.member_id or 'a new member'}: "
                            f"{b.reason}")
+        if not self._allowed(src, acls.READ, acls.GROUP, b.group_id):
+            respond(JoinResult(m.GROUP_AUTHORIZATION_FAILED, b.member_id))
+            return
         if v >= 5 and b.group_instance_id is not None:
             self._on_event(f"JoinGroup of {b.group_id!r}: static membership (group.instance.id "
                            f"{b.group_instance_id!r}) is not supported; refused (INVALID_REQUEST)")
@@ -243,6 +247,9 @@ class GroupApis:
                     P(partition_index=p.partition_index,
                       error_code=errors[(t.name, p.partition_index)]) for p in t.partitions])
                 for t in b.topics]))
+        if not self._allowed(src, acls.READ, acls.GROUP, b.group_id):
+            respond({k: m.GROUP_AUTHORIZATION_FAILED for k in offsets})
+            return
         self.groups.commit_offsets(b.group_id, member_id, generation, offsets, now, respond,
                                    producer=producer, instance_id=instance_id, version=version)
 
@@ -255,7 +262,7 @@ class GroupApis:
         if v < 8:
             T = R.OffsetFetchResponseTopic
             error, topics = self._group_offsets(req.body.group_id, req.body.topics, v, stable,
-                                                T, T.OffsetFetchResponsePartition)
+                                                T, T.OffsetFetchResponsePartition, src=src)
             if error != m.NONE and v >= 2:
                 self._reply(src, req, R(throttle_time_ms=0, topics=[], error_code=error))
             else:
@@ -267,17 +274,19 @@ class GroupApis:
             T = G.OffsetFetchResponseTopics
             member = (group.member_id, group.member_epoch) if v >= 9 else None
             error, topics = self._group_offsets(group.group_id, group.topics, v, stable,
-                                                T, T.OffsetFetchResponsePartitions, member)
+                                                T, T.OffsetFetchResponsePartitions, member, src)
             out.append(G(group_id=group.group_id, topics=topics, error_code=error))
         self._reply(src, req, R(throttle_time_ms=0, groups=out))
 
     def _group_offsets(self, group_id: str, wanted, version: int, stable: bool, T, P,
-                       member: tuple | None = None):
+                       member: tuple | None = None, src=None):
         """(group error, topics of the answer) for one group's OffsetFetch; T and P are the
         version's topic and partition classes (v8 renamed both when it batched groups)."""
         keys = None if wanted is None else [(t.name, i) for t in wanted
                                             for i in t.partition_indexes]
-        error, found = self.groups.fetch_offsets(group_id, keys, stable, member)
+        error, found = (self.groups.fetch_offsets(group_id, keys, stable, member)
+                        if self._allowed(src, acls.DESCRIBE, acls.GROUP, group_id)
+                        else (m.GROUP_AUTHORIZATION_FAILED, []))
         if error != m.NONE:
             if version >= 2:
                 return error, []

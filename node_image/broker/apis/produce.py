@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import messages as m
-from ... import compression, records
+from ... import acls, compression, records
 from ...kafka_codec import KafkaRequest
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
@@ -48,6 +48,8 @@ class ProduceApis:
                     results[key] = _ProduceResult(m.INVALID_REQUIRED_ACKS)
                 elif td.name in (OFFSETS_TOPIC, TXN_TOPIC):  # Kafka: clients may not append
                     results[key] = _ProduceResult(m.INVALID_TOPIC_EXCEPTION)
+                elif not self._allowed(src, acls.WRITE, acls.TOPIC, td.name):
+                    results[key] = _ProduceResult(m.TOPIC_AUTHORIZATION_FAILED)
                 else:
                     results[key] = self._append(td.name, pd.index, pd.records, acks,
                                                 transactional=body.transactional_id is not None,

@@ -1,0 +1,203 @@
+"""ACLs with StandardAuthorizer: the bindings' rules without I/O, then three node processes
+where kafka-python's and librdkafka's admin clients create, describe and delete them
+(through the controller, into every broker's metadata) and the brokers enforce them on
+what clients do."""
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
+                                   AclPermissionType, AdminClient, NewTopic,
+                                   ResourcePatternType, ResourceType)
+from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient,
+                         ResourcePattern)
+from kafka.admin import ResourceType as KResourceType
+from kafka.errors import NoError
+
+from conftest import wait_for
+from node_image import acls
+from node_image.acls import AclBinding as B
+from node_image.acls import AclFilter as F
+
+
+def binding(name="t", pattern=acls.LITERAL, principal="User:a", host="*", op=acls.READ,
+            permission=acls.ALLOW, rtype=acls.TOPIC):
+    return B(rtype, name, pattern, principal, host, op, permission)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (binding(rtype=acls.ANY), "Invalid resourceType ANY"),
+    (binding(pattern=acls.MATCH), "Invalid patternType MATCH"),
+    (binding(op=acls.ANY), "Invalid operation ANY"),
+    (binding(permission=acls.ANY), "Invalid permissionType ANY"),
+    (binding(name=""), "Resource name should not be empty"),
+    (binding(principal="alice"), "Invalid principal 'alice'"),
+    (binding(host=""), "Host should not be empty"),
+])
+def test_a_binding_kafka_refuses_is_refused_naming_the_field(bad, message):
+    new, results = acls.create({}, [bad, binding()])
+    assert results[0].startswith(message) and results[1] is None
+    assert [b for _, b in new] == [binding()]
+
+
+def test_filters_match_as_kafkas_acl_binding_filter():
+    lit, star, pre = binding("orders"), binding("*"), binding("ord", acls.PREFIXED)
+    every = [lit, star, pre]
+    assert [b for b in every if acls.matches(F(), b)] == every
+    assert [b for b in every if acls.matches(F(name="orders", pattern_type=acls.MATCH), b)] \
+        == every, "MATCH: what applies to a resource of that name"
+    assert [b for b in every if acls.matches(F(name="other", pattern_type=acls.MATCH), b)] \
+        == [star]
+    assert [b for b in every if acls.matches(F(pattern_type=acls.PREFIXED), b)] == [pre]
+    assert [b for b in every if acls.matches(F(name="orders", pattern_type=acls.LITERAL), b)] \
+        == [lit]
+    assert not acls.matches(F(resource_type=acls.GROUP), lit)
+    assert not acls.matches(F(principal="User:b"), lit)
+    assert not acls.matches(F(operation=acls.WRITE), lit)
+    gone, results = acls.delete({"1": lit, "2": star, "3": pre},
+                                [F(name="orders", pattern_type=acls.MATCH), F(name="*")])
+    assert gone == ["1", "2", "3"] and [len(hit) for _, hit in results] == [3, 1]
+    assert acls.delete({}, [F(operation=0)])[1] == [("Unknown entryFilter.", [])]
+
+
+def test_the_authorizer_decides_as_standard_authorizer():
+    def may(bindings, op=acls.READ, name="orders", principal="User:a", everyone=False,
+            supers=frozenset()):
+        return acls.authorize(bindings, principal, "10.0.0.1", op, acls.TOPIC, name, everyone,
+                              supers)
+    assert not may([]) and may([], everyone=True), "no binding names it: the default"
+    assert may([binding("other")], everyone=True), "a binding of another topic says nothing"
+    assert may([binding("orders")]) and not may([binding("orders")], principal="User:b")
+    assert not may([binding("orders")], everyone=True, principal="User:b"), \
+        "a resource with bindings is closed to everyone else"
+    assert may([binding("orders")], op=acls.DESCRIBE), "READ implies DESCRIBE"
+    assert not may([binding("orders", op=acls.DESCRIBE)], op=acls.READ)
+    assert may([binding("ord", acls.PREFIXED, op=acls.ALL)], op=acls.WRITE)
+    assert may([binding("*", principal="User:*")], principal="User:z")
+    assert not may([binding("orders"), binding("*", permission=acls.DENY)]), "DENY wins"
+    assert not may([binding("orders"), binding("orders", host="10.0.0.1", op=acls.ALL,
+                                               permission=acls.DENY)])
+    assert not may([binding("orders", host="10.9.9.9")]), "another host's grant"
+    assert may([binding("*", permission=acls.DENY)], supers=frozenset({"User:a"}))
+
+
+def test_bindings_are_metadata_records_kept_in_snapshots():
+    from node_image import metadata_records as mr
+    from node_image.metadata_image import MetadataDelta, MetadataImage
+    records, results, events = acls.create_plan({}, [tuple(vars_of(binding()))], salt=7)
+    assert results == [(0, None)] and events == ["ACL created: ALLOW User:a from * READ on "
+                                                 "TOPIC LITERAL 't'"]
+    [rec] = records
+    assert mr.decode(mr.encode(rec)) == rec
+    delta = MetadataDelta(MetadataImage())
+    delta.replay(rec)
+    img = delta.apply(1)
+    assert list(img.acls.values()) == [binding()]
+    again = MetadataDelta(MetadataImage())
+    for r in img.records():  # a snapshot's contents rebuild the same bindings
+        again.replay(r)
+    assert again.apply(1).acls == img.acls
+    assert acls.create_plan(img.acls, [tuple(vars_of(binding()))], salt=8)[0] == [], \
+        "one already there: nothing written"
+    gone, rows, _ = acls.delete_plan(img.acls, [(acls.ANY, None, acls.ANY, None, None,
+                                                 acls.ANY, acls.ANY)])
+    assert gone == [mr.RemoveAccessControlEntryRecord(rec.id)]
+    assert rows == [(0, None, (tuple(vars_of(binding())),))]
+
+
+def vars_of(b):
+    return (b.resource_type, b.name, b.pattern_type, b.principal, b.host, b.operation,
+            b.permission)
+
+
+# ---------------------------------------------------------------- real clients
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from local_cluster import LocalCluster
+    c = LocalCluster(tmp_path_factory.mktemp("acls"), nodes=3, brokers=True, extra_config={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"})
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_kafka_pythons_acl_round_trip_as_its_own_suite_runs_it(cluster):
+    """What kafka-python's ``test_create_describe_delete_acls`` does against a Kafka with
+    StandardAuthorizer: none, one created, listed, deleted, none."""
+    admin = wait_for("the cluster", lambda: KafkaAdminClient(bootstrap_servers=cluster.bootstrap()))
+    try:
+        pattern = ResourcePattern(KResourceType.TOPIC, "topic")
+        every = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                          permission_type=ACLPermissionType.ANY, resource_pattern=pattern)
+        acls_, error = admin.describe_acls(every)
+        assert error is NoError and acls_ == []
+        acl = ACL(principal="User:test", host="*", operation=ACLOperation.READ,
+                  permission_type=ACLPermissionType.ALLOW, resource_pattern=pattern)
+        result = admin.create_acls([acl])
+        assert (len(result["failed"]), len(result["succeeded"])) == (0, 1)
+        acls_, error = admin.describe_acls(every)
+        assert error is NoError and len(acls_) == 1
+        assert (acls_[0].principal, acls_[0].operation) == ("User:test", ACLOperation.READ)
+        deleted = admin.delete_acls([ACLFilter(
+            principal="User:test", host="*", operation=ACLOperation.READ,
+            permission_type=ACLPermissionType.ALLOW, resource_pattern=pattern)])
+        assert len(deleted) == 1 and len(deleted[0][1]) == 1, deleted
+        acls_, error = admin.describe_acls(ACLFilter(
+            principal="*", host="*", operation=ACLOperation.ANY,
+            permission_type=ACLPermissionType.ANY, resource_pattern=pattern))
+        assert error is NoError and acls_ == []
+        assert admin.describe_acls(every) == ([], NoError), "gone from every broker's image"
+    finally:
+        admin.close()
+
+
+def test_a_deny_binding_stops_producers_and_consumers_until_it_is_deleted(cluster):
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    a.create_topics([NewTopic("locked", 1, 3)])["locked"].result(30)
+    deny = [AclBinding(ResourceType.TOPIC, "lock", ResourcePatternType.PREFIXED,
+                       "User:ANONYMOUS", "*", op, AclPermissionType.DENY)
+            for op in (AclOperation.WRITE, AclOperation.READ)]
+    for f in a.create_acls(deny).values():
+        f.result(30)
+    listed = a.describe_acls(AclBindingFilter(
+        ResourceType.TOPIC, "locked", ResourcePatternType.MATCH, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)).result(30)
+    assert sorted(b.operation for b in listed) == [AclOperation.READ, AclOperation.WRITE]
+
+    def produce():
+        errors = []
+        p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                      "message.timeout.ms": 10000})
+        p.produce("locked", b"x",
+                  on_delivery=lambda err, msg: errors.append(err and err.code()))
+        p.flush(20)
+        return errors
+
+    # every broker has the bindings once the controller committed them: wait for the leader
+    wait_for("the leader refusing writes", lambda: produce() == [
+        KafkaError.TOPIC_AUTHORIZATION_FAILED], timeout_s=30)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "locked-reader",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe(["locked"])
+    try:
+        seen = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not seen:
+            m = c.poll(0.5)
+            if m is not None and m.error() is not None:
+                seen.append(m.error().code())
+        assert KafkaError.TOPIC_AUTHORIZATION_FAILED in seen, seen
+    finally:
+        c.close()
+    [deleted] = a.delete_acls([AclBindingFilter(
+        ResourceType.TOPIC, "lock", ResourcePatternType.PREFIXED, "User:ANONYMOUS", None,
+        AclOperation.ANY, AclPermissionType.DENY)]).values()
+    assert len(deleted.result(30)) == 2
+    wait_for("writes allowed again", lambda: produce() == [None], timeout_s=30)
+    logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
+    assert "Traceback" not in logs and "ACL created: DENY User:ANONYMOUS" in logs
+
