@@ -14,9 +14,9 @@ the node sees one small interface:
 Supported versions are the ones in :data:`SUPPORTED`. For the group, coordinator and
 transaction APIs, ListOffsets, CreateTopics, Metadata, ApiVersions and the admin APIs: the
 versions a Kafka 4 broker answers, flexible ones included, up to where a version brings a
-feature the node does not have (share groups: FindCoordinator v6; KIP-890's second
-transaction protocol: EndTxn and TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only
-brokers send). Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
+feature the node does not have (KIP-890's second transaction protocol: EndTxn and
+TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). FindCoordinator v6
+is answered, its share-group keys (KIP-932) refused. Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
 the leader is, KIP-951; v12 is v11 while no ``transaction.version`` 2 is finalized, and none
 is) and Fetch up to v17 (topics by id from v13, the leader's hint from v16). A node may
 advertise less than it answers (:func:`api_versions_body`'s ``caps``: Metadata v8 by
@@ -129,7 +129,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     METADATA: (0, 13, MetadataRequest, MetadataResponse),
     OFFSET_COMMIT: (2, 9, OffsetCommitRequest, OffsetCommitResponse),
     OFFSET_FETCH: (1, 9, OffsetFetchRequest, OffsetFetchResponse),
-    FIND_COORDINATOR: (0, 5, FindCoordinatorRequest, FindCoordinatorResponse),
+    FIND_COORDINATOR: (0, 6, FindCoordinatorRequest, FindCoordinatorResponse),
     JOIN_GROUP: (0, 9, JoinGroupRequest, JoinGroupResponse),
     HEARTBEAT: (0, 4, HeartbeatRequest, HeartbeatResponse),
     LEAVE_GROUP: (0, 5, LeaveGroupRequest, LeaveGroupResponse),

@@ -114,7 +114,7 @@ def test_offset_for_leader_epoch_says_where_each_epoch_ends_across_a_leader_chan
 # DescribeGroups): the first flexible versions, the batched ones, and Kafka 4's newest
 GROUP_VERSIONS = {"first-flexible": (3, 6, 4, 4, 8, 6, 4, 5),
                   "batched": (4, 7, 5, 4, 8, 8, 5, 5),
-                  "newest": (5, 9, 5, 4, 9, 9, 5, 6)}
+                  "newest": (6, 9, 5, 4, 9, 9, 5, 6)}
 
 
 @pytest.mark.parametrize("versions", sorted(GROUP_VERSIONS))
@@ -144,6 +144,11 @@ def test_a_classic_group_on_the_wire_in_the_flexible_versions(cluster, versions)
             mine, empty, other = r.coordinators
             assert (mine.key, empty.key, empty.error_code) == (group, "", 42)
             assert other.key == "other"
+            if vf >= 6:  # share groups (KIP-932): the node has none
+                [share] = ask(cluster.host(1), kc.FIND_COORDINATOR, vf, FindCoordinatorRequest[vf](
+                    key_type=2, coordinator_keys=[f"{group}:x:0"])).coordinators
+                assert (share.error_code, share.error_message) == (
+                    42, "share groups (KIP-932) are not supported")
         else:
             mine = ask(cluster.host(1), kc.FIND_COORDINATOR, vf,
                        FindCoordinatorRequest[vf](key=group, key_type=0))

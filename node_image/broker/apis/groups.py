@@ -36,6 +36,8 @@ class GroupApis:
                      now: int) -> tuple[int, str | None, int, str, int]:
         """(error, message, node id, host, port) of the coordinator of a group (key type 0) or
         a transactional id (1)."""
+        if key_type == 2:
+            return (m.INVALID_REQUEST, "share groups (KIP-932) are not supported", -1, "", -1)
         if key_type not in (0, 1):
             return m.INVALID_REQUEST, f"unknown key type {key_type}", -1, "", -1
         if not key:
