@@ -1,8 +1,10 @@
-"""Dynamic quorum changes (KIP-853) from the outside: DescribeQuorum, AddRaftVoter and
-RemoveRaftVoter over the Kafka protocol, through any broker (it forwards them to the
-quorum leader, as Kafka's brokers do).
+"""Changes of the cluster's membership from the outside: DescribeQuorum, AddRaftVoter and
+RemoveRaftVoter (KIP-853's dynamic quorum), and UnregisterBroker (a broker decommissioned),
+over the Kafka protocol, through any broker (it forwards them to the quorum leader, as
+Kafka's brokers do).
 
-No Python Kafka client sends AddRaftVoter or RemoveRaftVoter, so these go through
+No Python Kafka client sends AddRaftVoter, RemoveRaftVoter or UnregisterBroker, so these go
+through
 kafka-python's connection manager with the node's own message classes
 (``node_image.kafka_codec``, Kafka's schemas); DescribeQuorum is kafka-python's
 ``describe_metadata_quorum``. A joining controller's directory id, when not given, is read
@@ -71,15 +73,18 @@ def describe(bootstrap: str, timeout_ms: int = 10_000, wait_s: float = 10.0) -> 
 
 
 def _send(bootstrap: str, request, timeout_ms: int):
-    from kafka.errors import for_code
+    from kafka.errors import KafkaError, for_code
+    what = type(request).__name__.removesuffix('Request')
     admin = _admin(bootstrap, timeout_ms)
     try:
         response = admin._manager.run(admin._manager.send, request)
+    except KafkaError as exc:  # the client's own: no answer (it went to a broker that is down)
+        raise QuorumChangeError(f"{what}: no answer: {exc!r}") from None
     finally:
         admin.close()
     if response.error_code != 0:
         name = for_code(response.error_code).__name__
-        raise QuorumChangeError(f"{type(request).__name__.removesuffix('Request')}: {name}: "
+        raise QuorumChangeError(f"{what}: {name}: "
                                 f"{response.error_message}", response.error_code)
 
 
@@ -117,11 +122,20 @@ def remove_controller(bootstrap: str, voter_id: int, directory_id: str | None = 
         timeout_ms)
 
 
+def unregister_broker(bootstrap: str, broker_id: int, timeout_ms: int = 10_000) -> None:
+    """UnregisterBroker, as ``kafka-cluster unregister --id``: the broker leaves every ISR and
+    the cluster's metadata; returns once that is committed. A broker still running
+    registers again (as a new broker), so stop it first."""
+    from node_image.kafka_codec import UnregisterBrokerRequest
+    _send(bootstrap, UnregisterBrokerRequest(broker_id=broker_id), timeout_ms)
+
+
 def retrying(change, *args, deadline_s: float = 60.0, done: tuple[int, ...] = (),
              **kwargs) -> int:
     """Run ``change`` until the leader takes it: REQUEST_TIMED_OUT (a change pending, the
-    epoch not committed, a voter not caught up) and NOT_CONTROLLER / NOT_LEADER are asked
-    again; an error in ``done`` after a first attempt whose outcome is unknown means that
+    epoch not committed, a voter not caught up), NOT_CONTROLLER / NOT_LEADER and no answer
+    at all (the request went to a broker that is down) are asked again; an error in
+    ``done`` after a first attempt whose outcome is unknown means that
     attempt took effect (DUPLICATE_VOTER 126 for an add, VOTER_NOT_FOUND 127 for a
     removal). Returns the number of attempts."""
     deadline = time.monotonic() + deadline_s
@@ -134,6 +148,6 @@ def retrying(change, *args, deadline_s: float = 60.0, done: tuple[int, ...] = ()
         except QuorumChangeError as exc:
             if attempts > 1 and exc.code in done:
                 return attempts
-            if exc.code not in (7, 41, 6) or time.monotonic() > deadline:
+            if exc.code not in (7, 41, 6, None) or time.monotonic() > deadline:
                 raise
         time.sleep(0.5)

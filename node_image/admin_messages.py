@@ -176,3 +176,17 @@ class DeleteAclsRequest:
 class DeleteAclsResponse:
     correlation_id: int
     results: tuple  # rows (error, message or None, bindings removed as creation rows)
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRequest:
+    """Kafka's UnregisterBroker: a broker leaves the cluster's metadata (decommission)."""
+    correlation_id: int
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerResponse:
+    correlation_id: int
+    error: int
+    message: str | None

@@ -279,6 +279,23 @@ class QuorumController:
         change = mr.BrokerRegistrationChangeRecord(broker_id, broker_epoch, mr.FENCE, 0)
         return [change] + rc.broker_unavailable(self._replayed([change]), broker_id, self._unclean)
 
+    def handle_unregister_broker(self, src, req: m.UnregisterBrokerRequest, now: int) -> None:
+        """Kafka's ReplicationControlManager.unregisterBroker: the broker leaves every ISR
+        and ELR (leadership moves, as when it is fenced) and its registration goes; a broker
+        that is still running registers again, as a new one."""
+        def plan():
+            reg = self.current.brokers.get(req.broker_id)
+            if reg is None:
+                return [], (m.BROKER_ID_NOT_REGISTERED,
+                            f"Broker ID {req.broker_id} is not currently registered"), []
+            record = mr.UnregisterBrokerRecord(req.broker_id, reg.broker_epoch)
+            changes = rc.broker_unavailable(self._replayed([record]), req.broker_id,
+                                            self._unclean, unclean_shutdown=True)
+            self._last_contact_ms.pop(req.broker_id, None)
+            return changes + [record], (m.NONE, None), [f"unregistering broker {req.broker_id}"]
+        self._admin_write(src, now, lambda result: m.UnregisterBrokerResponse(
+            req.correlation_id, *result), (m.NOT_CONTROLLER, None), plan)
+
     def handle_broker_registration(self, src, req: m.BrokerRegistrationRequest, now: int) -> None:
         def answer(error: int, epoch: int = -1):
             return m.BrokerRegistrationResponse(req.correlation_id, error, epoch)

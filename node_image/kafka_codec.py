@@ -92,6 +92,8 @@ class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass  # noq
 class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class UnregisterBrokerRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class UnregisterBrokerResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 
 
 # the values of a KIP-848 group's records in __consumer_offsets (Kafka's schemas; each
@@ -119,6 +121,7 @@ ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 UPDATE_FEATURES = 57
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+UNREGISTER_BROKER = 64
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 # api key -> (min version, max version, request class, response class)
@@ -176,6 +179,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     CONSUMER_GROUP_HEARTBEAT: (0, 1, ConsumerGroupHeartbeatRequest,
                                ConsumerGroupHeartbeatResponse),
     CONSUMER_GROUP_DESCRIBE: (0, 0, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    UNREGISTER_BROKER: (0, 0, UnregisterBrokerRequest, UnregisterBrokerResponse),
 }
 # api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
 API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}

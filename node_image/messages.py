@@ -27,7 +27,8 @@ from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
                              UpdateFeaturesRequest, UpdateFeaturesResponse,
                              AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
                              CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest,
-                             DeleteAclsResponse,
+                             DeleteAclsResponse, UnregisterBrokerRequest,
+                             UnregisterBrokerResponse,
                              CreatePartitionsRequest, CreatePartitionsResponse,
                              CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                              DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
@@ -115,6 +116,7 @@ GROUP_ID_NOT_FOUND = 69
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
+BROKER_ID_NOT_REGISTERED = 102
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 FENCED_MEMBER_EPOCH = 110
 UNRELEASED_INSTANCE_ID = 111
@@ -463,6 +465,7 @@ TYPES: tuple[type, ...] = (
     ListReassignmentsRequest, ListReassignmentsResponse, UpdateFeaturesRequest,
     UpdateFeaturesResponse, AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    UnregisterBrokerRequest, UnregisterBrokerResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),

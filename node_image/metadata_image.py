@@ -201,6 +201,11 @@ class MetadataDelta:
                 tuple(tuple(e) for e in record.endpoints), record.rack, record.fenced,
                 record.in_controlled_shutdown)
             self.changed_brokers.add(record.broker_id)
+        elif t is mr.UnregisterBrokerRecord:
+            b = self._map("brokers").pop(record.broker_id, None)
+            if b is None or b.broker_epoch != record.broker_epoch:
+                raise AssertionError(f"{record!r} does not match registration {b!r}")
+            self.changed_brokers.add(record.broker_id)
         elif t is mr.BrokerRegistrationChangeRecord:
             brokers = self._map("brokers")
             b = brokers.get(record.broker_id)

@@ -2,7 +2,7 @@
 
 A record value is ``uvarint frame version (1) | uvarint api key | uvarint
 record version | body``. Api keys, names and fields are Kafka's
-(RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
+(RegisterBrokerRecord 0, UnregisterBrokerRecord 1, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
 PartitionChangeRecord 5, RemoveTopicRecord 9, FeatureLevelRecord 12, ProducerIdsRecord 15,
 BrokerRegistrationChangeRecord 17, NoOpRecord 20, AccessControlEntryRecord 23,
 RemoveAccessControlEntryRecord 24); chaoskraft's own register
@@ -127,6 +127,13 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    """The broker's registration is gone (UnregisterBroker): it is no longer in the cluster."""
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord:
     """An ACL binding (codes as Kafka's enums, see ``node_image/acls.py``) under ``id``."""
     id: str
@@ -152,7 +159,7 @@ class RegisterValueRecord:
 
 
 API_KEYS: dict[type, int] = {
-    RegisterBrokerRecord: 0, TopicRecord: 2, PartitionRecord: 3, ConfigRecord: 4,
+    RegisterBrokerRecord: 0, UnregisterBrokerRecord: 1, TopicRecord: 2, PartitionRecord: 3, ConfigRecord: 4,
     PartitionChangeRecord: 5, RemoveTopicRecord: 9, FeatureLevelRecord: 12, ProducerIdsRecord: 15,
     BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, AccessControlEntryRecord: 23,
     RemoveAccessControlEntryRecord: 24, RegisterValueRecord: 10000}

@@ -155,6 +155,7 @@ class Node:
         m.ListReassignmentsRequest: QuorumController.handle_list_reassignments,
         m.UpdateFeaturesRequest: QuorumController.handle_update_features,
         m.CreateAclsRequest: QuorumController.handle_create_acls,
+        m.UnregisterBrokerRequest: QuorumController.handle_unregister_broker,
         m.DeleteAclsRequest: QuorumController.handle_delete_acls,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,

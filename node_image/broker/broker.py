@@ -176,7 +176,8 @@ class Broker:
                               m.QuorumStateResponse, m.ElectLeadersResponse,
                               m.AlterReassignmentsResponse, m.ListReassignmentsResponse,
                               m.UpdateFeaturesResponse, m.RaftVoterResponse,
-                              m.CreateAclsResponse, m.DeleteAclsResponse)):
+                              m.CreateAclsResponse, m.DeleteAclsResponse,
+                              m.UnregisterBrokerResponse)):
             self.apis.handle_controller_response(msg)
         elif isinstance(msg, m.WriteTxnMarkersRequest):
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))

@@ -143,6 +143,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.REMOVE_RAFT_VOTER: self._remove_raft_voter,
             kc.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
             kc.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
+            kc.UNREGISTER_BROKER: self._unregister_broker,
         }[req.api_key]
         handler(src, req, now)
 

@@ -119,7 +119,15 @@ class ClusterShapeApis:
             lambda c: m.RemoveRaftVoterRequest(c, body.cluster_id or "", body.voter_id,
                                                str(body.voter_directory_id)))
 
+    def _unregister_broker(self, src, req: KafkaRequest, now: int) -> None:
+        """UnregisterBroker (decommission) through the active controller, answered once the
+        registration's removal is committed; an unknown broker is BROKER_ID_NOT_REGISTERED."""
+        broker_id = req.body.broker_id
+        self._via_controller(now, self.options.request_timeout_ms, self._voter_reply(src, req),
+                             lambda c: m.UnregisterBrokerRequest(c, broker_id))
+
     def _voter_reply(self, src, req: KafkaRequest):
+        """The answer of a request whose response is (throttle, error code, message)."""
         R = self._cls(req)
 
         def reply(resp, error):
