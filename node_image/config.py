@@ -58,6 +58,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | compression.type | producer | the codec batches are stored with: ``producer`` keeps what the producer sent; ``uncompressed``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` makes the broker recompress; topics override it |
 | chaoskraft.metadata.max.version | 8 | (chaoskraft) the newest Metadata version ApiVersions advertises, 8 to 13: from v9 librdkafka trusts leader epochs and validates its position with OffsetForLeaderEpoch, where its 2.16 can deadlock (librdkafka issue 5476: a failed OffsetForLeaderEpoch re-queries the leader holding the partition's lock, against a thread holding the handle's lock); 13 answers as a Kafka 4 broker. A request of a newer version than advertised is still answered |
 | chaoskraft.bootstrap.metadata.version | 21 | (chaoskraft) the ``metadata.version`` the quorum's first leader finalizes, 7 (Kafka 3.3-IV3) to 21 (3.9-IV0), as Kafka's ``kafka-storage format --release-version``; UpdateFeatures raises it while the cluster runs. Only a new cluster's first leader reads it |
+| controller.quorum.auto.join.enable | false | in a dynamic quorum (KIP-853), a controller that is not a voter asks the quorum leader to add it (AddRaftVoter with its own id, directory id and address) once it fetches as an observer, every fetch timeout until it is one, as Kafka's |
 | chaoskraft.bootstrap.kraft.version | 0 | (chaoskraft) the ``kraft.version`` ``format`` gives the quorum when no flag names one: 1 formats a dynamic quorum (KIP-853) from the voters it is given, as ``--feature kraft.version=1``. Read only by ``format`` |
 | chaoskraft.bootstrap.eligible.leader.replicas.version | 0 | (chaoskraft) 1: the quorum's first leader also finalizes ``eligible.leader.replicas.version`` 1 (eligible leader replicas, KIP-966) and writes ``min.insync.replicas`` as the cluster's, as Kafka's ``kafka-storage format --feature eligible.leader.replicas.version=1``; UpdateFeatures turns it on or off later. Only a new cluster's first leader reads it |
 | chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
@@ -86,6 +87,7 @@ class RaftConfig:
     fetch_max_wait_ms: int = 500
     fetch_max_bytes: int = 8 * 1024 * 1024
     snapshot_chunk_bytes: int = 1024 * 1024
+    auto_join: bool = False  # controller.quorum.auto.join.enable (KIP-853)
 
     def check_quorum_timeout_ms(self) -> int:
         return self.fetch_timeout_ms * 3 // 2
@@ -212,7 +214,8 @@ _ZERO_ALLOWED = {"metadata.max.idle.interval.ms", "group.initial.rebalance.delay
 _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
               "auto.create.topics.enable": "auto_create_topics",
               "chaoskraft.power.loss.enable": "power_loss",
-              "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found"}
+              "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found",
+              "controller.quorum.auto.join.enable": "auto_join"}
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
     "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path", "compression.type",
@@ -328,7 +331,8 @@ def load_config(props: dict[str, str]) -> NodeConfig:
         if key in props:
             if props[key] not in ("true", "false"):
                 raise ConfigError(f"{key}: {props[key]!r} is not true or false")
-            kw[None if name == "power_loss" else "broker"][name] = props[key] == "true"
+            group = {"power_loss": None, "auto_join": "raft"}.get(name, "broker")
+            kw[group][name] = props[key] == "true"
     if "compression.type" in props:
         if props["compression.type"] not in COMPRESSION_TYPES:
             raise ConfigError(f"compression.type: {props['compression.type']!r} is not one of "

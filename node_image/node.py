@@ -94,7 +94,8 @@ class Node:
             cluster_id=self.meta.cluster_id, voters=election.voters, log=self.log,
             store=self.store, config=config.raft, rng=rng, outbox=self.outbox,
             now_ms=now_ms, bugs=config.bugs, on_event=self._on_event, clock=wall_clock,
-            kraft_version=election.kraft_version, bootstrap_servers=tuple(sorted(config.voters)))
+            kraft_version=election.kraft_version, bootstrap_servers=tuple(sorted(config.voters)),
+            local_endpoint=config.voters.get(config.node_id) or config.listener)
         b = config.broker
         options = ControllerOptions(
             idle_interval_ms=config.idle_interval_ms, snapshot_max_bytes=config.snapshot_max_bytes,
@@ -119,7 +120,9 @@ class Node:
 
     def handle(self, src, msg, now_ms: int) -> None:
         handler = self._controller_handlers.get(type(msg))
-        if handler is not None:
+        if isinstance(msg, m.RaftVoterResponse) and self.raft.owns_voter_response(msg):
+            self.raft.handle(src, msg, now_ms)  # our auto-join's answer, not a client's
+        elif handler is not None:
             handler(self.controller, src, msg, now_ms)
             self.raft.poll(now_ms)
         elif self.broker is not None and self.broker.handle(src, msg, now_ms):

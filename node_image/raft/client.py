@@ -90,7 +90,8 @@ class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
                  now_ms: int, bugs: frozenset[str] = frozenset(),
                  on_event: Callable[[str], None] | None = None,
                  clock: Callable[[], int] | None = None, kraft_version: int = 0,
-                 bootstrap_servers: tuple[int, ...] = ()) -> None:
+                 bootstrap_servers: tuple[int, ...] = (),
+                 local_endpoint: tuple[str, int] | None = None) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
         self.cluster_id = cluster_id
@@ -119,6 +120,9 @@ class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
         self._fired: LeaderAndEpoch | None = None
         self.high_watermark: int | None = None
         self.local_key = ReplicaKey(node_id, directory_id)
+        self.local_endpoint = local_endpoint  # our CONTROLLER address, for auto-join
+        self._join_at_ms = 0  # auto-join: when to ask the leader next
+        self._join_requests: set[int] = set()  # correlation ids of our AddRaftVoter
         self._init_voters(voters, kraft_version)  # self.voters, self.is_voter
         voter = self.voters.get(node_id)
         if voter is not None and not self.is_voter:
@@ -334,4 +338,5 @@ class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
         m.FetchSnapshotResponse: "_handle_fetch_snapshot_response",
         m.AddRaftVoterRequest: "_handle_add_voter",
         m.RemoveRaftVoterRequest: "_handle_remove_voter",
+        m.RaftVoterResponse: "_handle_join_response",
     }

@@ -105,6 +105,39 @@ class Reconfiguration:
     def voter_endpoint(self, node_id: int) -> tuple[str, int] | None:
         return self.history.current.endpoint(node_id)
 
+    # ------------------------------------------------------------ auto-join
+
+    def _maybe_auto_join(self, s, now: int) -> None:
+        """controller.quorum.auto.join.enable: an observer of a dynamic quorum that has a
+        leader asks it to add us, every fetch timeout until we are a voter; the leader
+        refuses (REQUEST_TIMED_OUT) until we have caught up."""
+        if (not self.config.auto_join or self.kraft_version < 1 or self.is_voter
+                or self.local_endpoint is None or now < self._join_at_ms):
+            return
+        self._join_at_ms = now + self.config.fetch_timeout_ms
+        corr = self._next_corr()
+        self._join_requests = {corr}
+        host, port = self.local_endpoint
+        self._send(s.leader_id, m.AddRaftVoterRequest(
+            corr, self.cluster_id, self.node_id, self.directory_id, host, port))
+
+    def owns_voter_response(self, resp: m.RaftVoterResponse) -> bool:
+        """Whether ``resp`` answers our own auto-join (else a forwarded client request's)."""
+        return resp.correlation_id in self._join_requests
+
+    def _handle_join_response(self, src, resp: m.RaftVoterResponse, now: int) -> None:
+        if resp.correlation_id not in self._join_requests:
+            return
+        self._join_requests = set()
+        if resp.error == m.NONE:
+            self._on_event(f"auto-join: node {self.node_id} was added to the voters")
+        elif resp.error == m.DUPLICATE_VOTER:
+            pass  # an earlier request of ours took effect
+        else:
+            self._on_event(f"auto-join: the leader refused ({m.ERROR_NAMES.get(resp.error)}: "
+                           f"{resp.message}); asking again in "
+                           f"{self.config.fetch_timeout_ms} ms")
+
     # ------------------------------------------------------------ the leader's handlers
 
     def _voter_change_refusal(self, cluster_id: str) -> tuple[int, str] | None:

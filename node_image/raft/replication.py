@@ -202,6 +202,7 @@ class Replication:
                 self._to_unattached(s.epoch, now)
         else:
             self._send_fetch(s.leader_id, now)
+            self._maybe_auto_join(s, now)
 
     def _poll_leader(self, s: LeaderState, now: int) -> None:
         if self._removed_leader_done(s):

@@ -111,3 +111,26 @@ def test_a_controller_added_and_the_active_one_removed_under_load(tmp_path, mode
         if producer is not None:
             producer.halt.set()
         cluster.close()
+
+
+def test_a_controller_with_auto_join_adds_itself_once_caught_up(tmp_path):
+    """``controller.quorum.auto.join.enable``: the fourth controller, formatted to join,
+    asks the quorum leader to add it as soon as it fetches; no one sends AddRaftVoter for
+    it. The first three, voters already, send nothing."""
+    from harness import quorum_admin as qa
+    from local_cluster import LocalCluster
+    cluster = LocalCluster(tmp_path, nodes=4, brokers=True, joining=(4,),
+                           extra_config={"controller.quorum.auto.join.enable": "true"})
+    cluster.start_all()
+    try:
+        q = wait_for("the fourth controller a voter", lambda: (
+            lambda q: sorted(q.voters) == [1, 2, 3, 4] and q)(qa.describe(cluster.bootstrap())),
+            timeout_s=60)
+        assert q.voters[4]["replica_directory_id"] == cluster.directory_ids[4]
+        assert not q.observers
+        logs = {i: cluster.log_path(i).read_text() for i in cluster.ids}
+        assert "auto-join: node 4 was added to the voters" in logs[4]
+        assert not any("auto-join" in logs[i] for i in (1, 2, 3))
+        assert "Traceback" not in "".join(logs.values())
+    finally:
+        cluster.close()
