@@ -298,6 +298,11 @@ def test_outside_power_loss_of_every_node_catches_an_fsync_skipped(docker_client
     print(f"{bug}: {counts}")
 
 
+# A control (nightly: CI's budget, DESIGN section 9). CI's transactional cells: the planted
+# transaction bug above on Docker, one transactional producer through a leader kill
+# (test_kafka_docker), subscribe and transactions against node processes
+# (test_transactions_real_clients, test_groups_real_clients) and the simulator's sweep.
+@pytest.mark.nightly
 def test_a_transactional_subscribe_campaign_on_a_correct_node_is_valid(docker_client,
                                                                         node_image, tmp_path):
     """Jepsen's --sub-via subscribe --txn under partitions and kills: consumers in one group
@@ -332,6 +337,11 @@ def _history(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "history.jsonl").read_text().splitlines()]
 
 
+# A control (nightly: CI's budget). CI's reassignment cells: the simulator's twin of the
+# reassign package (correct node) and its planted bug's cell, reassignments under a
+# producer on Docker (test_kafka_docker) and against node processes
+# (test_reassignment_real_clients).
+@pytest.mark.nightly
 def test_reassignments_under_kills_keep_a_correct_node_valid(docker_client, node_image, tmp_path):
     """campaigns/reassign.yaml: partitions move to brokers that held none (through
     kafka-python's AlterPartitionReassignments) while leaders are killed; each move waits

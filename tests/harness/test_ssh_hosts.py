@@ -18,7 +18,7 @@ import yaml
 
 from plain_hosts import PlainHosts
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ssh-hosts")]
+pytestmark = pytest.mark.docker  # one Docker stream (conftest): one module fixture
 
 
 @pytest.fixture(scope="module")
