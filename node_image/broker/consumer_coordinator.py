@@ -176,7 +176,7 @@ class ConsumerGroups:
                                         f"{'joined' if old is None else 'changed'}")
         before = mb.current
         mb.current = reconcile(before, cg.assignment_epoch, cg.target.get(member_id, {}),
-                               cg.owner_epoch, hb.owned)
+                               cg.owner_epochs(), hb.owned)
         if mb.current != before:
             entries.append(cr.current(g.group_id, member_id, mb.current))
             mb.revoke_deadline_ms = (now + mb.rebalance_timeout_ms

@@ -17,7 +17,7 @@ The coordinator, not a member, assigns partitions. Three epochs order everything
   it has the whole target.
 
 So no partition is ever handed to a member while another still owns it:
-:meth:`ConsumerGroup.owner_epoch` is -1 only for a partition no member holds, assigned or
+:meth:`ConsumerGroup.owner_epochs` gives -1 only for a partition no member holds, assigned or
 pending revocation. A member's epoch in its heartbeat must be the one the coordinator
 knows (or the previous one, if it owns nothing beyond what it is assigned: the answer that
 raised it may have been lost); anything else is FENCED_MEMBER_EPOCH and the member must give
@@ -140,14 +140,18 @@ class ConsumerGroup:
     # topic name -> (topic id, partition count) of every subscribed topic that exists
     subscription: dict = field(default_factory=dict)
 
-    def owner_epoch(self, topic: str, partition: int, besides: str | None = None) -> int:
+    def owner_epochs(self):
+        """``owner_epoch(topic, partition)`` for :func:`reconcile`: the epoch of the member
+        holding the partition (assigned or pending revocation), -1 if none; one pass over
+        the members."""
+        held: dict = {}
         for mb in self.members.values():
-            if mb.member_id == besides:
-                continue
             c = mb.current
-            if partition in c.assigned.get(topic, ()) or partition in c.revoking.get(topic, ()):
-                return c.epoch
-        return -1
+            for parts in (c.assigned, c.revoking):
+                for topic, ps in parts.items():
+                    for p in ps:
+                        held[(topic, p)] = c.epoch
+        return lambda topic, partition: held.get((topic, partition), -1)
 
     def state(self) -> str:
         """Kafka's ConsumerGroupState names, as ListGroups and DescribeGroups give them."""
