@@ -145,6 +145,32 @@ class RemoveRaftVoterRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateRaftVoterRequest:
+    """Kafka's UpdateRaftVoter (KIP-853): a voter tells the quorum leader its CONTROLLER
+    endpoint and the kraft.version levels it supports, when the voter set records others."""
+    correlation_id: int
+    cluster_id: str
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: str
+    host: str
+    port: int
+    min_kraft_version: int
+    max_kraft_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterResponse:
+    """Answered as soon as the new VotersRecord is appended (not once committed), as Kafka's;
+    the leader and epoch as the answering node knows them."""
+    correlation_id: int
+    error: int
+    message: str | None
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class RaftVoterResponse:
     """The answer to AddRaftVoter and RemoveRaftVoter: NONE once the new voter set is
     committed."""

@@ -26,6 +26,7 @@ from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
                              ListReassignmentsRequest, ListReassignmentsResponse,
                              UpdateFeaturesRequest, UpdateFeaturesResponse,
                              AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
+                             UpdateRaftVoterRequest, UpdateRaftVoterResponse,
                              CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest,
                              DeleteAclsResponse, UnregisterBrokerRequest,
                              UnregisterBrokerResponse,
@@ -465,7 +466,8 @@ TYPES: tuple[type, ...] = (
     ListReassignmentsRequest, ListReassignmentsResponse, UpdateFeaturesRequest,
     UpdateFeaturesResponse, AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
-    UnregisterBrokerRequest, UnregisterBrokerResponse,
+    UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),

@@ -95,7 +95,8 @@ class Node:
             store=self.store, config=config.raft, rng=rng, outbox=self.outbox,
             now_ms=now_ms, bugs=config.bugs, on_event=self._on_event, clock=wall_clock,
             kraft_version=election.kraft_version, bootstrap_servers=tuple(sorted(config.voters)),
-            local_endpoint=config.voters.get(config.node_id) or config.listener)
+            local_endpoint=config.voters.get(config.node_id) or config.listener,
+            voter_endpoints=config.voters)
         b = config.broker
         options = ControllerOptions(
             idle_interval_ms=config.idle_interval_ms, snapshot_max_bytes=config.snapshot_max_bytes,
@@ -171,8 +172,12 @@ class Node:
         self.raft.poll(now_ms)
 
     def peer_address(self, node_id: int) -> tuple[str, int] | None:
-        """The internal address of a node: a controller's from the config (else from the
-        voter set), a broker's from metadata."""
+        """The internal address of a node: a voter's from the voter set in a dynamic quorum
+        (KIP-853: where AddRaftVoter and UpdateRaftVoter put it), else a controller's from
+        the config; a broker's from metadata."""
+        endpoint = self.raft.voter_endpoint(node_id) if self.raft.kraft_version >= 1 else None
+        if endpoint is not None:
+            return endpoint
         if node_id in self.config.voters:
             return self.config.voters[node_id]
         endpoint = self.raft.voter_endpoint(node_id)

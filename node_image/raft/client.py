@@ -91,7 +91,8 @@ class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
                  on_event: Callable[[str], None] | None = None,
                  clock: Callable[[], int] | None = None, kraft_version: int = 0,
                  bootstrap_servers: tuple[int, ...] = (),
-                 local_endpoint: tuple[str, int] | None = None) -> None:
+                 local_endpoint: tuple[str, int] | None = None,
+                 voter_endpoints: dict[int, tuple[str, int]] | None = None) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
         self.cluster_id = cluster_id
@@ -123,7 +124,8 @@ class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
         self.local_endpoint = local_endpoint  # our CONTROLLER address, for auto-join
         self._join_at_ms = 0  # auto-join: when to ask the leader next
         self._join_requests: set[int] = set()  # correlation ids of our AddRaftVoter
-        self._init_voters(voters, kraft_version)  # self.voters, self.is_voter
+        self._update_at_ms = now_ms  # UpdateRaftVoter: when a voter may ask the leader next
+        self._init_voters(voters, kraft_version, voter_endpoints or {})  # self.voters, is_voter
         voter = self.voters.get(node_id)
         if voter is not None and not self.is_voter:
             self._on_event(
@@ -339,4 +341,6 @@ class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
         m.AddRaftVoterRequest: "_handle_add_voter",
         m.RemoveRaftVoterRequest: "_handle_remove_voter",
         m.RaftVoterResponse: "_handle_join_response",
+        m.UpdateRaftVoterRequest: "_handle_update_voter",
+        m.UpdateRaftVoterResponse: "_handle_update_voter_response",
     }

@@ -88,6 +88,7 @@ class Election:
         self._leaving()
         self._persist(ElectionState(epoch, leader_id, voted, self._voters_tuple()))
         self._become(FollowerState(epoch, leader_id, voted, now + self.config.fetch_timeout_ms))
+        self._update_at_ms = now  # UpdateRaftVoter, if needed, with the first fetch
         self._on_event(f"following leader {leader_id} in epoch {epoch}")
 
     def _to_prospective(self, now: int) -> None:
@@ -127,7 +128,7 @@ class Election:
         if self.kraft_version >= 1 and self.history.latest_offset < 0:
             # A dynamic quorum's first leader: the bootstrap voter set goes into the log,
             # where observers (and controllers formatted to join) learn it.
-            self._append_voters(self.history.current, None, None, now, "bootstrap")
+            self._append_voters(self.history.current, now, "bootstrap", bootstrap=True)
         self.log.flush()
         self._on_event(Reached("raft-leader-elected",
                                f"leader in epoch {s.epoch}, epoch start offset {start}"))

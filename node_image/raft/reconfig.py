@@ -1,5 +1,5 @@
 """Dynamic quorum reconfiguration (KIP-853): the voter set read from the log, and
-AddRaftVoter / RemoveRaftVoter at the leader.
+AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter at the leader.
 
 The leader's rules, as Kafka's AddVoterHandler and RemoveVoterHandler:
 
@@ -16,6 +16,17 @@ The leader's rules, as Kafka's AddVoterHandler and RemoveVoterHandler:
   loses its leadership first answers REQUEST_TIMED_OUT (the change may still commit);
 - a leader that removed itself resigns once the change is committed and goes on as an
   observer.
+
+UpdateRaftVoter, as Kafka's UpdateVoterHandler: a voter whose endpoint in the voter set is
+not its own CONTROLLER address sends it while it follows a leader, with its first fetch and
+then every three fetch timeouts (Kafka waits one period first; here every answer travels to
+the address the voter set records, so a voter back at a new address hears nothing until
+the leader has recorded it, and must not wait to time out first); the
+leader checks the epoch, the request (a directory id, an endpoint, a sane kraft.version
+range that includes the cluster's level), that no change is pending and the latest
+VotersRecord is committed, and that the voter is one with that directory id
+(VOTER_NOT_FOUND); it appends the set with the new endpoint and answers at once, without
+waiting for the commit.
 """
 from __future__ import annotations
 
@@ -31,9 +42,14 @@ from .voters import (CONTROL_KRAFT_VERSION, VoterSet, VoterSetHistory, control_e
 class Reconfiguration:
     """Mixed into :class:`~node_image.raft.client.KafkaRaftClient`."""
 
-    def _init_voters(self, bootstrap: tuple[ReplicaKey, ...], kraft_version: int) -> None:
+    def _init_voters(self, bootstrap: tuple[ReplicaKey, ...], kraft_version: int,
+                     endpoints: dict[int, tuple[str, int]]) -> None:
+        """The bootstrap set carries the configured endpoints of its voters
+        (controller.quorum.voters), as Kafka's bootstrap checkpoint does."""
         self.kraft_version = kraft_version
-        self.history = VoterSetHistory(VoterSet(tuple(bootstrap)))
+        ids = {k.node_id for k in bootstrap}
+        self.history = VoterSetHistory(VoterSet(tuple(bootstrap), tuple(sorted(
+            (nid, host, port) for nid, (host, port) in endpoints.items() if nid in ids))))
         self._voter_change = None  # (record offset, src, correlation id) at the leader
         if kraft_version >= 1:
             snap = self.log.latest_snapshot_id()
@@ -121,6 +137,33 @@ class Reconfiguration:
         self._send(s.leader_id, m.AddRaftVoterRequest(
             corr, self.cluster_id, self.node_id, self.directory_id, host, port))
 
+    def _maybe_update_voter(self, s, now: int) -> None:
+        """A voter whose endpoint in the voter set is not its own asks the leader to record
+        it (Kafka's shouldSendUpdateVoteRequest): on following, then every three fetch
+        timeouts."""
+        if now < self._update_at_ms:
+            return
+        self._update_at_ms = now + 3 * self.config.fetch_timeout_ms
+        if (self.kraft_version < 1 or not self.is_voter or self.local_endpoint is None
+                or self.local_endpoint[0] in ("", "0.0.0.0", "::")  # a bind address only
+                or self.voter_endpoint(self.node_id) == tuple(self.local_endpoint)):
+            return
+        host, port = self.local_endpoint
+        recorded = self.voter_endpoint(self.node_id)
+        self._on_event(f"the voter set records node {self.node_id} at "
+                       f"{'%s:%s' % recorded if recorded else 'no endpoint'}, not {host}:{port}: "
+                       f"asking leader {s.leader_id} to update it")
+        self._send(s.leader_id, m.UpdateRaftVoterRequest(
+            self._next_corr(), self.cluster_id, s.epoch, self.node_id, self.directory_id,
+            host, port, 0, 1))
+
+    def _handle_update_voter_response(self, src, resp: m.UpdateRaftVoterResponse,
+                                      now: int) -> None:
+        if resp.error != m.NONE:
+            self._on_event(f"UpdateRaftVoter refused by node {src} "
+                           f"({m.ERROR_NAMES.get(resp.error)}: {resp.message}); asking again "
+                           f"in {3 * self.config.fetch_timeout_ms} ms if still needed")
+
     def owns_voter_response(self, resp: m.RaftVoterResponse) -> bool:
         """Whether ``resp`` answers our own auto-join (else a forwarded client request's)."""
         return resp.correlation_id in self._join_requests
@@ -164,8 +207,8 @@ class Reconfiguration:
         voters = self.history.current.with_voter(
             ReplicaKey(req.voter_id, req.voter_directory_id),
             (req.host, req.port) if req.host else None)
-        self._append_voters(voters, src, req.correlation_id, now,
-                            f"adding voter {req.voter_id}")
+        self._append_voters(voters, now, f"adding voter {req.voter_id}",
+                            change=(src, req.correlation_id))
 
     def _add_refusal(self, req: m.AddRaftVoterRequest, now: int) -> tuple[int, str] | None:
         if req.voter_id in self.voters:
@@ -188,8 +231,8 @@ class Reconfiguration:
         if why is not None:
             self._send(src, m.RaftVoterResponse(req.correlation_id, *why))
             return
-        self._append_voters(self.history.current.without(req.voter_id), src,
-                            req.correlation_id, now, f"removing voter {req.voter_id}")
+        self._append_voters(self.history.current.without(req.voter_id), now,
+                            f"removing voter {req.voter_id}", change=(src, req.correlation_id))
 
     def _remove_refusal(self, req: m.RemoveRaftVoterRequest) -> tuple[int, str] | None:
         key = self.voters.get(req.voter_id)
@@ -200,20 +243,68 @@ class Reconfiguration:
             return m.INVALID_REQUEST, f"{req.voter_id} is the only voter"
         return None
 
-    def _append_voters(self, voters: VoterSet, src, correlation_id, now: int, why: str) -> int:
+    def _handle_update_voter(self, src, req: m.UpdateRaftVoterRequest, now: int) -> None:
+        s = self.state
+        why = self._update_refusal(req)
+        if why is None:
+            self._append_voters(self.history.current.with_endpoint(req.voter_id,
+                                                                   (req.host, req.port)),
+                                now, f"voter {req.voter_id} is at {req.host}:{req.port}")
+        error, message = why or (m.NONE, None)
+        leader = self.leader_id()
+        self._send(src, m.UpdateRaftVoterResponse(req.correlation_id, error, message,
+                                                  -1 if leader is None else leader, s.epoch))
+
+    def _update_refusal(self, req: m.UpdateRaftVoterRequest) -> tuple[int, str] | None:
+        s = self.state
+        if req.cluster_id and req.cluster_id != self.cluster_id:
+            return m.INCONSISTENT_CLUSTER_ID, f"cluster {req.cluster_id!r} is not {self.cluster_id!r}"
+        if req.current_leader_epoch < s.epoch:
+            return m.FENCED_LEADER_EPOCH, f"epoch {req.current_leader_epoch} is before {s.epoch}"
+        if req.current_leader_epoch > s.epoch:
+            return m.UNKNOWN_LEADER_EPOCH, f"epoch {req.current_leader_epoch} is after {s.epoch}"
+        if not isinstance(s, LeaderState):
+            return m.NOT_LEADER_OR_FOLLOWER, f"node {self.node_id} is not the quorum leader"
+        if not req.voter_directory_id:
+            return m.INVALID_REQUEST, "the voter's directory id is missing"
+        if not req.host or not 0 <= req.port <= 65535:
+            return m.INVALID_REQUEST, f"no CONTROLLER endpoint ({req.host!r}, {req.port})"
+        lo, hi = req.min_kraft_version, req.max_kraft_version
+        if lo < 0 or hi < 0 or hi < lo:
+            return m.INVALID_REQUEST, f"kraft.version range [{lo}, {hi}] is not one"
+        if self._voter_change is not None or s.high_watermark is None:
+            return m.REQUEST_TIMED_OUT, "a voter change or the epoch is not committed yet"
+        if self.kraft_version < 1:
+            return m.UNSUPPORTED_VERSION, "kraft.version is 0: the voter set is static"
+        if self.history.latest_offset < 0 or self.history.latest_offset >= s.high_watermark:
+            return m.REQUEST_TIMED_OUT, "the latest voter set is not committed yet"
+        if not lo <= self.kraft_version <= hi:
+            return m.INVALID_REQUEST, (f"kraft.version {self.kraft_version} is outside "
+                                       f"[{lo}, {hi}]")
+        key = self.voters.get(req.voter_id)
+        if key is None or not key.matches(req.voter_id, req.voter_directory_id):
+            return m.VOTER_NOT_FOUND, (f"{req.voter_id} with directory "
+                                       f"{req.voter_directory_id} is not a voter")
+        return None
+
+    def _append_voters(self, voters: VoterSet, now: int, why: str, change: tuple | None = None,
+                       bootstrap: bool = False) -> int:
+        """Append ``voters`` as a VotersRecord (with the KRaftVersionRecord when it is the
+        bootstrap set the first leader writes); its offset. ``change`` (src, correlation id):
+        an Add/RemoveRaftVoter answered once the record commits."""
         s = self.state
         assert isinstance(s, LeaderState)
         offset = self.log.end_offset
         entries = control_entries(voters)
-        if src is not None:  # a change: the KRaftVersionRecord went in with the bootstrap set
+        if not bootstrap:  # the KRaftVersionRecord went in with the bootstrap set
             entries = entries[1:]
         batch = records.build_batch(offset, s.epoch, entries, now, control=True)
         header = self.log.append(batch)
         self.log.flush()
         self._on_event(Reached("raft-voters-changed",
                                f"{why}: voter set {sorted(voters.as_dict())} at offset {offset}"))
-        if src is not None:
-            self._voter_change = (offset, src, correlation_id)
+        if change is not None:
+            self._voter_change = (offset, *change)
         self._note_batch(header, batch)
         self._update_local_end(now)
         return offset

@@ -203,6 +203,7 @@ class Replication:
         else:
             self._send_fetch(s.leader_id, now)
             self._maybe_auto_join(s, now)
+            self._maybe_update_voter(s, now)
 
     def _poll_leader(self, s: LeaderState, now: int) -> None:
         if self._removed_leader_done(s):

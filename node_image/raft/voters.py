@@ -45,6 +45,11 @@ class VoterSet:
         eps = self.endpoints + (((key.node_id,) + tuple(endpoint),) if endpoint else ())
         return VoterSet(keys, tuple(sorted(eps)))
 
+    def with_endpoint(self, node_id: int, endpoint: tuple[str, int]) -> "VoterSet":
+        """The same voters, ``node_id``'s endpoint replaced."""
+        eps = tuple(e for e in self.endpoints if e[0] != node_id) + ((node_id,) + tuple(endpoint),)
+        return VoterSet(self.keys, tuple(sorted(eps)))
+
     def without(self, node_id: int) -> "VoterSet":
         return VoterSet(tuple(k for k in self.keys if k.node_id != node_id),
                         tuple(e for e in self.endpoints if e[0] != node_id))

@@ -38,6 +38,12 @@ Commands:
   add-voter N [to=L]      AddRaftVoter of node N to the leader (or L); its answer shows as
                           ``nL answers admin ...``
   remove-voter N [to=L]   RemoveRaftVoter of node N
+  update-voter N [to=L] [host=H] [port=P] [epoch=E] [min=A] [max=B] [dir=D]
+                          UpdateRaftVoter of node N as an admin would send it (by default
+                          its own directory id, the leader's epoch, kraft.version [0, 1])
+  restart N endpoint=H:P  ... with N's own CONTROLLER endpoint H:P (a voter whose endpoint
+                          in the voter set differs asks the leader to update it)
+  endpoints               every node's voter set endpoints
   voters                  every node's voter set, and whether it is the bootstrap one
 
 ``add-nodes N observers=K kraft=1`` formats a dynamic quorum (KIP-853): the voters with the
@@ -84,6 +90,8 @@ SHOWN = {
     m.FetchSnapshotRequest: ("epoch", "snapshot_offset", "position"),
     m.FetchSnapshotResponse: ("leader_epoch", "snapshot_offset", "size", "position", "error"),
     m.RaftVoterResponse: ("error", "message"),
+    m.UpdateRaftVoterRequest: ("current_leader_epoch", "voter_id", "host", "port"),
+    m.UpdateRaftVoterResponse: ("error", "message", "leader_id", "leader_epoch"),
 }
 DEFAULTS = {"error": 0, "message": None, "diverging_epoch": -1, "diverging_end_offset": -1,
             "snapshot_offset": -1, "snapshot_epoch": -1}
@@ -137,6 +145,7 @@ class Net:
         self.out: list[str] = []
         self.bugs: frozenset[str] = frozenset()
         self.skew: dict[int, int] = {}  # clock steps per node, ms
+        self.endpoints: dict[int, tuple[str, int]] = {}  # a node's own endpoint (restart)
         self._appended = 0
 
     # ---------------------------------------------------------------- plumbing
@@ -183,7 +192,8 @@ class Net:
                             rng=random.Random(f"raft-{node_id}"), outbox=Outbox(),
                             now_ms=self.now, bugs=self.bugs,
                             on_event=lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"),
-                            clock=lambda i=node_id: self.wall(i))
+                            clock=lambda i=node_id: self.wall(i),
+                            local_endpoint=self.endpoints.get(node_id))
         c.register(_Listener(self, node_id))
         return c
 
@@ -311,6 +321,9 @@ class Net:
 
     def restart(self, args, kw) -> None:
         n = int(args[0].lstrip("n"))
+        if "endpoint" in kw:
+            host, port = kw["endpoint"].rsplit(":", 1)
+            self.endpoints[n] = (host, int(port))
         self.nodes[n] = self._make(n)
         self.out.append(f"n{n} restarted: {self._state(self.nodes[n])}")
         self._collect(n)
@@ -365,6 +378,25 @@ class Net:
         self.out.append(f"admin -> n{to} remove voter n{n}")
         self._run(to, lambda c: c.handle("admin", req, self.now))
 
+    def update_voter(self, args, kw) -> None:
+        n = int(args[0].lstrip("n"))
+        to = self._leader(kw)
+        req = m.UpdateRaftVoterRequest(
+            1, CLUSTER, int(kw.get("epoch", self.nodes[to].epoch)), n, kw.get("dir", self.dirs[n]),
+            kw.get("host", f"10.0.1.{n}"), int(kw.get("port", 9093)), int(kw.get("min", 0)),
+            int(kw.get("max", 1)))
+        self.out.append(f"admin -> n{to} update voter n{n}")
+        self._run(to, lambda c: c.handle("admin", req, self.now))
+
+    def endpoints_(self, args, kw) -> None:
+        for i, c in self.nodes.items():
+            if c is None:
+                self.out.append(f"n{i}: down")
+                continue
+            eps = c.history.current.endpoints
+            self.out.append(f"n{i}: " + (", ".join(f"n{nid}={h}:{p}" for nid, h, p in eps)
+                                         or "no endpoints"))
+
     def voters(self, args, kw) -> None:
         for i, c in self.nodes.items():
             if c is None:
@@ -376,6 +408,7 @@ class Net:
                             f"{'bootstrap set' if latest < 0 else f'record at {latest}'})")
 
     COMMANDS = {"clock": clock, "add-voter": add_voter, "remove-voter": remove_voter,
+                "update-voter": update_voter, "endpoints": endpoints_,
                 "voters": voters, "lease": lease, "add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
                 "stabilize": stabilize, "partition": partition, "heal": heal, "append": append,
                 "resign": resign, "crash": crash, "restart": restart, "snapshot": snapshot,

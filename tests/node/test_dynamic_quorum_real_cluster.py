@@ -134,3 +134,48 @@ def test_a_controller_with_auto_join_adds_itself_once_caught_up(tmp_path):
         assert "Traceback" not in "".join(logs.values())
     finally:
         cluster.close()
+
+
+def test_a_voter_back_at_a_new_address_has_the_voter_set_updated(tmp_path):
+    """UpdateRaftVoter: the fourth controller joins (auto-join), stops, and comes back
+    listening on another port (only its own config says so; the others' still name the
+    old one). It asks the quorum leader to record its new endpoint, DescribeQuorum shows
+    it, and the others reach it there: every voter's log end catches up with the leader's,
+    and with a voter other than the fourth stopped, the three left (a majority of four
+    needs the fourth) elect a leader and commit."""
+    from harness import quorum_admin as qa
+    from local_cluster import LocalCluster, free_port
+    cluster = LocalCluster(tmp_path, nodes=4, brokers=True, joining=(4,),
+                           extra_config={"controller.quorum.auto.join.enable": "true"})
+    cluster.start_all()
+    try:
+        boot = cluster.bootstrap()
+        q = wait_for("the fourth controller a voter", lambda: (
+            lambda q: sorted(q.voters) == [1, 2, 3, 4] and q)(qa.describe(boot)), timeout_s=60)
+        host = cluster.host(4)
+        assert q.endpoints[4] == (host, cluster.port), q.endpoints
+        cluster.stop(4)
+        port = free_port(host)
+        config = cluster.config_path(4).read_text()
+        assert config.count(f"{host}:{cluster.port}") == 2  # its listener, its voters entry
+        cluster.config_path(4).write_text(config.replace(f"{host}:{cluster.port}", f"{host}:{port}"))
+        cluster.start(4)
+
+        q = wait_for("the new endpoint in the voter set", lambda: (
+            lambda q: q.endpoints.get(4) == (host, port) and q)(qa.describe(boot)), 60)
+        assert sorted(q.voters) == [1, 2, 3, 4]
+        log = cluster.log_path(4).read_text()
+        assert f"not {host}:{port}: asking leader" in log, log[-2000:]
+        wait_for("every voter past the high watermark of the update", lambda: all(
+            v["log_end_offset"] >= q.high_watermark
+            for v in qa.describe(boot).voters.values()), 60)
+
+        stopped = q.leader_id if q.leader_id != 4 else 1
+        cluster.stop(stopped)
+        after = wait_for("a leader of the three left, committing", lambda: (
+            lambda a: a.leader_id not in (-1, stopped) and a.high_watermark > q.high_watermark
+            and a)(qa.describe(boot, wait_s=30)), 60)
+        assert stopped != q.leader_id or after.leader_epoch > q.leader_epoch, (q, after)
+        assert "Traceback" not in "".join(cluster.log_path(i).read_text() for i in cluster.ids)
+    finally:
+        cluster.close()
