@@ -93,8 +93,9 @@ def settings_of_topic(set_here: dict[str, str],
 
 
 def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resources,
-             version: int, R) -> list:
-    """The results of a DescribeConfigs request, v1-v4 (``R``: its response class)."""
+             version: int, R, denied=lambda rtype, name: None) -> list:
+    """The results of a DescribeConfigs request, v1-v4 (``R``: its response class).
+    ``denied(resource type, name)``: the authorizer's error for a resource, or None."""
     Result = R.DescribeConfigsResult
     Entry = Result.DescribeConfigsResourceResult
     out = []
@@ -104,6 +105,10 @@ def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resource
         def fail(code: int, message: str) -> None:
             out.append(Result(error_code=code, error_message=message, resource_type=rtype,
                               resource_name=name, configs=[]))
+        refused = denied(rtype, name)
+        if refused is not None:
+            fail(refused, "Authorization failed.")
+            continue
         if rtype == TOPIC_RESOURCE:
             if name not in image.topics:
                 fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")

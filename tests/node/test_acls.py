@@ -14,7 +14,7 @@ from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, KafkaA
 from kafka.admin import ResourceType as KResourceType
 from kafka.errors import NoError
 
-from conftest import wait_for
+from conftest import create_topic_everywhere, wait_for
 from node_image import acls
 from node_image.acls import AclBinding as B
 from node_image.acls import AclFilter as F
@@ -201,3 +201,95 @@ def test_a_deny_binding_stops_producers_and_consumers_until_it_is_deleted(cluste
     logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
     assert "Traceback" not in logs and "ACL created: DENY User:ANONYMOUS" in logs
 
+
+
+def test_admin_calls_and_transactional_ids_are_refused_where_a_binding_denies_them(cluster):
+    """Kafka's KafkaApis checks on the admin APIs and transactional ids, from librdkafka's
+    admin client: DENY bindings on a topic prefix, a group, a transactional id and the
+    cluster refuse exactly those calls, each with its resource's error; once the bindings
+    are deleted the same calls go through."""
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import (ConfigResource, ConfigEntry, AlterConfigOpType,
+                                       NewPartitions)
+    from confluent_kafka import ElectionType
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    create_topic_everywhere(cluster, "guarded", 1, timeout_s=60)
+
+    def deny(rtype, name, op, pattern=ResourcePatternType.LITERAL):
+        return AclBinding(rtype, name, pattern, "User:ANONYMOUS", "*", op,
+                          AclPermissionType.DENY)
+    bindings = [deny(ResourceType.TOPIC, "guarded", op, ResourcePatternType.PREFIXED)
+                for op in (AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+                           AclOperation.ALTER_CONFIGS, AclOperation.DESCRIBE_CONFIGS)]
+    # a resource with bindings is no longer open to all (allow.everyone.if.no.acl.found):
+    # DESCRIBE allowed, so that clients find the partitions' leaders
+    bindings.append(AclBinding(ResourceType.TOPIC, "guarded", ResourcePatternType.PREFIXED,
+                               "User:ANONYMOUS", "*", AclOperation.DESCRIBE,
+                               AclPermissionType.ALLOW))
+    bindings += [deny(ResourceType.GROUP, "guarded-group", op)
+                 for op in (AclOperation.DESCRIBE, AclOperation.DELETE)]
+    bindings += [deny(ResourceType.TRANSACTIONAL_ID, "guarded-txn", AclOperation.WRITE),
+                 deny(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)]
+    for f in a.create_acls(bindings).values():
+        f.result(30)
+
+    def code(future):
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            return exc.args[0].code()
+        return None
+
+    def calls():
+        topic = ConfigResource(ConfigResource.Type.TOPIC, "guarded")
+        alter = ConfigResource(ConfigResource.Type.TOPIC, "guarded", incremental_configs=[
+            ConfigEntry("retention.ms", "86400000",
+                        incremental_operation=AlterConfigOpType.SET)])
+        return {
+            "create": code(a.create_topics([NewTopic("guarded-new", 1, 1)])["guarded-new"]),
+            "delete": code(a.delete_topics(["guarded"])["guarded"]),
+            "partitions": code(a.create_partitions([NewPartitions("guarded", 2)])["guarded"]),
+            "describe configs": code(a.describe_configs([topic])[topic]),
+            "alter configs": code(a.incremental_alter_configs([alter])[alter]),
+            "delete records": code(next(iter(a.delete_records(
+                [TopicPartition("guarded", 0, 0)]).values()))),
+            "describe group": code(a.describe_consumer_groups(["guarded-group"])["guarded-group"]),
+            "delete group": code(a.delete_consumer_groups(["guarded-group"])["guarded-group"]),
+            "elect": code(a.elect_leaders(ElectionType.PREFERRED,
+                                          [TopicPartition("guarded", 0)])),
+        }
+    want = {"create": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            "delete": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            "partitions": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            "describe configs": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            "alter configs": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            "delete records": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            "describe group": KafkaError.GROUP_AUTHORIZATION_FAILED,
+            "delete group": KafkaError.GROUP_AUTHORIZATION_FAILED,
+            "elect": KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+    # every broker holds the bindings once it has the committed records
+    seen = []
+    try:
+        wait_for("every call refused", lambda: seen.append(calls()) or seen[-1] == want, 30)
+    except AssertionError:
+        raise AssertionError(f"answered {seen[-1] if seen else 'nothing'}, not {want}") from None
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "guarded-txn"})
+    with pytest.raises(KafkaException) as refused:
+        p.init_transactions(30)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    for f in a.delete_acls([AclBindingFilter(
+            t, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY,
+            AclPermissionType.ANY) for t in (ResourceType.TOPIC, ResourceType.GROUP,
+                                               ResourceType.TRANSACTIONAL_ID,
+                                               ResourceType.BROKER)]).values():
+        f.result(30)
+    topic = ConfigResource(ConfigResource.Type.TOPIC, "guarded")
+    wait_for("configs described again", lambda: code(a.describe_configs([topic])[topic]) is None,
+             30)
+    assert code(a.delete_topics(["guarded"])["guarded"]) is None
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "guarded-txn"})
+    p.init_transactions(30)
+    logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
+    assert "Traceback" not in logs

@@ -17,6 +17,10 @@ from ...kafka_codec import KafkaRequest
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 ANONYMOUS = "User:ANONYMOUS"
+AUTHORIZATION_FAILED = "Authorization failed."  # Kafka's message for every such refusal
+DENIED = {acls.TOPIC: m.TOPIC_AUTHORIZATION_FAILED, acls.GROUP: m.GROUP_AUTHORIZATION_FAILED,
+          acls.CLUSTER: m.CLUSTER_AUTHORIZATION_FAILED,
+          acls.TRANSACTIONAL_ID: m.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
 def _missing(error: int) -> str:
@@ -37,6 +41,23 @@ class AclApis:
         return acls.authorize(self.rm.image.acls.values(), ANONYMOUS, host, operation,
                               resource_type, name, o.allow_everyone_if_no_acl_found,
                               o.super_users)
+
+    def _denied(self, src, operation: int, resource_type: int, name: str) -> int | None:
+        """The error a refused operation is answered with (Kafka's per resource type), None
+        if the client on ``src`` may do it."""
+        if self._allowed(src, operation, resource_type, name):
+            return None
+        return DENIED[resource_type]
+
+    def _cluster_denied(self, src, req: KafkaRequest, operation: int) -> bool:
+        """For an API that acts on the cluster: answer CLUSTER_AUTHORIZATION_FAILED (the
+        response's top-level error) and say True, if the client may not."""
+        if self._allowed(src, operation, acls.CLUSTER, acls.CLUSTER_NAME):
+            return False
+        R = self._cls(req)
+        message = {"error_message": AUTHORIZATION_FAILED} if "error_message" in R.fields else {}
+        self._reply(src, req, R(error_code=m.CLUSTER_AUTHORIZATION_FAILED, **message))
+        return True
 
     def _describe_acls(self, src, req: KafkaRequest, now: int) -> None:
         R, b, v = self._cls(req), req.body, req.api_version

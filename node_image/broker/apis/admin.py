@@ -1,16 +1,28 @@
 """The admin APIs: topics created, deleted and given partitions or configs through the
 active controller; ElectLeaders; DeleteRecords; DescribeConfigs, DescribeCluster and
-DescribeQuorum."""
+DescribeQuorum.
+
+With an authorizer each asks what Kafka's KafkaApis asks first (Authorization failed. for
+each resource refused): CreateTopics CREATE on the cluster or on the topic, DeleteTopics
+DELETE, CreatePartitions ALTER, DeleteRecords DELETE, DescribeConfigs DESCRIBE_CONFIGS and
+AlterConfigs ALTER_CONFIGS on the topic (on the cluster for a broker's), ElectLeaders ALTER
+and DescribeQuorum DESCRIBE on the cluster."""
 from __future__ import annotations
 
+from ... import acls
 from ... import kafka_codec as kc
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from .. import describe_configs
+from ...metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
+from .acls import AUTHORIZATION_FAILED
 from .common import (ZERO_UUID, METADATA_TOPIC, NOT_AUTHORIZED_OPERATIONS, _as_uuid, _by_name,
                      _missing, _zero_uuid)
+
+
+BROKER_LOGGER_RESOURCE = 8  # Kafka's ConfigResource.Type.BROKER_LOGGER
 
 
 class AdminApis:
@@ -22,7 +34,11 @@ class AdminApis:
         body, v = req.body, req.api_version
         rows = []
         early = {}
+        on_cluster = self._allowed(src, acls.CREATE, acls.CLUSTER, acls.CLUSTER_NAME)
         for t in body.topics:
+            if not on_cluster and not self._allowed(src, acls.CREATE, acls.TOPIC, t.name):
+                early[t.name] = (m.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_FAILED)
+                continue
             if t.assignments:
                 early[t.name] = (m.INVALID_REQUEST, "manual replica assignments are not supported")
                 continue
@@ -66,6 +82,9 @@ class AdminApis:
 
     def _describe_quorum(self, src, req: KafkaRequest, now: int) -> None:
         """DescribeQuorum of ``__cluster_metadata-0``, answered by the quorum leader."""
+        if self._cluster_denied(src, req, acls.DESCRIBE):
+            return
+
         def reply(resp, error):
             if resp is not None:
                 error = resp.error
@@ -132,16 +151,21 @@ class AdminApis:
     def _delete_topics(self, src, req: KafkaRequest, now: int) -> None:
         """DeleteTopics by name (v1-v5) or by name or topic id (v6), decided by the
         controller; every broker then removes the partitions' data it holds."""
-        rows = tuple(self._delete_rows(req))
+        named = self._delete_rows(req)
+        names = self.rm.image.topic_names
+        refused = {row: (m.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_FAILED) + row
+                   for row in named
+                   if self._denied(src, acls.DELETE, acls.TOPIC, row[0] or names.get(row[1], ""))}
+        rows = tuple(row for row in named if row not in refused)
         R, v = self._cls(req), req.api_version
 
         def reply(resp, error):
             # by what the request named (name or id), with the name and id found
-            results = {} if resp is None else {
+            results = dict(refused) if resp is None else {**refused, **{
                 row: (e, msg, found, found_id)
-                for row, (found, found_id, e, msg) in zip(rows, resp.results)}
+                for row, (found, found_id, e, msg) in zip(rows, resp.results)}}
             out = []
-            for row in rows:
+            for row in named:
                 code, message, name, tid = results.get(row, (_missing(error), None) + row)
                 extra = {"topic_id": _as_uuid(tid)} if v >= 6 else {}
                 if v >= 5:
@@ -149,6 +173,9 @@ class AdminApis:
                 out.append(R.DeletableTopicResult(name=name or None if v >= 6 else name,
                                                   error_code=code, **extra))
             self._reply(src, req, R(throttle_time_ms=0, responses=out))
+        if not rows:
+            reply(None, m.NONE)
+            return
         self._via_controller(now, max(req.body.timeout_ms, 1000), reply,
                              lambda c: m.DeleteTopicsRequest(c, rows))
 
@@ -156,13 +183,18 @@ class AdminApis:
         """AlterConfigs and IncrementalAlterConfigs, decided by the controller."""
         body = req.body
         incremental = req.api_key == kc.INCREMENTAL_ALTER_CONFIGS
+        refused = {(r.resource_type, r.resource_name): (code, AUTHORIZATION_FAILED)
+                   for r in body.resources
+                   if (code := self._config_denied(src, acls.ALTER_CONFIGS, r.resource_type,
+                                                   r.resource_name))}
         rows = tuple((r.resource_type, r.resource_name, tuple(
             (c.name, c.config_operation if incremental else 0, c.value) for c in r.configs))
-            for r in body.resources)
+            for r in body.resources if (r.resource_type, r.resource_name) not in refused)
         R = self._cls(req)
 
         def reply(resp, error):
-            results = {} if resp is None else {(t, n): (e, msg) for t, n, e, msg in resp.results}
+            results = dict(refused) if resp is None else {
+                **refused, **{(t, n): (e, msg) for t, n, e, msg in resp.results}}
             out = []
             for r in body.resources:
                 code, message = results.get((r.resource_type, r.resource_name),
@@ -171,26 +203,44 @@ class AdminApis:
                     error_code=code, error_message=message, resource_type=r.resource_type,
                     resource_name=r.resource_name))
             self._reply(src, req, R(throttle_time_ms=0, responses=out))
+        if not rows:
+            reply(None, m.NONE)
+            return
         self._via_controller(
             now, self.options.request_timeout_ms, reply,
             lambda c: m.AlterConfigsRequest(c, rows, incremental, bool(body.validate_only)))
 
+    def _config_denied(self, src, operation: int, resource_type: int, name: str) -> int | None:
+        """DESCRIBE_CONFIGS or ALTER_CONFIGS on a topic, or on the cluster for a broker's
+        (or a broker logger's) configs; other resource types are left to the handler."""
+        if resource_type == TOPIC_RESOURCE:
+            return self._denied(src, operation, acls.TOPIC, name)
+        if resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):  # 8: a broker logger
+            return self._denied(src, operation, acls.CLUSTER, acls.CLUSTER_NAME)
+        return None
+
     def _create_partitions(self, src, req: KafkaRequest, now: int) -> None:
         body = req.body
         rows = []
+        refused = {t.name: (m.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_FAILED)
+                   for t in body.topics if self._denied(src, acls.ALTER, acls.TOPIC, t.name)}
         for t in body.topics:
             assignments = tuple(tuple(a.broker_ids) for a in (t.assignments or ()))
-            rows.append((t.name, t.count, assignments))
+            if t.name not in refused:
+                rows.append((t.name, t.count, assignments))
         R = self._cls(req)
 
         def reply(resp, error):
-            results = _by_name(resp)
+            results = {**_by_name(resp), **refused}
             out = []
             for t in body.topics:
                 code, message = results.get(t.name, (_missing(error), None))
                 out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code,
                                                          error_message=message))
             self._reply(src, req, R(throttle_time_ms=0, results=out))
+        if not rows:
+            reply(None, m.NONE)
+            return
         self._via_controller(
             now, max(body.timeout_ms, 1000), reply,
             lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only)))
@@ -215,6 +265,10 @@ class AdminApis:
                                     replica_election_results=[
                                         E(topic=t, partition_result=ps)
                                         for t, ps in by_topic.items()]))
+        if self._denied(src, acls.ALTER, acls.CLUSTER, acls.CLUSTER_NAME):
+            answer([(t, p, m.CLUSTER_AUTHORIZATION_FAILED, AUTHORIZATION_FAILED)
+                    for t, p in rows], m.CLUSTER_AUTHORIZATION_FAILED)
+            return
         if kind not in (0, 1):
             answer([(t, p, m.INVALID_REQUEST, f"unknown election type {kind}")
                     for t, p in rows], m.INVALID_REQUEST if v >= 1 else m.NONE)
@@ -238,7 +292,9 @@ class AdminApis:
         rows = []
         for t in req.body.topics:
             for p in t.partitions:
-                if t.name in (OFFSETS_TOPIC, TXN_TOPIC):  # Kafka: not an internal topic's
+                if self._denied(src, acls.DELETE, acls.TOPIC, t.name):
+                    error, offset = m.TOPIC_AUTHORIZATION_FAILED, -1
+                elif t.name in (OFFSETS_TOPIC, TXN_TOPIC):  # Kafka: not an internal topic's
                     error, offset = m.INVALID_TOPIC_EXCEPTION, -1
                 else:
                     error, offset = self.rm.delete_records(t.name, p.partition_index, p.offset)
@@ -277,7 +333,8 @@ class AdminApis:
         R = self._cls(req)
         self._reply(src, req, R(throttle_time_ms=0, results=describe_configs.describe(
             self.rm.image, self.broker.node_id, self.options, req.body.resources,
-            req.api_version, R)))
+            req.api_version, R, lambda rtype, name: self._config_denied(
+                src, acls.DESCRIBE_CONFIGS, rtype, name))))
 
     def _describe_cluster(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)

@@ -2,11 +2,15 @@
 (v0), answered by the active controller (``node_image/reassignment.py``), and UpdateFeatures
 (v0-2, ``node_image/features.py``), forwarded there as Kafka's brokers forward them; and
 AddRaftVoter (v0-1) / RemoveRaftVoter (v0), forwarded to the quorum leader (the active
-controller), whose Raft client answers them (``node_image/raft/reconfig.py``)."""
+controller), whose Raft client answers them (``node_image/raft/reconfig.py``); and
+UnregisterBroker. With an authorizer each needs ALTER on the cluster (ListPartitionReassignments
+DESCRIBE), else CLUSTER_AUTHORIZATION_FAILED, as Kafka's."""
 from __future__ import annotations
 
+from ... import acls
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
+from .acls import AUTHORIZATION_FAILED
 from .common import _missing
 
 
@@ -16,6 +20,8 @@ class ClusterShapeApis:
     def _alter_partition_reassignments(self, src, req: KafkaRequest, now: int) -> None:
         """Each partition's target replicas, or null to cancel; from v1 the client may
         forbid a change of replication factor (INVALID_REPLICATION_FACTOR, KIP-860)."""
+        if self._cluster_denied(src, req, acls.ALTER):
+            return
         body, v = req.body, req.api_version
         R = self._cls(req)
         T = R.ReassignableTopicResponse
@@ -48,6 +54,8 @@ class ClusterShapeApis:
 
     def _list_partition_reassignments(self, src, req: KafkaRequest, now: int) -> None:
         """The reassignments in progress, of the partitions named or of every partition."""
+        if self._cluster_denied(src, req, acls.DESCRIBE):
+            return
         body = req.body
         R = self._cls(req)
         T = R.OngoingTopicReassignment
@@ -89,6 +97,10 @@ class ClusterShapeApis:
                 for name, _, _ in rows]} if v <= 1 else {}
             self._reply(src, req, R(throttle_time_ms=0, error_code=code, error_message=message,
                                     **extra))
+        if self._denied(src, acls.ALTER, acls.CLUSTER, acls.CLUSTER_NAME):
+            reply(m.UpdateFeaturesResponse(req.correlation_id, m.CLUSTER_AUTHORIZATION_FAILED,
+                                           AUTHORIZATION_FAILED), None)
+            return
         if len({name for name, _, _ in rows}) != len(rows):
             self._reply(src, req, R(throttle_time_ms=0, error_code=m.INVALID_REQUEST,
                                     error_message="a feature is named more than once",
@@ -101,6 +113,8 @@ class ClusterShapeApis:
     def _add_raft_voter(self, src, req: KafkaRequest, now: int) -> None:
         """AddRaftVoter (KIP-853) through the quorum leader, answered once the new voter set
         is committed (v1's AckWhenCommitted false is answered the same way)."""
+        if self._cluster_denied(src, req, acls.ALTER):
+            return
         body = req.body
         listeners = list(body.listeners or ())
         chosen = next((x for x in listeners if x.name == "CONTROLLER"),
@@ -113,6 +127,8 @@ class ClusterShapeApis:
 
     def _remove_raft_voter(self, src, req: KafkaRequest, now: int) -> None:
         """RemoveRaftVoter (KIP-853) through the quorum leader."""
+        if self._cluster_denied(src, req, acls.ALTER):
+            return
         body = req.body
         self._via_controller(
             now, self.options.request_timeout_ms, self._voter_reply(src, req),
@@ -122,6 +138,8 @@ class ClusterShapeApis:
     def _unregister_broker(self, src, req: KafkaRequest, now: int) -> None:
         """UnregisterBroker (decommission) through the active controller, answered once the
         registration's removal is committed; an unknown broker is BROKER_ID_NOT_REGISTERED."""
+        if self._cluster_denied(src, req, acls.ALTER):
+            return
         broker_id = req.body.broker_id
         self._via_controller(now, self.options.request_timeout_ms, self._voter_reply(src, req),
                              lambda c: m.UnregisterBrokerRequest(c, broker_id))

@@ -160,8 +160,10 @@ class FetchApis:
         for t in req.body.topics:
             parts = []
             for p in t.partitions:
-                if (t.name, p.partition_index) in twice:
-                    parts.append(P(partition_index=p.partition_index, error_code=m.INVALID_REQUEST,
+                refused = self._denied(src, acls.DESCRIBE, acls.TOPIC, t.name)
+                if (t.name, p.partition_index) in twice or refused:
+                    parts.append(P(partition_index=p.partition_index,
+                                   error_code=refused or m.INVALID_REQUEST,
                                    timestamp=-1, offset=-1, leader_epoch=-1))
                     continue
                 error, ts, offset, epoch = self._offset_for(

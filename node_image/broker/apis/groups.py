@@ -9,6 +9,7 @@ from ...kafka_codec import KafkaRequest
 from ..group_state import JoinResult
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
+from .acls import AUTHORIZATION_FAILED
 from .common import NOT_AUTHORIZED_OPERATIONS, CREATE_TOPIC_RETRY_MS
 
 
@@ -150,6 +151,12 @@ class GroupApis:
         D = R.DescribedGroup
         out = []
         for group_id in req.body.groups:
+            if self._denied(src, acls.DESCRIBE, acls.GROUP, group_id):
+                out.append(D(error_code=m.GROUP_AUTHORIZATION_FAILED,
+                             error_message=AUTHORIZATION_FAILED, group_id=group_id,
+                             group_state="", protocol_type="", protocol_data="", members=[],
+                             authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                continue
             error, g = self.groups.describe(group_id)
             message = f"Group {group_id} not found."
             if g is not None and g.consumer is not None:  # as Kafka's: classic groups only
@@ -181,24 +188,40 @@ class GroupApis:
     def _delete_groups(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
 
+        names = list(req.body.groups_names)
+        refused = {g: m.GROUP_AUTHORIZATION_FAILED for g in names
+                   if self._denied(src, acls.DELETE, acls.GROUP, g)}
+
         def respond(results: dict[str, int]) -> None:
+            results = {**results, **refused}
             self._reply(src, req, R(throttle_time_ms=0, results=[
-                R.DeletableGroupResult(group_id=g, error_code=e) for g, e in results.items()]))
-        self.groups.delete_groups(list(req.body.groups_names), now, respond)
+                R.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names
+                if g in results]))
+        if len(refused) == len(names):
+            respond({})
+            return
+        self.groups.delete_groups([g for g in names if g not in refused], now, respond)
 
     def _offset_delete(self, src, req: KafkaRequest, now: int) -> None:
         R, b = self._cls(req), req.body
         T = R.OffsetDeleteResponseTopic
         keys = [(t.name, p.partition_index) for t in b.topics for p in t.partitions]
+        refused = {k: m.TOPIC_AUTHORIZATION_FAILED for k in keys
+                   if self._denied(src, acls.READ, acls.TOPIC, k[0])}
 
         def respond(error: int, results: dict) -> None:
+            results = {**results, **refused}
             by_topic: dict[str, list] = {}
             for (topic, idx), e in results.items():
                 by_topic.setdefault(topic, []).append(
                     T.OffsetDeleteResponsePartition(partition_index=idx, error_code=e))
             self._reply(src, req, R(error_code=error, throttle_time_ms=0, topics=[
                 T(name=t, partitions=ps) for t, ps in by_topic.items()]))
-        self.groups.delete_offsets(b.group_id, keys, now, respond)
+        if self._denied(src, acls.DELETE, acls.GROUP, b.group_id):
+            respond(m.GROUP_AUTHORIZATION_FAILED, {})
+            return
+        self.groups.delete_offsets(b.group_id, [k for k in keys if k not in refused], now,
+                                   respond)
 
     def _list_groups(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)

@@ -1,8 +1,15 @@
 """Producer ids and transactions: InitProducerId, the transaction coordinator's requests,
 the markers it asks partition leaders to write, and DescribeProducers,
-DescribeTransactions and ListTransactions."""
+DescribeTransactions and ListTransactions.
+
+With an authorizer, as Kafka's KafkaApis: a transactional id needs WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn; AddPartitionsToTxn needs WRITE on each topic (the refused
+partitions TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED) and
+AddOffsetsToTxn READ on the group."""
 from __future__ import annotations
 
+from ... import acls
 from ... import messages as m
 from ... import records
 from ...kafka_codec import KafkaRequest
@@ -15,6 +22,12 @@ class TxnApis:
     """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
 
     def _init_producer_id(self, src, req: KafkaRequest, now: int) -> None:
+        tid = req.body.transactional_id
+        if tid is not None and self._denied(src, acls.WRITE, acls.TRANSACTIONAL_ID, tid):
+            self._reply(src, req, self._cls(req)(
+                throttle_time_ms=0, error_code=m.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                producer_id=-1, producer_epoch=-1))
+            return
         if req.body.transactional_id is not None:
             expected = None
             if req.api_version >= 3 and req.body.producer_id >= 0:  # KIP-360: a bump
@@ -62,11 +75,24 @@ class TxnApis:
                                                         partition_error_code=error))
             self._reply(src, req, R(throttle_time_ms=0, results_by_topic_v3_and_below=[
                 T(name=t, results_by_partition=ps) for t, ps in by_topic.items()]))
+        if self._denied(src, acls.WRITE, acls.TRANSACTIONAL_ID, b.v3_and_below_transactional_id):
+            respond({tp: m.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted})
+            return
+        refused = {t for t, _ in wanted if self._denied(src, acls.WRITE, acls.TOPIC, t)}
+        if refused:
+            respond({(t, p): m.TOPIC_AUTHORIZATION_FAILED if t in refused
+                     else m.OPERATION_NOT_ATTEMPTED for t, p in wanted})
+            return
         self.txns.add_partitions(b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
                                  b.v3_and_below_producer_epoch, wanted, now, respond)
 
     def _add_offsets_to_txn(self, src, req: KafkaRequest, now: int) -> None:
         b, R = req.body, self._cls(req)
+        refused = (self._denied(src, acls.WRITE, acls.TRANSACTIONAL_ID, b.transactional_id)
+                   or self._denied(src, acls.READ, acls.GROUP, b.group_id))
+        if refused:
+            self._reply(src, req, R(throttle_time_ms=0, error_code=refused))
+            return
         key = (OFFSETS_TOPIC, self.groups.partition_of(b.group_id))
         if self.rm.image.partition(*key) is None:
             # A producer's first offsets to a group may come before any group was ever used:
@@ -83,6 +109,10 @@ class TxnApis:
 
     def _end_txn(self, src, req: KafkaRequest, now: int) -> None:
         b, R = req.body, self._cls(req)
+        refused = self._denied(src, acls.WRITE, acls.TRANSACTIONAL_ID, b.transactional_id)
+        if refused:
+            self._reply(src, req, R(throttle_time_ms=0, error_code=refused))
+            return
         self.txns.end_txn(b.transactional_id, b.producer_id, b.producer_epoch, b.committed, now,
                           lambda error: self._reply(src, req, R(throttle_time_ms=0,
                                                                 error_code=error)))
