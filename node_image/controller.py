@@ -487,7 +487,9 @@ class QuorumController:
     def handle_update_features(self, src, req: m.UpdateFeaturesRequest, now: int) -> None:
         def plan():
             records, error, message = features.update_features(
-                self.current, req.updates, self.options.min_insync_replicas)
+                self.current, req.updates, self.options.min_insync_replicas,
+                self.raft.kraft_version, lambda level: self.raft.upgrade_kraft_version(
+                    level, req.validate_only, now))
             return records, (error, message), [
                 "features finalized: " + ", ".join(f"{r.name}={r.feature_level}" for r in records
                                                    if isinstance(r, mr.FeatureLevelRecord))]

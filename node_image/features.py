@@ -10,10 +10,13 @@ so a level says which records a peer may meet, not what the node does.
 or later; turning it on also writes the cluster's min.insync.replicas as a cluster-level
 config record (as Kafka's controller does), turning it off clears every partition's ELR and
 gives an empty ISR its first eligible leader replica back. Kafka ties level 1 to
-metadata.version 4.0-IV1; here it is accepted at every metadata.version. The other features
-stay at level 0: kraft.version is chosen when a node is formatted (KIP-853's dynamic quorum),
-not here; there are no KIP-890 transactions (transaction.version 2); KIP-848's consumer
-groups are answered whatever group.version says (Kafka 4.0 answers them from level 1).
+metadata.version 4.0-IV1; here it is accepted at every metadata.version. ``kraft.version``
+is the Raft log's, not the metadata's: chosen when a node is formatted (KIP-853's dynamic
+quorum) or raised from 0 to 1 here, which the quorum leader does in its log
+(``raft/reconfig.py``'s ``upgrade_kraft_version``) once every other update of the request
+is valid; no FeatureLevelRecord is written for it. The other features stay at level 0:
+there are no KIP-890 transactions (transaction.version 2); KIP-848's consumer groups are
+answered whatever group.version says (Kafka 4.0 answers them from level 1).
 
 UpdateFeatures follows Kafka's FeatureControlManager: all or nothing (the first refused
 update refuses the request), each refusal INVALID_UPDATE_VERSION with Kafka's reason: an
@@ -29,10 +32,11 @@ from . import replication_control as rc
 from .metadata_image import CLUSTER, ELR_FEATURE, MetadataImage
 
 METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
 MIN_METADATA_VERSION = 7  # Kafka 3.3-IV3, the oldest level Kafka 4.0 still runs
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (MIN_METADATA_VERSION, mr.METADATA_VERSION_LEVEL),
-    "kraft.version": (0, 0),
+    KRAFT_VERSION: (0, 1),
     "transaction.version": (0, 0),
     "group.version": (0, 0),
     ELR_FEATURE: (0, 1),
@@ -40,9 +44,11 @@ SUPPORTED: dict[str, tuple[int, int]] = {
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3  # Kafka's FeatureUpdate.UpgradeType
 
 
-def finalized(image: MetadataImage) -> dict[str, int]:
-    """The finalized levels a broker reports (ApiVersions): those above 0."""
-    return {k: v for k, v in sorted(image.features.items()) if v > 0}
+def finalized(image: MetadataImage, kraft_level: int = 0) -> dict[str, int]:
+    """The finalized levels a broker reports (ApiVersions): those above 0, kraft.version
+    (``kraft_level``) from the Raft log."""
+    levels = {**image.features, KRAFT_VERSION: kraft_level}
+    return {k: v for k, v in sorted(levels.items()) if v > 0}
 
 
 def bootstrap_records(image: MetadataImage, options) -> list:
@@ -65,18 +71,21 @@ def elr_records(image: MetadataImage, level: int, min_isr: int) -> list:
     return []
 
 
-def update_features(image: MetadataImage, updates,
-                    min_isr: int = 1) -> tuple[list, int, str | None]:
+def update_features(image: MetadataImage, updates, min_isr: int = 1, kraft_level: int = 0,
+                    raise_kraft=None) -> tuple[list, int, str | None]:
     """(records, error, message) for UpdateFeatures' rows (feature, level, upgrade type);
-    ``min_isr``: the controller's min.insync.replicas, the cluster's once ELR is on."""
+    ``min_isr``: the controller's min.insync.replicas, the cluster's once ELR is on;
+    ``kraft_level``: the Raft log's kraft.version, ``raise_kraft(level)`` raises it there
+    ((error, message)), once every other row is valid."""
     records = []
+    raft_level = None
     for name, level, kind in updates:
         def refuse(why: str):
             return [], m.INVALID_UPDATE_VERSION, f"Invalid update version {level} for feature " \
                                                  f"{name}. {why}"
         if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
             return refuse("The controller does not support the given upgrade type.")
-        current = image.features.get(name, 0)
+        current = kraft_level if name == KRAFT_VERSION else image.features.get(name, 0)
         if level < 0:
             return refuse("A feature version cannot be less than 0.")
         lo, hi = SUPPORTED.get(name, (0, 0))
@@ -91,8 +100,16 @@ def update_features(image: MetadataImage, updates,
             return refuse("Can't downgrade to a newer version.")
         if name == METADATA_VERSION and level < current:
             return refuse("metadata.version downgrades are not supported.")
-        if level != current:
+        if name == KRAFT_VERSION:
+            raft_level = level if level != current else None
+        elif level != current:
             records.append(mr.FeatureLevelRecord(name, level))
             if name == ELR_FEATURE:
                 records += elr_records(image, level, min_isr)
+    if raft_level is not None:
+        if raise_kraft is None:
+            return [], m.INVALID_UPDATE_VERSION, "kraft.version is not changed here"
+        error, message = raise_kraft(raft_level)
+        if error != m.NONE:
+            return [], error, message
     return records, m.NONE, None

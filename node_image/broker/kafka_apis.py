@@ -157,7 +157,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         image = self.rm.image
         self._reply(src, req, kc.api_versions_body(
             req.api_version, caps={kc.METADATA: self.options.metadata_max_version},
-            features=(features.SUPPORTED, features.finalized(image), image.offset)))
+            features=(features.SUPPORTED, features.finalized(image, self.broker.raft.kraft_version),
+                      image.offset)))
 
     def _metadata(self, src, req: KafkaRequest, now: int) -> None:
         image = self.rm.image

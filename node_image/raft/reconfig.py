@@ -46,17 +46,17 @@ class Reconfiguration:
                      endpoints: dict[int, tuple[str, int]]) -> None:
         """The bootstrap set carries the configured endpoints of its voters
         (controller.quorum.voters), as Kafka's bootstrap checkpoint does."""
-        self.kraft_version = kraft_version
+        self.kraft_version = self._formatted_kraft_version = kraft_version
         ids = {k.node_id for k in bootstrap}
         self.history = VoterSetHistory(VoterSet(tuple(bootstrap), tuple(sorted(
             (nid, host, port) for nid, (host, port) in endpoints.items() if nid in ids))))
         self._voter_change = None  # (record offset, src, correlation id) at the leader
-        if kraft_version >= 1:
-            snap = self.log.latest_snapshot_id()
-            if snap is not None:
-                self._voters_from_snapshot(snap)
-            for data in self.log.control_batches(self.log.start_offset):
-                self._note_batch(records.parse_header(data), data)
+        # a quorum formatted at kraft.version 0 may have been upgraded since: read both
+        snap = self.log.latest_snapshot_id()
+        if snap is not None:
+            self._voters_from_snapshot(snap)
+        for data in self.log.control_batches(self.log.start_offset):
+            self._note_batch(records.parse_header(data), data)
         self._refresh_voters()
 
     def _voters_from_snapshot(self, snap) -> None:
@@ -84,6 +84,8 @@ class Reconfiguration:
 
     def _after_truncation(self) -> None:
         if self.history.truncate(self.log.end_offset):  # the voter set goes back with the log
+            if self.history.latest_offset < 0:  # an upgrade of kraft.version cut off with it
+                self.kraft_version = self._formatted_kraft_version
             self._refresh_voters()
 
     def _after_snapshot_install(self, snap) -> None:
@@ -180,6 +182,39 @@ class Reconfiguration:
             self._on_event(f"auto-join: the leader refused ({m.ERROR_NAMES.get(resp.error)}: "
                            f"{resp.message}); asking again in "
                            f"{self.config.fetch_timeout_ms} ms")
+
+    # ------------------------------------------------------------ kraft.version 0 -> 1
+
+    def upgrade_kraft_version(self, level: int, validate_only: bool,
+                              now: int) -> tuple[int, str | None]:
+        """UpdateFeatures' kraft.version at the quorum leader (Kafka's upgradeKRaftVersion):
+        0 -> 1 appends a KRaftVersionRecord and a VotersRecord of the voters as they are,
+        each with the directory id it fetches with and its configured endpoint; from then
+        on the quorum is dynamic. Refused (INVALID_UPDATE_VERSION) as a downgrade, past 1,
+        or while a voter has not fetched from this leader with its directory id."""
+        def refuse(why: str) -> tuple[int, str]:
+            return m.INVALID_UPDATE_VERSION, (f"Invalid update version {level} for feature "
+                                              f"kraft.version. {why}")
+        s = self.state
+        if level == self.kraft_version:
+            return m.NONE, None
+        if level < self.kraft_version:
+            return refuse("kraft.version cannot be downgraded.")
+        if level > 1:
+            return refuse("The controller only supports versions 0-1.")
+        if not isinstance(s, LeaderState) or s.high_watermark is None:
+            return m.NOT_CONTROLLER, f"node {self.node_id} is not the committed quorum leader"
+        keys = []
+        for v in sorted(self.voters):
+            directory = self.directory_id if v == self.node_id else s.voters[v].directory_id
+            if not directory:
+                return refuse(f"Voter {v} has not fetched with its directory id from this "
+                              f"leader yet.")
+            keys.append(ReplicaKey(v, directory))
+        if not validate_only:
+            self._append_voters(VoterSet(tuple(keys), self.history.current.endpoints), now,
+                                "kraft.version upgraded to 1", bootstrap=True)
+        return m.NONE, None
 
     # ------------------------------------------------------------ the leader's handlers
 

@@ -108,6 +108,7 @@ class Replication:
             caught_up = None
         if voter is not None and voter.matches(req.replica_id, req.replica_directory_id):
             rs = s.voters[req.replica_id]
+            rs.directory_id = req.replica_directory_id  # what kraft.version 1 will record
             rs.assumed = False
             self._note_voter_contact(s, req.replica_id, now)
             s.begin_acked.add(req.replica_id)

@@ -17,7 +17,9 @@ the node's own events (``n1 says: ...``) and records handed to the state machine
 (``n1 commits ...``).
 
 Commands:
-  add-nodes N [observers=K] [bugs=a,b]   voters 1..N, observers N+1..N+K
+  add-nodes N [observers=K] [bugs=a,b] [nodirs]   voters 1..N, observers N+1..N+K
+                          (nodirs: voter keys without directory ids, as
+                          controller.quorum.voters formats a static quorum)
   campaign N              node N's election (or fetch) timer expires now
   tick ms=T               time moves T ms; every live node polls
   deliver [from=A] [to=B] [type=T] [drop]   hand over (or lose) the matching
@@ -44,6 +46,8 @@ Commands:
   restart N endpoint=H:P  ... with N's own CONTROLLER endpoint H:P (a voter whose endpoint
                           in the voter set differs asks the leader to update it)
   endpoints               every node's voter set endpoints
+  upgrade-kraft N [level=L] [validate]   UpdateFeatures' kraft.version L (default 1) at
+                          node N (``upgrade_kraft_version``); what it answers
   voters                  every node's voter set, and whether it is the bootstrap one
 
 ``add-nodes N observers=K kraft=1`` formats a dynamic quorum (KIP-853): the voters with the
@@ -215,7 +219,9 @@ class Net:
         rng = random.Random("raft-scenarios")
         dirs = {i: new_directory_id(rng) for i in range(1, n + observers + 1)}
         self.dirs = dirs
-        self.voters = tuple(ReplicaKey(i, dirs[i]) for i in range(1, n + 1))
+        # "nodirs": the voter keys without directory ids, as controller.quorum.voters gives
+        self.voters = tuple(ReplicaKey(i, None if "nodirs" in args else dirs[i])
+                            for i in range(1, n + 1))
         for i in range(1, n + observers + 1):
             self.disks[i] = SimDisk()
         for i in range(1, n + observers + 1):
@@ -388,6 +394,16 @@ class Net:
         self.out.append(f"admin -> n{to} update voter n{n}")
         self._run(to, lambda c: c.handle("admin", req, self.now))
 
+    def upgrade_kraft(self, args, kw) -> None:
+        n = self._node(args[0])
+        level = int(kw.get("level", 1))
+        out = []
+        self._run(n, lambda c: out.append(c.upgrade_kraft_version(level, "validate" in args,
+                                                                  self.now)))
+        error, message = out[0]
+        self.out.append(f"n{n} kraft.version {level}: {ERRORS.get(error, error)}"
+                        + (f" ({message})" if message else ""))
+
     def endpoints_(self, args, kw) -> None:
         for i, c in self.nodes.items():
             if c is None:
@@ -409,6 +425,7 @@ class Net:
 
     COMMANDS = {"clock": clock, "add-voter": add_voter, "remove-voter": remove_voter,
                 "update-voter": update_voter, "endpoints": endpoints_,
+                "upgrade-kraft": upgrade_kraft,
                 "voters": voters, "lease": lease, "add-nodes": add_nodes, "campaign": campaign, "tick": tick, "deliver": deliver,
                 "stabilize": stabilize, "partition": partition, "heal": heal, "append": append,
                 "resign": resign, "crash": crash, "restart": restart, "snapshot": snapshot,

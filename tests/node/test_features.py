@@ -10,6 +10,8 @@ from node_image import messages as m
 from node_image import metadata_records as mr
 from test_replication import cluster_image, image_with
 
+ZERO = "00000000-0000-0000-0000-000000000000"
+
 
 def test_update_features_follows_kafkas_rules_all_or_nothing():
     image = image_with([mr.FeatureLevelRecord("metadata.version", 20)], cluster_image(3))
@@ -45,24 +47,28 @@ def cluster(tmp_path_factory):
         yield c
 
 
+def described(cluster, i):
+    """kafka-python's describe_features from broker ``i`` (its ApiVersions)."""
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=f"{cluster.host(i)}:{cluster.kafka_port}",
+                             request_timeout_ms=30_000)
+    try:
+        return admin.describe_features()
+    finally:
+        admin.close()
+
+
 def test_metadata_version_is_raised_while_the_cluster_runs(cluster):
     from kafka import KafkaAdminClient
     from kafka.errors import InvalidUpdateVersionError
 
     from conftest import create_topic_everywhere, wait_for
 
-    def described(i):
-        admin = KafkaAdminClient(bootstrap_servers=f"{cluster.host(i)}:{cluster.kafka_port}",
-                                 request_timeout_ms=30_000)
-        try:
-            return admin.describe_features()
-        finally:
-            admin.close()
-    before = wait_for("every broker's features", lambda: [described(i) for i in cluster.ids])
+    before = wait_for("every broker's features", lambda: [described(cluster, i) for i in cluster.ids])
     for d in before:
         assert d["metadata.version"]["supported"] == (7, 21)
         assert d["metadata.version"]["finalized"] == (20, 20)
-        assert d["kraft.version"] == {"supported": (0, 0)}, "nothing finalized at level 0"
+        assert d["kraft.version"] == {"supported": (0, 1)}, "nothing finalized at level 0"
     kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
     try:
         assert kp.update_features({"metadata.version": 21}, validate_only=True) == {
@@ -70,7 +76,7 @@ def test_metadata_version_is_raised_while_the_cluster_runs(cluster):
         # a record written after the validation reaches every broker: had the validation
         # written the level, each would show it by then (a broker applies records in order)
         create_topic_everywhere(cluster, "after-validating", 1, timeout_s=60)
-        assert [described(i)["metadata.version"]["finalized"] for i in cluster.ids] == [
+        assert [described(cluster, i)["metadata.version"]["finalized"] for i in cluster.ids] == [
             (20, 20)] * len(cluster.ids), "only validated"
         with pytest.raises(InvalidUpdateVersionError, match="only supports versions 7-21"):
             kp.update_features({"metadata.version": 22})
@@ -81,6 +87,51 @@ def test_metadata_version_is_raised_while_the_cluster_runs(cluster):
     finally:
         kp.close()
     wait_for("every broker at 21", lambda: all(
-        described(i)["metadata.version"]["finalized"] == (21, 21) for i in cluster.ids))
-    epochs = [described(i)["metadata.version"]["finalized_epoch"] for i in cluster.ids]
+        described(cluster, i)["metadata.version"]["finalized"] == (21, 21) for i in cluster.ids))
+    epochs = [described(cluster, i)["metadata.version"]["finalized_epoch"] for i in cluster.ids]
     assert all(e > before[0]["metadata.version"]["finalized_epoch"] for e in epochs), epochs
+
+
+def test_kraft_version_raised_makes_the_static_quorum_dynamic(cluster):
+    """kafka-python's ``update_features`` raises kraft.version from 0 to 1 on a quorum
+    formatted from controller.quorum.voters: the quorum leader writes the voter set, with
+    the directory ids the voters fetch with, into its log; every broker then reports the
+    level; DescribeQuorum shows each voter's directory id; RemoveRaftVoter, refused with
+    UNSUPPORTED_VERSION before, takes a voter out and AddRaftVoter brings it back; a
+    restarted controller reads the upgrade from its log."""
+    from kafka import KafkaAdminClient
+
+    from conftest import wait_for
+    from harness import quorum_admin as qa
+    boot = cluster.bootstrap()
+
+    with pytest.raises(qa.QuorumChangeError) as refused:
+        qa.remove_controller(boot, 3, directory_id=ZERO)
+    assert refused.value.code == 35  # UNSUPPORTED_VERSION: a static quorum
+    kp = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=30_000)
+    try:
+        assert wait_for("the controller's answer", lambda: kp.update_features(
+            {"kraft.version": 1})) == {"kraft.version": "OK"}
+    finally:
+        kp.close()
+    wait_for("every broker at kraft.version 1", lambda: all(
+        described(cluster, i)["kraft.version"].get("finalized") == (1, 1) for i in cluster.ids))
+    q = qa.describe(boot)
+    directories = {v: row["replica_directory_id"] for v, row in q.voters.items()}
+    assert sorted(directories) == [1, 2, 3]
+    assert len(set(directories.values())) == 3 and ZERO not in directories.values(), q
+
+    qa.retrying(qa.remove_controller, boot, 3, done=(127,))
+    assert sorted(qa.describe(boot).voters) == [1, 2]
+    wait_for("controller 3 among the observers", lambda: 3 in qa.describe(boot).observers)
+    qa.retrying(qa.add_controller, boot, 3, cluster.host(3), cluster.port, done=(126,))
+    assert qa.describe(boot).voters[3]["replica_directory_id"] == directories[3]
+
+    leader = qa.describe(boot).leader_id
+    other = next(i for i in cluster.ids if i != leader)
+    cluster.stop(other)
+    cluster.start(other)
+    wait_for(f"controller {other} back, a voter fetching", lambda: (lambda q: sorted(q.voters) == [
+        1, 2, 3] and q.voters[other]["log_end_offset"] >= q.high_watermark - 5)(qa.describe(boot)), 60)
+    log = cluster.log_path(other).read_text()
+    assert "Traceback" not in log
