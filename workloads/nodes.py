@@ -304,4 +304,7 @@ async def change_voter(nodes, leader: int, kind: str, node_id: int, directory_id
 
 
 def _host_of(nodes, node_id: int) -> str:
-    return next(n.address for n in nodes if n.node_id == node_id)
+    """The host of a node's own CONTROLLER endpoint, as its controller.quorum.voters entry
+    names it (a voter recorded elsewhere would ask for its own with UpdateRaftVoter)."""
+    n = next(n for n in nodes if n.node_id == node_id)
+    return getattr(n, "voter_host", "") or n.address

@@ -20,6 +20,9 @@ class NodeInfo:
     name: str
     address: str  # IP address on the cluster network, reachable from the harness
     roles: tuple[str, ...]
+    # the host controller.quorum.voters names it by, where not its address (Docker: the
+    # container's name): an AddRaftVoter gives the node's own endpoint, as Kafka's tool
+    voter_host: str = ""
 
     @property
     def is_controller(self) -> bool:

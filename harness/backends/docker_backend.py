@@ -142,7 +142,7 @@ class DockerCluster(NodeControl):
             c = self._containers[n.node_id]
             c.reload()
             ip = c.attrs["NetworkSettings"]["Networks"][self.network_name]["IPAddress"]
-            self.nodes[idx] = NodeInfo(n.node_id, n.name, ip, n.roles)
+            self.nodes[idx] = NodeInfo(n.node_id, n.name, ip, n.roles, voter_host=n.name)
         self.log("containers started: " + ", ".join(f"n{n.node_id}={n.address}"
                                                      f"({'/'.join(n.roles)})" for n in self.nodes))
         return self.nodes
@@ -164,7 +164,7 @@ class DockerCluster(NodeControl):
             roles = tuple(props.get("process.roles", "controller").split(","))
             nets = c.attrs["NetworkSettings"]["Networks"]
             ip = nets.get(self.network_name, {}).get("IPAddress", "")
-            self.nodes.append(NodeInfo(i, c.name, ip, roles))
+            self.nodes.append(NodeInfo(i, c.name, ip, roles, voter_host=c.name))
         self.controllers = sum(1 for n in self.nodes if n.is_controller)
         return self
 
