@@ -124,6 +124,7 @@ class KafkaRaftClient(Election, Replication, Snapshots, Reconfiguration):
         self.local_endpoint = local_endpoint  # our CONTROLLER address, for auto-join
         self._join_at_ms = 0  # auto-join: when to ask the leader next
         self._join_requests: set[int] = set()  # correlation ids of our AddRaftVoter
+        self._join_refused_said = False  # auto-join with a bind address: said once
         self._update_at_ms = now_ms  # UpdateRaftVoter: when a voter may ask the leader next
         self._init_voters(voters, kraft_version, voter_endpoints or {})  # self.voters, is_voter
         voter = self.voters.get(node_id)

@@ -39,6 +39,9 @@ from .voters import (CONTROL_KRAFT_VERSION, VoterSet, VoterSetHistory, control_e
                      voters_in)
 
 
+WILDCARDS = ("", "0.0.0.0", "::")  # bind addresses, not endpoints a peer can dial
+
+
 class Reconfiguration:
     """Mixed into :class:`~node_image.raft.client.KafkaRaftClient`."""
 
@@ -133,6 +136,13 @@ class Reconfiguration:
                 or self.local_endpoint is None or now < self._join_at_ms):
             return
         self._join_at_ms = now + self.config.fetch_timeout_ms
+        if self.local_endpoint[0] in WILDCARDS:  # the voters would dial themselves
+            if not self._join_refused_said:  # once: the address does not change as we run
+                self._join_refused_said = True
+                self._on_event(f"auto-join: not asking: this node's CONTROLLER address is the "
+                               f"bind address {self.local_endpoint[0]}; name the node in "
+                               f"controller.quorum.voters")
+            return
         corr = self._next_corr()
         self._join_requests = {corr}
         host, port = self.local_endpoint
@@ -147,7 +157,7 @@ class Reconfiguration:
             return
         self._update_at_ms = now + 3 * self.config.fetch_timeout_ms
         if (self.kraft_version < 1 or not self.is_voter or self.local_endpoint is None
-                or self.local_endpoint[0] in ("", "0.0.0.0", "::")  # a bind address only
+                or self.local_endpoint[0] in WILDCARDS  # a bind address only
                 or self.voter_endpoint(self.node_id) == tuple(self.local_endpoint)):
             return
         host, port = self.local_endpoint

@@ -17,9 +17,10 @@ the node's own events (``n1 says: ...``) and records handed to the state machine
 (``n1 commits ...``).
 
 Commands:
-  add-nodes N [observers=K] [bugs=a,b] [nodirs]   voters 1..N, observers N+1..N+K
-                          (nodirs: voter keys without directory ids, as
-                          controller.quorum.voters formats a static quorum)
+  add-nodes N [observers=K] [bugs=a,b] [nodirs] [autojoin]   voters 1..N, observers
+                          N+1..N+K (nodirs: voter keys without directory ids, as
+                          controller.quorum.voters formats a static quorum; autojoin:
+                          controller.quorum.auto.join.enable on every node)
   campaign N              node N's election (or fetch) timer expires now
   tick ms=T               time moves T ms; every live node polls
   deliver [from=A] [to=B] [type=T] [drop]   hand over (or lose) the matching
@@ -59,6 +60,7 @@ the steps ``clock`` gave it.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -95,6 +97,7 @@ SHOWN = {
     m.FetchSnapshotResponse: ("leader_epoch", "snapshot_offset", "size", "position", "error"),
     m.RaftVoterResponse: ("error", "message"),
     m.UpdateRaftVoterRequest: ("current_leader_epoch", "voter_id", "host", "port"),
+    m.AddRaftVoterRequest: ("voter_id", "host", "port"),
     m.UpdateRaftVoterResponse: ("error", "message", "leader_id", "leader_epoch"),
 }
 DEFAULTS = {"error": 0, "message": None, "diverging_epoch": -1, "diverging_end_offset": -1,
@@ -150,6 +153,7 @@ class Net:
         self.bugs: frozenset[str] = frozenset()
         self.skew: dict[int, int] = {}  # clock steps per node, ms
         self.endpoints: dict[int, tuple[str, int]] = {}  # a node's own endpoint (restart)
+        self.config = CONFIG
         self._appended = 0
 
     # ---------------------------------------------------------------- plumbing
@@ -192,7 +196,7 @@ class Net:
         c = KafkaRaftClient(node_id=node_id, directory_id=meta.directory_id, cluster_id=CLUSTER,
                             voters=election.voters, kraft_version=election.kraft_version,
                             bootstrap_servers=tuple(sorted(self.disks)) if election.kraft_version
-                            else (), log=log, store=store, config=CONFIG,
+                            else (), log=log, store=store, config=self.config,
                             rng=random.Random(f"raft-{node_id}"), outbox=Outbox(),
                             now_ms=self.now, bugs=self.bugs,
                             on_event=lambda msg, i=node_id: self.out.append(f"n{i} says: {msg}"),
@@ -219,6 +223,8 @@ class Net:
         rng = random.Random("raft-scenarios")
         dirs = {i: new_directory_id(rng) for i in range(1, n + observers + 1)}
         self.dirs = dirs
+        if "autojoin" in args:  # controller.quorum.auto.join.enable on every node
+            self.config = dataclasses.replace(CONFIG, auto_join=True)
         # "nodirs": the voter keys without directory ids, as controller.quorum.voters gives
         self.voters = tuple(ReplicaKey(i, None if "nodirs" in args else dirs[i])
                             for i in range(1, n + 1))
