@@ -153,9 +153,10 @@ class AdminApis:
         controller; every broker then removes the partitions' data it holds."""
         named = self._delete_rows(req)
         names = self.rm.image.topic_names
+        # a topic id no topic has is the controller's UNKNOWN_TOPIC_ID, not a refusal
         refused = {row: (m.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_FAILED) + row
-                   for row in named
-                   if self._denied(src, acls.DELETE, acls.TOPIC, row[0] or names.get(row[1], ""))}
+                   for row in named if (row[0] or names.get(row[1]))
+                   and self._denied(src, acls.DELETE, acls.TOPIC, row[0] or names[row[1]])}
         rows = tuple(row for row in named if row not in refused)
         R, v = self._cls(req), req.api_version
 
