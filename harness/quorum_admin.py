@@ -99,7 +99,7 @@ def add_controller(bootstrap: str, voter_id: int, host: str, port: int,
         if replica is None:  # as the leader answers a node that does not fetch: ask again
             raise QuorumChangeError(f"{voter_id} does not fetch from the quorum leader "
                                     f"(not among DescribeQuorum's observers)", 7)
-        directory_id = replica["replica_directory_id"]
+        directory_id = _known_directory(voter_id, replica)
     _send(bootstrap, AddRaftVoterRequest(
         cluster_id=None, timeout_ms=timeout_ms, voter_id=voter_id,
         voter_directory_id=uuid.UUID(directory_id),
@@ -116,7 +116,7 @@ def remove_controller(bootstrap: str, voter_id: int, directory_id: str | None = 
         replica = q.voters.get(voter_id) or q.observers.get(voter_id)
         if replica is None:
             raise QuorumChangeError(f"{voter_id} is neither a voter nor an observer", 127)
-        directory_id = replica["replica_directory_id"]
+        directory_id = _known_directory(voter_id, replica)
     _send(bootstrap, RemoveRaftVoterRequest(
         cluster_id=None, voter_id=voter_id, voter_directory_id=uuid.UUID(directory_id)),
         timeout_ms)
@@ -128,6 +128,17 @@ def unregister_broker(bootstrap: str, broker_id: int, timeout_ms: int = 10_000) 
     registers again (as a new broker), so stop it first."""
     from node_image.kafka_codec import UnregisterBrokerRequest
     _send(bootstrap, UnregisterBrokerRequest(broker_id=broker_id), timeout_ms)
+
+
+def _known_directory(voter_id: int, replica: dict) -> str:
+    """A replica's directory id as DescribeQuorum gave it; one the quorum leader does not
+    know yet (a new leader before the replica's first fetch from it) is asked again, as an
+    answer that did not come (code None)."""
+    directory_id = replica["replica_directory_id"]
+    if directory_id in ("", "None"):
+        raise QuorumChangeError(f"the quorum leader does not know {voter_id}'s directory id "
+                                f"yet (it has not fetched from it)")
+    return directory_id
 
 
 def retrying(change, *args, deadline_s: float = 60.0, done: tuple[int, ...] = (),
