@@ -86,7 +86,9 @@ class Replication:
         def row(rid, rs, me=False):
             offset = end if me else (-1 if rs.end_offset is None else rs.end_offset)
             since = 0 if me else (None if rs.last_fetch_ms is None else now - rs.last_fetch_ms)
-            return (rid, rs.directory_id, offset, since, offset >= end)
+            # the leader's own directory id is its own (it never fetches from itself)
+            return (rid, self.directory_id if me else rs.directory_id, offset, since,
+                    offset >= end)
         voters = [row(v, rs, v == self.node_id) for v, rs in sorted(s.voters.items())]
         observers = [row(o, rs) for o, rs in sorted(s.observers.items())]
         return s.epoch, self._hwm_out(s), voters, observers
