@@ -21,14 +21,27 @@ in memory: a coordinator that takes over reads only what committed, and a member
 epoch is then ahead of the log's is fenced and joins again, losing nothing (it commits
 offsets with its epoch, which the new coordinator refuses until it has rejoined).
 
-Not supported, answered with errors: static membership (``group.instance.id``,
-INVALID_REQUEST), regular-expression subscriptions (INVALID_REQUEST), and classic members
-in a consumer group or the other way round (Kafka 4's online migration): a JoinGroup to a
-consumer group with members is INCONSISTENT_GROUP_PROTOCOL, a heartbeat to a classic group
-with members GROUP_ID_NOT_FOUND.
+A **regular-expression subscription** (``SubscribedTopicRegex``) is matched whole against
+every topic name in the broker's metadata image, internal topics left out, on each
+heartbeat (Kafka resolves them in the background, at most every few seconds): a topic
+created that matches raises the group epoch as a named one would. Python's ``re`` stands
+for Kafka's RE2/J; a pattern that does not compile is INVALID_REGULAR_EXPRESSION.
+
+A **static member** (``group.instance.id``) that leaves with epoch -2 stays in the group
+with its assignment kept; the next member joining with that instance id takes its place
+and its partitions without a new group epoch. Joining while the instance id is held by a
+member that has not left is UNRELEASED_INSTANCE_ID; a heartbeat from a member id the
+instance no longer has is FENCED_INSTANCE_ID. Unlike Kafka 4.0, the member that holds the
+instance id may itself rejoin with epoch 0 (after being fenced) without an error.
+
+Not supported: classic members in a consumer group or the other way round (Kafka 4's
+online migration): a JoinGroup to a consumer group with members is
+INCONSISTENT_GROUP_PROTOCOL, a heartbeat to a classic group with members
+GROUP_ID_NOT_FOUND.
 """
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -79,13 +92,17 @@ class ConsumerGroups:
             return m.INVALID_REQUEST, message
         if not hb.group_id:
             return m.INVALID_GROUP_ID, "GroupId can't be empty."
-        if hb.instance_id is not None:
-            return bad("static membership (InstanceId) is not supported")
+        if hb.instance_id == "":
+            return bad("InstanceId can't be empty.")
         if hb.rack_id == "":
             return bad("RackId can't be empty.")
         if hb.regex:  # (an empty one is what a member subscribing by names sends)
-            return bad("SubscribedTopicRegex is not supported")
-        if hb.member_epoch > 0 or hb.member_epoch == LEAVE or hb.version >= 1:
+            try:
+                re.compile(hb.regex)
+            except re.error as exc:
+                return (m.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{hb.regex}` "
+                                                      f"is not a valid regular expression: {exc}.")
+        if hb.member_epoch > 0 or hb.member_epoch in (LEAVE, STATIC_LEAVE) or hb.version >= 1:
             if not hb.member_id:
                 return bad("MemberId can't be empty.")
         if hb.member_epoch == 0:
@@ -93,8 +110,12 @@ class ConsumerGroups:
                 return bad("RebalanceTimeoutMs must be provided in first request.")
             if hb.owned is None or any(hb.owned.values()):
                 return bad("TopicPartitions must be empty when (re-)joining.")
-            if not hb.subscribed:
-                return bad("SubscribedTopicNames must be set in first request.")
+            if not hb.subscribed and not hb.regex:
+                return bad("SubscribedTopicNames or SubscribedTopicRegex must be set in "
+                           "first request.")
+        elif hb.member_epoch == STATIC_LEAVE:
+            if hb.instance_id is None:
+                return bad("InstanceId can't be null.")
         elif hb.member_epoch < LEAVE:
             return bad(f"MemberEpoch {hb.member_epoch} is invalid.")
         if hb.assignor is not None and hb.assignor not in ASSIGNORS:
@@ -131,6 +152,34 @@ class ConsumerGroups:
         cg = g.consumer
         member_id = hb.member_id or str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         old = cg.members.get(member_id)
+        static = None if hb.instance_id is None else cg.static_member(hb.instance_id)
+        replaced = None  # the static member that left and whose place this one takes
+        if static is not None and static.member_id != member_id and hb.member_epoch == 0:
+            if static.current.epoch != STATIC_LEAVE:
+                message = (f"Static member {member_id} with instance id {hb.instance_id} "
+                           f"cannot join the group because the instance id is owned by "
+                           f"{static.member_id} member.")
+                self._on_event(f"group {g.group_id}: {message}")
+                respond(HeartbeatAnswer(m.UNRELEASED_INSTANCE_ID, message))
+                return
+            replaced = static
+        elif hb.instance_id is not None and hb.member_epoch != 0:
+            if static is None or static.member_id != member_id:
+                respond(HeartbeatAnswer(m.UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} "
+                                        f"is unknown.") if static is None else HeartbeatAnswer(
+                    m.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                    f"{hb.instance_id} was fenced by member {static.member_id}."))
+                return
+        if hb.member_epoch == STATIC_LEAVE:  # gone for now: its assignment is kept for it
+            old.current = replace(old.current, epoch=STATIC_LEAVE, revoking={})
+            old.revoke_deadline_ms = None
+            self._on_event(f"group {g.group_id}: static member {member_id} "
+                           f"({hb.instance_id}) left for now")
+            self._write_then(g, [cr.current(g.group_id, member_id, old.current)], now,
+                             lambda: respond(HeartbeatAnswer(m.NONE, member_id=member_id,
+                                                             member_epoch=STATIC_LEAVE)),
+                             respond)
+            return
         if hb.member_epoch == LEAVE:
             if old is None:
                 respond(HeartbeatAnswer(m.UNKNOWN_MEMBER_ID, f"member {member_id} is unknown"))
@@ -152,9 +201,14 @@ class ConsumerGroups:
                     f"member must give up its partitions and rejoin")))
                 return
         entries: list = []
+        if replaced is not None:
+            old = self._replace_static(g, replaced, member_id, entries)
         mb = replace(old) if old is not None else ConsumerMember(member_id)
-        if hb.member_epoch == 0 and old is not None and old.current != MemberAssignment():
-            mb.current = MemberAssignment()  # a rejoin: what it held is free again
+        if (hb.member_epoch == 0 and old is not None and replaced is None
+                and old.current != MemberAssignment()):
+            # a rejoin: what it held is free again, unless a static member left it for now
+            mb.current = (replace(old.current, epoch=0, previous_epoch=0)
+                          if old.current.epoch == STATIC_LEAVE else MemberAssignment())
             entries.append(cr.current(g.group_id, member_id, mb.current))
         mb.client_id, mb.client_host = hb.client_id, hb.client_host
         if hb.rack_id is not None:
@@ -165,11 +219,15 @@ class ConsumerGroups:
             mb.assignor = hb.assignor
         if hb.subscribed is not None:
             mb.subscribed = tuple(sorted(set(hb.subscribed)))
-        bump = old is None or (mb.subscribed, mb.assignor) != (old.subscribed, old.assignor)
-        if old is None or (mb.client_id, mb.client_host, mb.rack_id, mb.rebalance_timeout_ms,
-                           mb.subscribed, mb.assignor) != (
-                old.client_id, old.client_host, old.rack_id, old.rebalance_timeout_ms,
-                old.subscribed, old.assignor):
+        if hb.regex is not None:
+            mb.regex = hb.regex or None
+        if hb.instance_id is not None:
+            mb.instance_id = hb.instance_id
+        subscription = lambda x: (x.subscribed, x.regex, x.assignor)  # noqa: E731
+        bump = old is None or subscription(mb) != subscription(old)
+        described = lambda x: (x.client_id, x.client_host, x.rack_id,  # noqa: E731
+                               x.rebalance_timeout_ms, x.instance_id, *subscription(x))
+        if old is None or replaced is not None or described(mb) != described(old):
             entries.append(cr.member(g.group_id, mb))
         cg.members[member_id] = mb
         entries += self._refresh_target(g, bump, f"member {member_id} "
@@ -194,9 +252,10 @@ class ConsumerGroups:
     def _refresh_target(self, g: Group, bump: bool, reason: str) -> list:
         """Step 2: the group epoch and the target assignment; the records that changed."""
         cg, entries = g.consumer, []
-        topics = {}
-        for name in sorted(cg.subscribed_names()):
-            t = self.rm.image.topics.get(name)
+        topics, existing = {}, self.rm.image.topics
+        topics_of = cg.topics_of(existing)
+        for name in sorted(set().union(*topics_of.values())):
+            t = existing.get(name)
             if t is not None and t.partitions:
                 topics[name] = (t.topic_id, len(t.partitions))
         if topics != cg.subscription:
@@ -209,9 +268,7 @@ class ConsumerGroups:
             self._on_event(Reached("group-rebalanced",
                                    f"group {g.group_id}: epoch {cg.group_epoch} ({reason})"))
         if cg.group_epoch > cg.assignment_epoch:
-            target = assign(cg.assignor(), {mid: mb.subscribed
-                                            for mid, mb in cg.members.items()},
-                            cg.subscription, cg.target)
+            target = assign(cg.assignor(), topics_of, cg.subscription, cg.target)
             for mid, parts in sorted(target.items()):
                 if cg.target.get(mid) != parts:
                     entries.append(cr.target_member(g.group_id, mid, parts))
@@ -219,6 +276,22 @@ class ConsumerGroups:
             cg.assignment_epoch = cg.group_epoch
             entries.append(cr.target_epoch(g.group_id, cg.assignment_epoch))
         return entries
+
+    def _replace_static(self, g: Group, left: ConsumerMember, member_id: str,
+                        entries: list) -> ConsumerMember:
+        """A static member joining in the place of the one that left with its instance id:
+        a copy under the new member id, with its assignment and its target (Kafka's
+        replaceMember); the old one's records tombstoned."""
+        cg = g.consumer
+        del cg.members[left.member_id]
+        target = cg.target.pop(left.member_id, {})
+        entries += cr.member_gone(g.group_id, left.member_id)
+        cg.target[member_id] = target
+        entries.append(cr.target_member(g.group_id, member_id, target))
+        self._on_event(f"group {g.group_id}: static member {member_id} "
+                       f"({left.instance_id}) replaces {left.member_id}")
+        return replace(left, member_id=member_id, revoke_deadline_ms=None,
+                       current=replace(left.current, epoch=0, previous_epoch=0))
 
     def _remove_consumer(self, g: Group, mb: ConsumerMember, reason: str) -> list:
         cg = g.consumer

@@ -33,10 +33,12 @@ keeps them, strings).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
 ASSIGNORS = ("uniform", "range")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 Parts = dict  # topic id -> frozenset of partition ids
 
@@ -124,6 +126,8 @@ class ConsumerMember:
     rack_id: str | None = None
     rebalance_timeout_ms: int = 300_000
     subscribed: tuple = ()  # topic names, sorted
+    regex: str | None = None  # SubscribedTopicRegex, matched against whole topic names
+    instance_id: str | None = None  # a static member's group.instance.id
     assignor: str | None = None
     current: MemberAssignment = field(default_factory=MemberAssignment)
     expires_ms: int = 0
@@ -164,8 +168,21 @@ class ConsumerGroup:
             return "Reconciling"
         return "Stable"
 
-    def subscribed_names(self) -> set:
-        return {t for mb in self.members.values() for t in mb.subscribed}
+    def topics_of(self, existing) -> dict:
+        """Member id -> the topic names it subscribes to: by name, and each of ``existing``
+        (the topics in the metadata image) its regular expression matches whole, internal
+        topics left out (Kafka's ``matches()`` on every topic name)."""
+        regexes = {mb.regex for mb in self.members.values() if mb.regex}
+        matched = {rx: {t for t in existing if t not in INTERNAL_TOPICS
+                        and re.fullmatch(rx, t)} for rx in regexes}
+        return {mid: set(mb.subscribed) | matched.get(mb.regex, set())
+                for mid, mb in self.members.items()}
+
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        for mb in self.members.values():
+            if mb.instance_id == instance_id:
+                return mb
+        return None
 
     def assignor(self) -> str:
         """The assignor most members asked for (ties: the first in :data:`ASSIGNORS`), else

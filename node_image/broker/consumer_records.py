@@ -46,9 +46,9 @@ def subscription(group: str, topics: dict) -> tuple[bytes, bytes]:
 
 def member(group: str, mb: ConsumerMember) -> tuple[bytes, bytes]:
     value = kc.ConsumerGroupMemberMetadataValue(
-        version=0, instance_id=None, rack_id=mb.rack_id, client_id=mb.client_id,
+        version=0, instance_id=mb.instance_id, rack_id=mb.rack_id, client_id=mb.client_id,
         client_host=mb.client_host, subscribed_topic_names=list(mb.subscribed),
-        subscribed_topic_regex=None, rebalance_timeout_ms=mb.rebalance_timeout_ms,
+        subscribed_topic_regex=mb.regex, rebalance_timeout_ms=mb.rebalance_timeout_ms,
         server_assignor=mb.assignor)
     return gm.consumer_key(gm.MEMBER, group, mb.member_id), value.encode()
 
@@ -123,6 +123,7 @@ def _fold(cg: ConsumerGroup, key: gm.ConsumerKey, value: bytes | None) -> None:
             v = kc.ConsumerGroupMemberMetadataValue.decode(value)
             mb.client_id, mb.client_host, mb.rack_id = v.client_id, v.client_host, v.rack_id
             mb.subscribed = tuple(sorted(v.subscribed_topic_names or ()))
+            mb.regex, mb.instance_id = v.subscribed_topic_regex or None, v.instance_id
             mb.rebalance_timeout_ms, mb.assignor = v.rebalance_timeout_ms, v.server_assignor
         else:
             v = kc.ConsumerGroupCurrentMemberAssignmentValue.decode(value)

@@ -84,10 +84,14 @@ def test_requests_the_coordinator_refuses_say_what_is_wrong():
     assert (r.error, r.message) == (m.INVALID_REQUEST,
                                     "TopicPartitions must be empty when (re-)joining.")
     assert hb(c, "", 0).error == m.INVALID_REQUEST, "v1: the client names itself"
-    assert hb(c, "A", 0, regex="t.*").error == m.INVALID_REQUEST
+    bad = hb(c, "A", 0, regex="t(")
+    assert bad.error == m.INVALID_REGULAR_EXPRESSION and "`t(`" in bad.message
     assert hb(c, "A", 0, assignor="sticky").error == m.UNSUPPORTED_ASSIGNOR
-    assert hb(c, "A", 0, instance_id="i").error == m.INVALID_REQUEST
-    assert hb(c, "A", 0, subscribed=()).error == m.INVALID_REQUEST
+    assert hb(c, "A", 0, instance_id="").message == "InstanceId can't be empty."
+    assert hb(c, "A", -2).message == "InstanceId can't be null."
+    assert hb(c, "A", 0, subscribed=()).message == ("SubscribedTopicNames or "
+                                                    "SubscribedTopicRegex must be set in "
+                                                    "first request.")
     assert hb(c, "A", -3).error == m.INVALID_REQUEST
     assert hb(c, "A", 3).error == m.GROUP_ID_NOT_FOUND
     v0 = []
@@ -191,6 +195,65 @@ def test_a_topic_created_after_subscribing_raises_the_group_epoch():
     a = hb(c, "A", 1, owned=a.assignment)
     assert a.member_epoch == 2 and a.assignment == {**parts(c, 0, 1, 2, 3),
                                                     **parts(c, 0, 1, topic="u")}
+
+
+def test_a_static_member_that_leaves_keeps_its_partitions_for_the_one_taking_its_place():
+    """KIP-848 static membership: leaving with epoch -2 keeps the member and its assignment;
+    a member joining with the instance id takes both over without a new group epoch."""
+    c = Coordinator()
+    hb(c, "A", 0, instance_id="i1")
+    hb(c, "B", 0)
+    hb(c, "A", 1, owned=parts(c, 0, 1, 2, 3), instance_id="i1")
+    hb(c, "A", 1, owned=parts(c, 0, 1), instance_id="i1")
+    assert hb(c, "B", 2, owned={}).assignment == parts(c, 2, 3)
+    cg = c.gc.groups["g"].consumer
+    assert hb(c, "A2", 0, instance_id="i1").error == m.UNRELEASED_INSTANCE_ID, \
+        "the instance id is held by A, which has not left"
+    assert (hb(c, "A", 2, owned=parts(c, 0, 1), instance_id="i9").error
+            == m.UNKNOWN_MEMBER_ID)
+    left = hb(c, "A", -2, instance_id="i1")
+    assert (left.error, left.member_epoch) == (m.NONE, -2)
+    assert cg.members["A"].current.assigned == parts(c, 0, 1), "kept for the instance"
+    assert hb(c, "B", 2, owned=parts(c, 2, 3)).assignment is None, "B gets nothing of A's"
+    back = hb(c, "A2", 0, instance_id="i1")
+    assert (back.error, back.member_epoch, back.assignment) == (m.NONE, 2, parts(c, 0, 1)), \
+        "A2 takes A's partitions at once, at the same epoch"
+    assert (cg.group_epoch, set(cg.members)) == (2, {"A2", "B"})
+    assert hb(c, "A", 2, owned=parts(c, 0, 1), instance_id="i1").error == m.FENCED_INSTANCE_ID
+    again = Coordinator(disk=c.disk).gc.groups["g"].consumer
+    assert {k: (v.instance_id, v.current) for k, v in again.members.items()} == {
+        k: (v.instance_id, v.current) for k, v in cg.members.items()}
+    assert again.target == cg.target and "A" not in again.target
+    hb(c, "A2", -2, instance_id="i1", now=1)  # gone for longer than its session
+    hb(c, "B", 2, owned=parts(c, 2, 3), now=c.gc.options.group_consumer_session_timeout_ms)
+    c.gc.poll(c.gc.options.group_consumer_session_timeout_ms + 1, False)
+    assert set(cg.members) == {"B"}
+    b = hb(c, "B", 2, owned=parts(c, 2, 3), now=c.gc.options.group_consumer_session_timeout_ms)
+    assert (b.member_epoch, b.assignment) == (3, parts(c, 0, 1, 2, 3))
+
+
+def test_a_regex_subscription_takes_every_matching_topic_and_those_created_later():
+    img = image(topics=((gm.OFFSETS_TOPIC, 1), ("t", 4), ("u", 2), ("w", 3)))
+    c = Coordinator(img=image(topics=((gm.OFFSETS_TOPIC, 1), ("t", 4), ("w", 3))))
+    a = hb(c, "A", 0, subscribed=(), regex="[tu]")
+    assert (a.error, a.member_epoch, a.assignment) == (m.NONE, 1, parts(c, 0, 1, 2, 3))
+    every = hb(c, "E", 0, subscribed=(), regex=".*")
+    cg = c.gc.groups["g"].consumer
+    assert set(cg.subscription) == {"t", "w"}, "internal topics are never matched"
+    assert every.member_epoch == 2
+    c.rm.apply_image(img, None, 10)
+    a = hb(c, "A", 1, owned=a.assignment)
+    assert cg.group_epoch == 3 and "u" in cg.subscription, "u matches: a new group epoch"
+    target = cg.target
+    assert target["A"].get(tid(c, "u")) or target["E"].get(tid(c, "u"))
+    assert not target["A"].get(tid(c, "w")), "w matches E's regex only"
+    assert len(target["E"].get(tid(c, "w"), ())) == 3
+    described = Coordinator(disk=c.disk).gc.groups["g"].consumer.members
+    assert {k: v.regex for k, v in described.items()} == {"A": "[tu]", "E": ".*"}
+    hb(c, "E", -1)
+    hb(c, "A", 3, owned=a.assignment or {}, regex="u", subscribed=("w",))
+    assert cg.members["A"].subscribed == ("w",) and cg.members["A"].regex == "u"
+    assert set(cg.target["A"]) == {tid(c, "u"), tid(c, "w")}, "names and regex together"
 
 
 # ---------------------------------------------------------------- the core alone

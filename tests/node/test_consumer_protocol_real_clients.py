@@ -7,7 +7,9 @@ members commit under their member epochs, and when the coordinator's node is kil
 group moves to the partition's new leader with its epochs and assignments read back from
 the log: the members go on without rejoining. A member that leaves hands its partitions to
 the other, and one joining later starts at the committed offsets. ListGroups (by type) and
-ConsumerGroupDescribe show the group as librdkafka's admin client asks for it. librdkafka needs topic
+ConsumerGroupDescribe show the group as librdkafka's admin client asks for it. Static members
+(``group.instance.id``) and regular-expression subscriptions as librdkafka sends them have a
+test of their own. librdkafka needs topic
 ids for this protocol, so the nodes advertise Metadata v12
 (``chaoskraft.metadata.max.version``).
 """
@@ -153,3 +155,85 @@ def test_a_consumer_protocol_group_survives_its_coordinators_death(cluster):
     assert "Traceback" not in logs
     assert f"group {GROUP}: epoch" in logs and "loaded 1 group(s)" in logs, \
         "the new coordinator rebuilt the group from the log"
+
+
+def poll(consumers, until, what, timeout_s=60, read=None):
+    """Poll every consumer in turn (librdkafka moves its group membership forward only while
+    polled) until ``until()`` holds, adding each record's value to ``read``."""
+    deadline = time.monotonic() + timeout_s
+    while not until():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        for c in consumers:
+            for x in c.consume(100, 0.2):
+                if x.error() is not None:
+                    assert not x.error().fatal(), f"{what}: {x.error()}"
+                elif read is not None:
+                    read.append(x.value().decode())
+
+
+def test_static_members_and_regex_subscriptions_as_librdkafka_sends_them(cluster):
+    """A static member (group.instance.id) that closes keeps its partitions in the group
+    (epoch -2) and a new consumer with the same instance id takes them over; one whose id is
+    in use is refused (UNRELEASED_INSTANCE_ID). A regex subscription reads every matching
+    topic, also one created after it subscribed, and nothing else."""
+    create_topic(cluster, 4, topic="ra")
+    create_topic(cluster, 2, topic="xa")
+
+    def static(instance):
+        c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "gs",
+                      "group.protocol": "consumer", "group.instance.id": instance,
+                      "auto.offset.reset": "earliest"})
+        c.subscribe(["ra"])
+        return c
+
+    def parts(c):
+        return {tp.partition for tp in c.assignment()}
+
+    def members():
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})  # kept till answered
+        d = admin.describe_consumer_groups(["gs"])["gs"].result(10)
+        return {mb.group_instance_id: (mb.member_id, {
+            tp.partition for tp in mb.assignment.topic_partitions}) for mb in d.members}
+
+    s1, s2 = static("i1"), static("i2")
+    poll([s1, s2], lambda: parts(s1) and parts(s2) and len(parts(s1) | parts(s2)) == 4,
+         "both static members with a share of ra")
+    first, second = parts(s1), parts(s2)
+    wait_for("the group described with both members", lambda: members() == {
+        "i1": (members()["i1"][0], first), "i2": (members()["i2"][0], second)})
+    old_id = members()["i1"][0]
+
+    def said(text):
+        return any(text in cluster.log_path(i).read_text() for i in (1, 2, 3))
+    s1.close()
+    wait_for("i1's leave (epoch -2) taken", lambda: said(f"static member {old_id} (i1) left"))
+    assert members()["i1"] == (old_id, first), "a static member that left keeps its partitions"
+    s1b = static("i1")
+    poll([s1b, s2], lambda: parts(s1b) == first, "the new i1 with the old one's partitions")
+    assert parts(s2) == second
+    now = members()
+    assert now["i1"][0] != old_id and now["i1"][1] == first
+    assert said(f"(i1) replaces {old_id}") and not said("group gs: epoch 3"), \
+        "taken over without a new group epoch"
+    dup = static("i2")  # librdkafka retries the refusal: the node says it refused
+    poll([dup], lambda: said("with instance id i2 cannot join the group because the "
+                             "instance id is owned by"), "the duplicate instance id refused")
+    assert members() == now and not dup.assignment()
+    dup.close()
+    for c in (s1b, s2):
+        c.close()
+
+    produce(cluster, [f"ra{i}" for i in range(40)], 4, topic="ra")
+    produce(cluster, [f"xa{i}" for i in range(10)], 2, topic="xa")
+    r = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "gr",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    r.subscribe(["^r.*"])
+    read = []
+    poll([r], lambda: len(read) >= 40, "ra read through the regex", read=read)
+    create_topic(cluster, 2, topic="rb")
+    produce(cluster, [f"rb{i}" for i in range(10)], 2, topic="rb")
+    poll([r], lambda: len(read) >= 50, "rb, created later, read too", read=read)
+    poll([r], lambda: r.assignment() and {tp.topic for tp in r.assignment()} == {"ra", "rb"},
+         "ra and rb assigned, xa not")
+    r.close()
+    assert sorted(read) == sorted([f"ra{i}" for i in range(40)] + [f"rb{i}" for i in range(10)])

@@ -75,11 +75,12 @@ class ConsumerGroupApis:
                              members=[], authorized_operations=NO_OPERATIONS))
                 continue
             cg = g.consumer
-            members = [D.Member(member_id=mb.member_id, instance_id=None, rack_id=mb.rack_id,
+            members = [D.Member(member_id=mb.member_id, instance_id=mb.instance_id,
+                                rack_id=mb.rack_id,
                                 member_epoch=mb.current.epoch, client_id=mb.client_id,
                                 client_host=mb.client_host,
                                 subscribed_topic_names=list(mb.subscribed),
-                                subscribed_topic_regex=None,
+                                subscribed_topic_regex=mb.regex,
                                 assignment=assignment(mb.current.assigned),
                                 target_assignment=assignment(cg.target.get(mb.member_id, {})))
                        for mb in cg.members.values()]
