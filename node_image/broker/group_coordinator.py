@@ -42,8 +42,8 @@ A group moves through Kafka's states; every move is checked against
 Writes that fail are mapped as Kafka maps them: too few replicas becomes
 COORDINATOR_NOT_AVAILABLE, lost leadership NOT_COORDINATOR.
 
-Not kept (documented): static membership (``group.instance.id``), groups
-mixing classic and KIP-848 members, offset expiry, and compaction of the topic
+Static members (``group.instance.id``) are :mod:`.classic_static`'s. Not kept
+(documented): groups mixing classic and KIP-848 members, offset expiry, and compaction of the topic
 (its log grows; loading reads all of it).
 
 The coordinator does no I/O: requests come in with a callback for the
@@ -60,6 +60,7 @@ from .. import records
 from ..coverage import Reached
 from . import group_metadata as gm
 from . import consumer_records as cr
+from .classic_static import StaticMembers
 from .consumer_coordinator import ConsumerGroups
 from .consumer_group import UNREVOKED, ConsumerGroup
 from .coordinator_log import CoordinatorLog
@@ -70,7 +71,7 @@ from .group_state import (COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, Joi
                           Member)
 
 
-class GroupCoordinator(GroupOffsets, ConsumerGroups):
+class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
     def __init__(self, replica_manager, options, on_event: Callable[[str], None],
                  wall_clock: Callable[[], int], rng) -> None:
         self.rm = replica_manager
@@ -184,13 +185,14 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
             g.members[mv.member_id] = Member(
                 mv.member_id, mv.client_id, mv.client_host, mv.session_timeout_ms,
                 mv.rebalance_timeout_ms, v.protocol_type, ((v.protocol, mv.subscription),),
-                expires_ms=now + mv.session_timeout_ms, assignment=mv.assignment)
+                expires_ms=now + mv.session_timeout_ms, assignment=mv.assignment,
+                instance_id=mv.group_instance_id)
         g.state = STABLE if g.members else EMPTY  # as Kafka loads a group: no transition
 
     # ------------------------------------------------------------ writes
 
     def _store_group(self, g: Group, now: int, done: Callable[[int], None]) -> None:
-        members = tuple(gm.MemberValue(mb.member_id, None, mb.client_id, mb.client_host,
+        members = tuple(gm.MemberValue(mb.member_id, mb.instance_id, mb.client_id, mb.client_host,
                                        mb.rebalance_timeout_ms, mb.session_timeout_ms,
                                        mb.metadata(g.protocol), mb.assignment)
                         for mb in g.members.values())
@@ -204,7 +206,10 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
     def join(self, group_id: str, member_id: str, client_id: str, client_host: str,
              session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: tuple, require_known_member_id: bool, now: int,
-             respond: Callable[[JoinResult], None]) -> None:
+             respond: Callable[[JoinResult], None], instance_id: str | None = None,
+             skip_ok: bool = False) -> None:
+        """``instance_id``: a static member's (:mod:`.classic_static`); ``skip_ok``: the
+        client reads JoinGroup v9's skip_assignment."""
         error = self._error_for(group_id)
         if error != m.NONE:
             respond(JoinResult(error, member_id))
@@ -231,6 +236,10 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
             self.log.write(g.partition, cr.group_gone(group_id), now, lambda error: None)
         if not self._protocols_fit(g, protocol_type, protocols):
             respond(JoinResult(m.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        if instance_id is not None and self._static_join(g, member_id, Member(
+                member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                protocol_type, protocols, instance_id=instance_id), now, respond, skip_ok):
             return
         if not member_id:
             member_id = f"{client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
@@ -383,15 +392,16 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
 
     def sync(self, group_id: str, generation: int, member_id: str, assignments: dict,
              now: int, respond: Callable[[int, bytes], None], protocol_type: str | None = None,
-             protocol_name: str | None = None) -> None:
+             protocol_name: str | None = None, instance_id: str | None = None) -> None:
         """``protocol_type`` and ``protocol_name`` (SyncGroup v5+), when given, must be the
         group's (INCONSISTENT_GROUP_PROTOCOL otherwise)."""
         self._now = now
         error = self._error_for(group_id)
         g = self.groups.get(group_id)
         mb = g.members.get(member_id) if g is not None else None
-        if error == m.NONE and mb is None:
-            error = m.UNKNOWN_MEMBER_ID
+        if error == m.NONE:
+            error = m.UNKNOWN_MEMBER_ID if g is None else (
+                g.member_error(member_id, instance_id) or m.NONE)
         if error == m.NONE and generation != g.generation:
             error = m.ILLEGAL_GENERATION
         if error == m.NONE and any(given is not None and ours is not None and given != ours
@@ -434,32 +444,44 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
 
     # ------------------------------------------------------------ Heartbeat, LeaveGroup
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str, now: int) -> int:
+    def heartbeat(self, group_id: str, generation: int, member_id: str, now: int,
+                  instance_id: str | None = None) -> int:
         error = self._error_for(group_id)
         if error != m.NONE:
             return error
         g = self.groups.get(group_id)
-        mb = g.members.get(member_id) if g is not None else None
-        if mb is None:
+        if g is None:
             return m.UNKNOWN_MEMBER_ID
+        error = g.member_error(member_id, instance_id)
+        if error is not None:
+            return error
+        mb = g.members[member_id]
         if generation != g.generation:
             return m.ILLEGAL_GENERATION
         mb.expires_ms = now + mb.session_timeout_ms
         return m.REBALANCE_IN_PROGRESS if g.state == PREPARING else m.NONE
 
-    def leave(self, group_id: str, member_id: str, now: int) -> int:
+    def leave(self, group_id: str, member_id: str, now: int,
+              instance_id: str | None = None) -> int:
+        """A member leaving; from LeaveGroup v3 a static member may be named by its instance
+        id alone (the admin client's removeMembersFromConsumerGroup)."""
         error = self._error_for(group_id)
         if error != m.NONE:
             return error
         g = self.groups.get(group_id)
-        if g is not None and member_id in g.pending:
+        if g is None:
+            return m.UNKNOWN_MEMBER_ID
+        if not member_id and instance_id is not None:
+            static = g.static_member(instance_id)
+            member_id = static.member_id if static is not None else ""
+        elif member_id in g.pending:
             del g.pending[member_id]
             self._maybe_complete_join(g, now)
             return m.NONE
-        mb = g.members.get(member_id) if g is not None else None
-        if mb is None:
-            return m.UNKNOWN_MEMBER_ID
-        self._remove_member(g, mb, now, "left the group")
+        error = g.member_error(member_id, instance_id)
+        if error is not None:
+            return error
+        self._remove_member(g, g.members[member_id], now, "left the group")
         return m.NONE
 
     def _remove_member(self, g: Group, mb: Member, now: int, reason: str,

@@ -90,9 +90,10 @@ class GroupOffsets:
         if generation < 0 and g.state == EMPTY:
             return m.NONE  # the admin client, or a consumer without group management
         if generation >= 0 or member_id or instance_id is not None:
-            mb = g.members.get(member_id)
-            if mb is None or instance_id is not None:  # no static members here
-                return m.UNKNOWN_MEMBER_ID
+            error = g.member_error(member_id, instance_id)
+            if error is not None:
+                return error
+            mb = g.members[member_id]
             if generation != g.generation:
                 return m.ILLEGAL_GENERATION
             if not transactional:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import group_metadata as gm
+from ..messages import FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID
 from .consumer_group import ConsumerGroup
 
 
@@ -35,6 +36,7 @@ class JoinResult:
     protocol: str | None = None
     leader: str = ""
     members: tuple = ()  # (member id, metadata) for the leader, else empty
+    skip_assignment: bool = False  # JoinGroup v9: a static leader rejoined a stable group
 
 
 @dataclass(eq=False, slots=True)
@@ -48,6 +50,7 @@ class Member:
     protocols: tuple  # ((name, metadata), ...), in the member's order of preference
     expires_ms: int = 0
     assignment: bytes = b""
+    instance_id: str | None = None  # group.instance.id of a static member (KIP-345)
     on_join: Callable[[JoinResult], None] | None = None
     on_sync: Callable[[int, bytes], None] | None = None
 
@@ -84,6 +87,25 @@ class Group:
             raise GroupStateError(f"group {self.group_id!r}: {self.state} -> {target} is not a "
                                   f"valid transition")
         self.state = target
+
+    def static_member(self, instance_id: str | None) -> Member | None:
+        if instance_id is None:
+            return None
+        for mb in self.members.values():
+            if mb.instance_id == instance_id:
+                return mb
+        return None
+
+    def member_error(self, member_id: str, instance_id: str | None) -> int | None:
+        """Kafka's validateMember: a request naming an instance id whose member is now
+        another is FENCED_INSTANCE_ID; an unknown member or instance UNKNOWN_MEMBER_ID."""
+        if instance_id is not None:
+            static = self.static_member(instance_id)
+            if static is None:
+                return UNKNOWN_MEMBER_ID
+            if static.member_id != member_id:
+                return FENCED_INSTANCE_ID
+        return None if member_id in self.members else UNKNOWN_MEMBER_ID
 
     def all_joined(self) -> bool:
         return not self.pending and all(mb.on_join is not None for mb in self.members.values())

@@ -30,7 +30,8 @@ def cluster(brokers3):
 class Member(threading.Thread):
     """One consumer of the group: polls, records what it read, commits after every batch."""
 
-    def __init__(self, cluster, kind):
+    def __init__(self, cluster, kind, instance=None, session_ms=6000):
+        """``instance``: a static member's group.instance.id."""
         super().__init__(daemon=True)
         self.kind = kind
         self.read = []
@@ -40,12 +41,14 @@ class Member(threading.Thread):
         if kind == "librdkafka":
             self.c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP,
                                "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+                               "session.timeout.ms": session_ms, "heartbeat.interval.ms": 1000,
+                               **({"group.instance.id": instance} if instance else {})})
             self.c.subscribe(["t"])
         else:
             self.c = KafkaConsumer("t", bootstrap_servers=cluster.bootstrap(), group_id=GROUP,
                                    auto_offset_reset="earliest", enable_auto_commit=False,
-                                   session_timeout_ms=6000, heartbeat_interval_ms=1000)
+                                   session_timeout_ms=session_ms, heartbeat_interval_ms=1000,
+                                   group_instance_id=instance)
 
     def run(self):
         while not self.stop.is_set():
@@ -110,3 +113,54 @@ def test_a_group_of_two_clients_survives_its_coordinators_death_with_its_offsets
     assert "Traceback" not in logs
     assert f"group {GROUP}: generation" in logs and "loaded 1 group(s)" in logs, \
         "the new coordinator rebuilt the group from the log"
+
+
+def test_static_members_of_both_clients_come_back_to_their_partitions_without_a_rebalance(
+        cluster):
+    """KIP-345: a librdkafka and a kafka-python consumer with group.instance.id; each is
+    closed and started again (a static member does not leave on close) and takes its
+    partitions back under a new member id while the other keeps reading, with no rebalance;
+    every record is read."""
+    create_topic(cluster, PARTITIONS)
+    first = [f"a{i}" for i in range(200)]
+    produce(cluster, first, PARTITIONS)
+    kinds = (("librdkafka", "il"), ("kafka-python", "ik"))
+    members = [Member(cluster, kind, instance, session_ms=30_000) for kind, instance in kinds]
+    for mb in members:
+        mb.start()
+
+    def logs():
+        return "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
+    read = []
+    try:
+        wait_for("both static members with partitions and every record read", lambda: all(
+            mb.assigned for mb in members) and set(first) <= {v for mb in members for v in mb.read},
+            timeout_s=90)
+        before = [set(mb.assigned) for mb in members]
+        assert before[0] | before[1] == set(range(PARTITIONS))
+        rebalances = logs().count(f"group {GROUP}: rebalancing")
+        for i, (kind, instance) in enumerate(kinds):
+            members[i].stop.set()
+            members[i].join(30)
+            read += members[i].read
+            members[i] = Member(cluster, kind, instance, session_ms=30_000)
+            members[i].start()
+            wait_for(f"{kind} back with its partitions", lambda: members[i].assigned == before[i],
+                     timeout_s=60)
+            assert f"static member {instance} rejoined as" in logs()
+        second = [f"b{i}" for i in range(200)]
+        produce(cluster, second, PARTITIONS)
+        wait_for("the second round read", lambda: set(second) <= {
+            v for mb in members for v in mb.read}, timeout_s=60)
+        assert [mb.assigned for mb in members] == before
+        assert logs().count(f"group {GROUP}: rebalancing") == rebalances, \
+            "no rebalance while the static members came back"
+    finally:
+        for mb in members:
+            mb.stop.set()
+        for mb in members:
+            mb.join(30)
+    read += [v for mb in members for v in mb.read]
+    assert set(first + second) <= set(read)
+    assert not [e for mb in members for e in mb.errors]
+    assert "Traceback" not in logs()

@@ -83,14 +83,15 @@ class GroupApis:
         b, v, R = req.body, req.api_version, self._cls(req)
 
         def respond(r) -> None:
-            members = [R.JoinGroupResponseMember(member_id=mid, group_instance_id=None,
+            g = self.groups.describe(b.group_id)[1] if r.error == m.NONE else None
+            static = {mb.member_id: mb.instance_id for mb in g.members.values()} if g else {}
+            members = [R.JoinGroupResponseMember(member_id=mid, group_instance_id=static.get(mid),
                                                  metadata=meta) for mid, meta in r.members]
             extra = {}
             if v >= 7:  # the group's protocol type, from v7 (KIP-559)
-                g = self.groups.describe(b.group_id)[1] if r.error == m.NONE else None
                 extra["protocol_type"] = g.protocol_type if g is not None else None
             if v >= 9:  # KIP-814: only a static leader rejoining may skip the assignment
-                extra["skip_assignment"] = False
+                extra["skip_assignment"] = r.skip_assignment
             self._reply(src, req, R(throttle_time_ms=0, error_code=r.error,
                                     generation_id=r.generation, protocol_name=r.protocol or "",
                                     leader=r.leader, member_id=r.member_id, members=members,
@@ -101,17 +102,13 @@ class GroupApis:
         if not self._allowed(src, acls.READ, acls.GROUP, b.group_id):
             respond(JoinResult(m.GROUP_AUTHORIZATION_FAILED, b.member_id))
             return
-        if v >= 5 and b.group_instance_id is not None:
-            self._on_event(f"JoinGroup of {b.group_id!r}: static membership (group.instance.id "
-                           f"{b.group_instance_id!r}) is not supported; refused (INVALID_REQUEST)")
-            respond(JoinResult(m.INVALID_REQUEST, b.member_id))
-            return
         peer = getattr(src, "peer", None)
         host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
+        instance = b.group_instance_id if v >= 5 else None
         self.groups.join(b.group_id, b.member_id, req.client_id or "", host, b.session_timeout_ms,
                          b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
                          b.protocol_type, tuple((p.name, bytes(p.metadata)) for p in b.protocols),
-                         v >= 4, now, respond)
+                         v >= 4 and instance is None, now, respond, instance, v >= 9)
 
     def _sync_group(self, src, req: KafkaRequest, now: int) -> None:
         b, R, v = req.body, self._cls(req), req.api_version
@@ -126,11 +123,13 @@ class GroupApis:
                                     **extra))
         self.groups.sync(b.group_id, b.generation_id, b.member_id,
                          {a.member_id: bytes(a.assignment) for a in b.assignments}, now, respond,
-                         b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None)
+                         b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None,
+                         b.group_instance_id if v >= 3 else None)
 
     def _heartbeat(self, src, req: KafkaRequest, now: int) -> None:
         b = req.body
-        error = self.groups.heartbeat(b.group_id, b.generation_id, b.member_id, now)
+        error = self.groups.heartbeat(b.group_id, b.generation_id, b.member_id, now,
+                                      b.group_instance_id if req.api_version >= 3 else None)
         self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=error))
 
     def _leave_group(self, src, req: KafkaRequest, now: int) -> None:
@@ -142,7 +141,8 @@ class GroupApis:
         if req.api_version >= 5 and b.members and b.members[0].reason:
             self._on_event(f"LeaveGroup of {b.group_id!r}: {b.members[0].reason}")
         out = [R.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id,
-                                error_code=self.groups.leave(b.group_id, x.member_id, now))
+                                error_code=self.groups.leave(b.group_id, x.member_id, now,
+                                                             x.group_instance_id))
                for x in b.members]
         self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, members=out))
 
@@ -174,7 +174,8 @@ class GroupApis:
                 continue
             stable = g.state == "Stable"  # Kafka's summary: metadata only when stable
             members = [D.DescribedGroupMember(
-                member_id=mb.member_id, group_instance_id=None, client_id=mb.client_id,
+                member_id=mb.member_id, group_instance_id=mb.instance_id,
+                client_id=mb.client_id,
                 client_host=mb.client_host,
                 member_metadata=mb.metadata(g.protocol) if stable else b"",
                 member_assignment=mb.assignment if stable else b"")
