@@ -324,6 +324,11 @@ class Campaign:
         thread); the error the cluster answered, or None."""
         return self.workload.reassign(partition, replicas)
 
+    def elect(self, partition: int) -> str | None:
+        """A preferred leader election of a partition of the workload's data (blocking: run
+        it in a thread); the error the cluster answered, or None."""
+        return self.workload.elect(partition)
+
     async def stop_faults(self) -> None:
         """Undo every fault still in force."""
         if self.partitioned:

@@ -135,6 +135,14 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         ("lost-write", "durability", "inconsistent-offsets"), workload="queue", docker=True,
         needs_faults=("reassign",), campaign="campaigns/reassign.yaml",
         sim_options=(("extra_faults", {"reassign": 8000}),)),
+    Bug("preferred-election-ignores-isr", "controller",
+        "a preferred leader election elects the preferred replica only from the ISR",
+        "ElectLeaders (PREFERRED) makes the first replica leader as soon as it is registered "
+        "and unfenced, in the ISR or not, so a replica back from a crash leads before it has "
+        "caught up and the others truncate what was acknowledged to match it.",
+        ("lost-write", "durability", "inconsistent-offsets"), workload="queue", docker=True,
+        needs_faults=("elect",), campaign="campaigns/elect.yaml",
+        sim_options=(("extra_faults", {"elect": 8000}),)),
     Bug("elr-keeps-crashed-replica", "controller",
         "a broker back from an unclean shutdown leaves every ELR (eligible leader replicas)",
         "The controller ignores a registration's previous broker epoch, so a broker that "

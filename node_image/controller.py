@@ -453,7 +453,8 @@ class QuorumController:
     def handle_elect_leaders(self, src, req: m.ElectLeadersRequest, now: int) -> None:
         def plan():
             records, results = rc.elect_leaders(self.current, req.election,
-                                                None if req.every else req.partitions)
+                                                None if req.every else req.partitions,
+                                                "preferred-election-ignores-isr" in self.bugs)
             return records, results, [f"{req.election.lower()} leader election moves "
                                       f"{len(records)} partition(s)"]
         self._admin_write(

@@ -348,6 +348,7 @@ class PartitionChangeBuilder:
                  reg: PartitionRegistration, unclean_bug: bool = False) -> None:
         self.unclean_bug = unclean_bug  # planted bug: any live replica may lead
         self.skip_catch_up_bug = False  # planted bug: a move's target counts as in the ISR
+        self.preferred_bug = False  # planted bug: a preferred election ignores the ISR
         self.unclean_shutdown: frozenset = frozenset()  # brokers that may have lost records
         self.image = image
         self.topic = topic
@@ -392,8 +393,10 @@ class PartitionChangeBuilder:
         elr = self._target_elr(isr) if with_elr else ()
         leader = reg.leader
         preferred = replicas[0]
-        if self.election == PREFERRED and preferred in isr and eligible(image, preferred):
+        if self.election == PREFERRED and (preferred in isr or self.preferred_bug) \
+                and eligible(image, preferred):
             leader = preferred
+            isr = isr if preferred in isr else (preferred,) + isr
         elif self.unclean_bug and not (leader in isr and eligible(image, leader)):
             leader = next((b for b in replicas if eligible(image, b)), mr.NO_LEADER)
             if leader != mr.NO_LEADER and leader not in isr:
@@ -509,8 +512,8 @@ def elect_preferred(image: MetadataImage) -> list:
     return out
 
 
-def elect_leaders(image: MetadataImage, election: str,
-                  partitions: tuple | None) -> tuple[list, list[tuple]]:
+def elect_leaders(image: MetadataImage, election: str, partitions: tuple | None,
+                  preferred_bug: bool = False) -> tuple[list, list[tuple]]:
     """Records and result rows (topic, partition, error, message) for ElectLeaders, as
     Kafka's ReplicationControlManager.electLeaders: a partition whose leader is already its
     preferred replica (PREFERRED) or that has a leader (UNCLEAN) is ELECTION_NOT_NEEDED; one
@@ -537,7 +540,7 @@ def elect_leaders(image: MetadataImage, election: str,
                                 f"{'preferred ' if election == PREFERRED else ''}leader"))
             continue
         b = PartitionChangeBuilder(image, topic, pid, reg)
-        b.election = election
+        b.election, b.preferred_bug = election, preferred_bug
         rec = b.build()
         if rec is None:
             error = m.PREFERRED_LEADER_NOT_AVAILABLE if election == PREFERRED \

@@ -348,9 +348,23 @@ class PlanFaults:
         the active controller as a broker forwards it; ``then(error or None)`` with its
         answer (a reply that never comes: never). Without an active controller: ``Skipped``
         the ``first`` time, else ``then("NOT_CONTROLLER: ...")``."""
-        controller = self.active_controller()
-        if controller is None and first:
+        if first and self.active_controller() is None:
             raise Skipped("no active controller to send the reassignment to")
+        self._ask_controller(lambda corr: m.AlterReassignmentsRequest(
+            corr, ((TOPIC, partition, False, tuple(target)),), True), then)
+
+    def elect(self, partition: int, then) -> None:
+        """ElectLeaders (PREFERRED) of the topic's ``partition``, sent to the active
+        controller; ``then(error or None)`` with its answer, ``then("NOT_CONTROLLER: ...")``
+        without an active controller."""
+        self._ask_controller(lambda corr: m.ElectLeadersRequest(
+            corr, "PREFERRED", False, ((TOPIC, partition),)), then)
+
+    def _ask_controller(self, build, then) -> None:
+        """An admin request of one partition (``build(correlation id)``) to the active
+        controller; ``then`` gets its one result's error ("NAME: message") or None, within
+        the step that asked."""
+        controller = self.active_controller()
         if controller is None:  # asked again later, by a scenario's phase
             then("NOT_CONTROLLER: no active controller")
             return
@@ -364,8 +378,7 @@ class PlanFaults:
                                                   f"{message}")
             finally:
                 self.current = None
-        self.sim.admin_request(controller, lambda corr: m.AlterReassignmentsRequest(
-            corr, ((TOPIC, partition, False, tuple(target)),), True), answered)
+        self.sim.admin_request(controller, build, answered)
 
     def dynamic_quorum(self) -> bool:
         """Was the simulated cluster formatted as a dynamic quorum (KIP-853)?"""

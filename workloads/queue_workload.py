@@ -149,6 +149,20 @@ class QueueRun:
         finally:
             admin.close()
 
+    def elect(self, partition: int) -> str | None:
+        """ElectLeaders (PREFERRED) of one partition of the topic, as kafka-python's admin
+        client sends it; the error's name (Kafka's, e.g. PREFERRED_LEADER_NOT_AVAILABLE), or
+        None once elected."""
+        from kafka import KafkaAdminClient
+        from kafka.errors import for_code
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=15_000)
+        try:
+            r = admin.elect_leaders(0, {TOPIC: [partition]}, raise_errors=False)
+            [(_, [(_, code, _)])] = r.replica_election_results
+            return None if code == 0 else for_code(code).__name__
+        finally:
+            admin.close()
+
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         if partition is None:
             partition = rng.randrange(self.cfg.partitions)

@@ -74,6 +74,7 @@ class WorkloadRun(Protocol):
                                partition: int | None = None) -> int | None: ...
     def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]: ...
     def reassign(self, partition: int, replicas: list[int]) -> str | None: ...
+    def elect(self, partition: int) -> str | None: ...
 
 
 class Workload(Protocol):
@@ -103,6 +104,9 @@ class NoPartitions:
 
     def reassign(self, partition: int, replicas: list[int]) -> str | None:
         raise ValueError("this workload's data has no partitions to reassign")
+
+    def elect(self, partition: int) -> str | None:
+        raise ValueError("this workload's data has no partitions to elect leaders of")
 
 
 async def until_live(stuck_now, bound_s: float, poll_s: float = 1.0) -> list[dict]:

@@ -403,3 +403,30 @@ def test_the_elr_campaign_elects_the_clean_replica_and_catches_the_crashed_one(
         assert set(q["bad_anomalies"]) & {"lost-write", "durability", "inconsistent-offsets"}, \
             (q["bad_anomalies"], run_dir)
 
+
+
+# campaigns/elect.yaml on Docker (nightly: CI's budget; CI's strict cells are the simulator's,
+# test_sim_queue, and the package's own test in tests/nemesis/test_packages.py)
+@pytest.mark.nightly
+@pytest.mark.parametrize("bug", [None, "preferred-election-ignores-isr"])
+def test_the_elect_campaign_waits_for_the_isr_and_catches_an_election_outside_it(
+        docker_client, node_image, tmp_path, bug):
+    """The preferred replica comes back cut off from the others and ElectLeaders is asked
+    for at once: a correct node refuses until it is back in the ISR and loses nothing; with
+    preferred-election-ignores-isr it leads without what it missed and the others truncate
+    to it."""
+    fields = load_campaign(ROOT / "campaigns" / "elect.yaml")
+    code, results, run_dir = campaign(tmp_path, **{**fields, "seed": 1},
+                                      bugs=[bug] if bug else [])
+    q = results["checkers"]["queue"]
+    asked = [r["value"] for r in _history(run_dir) if r["process"] == "nemesis"
+             and r["type"] == "info" and r["f"] == "elect"]
+    assert asked, run_dir
+    if bug is None:
+        assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+        assert all(a["refused"] >= 1 and not a["while_cut"] for a in asked), asked
+    else:
+        assert (code, results["valid"]) == (1, False), run_dir
+        assert any(a["while_cut"] for a in asked), asked
+        assert set(q["bad_anomalies"]) & {"lost-write", "durability", "inconsistent-offsets"}, \
+            (q["bad_anomalies"], run_dir)

@@ -353,3 +353,54 @@ def test_a_reassignment_replaces_one_replica_and_waits_for_the_move(tmp_path, mo
     asyncio.run(camp2.start_fault(FaultStep(0, 0.0, "reassign", "partition", 1.0)))
     assert camp2.fault_outcomes[0]["status"] == "not-reached"
     assert "InvalidReplicaAssignmentError" in camp2.fault_outcomes[0]["why"]
+
+
+def test_a_preferred_election_is_asked_for_while_the_replica_is_back_but_cut_off(
+        tmp_path, monkeypatch):
+    """elect: the preferred replica (n3 of partition 0) shuts down; once the others lead
+    and are the ISR it comes back cut off from them (they drop what it sends) and
+    ElectLeaders is asked for every RETRY_S: refused, then healed after CUT_S, then
+    elected; the scenario ends once n3 leads. A partition whose other replicas hold the
+    active controller, or are a majority of the controllers, does not fit."""
+    from nemesis.packages import elect as package
+    assert package.elect_choice(INFOS, {1, 2, 3}, CONTROLLER) == (0, 3, [4, 5])
+    assert package.elect_choice([(0, 3, [3, 1, 2], [3, 1, 2])], {1, 2, 3}, 1) is None
+    assert package.elect_choice([(0, 3, [3, 4, 2], [3, 4, 2])], {1, 2, 3}, 2) is None
+    assert package.elect_choice([(0, 3, [3, 4, 2], [3, 4, 2])], {1, 2, 3}, 1) == (
+        0, 3, [4, 2])
+    assert package.elect_choice([INFOS[1]], {1, 2, 3}, CONTROLLER) is None, "ISR short"
+    for const, value in (("RETRY_S", 0.01), ("CUT_S", 0.05), ("LAG_OPS", 0)):
+        monkeypatch.setattr(package, const, value)
+    camp, backend, history = campaign(tmp_path, ["elect"])
+    state = {"leader": 3, "isr": [3, 4, 5]}
+    answers = ["PreferredLeaderNotAvailableError"] * 8
+
+    def elect(partition):
+        assert partition == 0
+        if answers and camp.partitioned:  # refused while cut off, as a correct node does
+            return answers.pop(0)
+        state.update(leader=3, isr=[3, 4, 5])
+        return None
+
+    def stopped(f, targets, value, clean=False):
+        state.update(leader=4, isr=[4, 5])
+        return original(f, targets, value, clean)
+    original = camp.kill
+    camp.kill = stopped
+    camp.elect = elect
+    camp.partition_infos = lambda: [(0, state["leader"], [3, 4, 5], state["isr"])] + INFOS[1:]
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "elect", "partition", 1.0))
+        await stop()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis" and r["type"] == "info"]
+    assert [r["f"] for r in out][:5] == ["stop", "start-partition", "start", "stop-partition",
+                                        "elect"], "healed after CUT_S of refusals"
+    cut = next(r["value"] for r in out if r["f"] == "start-partition")
+    assert cut["grudge"] == {"4": [3], "5": [3]}
+    asked = next(r["value"] for r in out if r["f"] == "elect")
+    assert asked["error"] is None and asked["refused"] >= 1 and not asked["while_cut"]
+    assert next(r["value"] for r in out if r["f"] == "elected")["leader"] == 3
+    assert camp.fault_outcomes[0]["status"] == "happened"
+    assert not camp.partitioned and not camp.killed

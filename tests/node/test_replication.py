@@ -526,3 +526,22 @@ def test_elect_leaders_preferred_and_unclean_answer_with_kafkas_errors():
     recs, results = elect(outside, rc.UNCLEAN, (("t", 0),))
     assert results == [("t", 0, m.NONE)]
     assert (recs[0].leader, recs[0].isr) == (order[0], (order[0],))
+
+
+def test_the_preferred_election_bug_elects_a_replica_outside_the_isr():
+    """preferred-election-ignores-isr: the first replica, registered and unfenced but not
+    caught up (outside the ISR), is refused by a correct controller and elected with the
+    bug, which puts it back in the ISR it never rejoined."""
+    image = with_topic(cluster_image(), partitions=1)
+    order = image.partition("t", 0).replicas
+    back = unfence(fence(image, order[0]), order[0])  # restarted, still catching up
+    assert order[0] not in back.partition("t", 0).isr
+    recs, results = rc.elect_leaders(back, rc.PREFERRED, (("t", 0),))
+    assert (recs, [r[2] for r in results]) == ([], [m.PREFERRED_LEADER_NOT_AVAILABLE])
+    recs, results = rc.elect_leaders(back, rc.PREFERRED, (("t", 0),), preferred_bug=True)
+    assert [r[2] for r in results] == [m.NONE]
+    after = image_with(recs, back).partition("t", 0)
+    assert after.leader == order[0] and after.isr[0] == order[0]
+    fenced = fence(image, order[0])
+    assert rc.elect_leaders(fenced, rc.PREFERRED, (("t", 0),), preferred_bug=True)[1][0][2] \
+        == m.PREFERRED_LEADER_NOT_AVAILABLE, "a fenced replica is not eligible, bug or not"

@@ -73,11 +73,14 @@ def test_bugs_json_lists_layers():
     assert (elr["needs_faults"], elr["campaign"]) == (["elr-crash"], "campaigns/elr.yaml")
     assert elr["sim_options"]["extra_faults"] == {"elr-crash": 8000}
     assert elr["sim_options"]["crash_mean_ms"] is None, "the scenario alone: no fsync"
+    elect = by_name["preferred-election-ignores-isr"]
+    assert (elect["needs_faults"], elect["campaign"]) == (["elect"], "campaigns/elect.yaml")
+    assert elect["sim_options"] == {"extra_faults": {"elect": 8000}}
     for name in VOTER_BUGS:
         assert by_name[name]["needs_faults"] == ["voters"]
         assert by_name[name]["sim_options"] == {"extra_faults": {"voters": 8000}}
     assert all(r["needs_faults"] == [] for r in rows
                if r["name"] not in ("lease-read", "lease-read-step-proof", "skip-fsync",
                                     "reassign-skips-catch-up", "elr-keeps-crashed-replica",
-                                    *VOTER_BUGS))
+                                    "preferred-election-ignores-isr", *VOTER_BUGS))
     assert all((ROOT / r["campaign"]).is_file() for r in rows if r["campaign"])
