@@ -25,7 +25,9 @@ A **regular-expression subscription** (``SubscribedTopicRegex``) is matched whol
 every topic name in the broker's metadata image, internal topics left out, on each
 heartbeat (Kafka resolves them in the background, at most every few seconds): a topic
 created that matches raises the group epoch as a named one would. Python's ``re`` stands
-for Kafka's RE2/J; a pattern that does not compile is INVALID_REGULAR_EXPRESSION.
+for Kafka's RE2/J; a pattern that does not compile, or that RE2 refuses or ``re`` could
+take exponential time on (:func:`.consumer_group.regex_problem`), is
+INVALID_REGULAR_EXPRESSION.
 
 A **static member** (``group.instance.id``) that leaves with epoch -2 stays in the group
 with its assignment kept; the next member joining with that instance id takes its place
@@ -41,7 +43,6 @@ GROUP_ID_NOT_FOUND.
 """
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -50,7 +51,7 @@ from .. import messages as m
 from ..coverage import Reached
 from . import consumer_records as cr
 from .consumer_group import (ASSIGNORS, UNREVOKED, ConsumerGroup, ConsumerMember,
-                             MemberAssignment, assign, is_subset, reconcile)
+                             MemberAssignment, assign, is_subset, reconcile, regex_problem)
 from .group_state import EMPTY, Group
 
 LEAVE, STATIC_LEAVE = -1, -2
@@ -96,12 +97,10 @@ class ConsumerGroups:
             return bad("InstanceId can't be empty.")
         if hb.rack_id == "":
             return bad("RackId can't be empty.")
-        if hb.regex:  # (an empty one is what a member subscribing by names sends)
-            try:
-                re.compile(hb.regex)
-            except re.error as exc:
-                return (m.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{hb.regex}` "
-                                                      f"is not a valid regular expression: {exc}.")
+        problem = regex_problem(hb.regex) if hb.regex else None  # ("": subscribed by names)
+        if problem:
+            return (m.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{hb.regex}` is not "
+                                                  f"a valid regular expression: {problem}.")
         if hb.member_epoch > 0 or hb.member_epoch in (LEAVE, STATIC_LEAVE) or hb.version >= 1:
             if not hb.member_id:
                 return bad("MemberId can't be empty.")

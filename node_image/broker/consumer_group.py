@@ -195,6 +195,51 @@ class ConsumerGroup:
             else "uniform"
 
 
+# ------------------------------------------------------------------ subscription patterns
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def regex_problem(rx: str) -> str | None:
+    """Why a SubscribedTopicRegex is refused, or None. Kafka matches with RE2/J, which
+    refuses backreferences and lookarounds and matches in linear time; Python's ``re``
+    backtracks, so a pattern that repeats something that itself repeats or branches (such
+    as ``(a+)+`` or ``(ab|a)*``) is refused too: on a long topic name it could hold the
+    broker for minutes."""
+    try:
+        tree = re._parser.parse(rx)
+    except re.error as exc:
+        return str(exc)
+
+    def walk(items, repeated: bool) -> str | None:
+        for op, av in items:
+            name, inner = str(op), ()
+            if name.startswith("GROUPREF"):
+                return "backreferences are not supported (RE2)"
+            if name in ("ASSERT", "ASSERT_NOT"):
+                return "lookarounds are not supported (RE2)"
+            if name in _REPEATS:
+                if repeated:
+                    return "a repetition inside a repetition is not supported (it could " \
+                           "backtrack exponentially)"
+                inner = ((av[2], True),)
+            elif name == "BRANCH":
+                if repeated:
+                    return "alternatives inside a repetition are not supported (they could " \
+                           "backtrack exponentially)"
+                inner = tuple((b, repeated) for b in av[1])
+            elif name == "SUBPATTERN":
+                inner = ((av[3], repeated),)
+            elif name == "ATOMIC_GROUP":
+                inner = ((av, repeated),)
+            for sub, rep in inner:
+                problem = walk(sub, rep)
+                if problem:
+                    return problem
+        return None
+    return walk(tree, False)
+
+
 # ------------------------------------------------------------------ assignors
 
 def assign(name: str, members: dict, subscription: dict, previous: dict) -> dict:

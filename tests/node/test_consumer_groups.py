@@ -86,6 +86,10 @@ def test_requests_the_coordinator_refuses_say_what_is_wrong():
     assert hb(c, "", 0).error == m.INVALID_REQUEST, "v1: the client names itself"
     bad = hb(c, "A", 0, regex="t(")
     assert bad.error == m.INVALID_REGULAR_EXPRESSION and "`t(`" in bad.message
+    for rx, why in (("(t+)+", "repetition inside a repetition"), ("(tt|t)*", "alternatives"),
+                    ("t(?!u)", "lookarounds"), (r"(t)\1", "backreferences")):
+        r = hb(c, "A", 0, regex=rx)  # RE2 refuses it, or re could backtrack for minutes
+        assert r.error == m.INVALID_REGULAR_EXPRESSION and why in r.message, (rx, r.message)
     assert hb(c, "A", 0, assignor="sticky").error == m.UNSUPPORTED_ASSIGNOR
     assert hb(c, "A", 0, instance_id="").message == "InstanceId can't be empty."
     assert hb(c, "A", -2).message == "InstanceId can't be null."
