@@ -35,9 +35,10 @@ COMBINE = ("sequential", "concurrent")
 # In a sequential plan the first faults are these packages, in this order, when the campaign
 # has them (with a weight above 0): the scenarios aimed at the queue's partitions each find a
 # bug nothing else finds (a stranded replica elected unclean, a deposed leader that does not
-# truncate), and a 60 s campaign has room for both and one fault more; the register's
-# controller, cut off, acknowledges alone what the next controller never had.
-OPENING = {"register": ("partition",), "queue": ("depose-leader", "strand-replica")}
+# truncate, a preferred replica elected outside the ISR), and a 60 s campaign has room for
+# two and one fault more; the register's controller, cut off, acknowledges alone what the
+# next controller never had.
+OPENING = {"register": ("partition",), "queue": ("depose-leader", "strand-replica", "elect")}
 
 
 def check_options(package: str, options: dict) -> tuple[str, str] | None:
