@@ -50,7 +50,7 @@ class StaticMembers:
         return True
 
     def _take_over_instance(self, g: Group, static: Member, joining: Member, now: int,
-                        respond: Callable[[JoinResult], None], skip_ok: bool) -> None:
+                            respond: Callable[[JoinResult], None], skip_ok: bool) -> None:
         """``skip_ok``: the client reads JoinGroup v9's skip_assignment."""
         old_id, new_id, leader = static.member_id, joining.member_id, g.leader
         before = (static.protocols, static.session_timeout_ms, static.rebalance_timeout_ms,
