@@ -40,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checkers.queue import ANOMALIES, check_queue  # noqa: E402
+from checkers.queue.spark import check_spark, shared_scratch  # noqa: E402
 from checkers.spark import spark_session, stop_session  # noqa: E402
 
 PROCESSES = 32
@@ -385,6 +386,13 @@ def _keys(result: dict, anomaly: str) -> set:
     return out
 
 
+def plain_read(spark, path: Path) -> float:
+    """Seconds of a plain full read of the file in Spark (every column, nothing kept)."""
+    t = time.monotonic()
+    spark.read.parquet(str(path)).write.format("noop").mode("overwrite").save()
+    return time.monotonic() - t
+
+
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -396,7 +404,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--master", default=None)
     ap.add_argument("--engines", default="spark,local",
-                    help="which to time: spark (local[2] or --master), local (in process)")
+                    help="which to time: spark (local[2] or --master; the key rows through a "
+                    "shared directory where there is one), spark-shuffle (through Spark's "
+                    "shuffle), local (in process)")
     ap.add_argument("--out", help="keep the generated history here (reused if it exists)")
     ap.add_argument("--run-dir", help="write the history as a stored queue run in this "
                     "directory (which must not exist), for `chaoskraft analyze`")
@@ -428,14 +438,13 @@ def main() -> int:
             spark = None
             peak = [0]
             stop = threading.Event()
-            if engine == "spark":
+            if engine.startswith("spark"):
                 t = time.monotonic()
                 spark = spark_session(args.master)
                 print(f"spark session: {time.monotonic() - t:.1f} s", flush=True)
-                t = time.monotonic()
-                spark.read.parquet(str(path)).write.format("noop").mode("overwrite").save()
-                print(f"floor: a plain full read of the file in Spark: "
-                      f"{time.monotonic() - t:.1f} s", flush=True)
+                floor = plain_read(spark, path)
+                print(f"floor: a plain full read of the file in Spark: {floor:.1f} s",
+                      flush=True)
 
                 def sample():
                     while not stop.is_set():
@@ -443,16 +452,28 @@ def main() -> int:
                         time.sleep(0.5)
                 threading.Thread(target=sample, daemon=True).start()
             t = time.monotonic()
-            result = check_queue(spark, str(path), engine=engine,
-                                 progress=lambda line: print(f"  {line}", flush=True))
+            progress = lambda line: print(f"  {line}", flush=True)  # noqa: E731
+            if spark is not None:
+                shuffle = True if engine == "spark-shuffle" else None
+                result = check_spark(spark, str(path), progress=progress, shuffle=shuffle)
+            else:
+                result = check_queue(None, str(path), engine=engine, progress=progress)
             took = time.monotonic() - t
             stop.set()
             found = {a: planted[a] in _keys(result, a) for a in PLANTED}
-            where = f"spark {args.master or 'local[2]'}" if engine == "spark" else "in process"
+            where = "in process"
+            if spark is not None:
+                how = "Spark's shuffle" if engine == "spark-shuffle" or not shared_scratch(
+                    spark)[0] else "shared-directory buckets"
+                where = f"spark {args.master or 'local[2]'} ({how})"
             print(f"check_queue {where}: {took:.1f} s; verdict {result['valid']}; planted "
                   f"anomalies found: {sum(found.values())}/{len(found)}; peak memory: driver "
                   f"(Python) {rss_mb():.0f} MB"
                   + (f", Spark JVM {peak[0] / 1024:.0f} MB" if engine == "spark" else ""))
+            if spark is not None:
+                warm = plain_read(spark, path)
+                print(f"  {took / floor:.2f}x the floor; the same read again after the check "
+                      f"(a warm JVM): {warm:.1f} s, {took / warm:.2f}x that")
             for a in PLANTED:
                 n = result["anomalies"].get(a, {}).get("count", 0)
                 print(f"  {a:<22} planted on {planted[a]:<5} found {n} "

@@ -45,11 +45,15 @@ poll's offsets and values of that key as lists, never one row per message;
 each key's rows reach ``fold`` as one Arrow table, which finds every anomaly
 of the key in numpy in one pass per concern and returns counts and the first
 examples. In process (``engine="local"``) the keys are folded one after the
-other; through Spark the rows are repartitioned by key and the same fold
-runs in ``mapInArrow``: the history's totals and assigns over four narrow
-columns, then the folds (anomalies and dependency edges in one pass), then
-the cycle search over the intervals the edges make. ``checkers/queue_reference.py`` (the earlier checker, in Spark SQL)
-is the reference the differential tests hold this one to.
+other; through Spark the same fold runs in ``mapInArrow`` on a task per
+bucket of keys (``buckets``: tasks read the history's row groups with
+pyarrow and write each key's rows to a directory the executors share, in
+local mode or where ``chaoskraft.queue.scratch`` names one) or, elsewhere,
+on rows Spark repartitioned by key; the folds give the anomalies and the
+spans of backward dependency edges in one pass, then the cycle search runs
+over the intervals those spans make. ``checkers/queue/reference.py`` (the
+earlier checker, in Spark SQL) is the reference the differential tests hold
+this one to.
 """
 from .classes import (ANOMALIES, AUTO_SPARK_ROWS, CYCLES, MESSAGES, ORDER, REPOSITIONS,
                       default_allowed)

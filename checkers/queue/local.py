@@ -13,21 +13,54 @@ from .classes import ANOMALIES, FINAL, KEY_ROWS, ORDER, POLL, REPOSITIONS, T_FAI
 from .fold import fold
 
 
-def _totals(t: pa.Table) -> dict:
-    """Stats and the facts every key's fold needs, from the typed history in process."""
-    done = t.filter(pc.and_(pc.is_valid(t["process"]), pc.not_equal(t["type"], "invoke")))
-    f, typ = done["f"], done["type"]
-    sends = {x: int(pc.sum(pc.and_(pc.equal(f, "send"), pc.equal(typ, x))).as_py() or 0)
+TYPES = ("invoke", "ok", "fail", "info")
+FS = ("send", "poll", "final-poll") + REPOSITIONS
+
+
+def _codes(col, names: tuple) -> np.ndarray:
+    """Each row's position in ``names``; -1 for another value, -2 for null. One hash lookup
+    a row, where comparing the strings once per question cost a whole pass each."""
+    got = pc.index_in(col, value_set=pa.array(names, pa.string()))
+    codes = pc.fill_null(got, -1).to_numpy(zero_copy_only=False).astype(np.int8)
+    codes[~pc.is_valid(col).to_numpy(zero_copy_only=False)] = -2
+    return codes
+
+
+class _Rows:
+    """The masks the totals and the key rows share, computed once: completions of client
+    operations (``done``: a process, a type other than invoke), their type and f codes."""
+
+    def __init__(self, t: pa.Table) -> None:
+        self.t = t
+        self.type = _codes(t["type"], TYPES)
+        self.f = _codes(t["f"], FS)
+        self.done = (pc.is_valid(t["process"]).to_numpy(zero_copy_only=False)
+                     & (self.type != 0) & (self.type != -2))
+
+    def where(self, mask: np.ndarray, columns: list[str]) -> pa.Table:
+        """Those columns of the rows of ``mask`` (taken, not filtered: the other columns,
+        the reads among them, are not copied)."""
+        return self.t.select(columns).take(pa.array(np.nonzero(mask)[0]))
+
+
+def _totals(t: pa.Table, rows: _Rows | None = None, messages: bool = True) -> dict:
+    """Stats and the facts every key's fold needs, from the typed history in process
+    (``messages``: the messages read counted too, else left at 0)."""
+    r = rows or _Rows(t)
+    done, f, typ = r.done, r.f, r.type
+    sends = {x: int(np.count_nonzero(done & (f == 0) & (typ == TYPES.index(x))))
              for x in ("ok", "fail", "info")}
-    reads = pc.list_flatten(done.filter(pc.is_valid(done["reads"]))["reads"].combine_chunks())
+    read = r.where(done & pc.is_valid(t["reads"]).to_numpy(zero_copy_only=False), ["reads"]) \
+        if messages else None
+    reads = pc.list_flatten(read["reads"].combine_chunks()) if read and read.num_rows else []
     messages = int(pc.sum(pc.list_value_length(pc.struct_field(reads, "offsets"))).as_py() or 0) \
         if len(reads) else 0
-    assigns_t = done.filter(pc.and_(pc.is_in(f, pa.array(REPOSITIONS)), pc.equal(typ, "ok")))
+    assigns_t = r.where(done & (f >= FS.index(REPOSITIONS[0])) & (typ == 1),
+                        ["process", "index"])
     return {
-        "stats": {"sends": sends, "polls": int(pc.sum(pc.equal(f, "poll")).as_py() or 0),
+        "stats": {"sends": sends, "polls": int(np.count_nonzero(done & (f == 1))),
                   "messages_read": messages,
-                  "final_polls": bool(pc.any(pc.and_(pc.equal(f, "final-poll"),
-                                                      pc.equal(typ, "ok"))).as_py())},
+                  "final_polls": bool(np.any(done & (f == 2) & (typ == 1)))},
         "assigns": _assigns(zip(assigns_t["process"].to_pylist(),
                                 assigns_t["index"].to_pylist())),
     }
@@ -40,36 +73,38 @@ def _assigns(pairs) -> dict:
     return {p: np.array(sorted(v), np.int64) for p, v in by.items()}
 
 
-def key_rows(t: pa.Table) -> pa.Table:
+def key_rows(t: pa.Table, rows: _Rows | None = None) -> pa.Table:
     """The typed history -> KEY_ROWS: one row per send and per (ok poll, key)."""
-    t = t.filter(pc.and_(pc.is_valid(t["process"]), pc.not_equal(t["type"], "invoke")))
-    s = t.filter(pc.and_(pc.equal(t["f"], "send"), pc.is_valid(t["key"])))
+    r = rows or _Rows(t)
+    is_send = r.done & (r.f == 0) & pc.is_valid(t["key"]).to_numpy(zero_copy_only=False)
+    s = r.where(is_send, ["key", "index", "process", "value", "offset", "mop"])
     n = s.num_rows
-    typ = s["type"].to_numpy(zero_copy_only=False)
+    typ = r.type[is_send]
     empty = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.int64()))
     sends = pa.table({
         "key": s["key"], "kind": pa.array(np.zeros(n, np.int8)), "index": s["index"],
         "process": s["process"],
-        "type": pa.array(np.where(typ == "ok", T_OK, np.where(typ == "fail", T_FAIL, T_INFO))
+        "type": pa.array(np.where(typ == 1, T_OK, np.where(typ == 2, T_FAIL, T_INFO))
                          .astype(np.int8)),
         "value": s["value"], "offset": s["offset"], "offsets": empty, "values": empty,
         "mop": s["mop"]}, schema=KEY_ROWS)
     # What polls read (a failed or indeterminate transaction's polls read too: Kafka's
     # consumers are to serve safe data whatever becomes of the reader's transaction).
-    p = t.filter(pc.and_(pc.is_in(t["f"], pa.array(["poll", "final-poll"])),
-                         pc.is_valid(t["reads"])))
+    is_poll = r.done & ((r.f == 1) | (r.f == 2)) & pc.is_valid(t["reads"]).to_numpy(
+        zero_copy_only=False)
+    p = r.where(is_poll, ["index", "process", "mop", "reads"])
     reads = p["reads"].combine_chunks() if p.num_rows else pa.array([], queue_history.READS)
     parent = pc.list_parent_indices(reads)
-    r = pc.list_flatten(reads)
-    m = len(r)
-    kinds = np.where(np.asarray(p["f"].to_numpy(zero_copy_only=False) == "final-poll"), FINAL,
-                     POLL).astype(np.int8) if p.num_rows else np.zeros(0, np.int8)
+    flat = pc.list_flatten(reads)
+    m = len(flat)
+    kinds = np.where(r.f[is_poll] == 2, FINAL, POLL).astype(np.int8)
     polls = pa.table({
-        "key": pc.struct_field(r, "key"), "kind": pa.array(kinds).take(parent),
+        "key": pc.struct_field(flat, "key"), "kind": pa.array(kinds).take(parent),
         "index": p["index"].take(parent), "process": p["process"].take(parent),
         "type": pa.nulls(m, pa.int8()), "value": pa.nulls(m, pa.int64()),
-        "offset": pa.nulls(m, pa.int64()), "offsets": pc.struct_field(r, "offsets"),
-        "values": pc.struct_field(r, "values"), "mop": p["mop"].take(parent)}, schema=KEY_ROWS)
+        "offset": pa.nulls(m, pa.int64()), "offsets": pc.struct_field(flat, "offsets"),
+        "values": pc.struct_field(flat, "values"), "mop": p["mop"].take(parent)},
+        schema=KEY_ROWS)
     return pa.concat_tables([sends, polls])
 
 
@@ -110,8 +145,9 @@ def check_local(path: str | Path, allowed=(), examples: int = 5, ww_deps: bool =
     names = queue_history.key_names(path)
     t = queue_history.read_table(path, ["index", "process", "type", "f", "key", "value",
                                         "offset", "reads", "mop", "invoke"])
-    facts = _totals(t)
-    kr = key_rows(t)
+    rows = _Rows(t)
+    facts = _totals(t, rows)
+    kr = key_rows(t, rows)
     kr = kr.sort_by([("key", "ascending"), ("index", "ascending"), ("mop", "ascending")])
     keys = kr["key"].to_numpy(zero_copy_only=False)
     starts = np.nonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))[0] if len(keys) else []

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import cycles as queue_cycles, history as queue_history
+from . import buckets, cycles as queue_cycles, history as queue_history
 from .classes import (AUTO_SPARK_ROWS, FINAL, FOLD_SCHEMA, MESSAGES, POLL, REPOSITIONS,
                       RESULT_SCHEMA, SEND, T_FAIL, T_INFO, T_OK)
 from .fold import fold
@@ -21,14 +21,19 @@ def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int
                     ww_deps: bool, keep=queue_cycles.backward, anomalies: bool = True):
     """For ``mapInArrow`` over rows partitioned by key: a partition's batches, gathered per
     key, then each key folded (no sort by key before the Python worker, which
-    ``groupBy().applyInArrow`` would do and which costs more than the fold)."""
+    ``groupBy().applyInArrow`` would do and which costs more than the fold). Yields the
+    anomalies, then (``anomalies``: the first pass) the spans of the backward edges,
+    merged, as edges from ``hi`` to ``lo``, or (the second) the edges ``keep`` keeps."""
     def run(batches):
         parts: dict = {}
         for b in batches:
             if not b.num_rows:
                 continue
-            t = pa.Table.from_batches([b]).sort_by("key")
+            t = pa.Table.from_batches([b])
             keys = t["key"].to_numpy(zero_copy_only=False)
+            if (np.diff(keys) < 0).any():  # rows from buckets come in key order
+                t = t.sort_by("key")
+                keys = t["key"].to_numpy(zero_copy_only=False)
             edges = np.nonzero(np.concatenate([[True], keys[1:] != keys[:-1], [True]]))[0]
             for lo, hi in zip(edges[:-1], edges[1:]):
                 parts.setdefault(int(keys[lo]), []).append(t.slice(lo, hi - lo))
@@ -46,6 +51,13 @@ def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int
                 out_names.append(name)
                 counts.append(count)
                 examples.append(json.dumps(ex))
+        if anomalies:  # the first pass: of its backward edges, only the spans, merged
+            lo, hi = queue_cycles.merge_spans(*queue_cycles.backward_spans(
+                pa.concat_tables([queue_cycles.EDGES.empty_table()] + edges)))
+            edges = [pa.table({"src": hi, "dst": lo}).append_column(
+                "rel", pa.nulls(len(lo), pa.int8())).append_column(
+                "key", pa.nulls(len(lo), pa.int32())).append_column(
+                "value", pa.nulls(len(lo), pa.int64())).cast(queue_cycles.EDGES)]
         n = len(out_names)
         yield pa.RecordBatch.from_arrays(
             [pa.array(out_names, pa.string()), pa.array(counts, pa.int64()),
@@ -59,17 +71,6 @@ def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int
                      pa.nulls(e.num_rows, pa.string())] + [c.combine_chunks() for c in e.columns],
                     names=["anomaly", "count", "examples"] + queue_cycles.EDGES.names)
     return run
-
-
-def _merge_partition(batches):
-    """``mapInArrow``: a range partition's backward spans merged (the driver merges the
-    partitions' results)."""
-    t = pa.Table.from_batches(list(batches), schema=pa.schema([("lo", pa.int64()),
-                                                                ("hi", pa.int64())]))
-    lo, hi = queue_cycles.merge_spans(t["lo"].to_numpy(zero_copy_only=False),
-                                      t["hi"].to_numpy(zero_copy_only=False))
-    yield pa.RecordBatch.from_arrays([pa.array(lo, pa.int64()), pa.array(hi, pa.int64())],
-                                     names=["lo", "hi"])
 
 
 def with_interval(df, col: str, out: str, lo: np.ndarray, hi: np.ndarray):
@@ -110,57 +111,78 @@ def _cycles_group(n_examples: int, names: list):
     return run
 
 
-def _spark_cycles(spark, done, folded, refold, names: list, n_examples: int,
-                  phase=lambda name: None) -> list[dict]:
-    """The cycle search in Spark (``queue_cycles``): the backward edges the folds emitted
-    (``folded``) merged into intervals per range partition and then in the driver
-    (intervals only, never the graph); if there are any, the key rows folded again for
-    the edges inside them (``refold(lo, hi)``: those folds' output); operations and
-    edges tagged with their interval, each interval searched in one ``applyInArrow``
-    group."""
-    from pyspark.sql import functions as F
-    spans = folded.where(F.col("anomaly").isNull()).select(F.col("dst").alias("lo"),
-                                                           F.col("src").alias("hi"))
-    parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    merged = (spans.repartitionByRange(parts, "lo").sortWithinPartitions("lo")
-              .mapInArrow(_merge_partition, "lo long, hi long").collect())
-    lo, hi = queue_cycles.merge_spans(np.array([r["lo"] for r in merged], np.int64),
-                                      np.array([r["hi"] for r in merged], np.int64))
+GRAPH = "kind byte, a long, b long, c int, d int, e long, iv long"  # _cycles_group's rows
+
+
+def _spark_cycles(spark, lo: np.ndarray, hi: np.ndarray, graph, names: list,
+                  n_examples: int, phase=lambda name: None) -> list[dict]:
+    """The cycle search in Spark (``queue_cycles``): the spans of backward edges that each
+    fold task merged (``lo``, ``hi``) merged again here (intervals only, never the
+    graph); if there are any, the operations and the edges inside them (``graph(lo,
+    hi)``: GRAPH rows, each tagged with its interval ``iv``), each interval searched in
+    one ``applyInArrow`` group."""
+    lo, hi = queue_cycles.merge_spans(lo, hi)
     phase(f"backward spans merged: {len(lo):,} intervals")
-    if not merged:
+    if not len(lo):
         return []
-    edges = (refold(lo, hi).where(F.col("anomaly").isNull())
-             .select(*queue_cycles.EDGES.names))
-    ops = (done.where(F.col("type").isin("ok", "info") & F.col("f").isin("send", "poll",
-                                                                         "final-poll"))
-           # one row per operation: a transaction's first micro-operation stands for it
-           # (a filter: dropping duplicate indexes cost a shuffle, 10 s of 63 at 10M ops)
-           .where(F.col("mop").isNull() | (F.col("mop") == 0))
-           .select("index", "invoke", "process", "type")
-           .select(F.lit(0).cast("byte").alias("kind"), F.col("index").alias("a"),
-                   F.col("invoke").alias("b"), F.col("process").alias("c"),
-                   F.when(F.col("type") == "ok", 1).otherwise(0).cast("int").alias("d"),
-                   F.lit(None).cast("bigint").alias("e")))
-    graph = ops.unionByName(edges.select(
-        F.lit(1).cast("byte").alias("kind"), F.col("src").alias("a"), F.col("dst").alias("b"),
-        F.col("key").alias("c"), F.col("rel").cast("int").alias("d"),
-        F.col("value").alias("e")))
-    # each tagged with its interval in the JVM; those in none (or edges across two) dropped
-    tagged = with_interval(with_interval(graph, "a", "iv", lo, hi), "b", "iv_b", lo, hi)
-    tagged = (tagged.where((F.col("iv") >= 0) & ((F.col("kind") == 0)
-                                                 | (F.col("iv") == F.col("iv_b"))))
-              .drop("iv_b"))
-    rows = (tagged.groupBy("iv")
+    rows = (graph(lo, hi).groupBy("iv")
             .applyInArrow(_cycles_group(n_examples, names), schema=RESULT_SCHEMA).collect())
     phase("the intervals' rows folded again and searched for cycles")
     return [{r["anomaly"]: (r["count"], json.loads(r["examples"]))} for r in rows]
 
 
+def _shuffled_graph(done, refold):
+    """GRAPH rows from the history read by Spark (``done``) and the refolds' edges
+    (``refold(lo, hi)``), tagged in the JVM (``with_interval``)."""
+    from pyspark.sql import functions as F
+
+    def graph(lo, hi):
+        edges = (refold(lo, hi).where(F.col("anomaly").isNull())
+                 .select(*queue_cycles.EDGES.names))
+        ops = (done.where(F.col("type").isin("ok", "info")
+                          & F.col("f").isin("send", "poll", "final-poll"))
+               # one row per operation: a transaction's first micro-operation stands for it
+               # (a filter: dropping duplicate indexes cost a shuffle, 10 s of 63 at 10M ops)
+               .where(F.col("mop").isNull() | (F.col("mop") == 0))
+               .select(F.lit(0).cast("byte").alias("kind"), F.col("index").alias("a"),
+                       F.col("invoke").alias("b"), F.col("process").alias("c"),
+                       F.when(F.col("type") == "ok", 1).otherwise(0).cast("int").alias("d"),
+                       F.lit(None).cast("bigint").alias("e")))
+        both = ops.unionByName(edges.select(
+            F.lit(1).cast("byte").alias("kind"), F.col("src").alias("a"),
+            F.col("dst").alias("b"), F.col("key").alias("c"), F.col("rel").cast("int").alias("d"),
+            F.col("value").alias("e")))
+        # each tagged with its interval in the JVM; those in none (or edges across two) dropped
+        tagged = with_interval(with_interval(both, "a", "iv", lo, hi), "b", "iv_b", lo, hi)
+        return (tagged.where((F.col("iv") >= 0) & ((F.col("kind") == 0)
+                                                   | (F.col("iv") == F.col("iv_b"))))
+                .drop("iv_b"))
+    return graph
+
+
+def shared_scratch(spark) -> tuple[bool, str | None]:
+    """Whether the executors share a directory with the driver, and its parent (None: the
+    system's temporary directory): in local mode, or where ``chaoskraft.queue.scratch``
+    names one (a directory every executor sees at the same path); not over Spark
+    Connect."""
+    try:
+        master = spark.sparkContext.master
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return False, None
+    named = spark.conf.get("chaoskraft.queue.scratch", None)
+    if named:
+        return True, named
+    return master.startswith("local"), None
+
+
 def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
-                ww_deps: bool = False, require_final: bool = True, progress=None) -> dict:
-    """The same check through Spark: totals and assigns in one job, the folds (anomalies
-    and dependency edges) in one, then the cycle search (``_spark_cycles``).
-    ``progress(line)``, if given, hears each phase's end and time."""
+                ww_deps: bool = False, require_final: bool = True, progress=None,
+                shuffle: bool | None = None) -> dict:
+    """The same check through Spark: totals and assigns, the folds (anomalies and
+    dependency edges) in one job, then the cycle search (``_spark_cycles``). The key rows
+    reach the folds through a directory the executors share (``buckets``) where there is
+    one (``shared_scratch``), else through Spark's shuffle; ``shuffle`` True or False
+    chooses. ``progress(line)``, if given, hears each phase's end and time."""
     import time
 
     from pyspark.sql import functions as F
@@ -178,6 +200,11 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
                                           else Path(path).glob("*.parquet")))
     # Shuffle partitions sized to the input: about 64 MB of Parquet each, at least 2.
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, min(400, size // (64 << 20) + 1))))
+    shared, parent = shared_scratch(spark)
+    if shared if shuffle is None else not shuffle:
+        with buckets.Scratch(parent) as scratch:
+            return _bucketed(spark, path, scratch, names, file_names.values, allowed,
+                             examples, ww_deps, require_final, phase)
     h = spark.read.parquet(str(path))
     for c in ("mop", "invoke"):  # a typed file written before transactions were grouped
         if c not in h.columns:
@@ -223,23 +250,56 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
         return inside.repartition("key").mapInArrow(_fold_partition(
             stats["final_polls"], assigns, names, 0, ww_deps, queue_cycles.within(lo, hi),
             anomalies=False), schema=FOLD_SCHEMA)
-    folded = (rows.repartition("key").mapInArrow(_fold_partition(stats["final_polls"], assigns, names, examples,
-                                              ww_deps), schema=FOLD_SCHEMA)
-              .persist())
-    try:
-        found = folded.where(F.col("anomaly").isNotNull()).select("anomaly", "count",
-                                                                  "examples").collect()
-        per_key = []
-        for r in found:
-            if r["anomaly"] == MESSAGES:
-                stats["messages_read"] += r["count"]
-            else:
-                per_key.append({r["anomaly"]: (r["count"], json.loads(r["examples"]))})
-        phase("polls exploded and every key folded")
-        per_key += _spark_cycles(spark, done, folded, refold, names, examples, phase)
-    finally:
-        folded.unpersist()
-    return _result(per_key, stats, allowed, examples, require_final, file_names.values)
+    folded = rows.repartition("key").mapInArrow(
+        _fold_partition(stats["final_polls"], assigns, names, examples, ww_deps),
+        schema=FOLD_SCHEMA)
+    return _finish(spark, folded, _shuffled_graph(done, refold), stats, names,
+                   file_names.values, allowed, examples, require_final, phase)
+
+
+def _finish(spark, folded, graph, stats: dict, names: list, values, allowed,
+            examples: int, require_final: bool, phase) -> dict:
+    """The folds' anomalies, message counts and merged spans collected in one job (they
+    are few: rows per anomaly class and key, spans per task), then the cycle search."""
+    per_key, lo, hi = [], [], []
+    for r in folded.collect():
+        if r["anomaly"] is None:
+            lo.append(r["dst"])
+            hi.append(r["src"])
+        elif r["anomaly"] == MESSAGES:
+            stats["messages_read"] += r["count"]
+        else:
+            per_key.append({r["anomaly"]: (r["count"], json.loads(r["examples"]))})
+    phase("every key folded (through Spark's shuffle or the buckets)")
+    per_key += _spark_cycles(spark, np.array(lo, np.int64), np.array(hi, np.int64), graph,
+                             names, examples, phase)
+    return _result(per_key, stats, allowed, examples, require_final, values)
+
+
+def _bucketed(spark, path: Path, scratch: str, names: list, values, allowed,
+              examples: int, ww_deps: bool, require_final: bool, phase) -> dict:
+    """check_spark through a shared directory (``buckets``): a task per row group or so
+    splits its key rows into buckets (and its operations, for the cycle search) and
+    returns its totals and assigns; a task per bucket folds."""
+    task_list = buckets.tasks(path)
+    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    rows = (spark.range(0, len(task_list), numPartitions=max(1, len(task_list)))
+            .mapInArrow(buckets.split_task(task_list, scratch, n), "facts string").collect())
+    facts = buckets.merge_facts([r["facts"] for r in rows])
+    stats, assigns = facts["stats"], facts["assigns"]
+    phase(f"totals and assigns, key rows split into {n} buckets")
+    folded = (spark.range(0, n, numPartitions=n).mapInArrow(buckets.fold_task(
+        scratch, _fold_partition(stats["final_polls"], assigns, names, examples, ww_deps)),
+        schema=FOLD_SCHEMA))
+
+    def graph(lo, hi):
+        refold = _fold_partition(stats["final_polls"], assigns, names, 0, ww_deps,
+                                 queue_cycles.within(lo, hi), anomalies=False)
+        jobs = n + len(task_list)
+        return spark.range(0, jobs, numPartitions=jobs).mapInArrow(
+            buckets.graph_task(scratch, n, refold, lo, hi, ww_deps), schema=GRAPH)
+    return _finish(spark, folded, graph, stats, names, values, allowed, examples,
+                   require_final, phase)
 
 
 def history_rows(path: str | Path) -> int:

@@ -94,6 +94,23 @@ def planted():
 
 
 @pytest.mark.spark
+@pytest.mark.xdist_group("spark")
+@pytest.mark.parametrize("name", ["G1c", "G0"])
+def test_cycles_through_spark_by_either_path_equal_the_local_ones(spark, tmp_path, name):
+    """The Spark check's two ways to the folds (a shared directory's buckets, and Spark's
+    shuffle) find the same cycles as the check in process."""
+    from checkers.queue.spark import check_spark
+    rows, ww = planted()[name]
+    kw = {"ww_deps": ww, "allowed": default_allowed(True, ww_deps=ww)}
+    local = check(tmp_path, rows, **kw)
+    assert name in local["anomalies"]
+    for shuffle in (False, True):
+        remote = check_spark(spark, str(tmp_path / "q.parquet"), shuffle=shuffle, **kw)
+        assert remote["anomalies"] == local["anomalies"], shuffle
+        assert remote["stats"] == local["stats"], shuffle
+
+
+@pytest.mark.spark
 def test_each_cycle_class_is_found_with_its_cycle(spark_if_nightly, tmp_path):
     cases = planted()
     assert set(cases) == set(CYCLES) and set(CYCLES) <= set(ANOMALIES)

@@ -17,6 +17,7 @@ from conftest import NIGHTLY
 from checkers.parquet import write_parquet
 from checkers.queue import ANOMALIES, CYCLES, check_queue, default_allowed
 from checkers.queue.reference import check_queue as reference
+from checkers.queue.spark import check_spark, shared_scratch
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one JVM
 HISTORIES = 60 if NIGHTLY else 20  # CI's share of the nightly sweep
@@ -158,15 +159,17 @@ def test_the_checker_equals_the_reference(spark, tmp_path):
         assert got == expected, f"history {h}"
     # The whole set at once, in process and through Spark, with the default examples.
     whole_local = check_queue(None, str(tmp_path / "all.parquet"), engine="local")
+    assert shared_scratch(spark) == (True, None)  # local[2]: through the buckets
     whole_spark = check_queue(spark, str(tmp_path / "all.parquet"))
+    whole_shuffle = check_spark(spark, str(tmp_path / "all.parquet"), shuffle=True)
     # (the reference's verdict, classes, counts and stats do not depend on its examples)
-    for r in (whole_local, whole_spark):
+    for r in (whole_local, whole_spark, whole_shuffle):
         assert r["valid"] == ref["valid"]
         assert [a for a in r["bad_anomalies"] if a in REF] == ref["bad_anomalies"]
         assert {n: a["count"] for n, a in r["anomalies"].items() if n in REF} == \
             {n: a["count"] for n, a in ref["anomalies"].items()}
         assert r["stats"] == ref["stats"]
-    assert whole_local["anomalies"] == whole_spark["anomalies"]
+    assert whole_local["anomalies"] == whole_spark["anomalies"] == whole_shuffle["anomalies"]
 
 
 def test_an_older_history_converts_to_the_typed_one(tmp_path):
