@@ -53,13 +53,13 @@ def _totals(t: pa.Table, rows: _Rows | None = None, messages: bool = True) -> di
     read = r.where(done & pc.is_valid(t["reads"]).to_numpy(zero_copy_only=False), ["reads"]) \
         if messages else None
     reads = pc.list_flatten(read["reads"].combine_chunks()) if read and read.num_rows else []
-    messages = int(pc.sum(pc.list_value_length(pc.struct_field(reads, "offsets"))).as_py() or 0) \
+    n_read = int(pc.sum(pc.list_value_length(pc.struct_field(reads, "offsets"))).as_py() or 0) \
         if len(reads) else 0
     assigns_t = r.where(done & (f >= FS.index(REPOSITIONS[0])) & (typ == 1),
                         ["process", "index"])
     return {
         "stats": {"sends": sends, "polls": int(np.count_nonzero(done & (f == 1))),
-                  "messages_read": messages,
+                  "messages_read": n_read,
                   "final_polls": bool(np.any(done & (f == 2) & (typ == 1)))},
         "assigns": _assigns(zip(assigns_t["process"].to_pylist(),
                                 assigns_t["index"].to_pylist())),

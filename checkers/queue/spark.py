@@ -54,10 +54,10 @@ def _fold_partition(has_final: bool, assigns: dict, names: list, n_examples: int
         if anomalies:  # the first pass: of its backward edges, only the spans, merged
             lo, hi = queue_cycles.merge_spans(*queue_cycles.backward_spans(
                 pa.concat_tables([queue_cycles.EDGES.empty_table()] + edges)))
-            edges = [pa.table({"src": hi, "dst": lo}).append_column(
-                "rel", pa.nulls(len(lo), pa.int8())).append_column(
-                "key", pa.nulls(len(lo), pa.int32())).append_column(
-                "value", pa.nulls(len(lo), pa.int64())).cast(queue_cycles.EDGES)]
+            edges = [pa.table({"src": hi, "dst": lo, "rel": pa.nulls(len(lo), pa.int8()),
+                               "key": pa.nulls(len(lo), pa.int32()),
+                               "value": pa.nulls(len(lo), pa.int64())},
+                              schema=queue_cycles.EDGES)]
         n = len(out_names)
         yield pa.RecordBatch.from_arrays(
             [pa.array(out_names, pa.string()), pa.array(counts, pa.int64()),
