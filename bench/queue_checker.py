@@ -1,7 +1,7 @@
 """The queue checker on a synthetic history of 10 million operations.
 
     python bench/queue_checker.py [--ops 10000000] [--keys 64] [--master URL]
-        [--engines spark,local] [--out FILE]
+        [--engines spark,spark-shuffle,local] [--out FILE]
     python bench/queue_checker.py --ops 10000000 --run-dir DIR [--analyze]
 
 Generates a queue history (sends acknowledged with offsets, polls that read
@@ -11,7 +11,8 @@ typed Parquet file (``checkers.queue.history``) in row groups. Then, per
 engine: the check's time, whether every planted anomaly was found, and the
 peak memory of the driver (this Python process) and of the Spark JVM; for
 Spark also the session's start and, as a floor, the time of a plain full
-read of the same file. No test asserts these numbers.
+read of the same file (and the same read again after the check, in a warm
+JVM). No test asserts these numbers.
 
 ``--run-dir DIR`` writes the history as a stored queue run instead
 (``DIR/queue.parquet`` and ``DIR/config.yaml``), for ``chaoskraft analyze
