@@ -394,6 +394,14 @@ def test_delete_records_moves_every_replicas_start_and_reads_below_it_are_out_of
     with pytest.raises(KafkaException, match="OFFSET_OUT_OF_RANGE|out of range"):
         a.delete_records([past])[past].result(30)
     internal = TopicPartition("__consumer_offsets", 0, 1)
+
+    def internal_led():  # made when the consumer above found its group's coordinator
+        t = a.list_topics("__consumer_offsets", timeout=10).topics.get("__consumer_offsets")
+        return t is not None and t.error is None and 0 in t.partitions \
+            and t.partitions[0].leader >= 0
+    # librdkafka sends DeleteRecords only to a leader it knows: under load the internal
+    # topic's first leader came after the request ("No leaders found", not the refusal)
+    wait_for("a leader of __consumer_offsets partition 0", internal_led, timeout_s=30)
     with pytest.raises(KafkaException, match="INVALID_TOPIC|[Ii]nvalid topic"):
         a.delete_records([internal])[internal].result(30)
     hw = TopicPartition("trimmed", 0, -1)
