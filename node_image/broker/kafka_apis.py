@@ -52,6 +52,7 @@ from .. import messages as m
 from ..kafka_codec import KafkaRequest, KafkaResponse
 from ..outbox import Outbox
 from ..replication_control import legal_topic_name
+from .forwarding import ControllerForwarding
 from .group_coordinator import GroupCoordinator
 from .group_metadata import OFFSETS_TOPIC
 from .transaction_coordinator import TXN_TOPIC, TransactionCoordinator
@@ -93,8 +94,9 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         self._delayed_deletes: list[tuple] = []
         self._delayed_fetch: list[_DelayedFetch] = []
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
-        # correlation id -> (deadline, reply(controller's response or None, error))
-        self._pending_controller: dict[int, tuple[int, Callable]] = {}
+        self._forwarding = ControllerForwarding(
+            lambda: self.broker.controller_id(), lambda node, msg: self.broker.outbox.send(
+                node, msg), lambda: self.broker.next_correlation())
         self.groups = GroupCoordinator(replica_manager, options, on_event, self.wall_clock,
                                        rng or random.Random(0))
         self.txns = TransactionCoordinator(
@@ -234,15 +236,11 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         return m.LEADER_NOT_AVAILABLE
 
     def _via_controller(self, now: int, timeout_ms: int, reply, build) -> None:
-        """Send ``build(correlation id)`` to the controller; ``reply(response, error)``
+        """Send ``build(correlation id)`` to the active controller; ``reply(response, error)``
         answers the client once: with the controller's response (error NONE), or with None
-        and NOT_CONTROLLER where no controller is known, REQUEST_TIMED_OUT where it did not
-        answer within ``timeout_ms``."""
-        corr = self.broker.send_to_controller(build)
-        if corr is None:
-            reply(None, m.NOT_CONTROLLER)
-            return
-        self._pending_controller[corr] = (now + timeout_ms, reply)
+        and REQUEST_TIMED_OUT where no controller answered within ``timeout_ms``. A moving
+        controller is followed (:mod:`.forwarding`)."""
+        self._forwarding.forward(now, timeout_ms, reply, build)
 
     def handle_controller_response(self, resp) -> None:
         if resp.correlation_id in self._internal_creates:
@@ -252,9 +250,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
                     self._on_event(f"creating {name} failed: {m.ERROR_NAMES.get(error, error)}: "
                                    f"{message}")
             return
-        entry = self._pending_controller.pop(resp.correlation_id, None)
-        if entry is not None:
-            entry[1](resp, m.NONE)
+        self._forwarding.handle_response(resp, self.broker.now)
 
     def complete_delayed(self, now: int) -> None:
         """Answer parked requests that can be answered (after every input)."""
@@ -290,16 +286,14 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         self.txns.poll(now, self.rm.role_changed)
         if self._delayed_markers:
             self._check_markers(now)
-        for corr, (deadline, reply) in list(self._pending_controller.items()):
-            if now >= deadline:
-                del self._pending_controller[corr]
-                reply(None, m.REQUEST_TIMED_OUT)
+        self._forwarding.poll(now)
 
     def next_deadline_ms(self) -> int | None:
         times = [d.deadline_ms for d in self._delayed_produce]
         times += [d.deadline_ms for d in self._delayed_fetch]
         times += [d for _, _, d in self._pending_pids]
-        times += [e[0] for e in self._pending_controller.values()]
+        if (t := self._forwarding.next_deadline_ms()) is not None:
+            times.append(t)
         times += [e[2] for e in self._delayed_markers]
         times += [e[2] for e in self._delayed_deletes]
         for t in (self.groups.next_deadline_ms(), self.txns.next_deadline_ms()):
