@@ -200,6 +200,7 @@ def brokers3(tmp_path):
     c = LocalCluster(tmp_path, nodes=3, brokers=True)
     c.start_all()
     try:
+        c.wait_serving()
         yield c
     finally:
         c.close()
@@ -208,11 +209,13 @@ def brokers3(tmp_path):
 @contextlib.contextmanager
 def local_brokers(root, **kw):
     """Three combined controller/broker node processes on 127.0.0.1-3 under ``root`` (for
-    a module-scoped fixture), stopped afterwards."""
+    a module-scoped fixture), each serving Kafka clients before the first test (a test may
+    run first on its xdist worker), stopped afterwards."""
     from local_cluster import LocalCluster
     c = LocalCluster(root, nodes=3, brokers=True, **kw)
     c.start_all()
     try:
+        c.wait_serving()
         yield c
     finally:
         c.close()

@@ -101,6 +101,31 @@ class LocalCluster:
         for i in self.ids:
             self.start(i)
 
+    def wait_serving(self, timeout_s: float = 120.0) -> None:
+        """Until every broker's Kafka listener takes connections: a broker opens it once it
+        has caught up with the metadata and registered, as Kafka's does, seconds after its
+        process starts (longer on a busy machine). A process that exits meanwhile fails at
+        once, with the end of its log."""
+        deadline = time.monotonic() + timeout_s
+        waiting = set(self.broker_ids)
+        while waiting:
+            for i in sorted(waiting):
+                proc = self.procs.get(i)
+                if proc is not None and proc.poll() is not None:
+                    tail = self.log_path(i).read_text(errors="replace")[-2000:]
+                    raise AssertionError(f"node {i} exited with {proc.returncode} before its "
+                                         f"Kafka listener opened; its log ends:\n{tail}")
+                try:
+                    socket.create_connection((self.host(i), self.kafka_port), 1.0).close()
+                    waiting.discard(i)
+                except OSError:
+                    pass
+            if waiting and time.monotonic() > deadline:
+                raise AssertionError(f"no Kafka listener on node(s) {sorted(waiting)} "
+                                     f"after {timeout_s:.0f} s (logs under {self.root})")
+            if waiting:
+                time.sleep(0.2)
+
     def kill(self, i: int) -> None:
         proc = self.procs.pop(i)
         proc.send_signal(signal.SIGKILL)
