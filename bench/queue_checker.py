@@ -7,7 +7,10 @@
 Generates a queue history (sends acknowledged with offsets, polls that read
 the partitions in order, final polls) with an anomaly of every class the
 checker knows planted on a key of its own, with numpy, straight into the
-typed Parquet file (``checkers.queue.history``) in row groups. Then, per
+typed Parquet file (``checkers.queue.history``) in row groups, a million
+operations at a time (consumers' positions and keys' offsets carried from
+one to the next, values computed from key and offset), so 100 million
+operations take no more memory than one million. Then, per
 engine: the check's time, whether every planted anomaly was found, and the
 peak memory of the driver (this Python process) and of the Spark JVM; for
 Spark also the session's start and, as a floor, the time of a plain full
@@ -48,16 +51,28 @@ PROCESSES = 32
 # Every class is planted but the write cycles, which need ww edges (ww_deps, off by default).
 PLANTED = tuple(a for a in ANOMALIES if not a.startswith("G0"))
 TICK_NS = 100_000  # one history row every 100 us: 10M operations span about 2,000 s
+PLANTED_VALUES = 10**12  # the planted anomalies' values start here, above every generated one
 
 
-def synthetic(ops: int, keys: int, seed: int, planted: dict):
-    """The history in typed row groups (``checkers.queue.history.SCHEMA``), built with numpy.
+CHUNK_OPS = 1_000_000  # operations generated at a time: memory is bounded by this
 
-    ``ops`` operations, half sends and half polls of one normal key, in a random
-    order; each process's consumer reads each key's log in order, 1 to 20
-    messages a poll; every anomaly class is planted on a key of its own (the
-    last len(ANOMALIES) keys); final polls read every key. ``planted``
-    collects anomaly -> key. Yields pyarrow Tables.
+
+def value_of(key, offset, normal: int):
+    """The value sent to a normal key at an offset: unique, computed rather than stored (a
+    poll in one chunk reads what sends of earlier chunks wrote)."""
+    return offset * normal + key + 1
+
+
+def synthetic(ops: int, keys: int, seed: int, planted: dict, chunk: int = CHUNK_OPS):
+    """The history in typed row groups (``checkers.queue.history.SCHEMA``), built with numpy
+    ``chunk`` operations at a time (so 100 million take no more memory than one million).
+
+    ``ops`` operations, each a send (with probability 1/2) or a poll of one normal key;
+    each process's consumer reads each key's log in order, 1 to 20 messages a poll, up to
+    what was acknowledged before the poll began (each operation completes before the next
+    begins: a read of a later send would be a read from the future, a G1c-realtime cycle);
+    every anomaly class is planted on a key of its own (the last len(PLANTED) keys); final
+    polls read every key. ``planted`` collects anomaly -> key. Yields pyarrow Tables.
     """
     import numpy as np
     import pyarrow as pa
@@ -69,59 +84,8 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
     planted.update({a: k for k, a in special.items()})
     normal = keys - len(special)
     names = qh.KeyNames([f"k{k}" for k in range(keys)])
-    n_send = ops // 2
-    n_poll = ops - n_send
-    # Sends: values 1.., offsets their rank within the key.
-    s_key = rng.integers(0, normal, n_send).astype(np.int32)
-    s_proc = rng.integers(0, PROCESSES, n_send).astype(np.int32)
-    s_val = np.arange(1, n_send + 1, dtype=np.int64)
-    by_key = np.argsort(s_key, kind="stable")
-    counts = np.bincount(s_key, minlength=normal)
-    key_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    s_off = np.empty(n_send, np.int64)  # sends are numbered in op order: offsets follow it
-    s_off[by_key] = np.arange(n_send) - np.repeat(key_start, counts)
-    log_vals = s_val[by_key]  # key_start[k] + offset -> value
-    # Operation order: sends and polls shuffled; op j has rows 2j, 2j+1 after the assigns.
-    is_send = np.zeros(ops, bool)
-    is_send[rng.choice(ops, n_send, replace=False)] = True
-    which = np.empty(ops, np.int64)  # the op's number among the sends or among the polls
-    which[is_send] = np.arange(n_send)
-    which[~is_send] = np.arange(n_poll)
-    # Polls: each (process, key) reads its key's log on from where it stopped, up to what
-    # was acknowledged before the poll began (each operation completes before the next
-    # begins: a read of a later send would be a read from the future, a G1c-realtime cycle).
-    p_key = rng.integers(0, normal, n_poll).astype(np.int32)
-    p_proc = rng.integers(0, PROCESSES, n_poll).astype(np.int32)
-    want = rng.integers(1, 21, n_poll).astype(np.int64)
-    # avail: sends of the poll's key before it. The sends of key k, in op order, are
-    # numbered 0..counts[k]-1 (their offsets), and s_off follows op order within a key.
-    poll_at = np.nonzero(~is_send)[0]  # op number of each poll
-    avail = np.zeros(n_poll, np.int64)
-    s_pos = np.nonzero(is_send)[0]  # op number of each send
-    for k in range(normal):  # per key: how many of its sends come before each poll
-        mine = np.nonzero(p_key == k)[0]
-        avail[mine] = np.searchsorted(s_pos[s_key == k], poll_at[mine])
-    group = p_proc.astype(np.int64) * normal + p_key
-    g_order = np.argsort(group, kind="stable")
-    g_sorted = group[g_order]
-    g_first = np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])
-    # Within a group: pos_i = min(pos_{i-1} + want_i, avail_i), pos_0 = 0, which is
-    # cumwant_i + min(0, min_{j<=i}(avail_j - cumwant_j)); the running minimum per group
-    # by shifting each group below all earlier ones.
-    csum = np.cumsum(want[g_order])
-    gstart = np.maximum.accumulate(np.where(g_first, csum - want[g_order], 0))
-    cw = csum - gstart
-    gid = np.cumsum(g_first)
-    shift = gid.astype(np.int64) * (4 * (int(cw.max(initial=0)) + n_send + 1))
-    run_min = np.minimum.accumulate(avail[g_order] - cw - shift) + shift
-    pos = cw + np.minimum(0, run_min)
-    before = np.concatenate([[0], pos[:-1]])
-    before[g_first] = 0
-    start = np.empty(n_poll, np.int64)
-    end = np.empty(n_poll, np.int64)
-    start[g_order] = before
-    end[g_order] = np.maximum(pos, before)
-    length = np.maximum(end - start, 0)
+    sent = np.zeros(normal, np.int64)  # sends of each key so far: its next offset
+    at = np.zeros(PROCESSES * normal, np.int64)  # each (process, key) consumer's position
     first = 2 * PROCESSES
     yield pa.Table.from_pylist(
         [r for p in range(PROCESSES) for r in (
@@ -129,56 +93,92 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
             {"index": 2 * p + 1, "time": (2 * p + 1) * TICK_NS, "process": p, "type": "ok",
              "f": "assign", "extra": json.dumps({"value": [f"k{k}" for k in range(keys)]})})],
         schema=qh.SCHEMA)
-    chunk = 500_000
     for lo in range(0, ops, chunk):
-        hi = min(ops, lo + chunk)
-        n = hi - lo
-        sel_s, sel = is_send[lo:hi], which[lo:hi]
-        proc = np.where(sel_s, s_proc[np.minimum(sel, n_send - 1)],
-                        p_proc[np.minimum(sel, n_poll - 1)])
-        key = np.where(sel_s, s_key[np.minimum(sel, n_send - 1)], -1)
-        val = np.where(sel_s, s_val[np.minimum(sel, n_send - 1)], 0)
-        off = np.where(sel_s, s_off[np.minimum(sel, n_send - 1)], 0)
-        idx = first + 2 * np.arange(lo, hi, dtype=np.int64)
-        # Reads of the polls in this chunk, as list arrays (null for sends and invokes).
-        pi = sel[~sel_s]
-        lens = length[pi]
-        flat_off = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens - start[pi], lens)
-        flat_val = log_vals[np.repeat(key_start[p_key[pi]], lens) + flat_off]
+        n = min(ops, lo + chunk) - lo
+        is_send = rng.random(n) < 0.5
+        key = rng.integers(0, normal, n).astype(np.int64)
+        proc = rng.integers(0, PROCESSES, n).astype(np.int32)
+        # Sends of the op's key before it (this chunk's, in op order, then earlier chunks'):
+        # a send's offset, and for a poll what it may read.
+        order = np.argsort(key, kind="stable")
+        k_sorted = key[order]
+        starts = np.concatenate([[True], k_sorted[1:] != k_sorted[:-1]])
+        cs = np.cumsum(is_send[order])
+        base = np.maximum.accumulate(np.where(starts, cs - is_send[order], 0))
+        before_sorted = cs - is_send[order] - base
+        sends_before = np.empty(n, np.int64)
+        sends_before[order] = before_sorted
+        sends_before += sent[key]
+        sent += np.bincount(key[is_send], minlength=normal)
+        # Polls: pos_i = min(pos_{i-1} + want_i, avail_i) per (process, key), from where the
+        # consumer stopped (p0): cumwant_i + min(p0, min_{j<=i}(avail_j - cumwant_j)), the
+        # running minimum per group by shifting each group below all earlier ones.
+        pi = np.nonzero(~is_send)[0]
+        want = rng.integers(1, 21, len(pi)).astype(np.int64)
+        avail = sends_before[pi]
+        group = proc[pi].astype(np.int64) * normal + key[pi]
+        g_order = np.argsort(group, kind="stable")
+        g_sorted = group[g_order]
+        g_first = np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])
+        g_last = np.concatenate([g_sorted[1:] != g_sorted[:-1], [True]])
+        csum = np.cumsum(want[g_order])
+        gstart = np.maximum.accumulate(np.where(g_first, csum - want[g_order], 0))
+        cw = csum - gstart
+        gid = np.cumsum(g_first)
+        shift = gid.astype(np.int64) * (4 * (int(cw.max(initial=0)) + int(sent.max()) + 1))
+        run_min = np.minimum.accumulate(avail[g_order] - cw - shift) + shift
+        p0 = at[g_sorted]
+        pos = cw + np.minimum(p0, run_min)
+        prev = np.concatenate([[0], pos[:-1]])
+        prev[g_first] = p0[g_first]
+        at[g_sorted[g_last]] = pos[g_last]
+        start = np.empty(len(pi), np.int64)
+        end = np.empty(len(pi), np.int64)
+        start[g_order] = prev
+        end[g_order] = np.maximum(pos, prev)
+        lens = end - start
+        # Reads of the polls, as list arrays (null for sends and invokes).
+        p_key = key[pi]
+        flat_off = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens - start, lens)
+        flat_val = value_of(np.repeat(p_key, lens), flat_off, normal)
         inner = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
         structs = pa.StructArray.from_arrays(
-            [pa.array(p_key[pi], pa.int32()),
+            [pa.array(p_key.astype(np.int32), pa.int32()),
              pa.ListArray.from_arrays(pa.array(inner), pa.array(flat_off, pa.int64())),
              pa.ListArray.from_arrays(pa.array(inner), pa.array(flat_val, pa.int64()))],
             fields=list(qh.READS.value_type))
         one = np.arange(len(pi) + 1, dtype=np.int32)
         poll_reads = pa.ListArray.from_arrays(pa.array(one), structs)
+        off = np.where(is_send, sends_before, 0)
+        val = np.where(is_send, value_of(key, sends_before, normal), 0)
+        idx = first + 2 * np.arange(lo, lo + n, dtype=np.int64)
         # Interleave invoke (even) and completion (odd) rows.
         rows_idx = np.empty(2 * n, np.int64)
         rows_idx[0::2], rows_idx[1::2] = idx, idx + 1
         typ = np.empty(2 * n, object)
         typ[0::2], typ[1::2] = "invoke", "ok"
-        f = np.where(np.repeat(sel_s, 2), "send", "poll").astype(object)
+        f = np.where(np.repeat(is_send, 2), "send", "poll").astype(object)
         k2 = np.repeat(key, 2)
-        sends2 = np.repeat(sel_s, 2)
+        sends2 = np.repeat(is_send, 2)
         done_off = np.zeros(2 * n, bool)
         done_off[1::2] = True
         # reads: for each completion of a poll, its entry; everything else null.
         take = np.full(2 * n, -1, np.int64)
-        comp_poll = np.nonzero(~sends2 & done_off)[0]
-        take[comp_poll] = np.arange(len(comp_poll))
+        take[2 * pi + 1] = np.arange(len(pi))
         reads = poll_reads.take(pa.array(np.where(take >= 0, take, 0)))
         reads = pc.if_else(pa.array(take >= 0), reads, pa.nulls(2 * n, reads.type))
         yield pa.table({
             "index": rows_idx, "time": rows_idx * TICK_NS,
             "process": pa.array(np.repeat(proc, 2), pa.int32()), "type": pa.array(typ, pa.string()),
             "f": pa.array(f, pa.string()),
-            "key": pa.array(np.where(sends2, k2, 0), pa.int32(), mask=~sends2),
+            "key": pa.array(np.where(sends2, k2, 0).astype(np.int32), pa.int32(), mask=~sends2),
             "value": pa.array(np.repeat(val, 2), pa.int64(), mask=~sends2),
             "offset": pa.array(np.repeat(off, 2), pa.int64(), mask=~(sends2 & done_off)),
             "reads": reads, "extra": pa.nulls(2 * n, pa.string()),
             "mop": pa.nulls(2 * n, pa.int16()),
             "invoke": pa.array(rows_idx - 1, pa.int64(), mask=~done_off)}, schema=qh.SCHEMA)
+    assert int(value_of(normal - 1, sent.max(initial=0), normal)) < PLANTED_VALUES, \
+        "generated values reach the planted ones: fewer operations or keys"
     # The planted anomalies (with their keys' final polls), as rows: few.
     tail = list(_planted(special, first + 2 * ops))
     invokes: dict = {}
@@ -187,11 +187,12 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
     # One final poll per normal key, reading its whole log.
     index = first + 2 * ops + len(tail)
     for k in range(normal):
-        offs = pa.array(np.arange(counts[k], dtype=np.int64))
-        vals = pa.array(log_vals[key_start[k]:key_start[k] + counts[k]])
+        offs = np.arange(sent[k], dtype=np.int64)
         entry = pa.StructArray.from_arrays(
-            [pa.array([k], pa.int32()), pa.ListArray.from_arrays(pa.array([0, counts[k]], pa.int32()), offs),
-             pa.ListArray.from_arrays(pa.array([0, counts[k]], pa.int32()), vals)],
+            [pa.array([k], pa.int32()),
+             pa.ListArray.from_arrays(pa.array([0, sent[k]], pa.int32()), pa.array(offs)),
+             pa.ListArray.from_arrays(pa.array([0, sent[k]], pa.int32()),
+                                      pa.array(value_of(k, offs, normal)))],
             fields=list(qh.READS.value_type))
         reads = pa.ListArray.from_arrays(pa.array([0, 0, 1], pa.int32()), entry)
         yield pa.table({"index": [index, index + 1], "time": [index * TICK_NS, (index + 1) * TICK_NS],
@@ -200,7 +201,8 @@ def synthetic(ops: int, keys: int, seed: int, planted: dict):
                         "key": pa.nulls(2, pa.int32()), "value": pa.nulls(2, pa.int64()),
                         "offset": pa.nulls(2, pa.int64()),
                         "reads": pc_if_else(reads), "extra": pa.nulls(2, pa.string()),
-                        "mop": pa.nulls(2, pa.int16()), "invoke": pa.array([None, index])},
+                        "mop": pa.nulls(2, pa.int16()),
+                        "invoke": pa.array([None, index])},
                        schema=qh.SCHEMA)
         index += 2
 
@@ -221,7 +223,7 @@ def _planted(special: dict, index: int):
         index += 1
         return r
 
-    q = 10**9  # planted values, far from the generated ones
+    q = PLANTED_VALUES  # planted values, far from the generated ones
 
     def send(p, key, v, offset, type_="ok"):
         yield row(p, "invoke", "send", key, {"value": v})
