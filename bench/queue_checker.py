@@ -17,6 +17,10 @@ Spark also the session's start and, as a floor, the time of a plain full
 read of the same file (and the same read again after the check, in a warm
 JVM). No test asserts these numbers.
 
+On a standalone cluster (``--master spark://HOST:PORT``) the check takes the
+shared-directory way where ``CHAOSKRAFT_QUEUE_SCRATCH`` names a directory the
+driver and every executor see, else Spark's shuffle.
+
 ``--run-dir DIR`` writes the history as a stored queue run instead
 (``DIR/queue.parquet`` and ``DIR/config.yaml``), for ``chaoskraft analyze
 DIR``; ``--analyze`` then runs that, end to end (check, report, timeline),

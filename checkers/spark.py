@@ -75,6 +75,9 @@ def spark_session(master: str | None = None):
                # little to read the row groups of a history of millions of operations.
                .config("spark.driver.memory",
                        os.environ.get("CHAOSKRAFT_SPARK_DRIVER_MEMORY", "4g")))
+    scratch = os.environ.get("CHAOSKRAFT_QUEUE_SCRATCH")
+    if scratch:  # a directory every executor sees at this path: the queue check's key rows
+        builder = builder.config("chaoskraft.queue.scratch", scratch)
     host = os.environ.get("CHAOSKRAFT_SPARK_DRIVER_HOST") or ("127.0.0.1" if loopback else None)
     if host:
         builder = (builder.config("spark.driver.host", host)
