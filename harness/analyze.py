@@ -141,7 +141,8 @@ def analyze(run_dir: Path, *, engine: str = "auto", spark_master: str | None = N
     from .report import render
     from .timeline import write_timeline
     try:
-        log(f"report: {render(Path(run_dir))}; timeline: {write_timeline(Path(run_dir))}")
+        report = render(Path(run_dir), progress=log)
+        log(f"report: {report}; timeline: {write_timeline(Path(run_dir), progress=log)}")
     except Exception:  # noqa: BLE001 - the verdict stands; the report's failure is shown whole
         import traceback
         log("report: could not be made (the verdict above stands):\n" + traceback.format_exc())

@@ -216,18 +216,31 @@ def pairs(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
                             "error": None}, columns=OP_COLUMNS)
 
 
+PROGRESS_ROWS = 1_000_000  # a history this long is streamed with progress lines
+
+
 class Stream:
     """The run's operations (``pairs``, iterating the object), keeping the nemesis rows met on
-    the way (``nemesis``, after the iteration: few, one per fault step's invoke and info)."""
+    the way (``nemesis``, after the iteration: few, one per fault step's invoke and info).
+    ``progress(line)``, given the history's ``rows`` (``PROGRESS_ROWS`` or more: long work),
+    hears each further tenth of them read, named ``what``."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, progress=None, rows: int = 0, what: str = "") -> None:
         self.run_dir = run_dir
         self._nemesis: list[pd.DataFrame] = []
+        self._progress = progress if rows >= PROGRESS_ROWS else None
+        self._rows, self._what = rows, what
 
     def __iter__(self) -> Iterator[pd.DataFrame]:
         def watched():
+            done, told = 0, 0
             for b in batches(self.run_dir):
                 self._nemesis.append(b[b["process"] == "nemesis"])
+                done += len(b)
+                if self._progress is not None and done * 10 // self._rows > told:
+                    told = done * 10 // self._rows
+                    self._progress(f"{self._what}: {done:,} of {self._rows:,} history rows "
+                                   f"read ({100 * done // self._rows}%)")
                 yield b
         return pairs(watched())
 

@@ -55,10 +55,10 @@ def with_carried(ops: pd.DataFrame, chunk_s: float) -> pd.DataFrame:
     return pd.concat([ops, copies], ignore_index=True)
 
 
-def write_timeline(run_dir: Path) -> Path:
+def write_timeline(run_dir: Path, progress=None) -> Path:
     """Write ``timeline.html`` and its chunks, streaming the history: each batch of operations
     is appended to the chunk files it falls in (``TL.part``), and every chunk file ends with
-    ``TL.chunk(N)`` once the history is through."""
+    ``TL.chunk(N)`` once the history is through. ``progress(line)`` hears how far."""
     from . import frames
     run_dir = Path(run_dir)
     span = frames.Span(run_dir)
@@ -70,7 +70,7 @@ def write_timeline(run_dir: Path) -> Path:
     n = max(span.rows // 2, 1)
     chunk_s = max(0.25, round(end_s * TARGET_OPS_PER_CHUNK / n, 2)) if end_s else 1.0
     lane = {p: i for i, p in enumerate(span.processes)}
-    stream = frames.Stream(run_dir)
+    stream = frames.Stream(run_dir, progress, span.rows, "timeline")
     written: set[int] = set()
     count = 0
     for p in stream:

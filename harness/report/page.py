@@ -29,15 +29,15 @@ margin-right:4px;color:#fff;font-size:12px} tr:target{background:#ffef99}
 """
 
 
-def render(run_dir: Path, window_s: float = 1.0) -> Path:
+def render(run_dir: Path, window_s: float = 1.0, progress=None) -> Path:
     """Write ``run_dir/report.html``; returns its path. The history is streamed (twice: its
-    span, then its operations), never held whole."""
+    span, then its operations), never held whole; ``progress(line)`` hears how far."""
     from .. import frames
     run_dir = Path(run_dir)
     results = RunDir(run_dir).results()
     span = frames.Span(run_dir)
     series = Series(span.end_s, window_s)
-    stream = frames.Stream(run_dir)
+    stream = frames.Stream(run_dir, progress, span.rows, "report")
     for p in stream:
         series.add(_ops(p))
     nemesis = stream.nemesis

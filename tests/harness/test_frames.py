@@ -208,3 +208,25 @@ def test_the_peak_memory_analyze_prints_is_its_own_not_its_parents():
                          check=True).stdout
     own, inherited = json.loads(out)
     assert inherited >= 300 and own < 250, (own, inherited)
+
+
+def test_a_long_history_is_streamed_with_progress_and_a_short_one_quietly(tmp_path,
+                                                                         monkeypatch):
+    """The report and the timeline say how far they read, a tenth at a time, on a history of
+    PROGRESS_ROWS or more (long work); below that, nothing."""
+    rows = messy_history(3)
+    write_parquet(rows, tmp_path / "history.parquet")
+    (tmp_path / "results.json").write_text(json.dumps({"valid": True, "checkers": {}}))
+    heard: list[str] = []
+    monkeypatch.setattr(frames, "BATCH", 100)
+    render(tmp_path, progress=heard.append)
+    write_timeline(tmp_path, progress=heard.append)
+    assert heard == []
+    monkeypatch.setattr(frames, "PROGRESS_ROWS", 1000)
+    render(tmp_path, progress=heard.append)
+    write_timeline(tmp_path, progress=heard.append)
+    for what in ("report", "timeline"):
+        mine = [line for line in heard if line.startswith(what + ": ")]
+        percents = [int(re.search(r"\((\d+)%\)", line).group(1)) for line in mine]
+        assert len(mine) >= 5 and percents == sorted(percents) and percents[-1] == 100, mine
+        assert f"of {len(rows):,} history rows read" in mine[-1]
