@@ -128,11 +128,16 @@ DRIVE = textwrap.dedent("""
 """)
 
 
-def _drive(master: str, run_dir: Path, root: Path) -> dict:
+def _drive(master: str, run_dir: Path, root: Path, scratch: Path | None = None) -> dict:
+    """``scratch``: the directory the queue check's key rows pass through
+    (``CHAOSKRAFT_QUEUE_SCRATCH``) instead of Spark's shuffle."""
+    env = {k: v for k, v in os.environ.items() if k != "CHAOSKRAFT_QUEUE_SCRATCH"}
+    if scratch is not None:
+        env["CHAOSKRAFT_QUEUE_SCRATCH"] = str(scratch)
     p = subprocess.run(
         [sys.executable, "-c", DRIVE, master, str(run_dir), str(root),
          str(CORPUS / "jepsen" / "etcd_000.log"), str(CORPUS / "jepsen" / "etcd_002.log")],
-        capture_output=True, text=True, timeout=600, cwd=ROOT)
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert p.returncode == 0, p.stderr[-4000:]
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, p.stdout[-2000:] + p.stderr[-2000:]
@@ -157,3 +162,9 @@ def test_a_cluster_and_connect_give_what_local_mode_gives(servers, tmp_path):
     assert "1 runs" in local["across"], local["across"]
     for master in servers:
         assert _drive(master, run, root) == local, master
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    untouched = scratch.stat().st_mtime_ns
+    assert _drive(servers[0], run, root, scratch) == local, "through the shared directory"
+    assert scratch.stat().st_mtime_ns != untouched, "the key rows went through it"
+    assert list(scratch.iterdir()) == [], "the check's files are removed"
