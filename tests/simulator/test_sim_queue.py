@@ -116,12 +116,22 @@ TXN_ANOMALIES = {"no-aborted-list": {"G1a"}, "abort-as-commit": {"G1a"},
 
 def test_every_data_plane_bug_is_swept():
     assert set(BUGS) == {b.name for b in BUG_OPTIONS.values() if b.workload == "queue"}
+    assert set(FIRST_CATCH) <= set(BUGS)
+
+
+# Where CI's sweep of a bug starts: the first seed that caught it when this table was last
+# written (most bugs: seed 1). The simulator is deterministic, so the seeds before it are
+# runs CI already knows miss the bug; a change that moves the first catching seed shows at
+# night, where every sweep starts at seed 1 (and here as a sweep past this seed).
+FIRST_CATCH = {"preferred-election-ignores-isr": 20, "unclean-election": 11}
+SWEEP = 30  # seeds tried from the start before the bug counts as missed
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_a_seed_sweep_catches_each_data_plane_bug(bug):
     tried = []
-    for seed in range(1, 31):
+    start = 1 if NIGHTLY else FIRST_CATCH.get(bug, 1)
+    for seed in range(start, start + SWEEP):
         o = run_seed(seed, 5, DURATION_S, frozenset({bug}), dict(BUG_OPTIONS[bug].sim_options),
                      workload="queue")
         if not o.ok:
