@@ -131,7 +131,7 @@ class DataInvariants:
         if not any(h["f"] == "final-poll" and h["type"] == "ok" for h in clients.history):
             raise SafetyViolation(
                 "FinalReadDone", f"the final reader did not read every partition in the "
-                                 f"{self.sim.RECOVERY_MS} ms after the faults stopped (it "
+                                 f"{self.sim.recovery_words()} after the faults stopped (it "
                                  f"starts {FINAL_READ_AFTER_MS} ms after, once no send is in "
                                  f"progress)")
         held: dict[tuple[int, int], dict[int, int]] = {}  # (partition, offset) -> node -> value
@@ -170,7 +170,7 @@ class DataInvariants:
         live = [sn for sn in self.sim.nodes.values() if sn.node is not None]
         if not any(sn.node.raft.is_leader() for sn in live):
             raise SafetyViolation("Liveness", f"no node leads the KRaft quorum "
-                                              f"{self.sim.RECOVERY_MS} ms after the faults ended")
+                                              f"{self.sim.recovery_words()} after the faults ended")
         best: dict[int, tuple] = {}
         for sn in live:
             topic = sn.node.controller.committed.topics.get(TOPIC)
@@ -183,7 +183,7 @@ class DataInvariants:
                  for pid, (_, p) in sorted(best.items())
                  if p.leader < 0 or set(p.isr) != set(p.replicas)]
         if stuck:
-            raise SafetyViolation("Liveness", f"{self.sim.RECOVERY_MS} ms after the faults "
+            raise SafetyViolation("Liveness", f"{self.sim.recovery_words()} after the faults "
                                               f"ended: {'; '.join(stuck)}")
         if not self.sim.workload.acked_after_faults:
             raise SafetyViolation(

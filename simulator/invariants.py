@@ -193,5 +193,5 @@ class Invariants:
             states = {i: (sn.node.raft.role, sn.node.raft.epoch) if sn.node else None
                       for i, sn in sorted(sim.nodes.items())}
             raise SafetyViolation(
-                "Liveness", f"no client operation succeeded in the {sim.RECOVERY_MS} ms after "
+                "Liveness", f"no client operation succeeded in the {sim.recovery_words()} after "
                             f"faults stopped; node states {states}")

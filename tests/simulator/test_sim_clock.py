@@ -41,3 +41,29 @@ def test_a_timeline_no_seed_draws_is_asked_for_by_name():
 def test_the_seeds_draw_no_extra_timeline():
     o = run_seed(1, 3, 5, frozenset())
     assert o.result.options.extra_faults == {}
+
+
+# lease-read's sim_options: clock steps every second or so, with partitions beside them
+CLOCK_STEPS = {"clock_step_mean_ms": 1000, "extra_faults": {"partition": 1000}}
+
+
+def test_a_clock_the_end_of_the_faults_sets_back_gets_that_long_to_recover():
+    """The end of the faults sets every clock back to the node's own time; Kafka's Raft
+    timers read the wall clock, so a voter whose clock was ahead starts no election until
+    its clock has caught up. Seed 5 of these options: 26 s back, and the first operation
+    after the faults 21.7 s after them (it failed Liveness when the check gave 20 s). The
+    recovery time grows by what the clocks went back (DESIGN section 9: liveness is judged
+    against what the faults allow), and the clients go on that much longer."""
+    o = run_seed(5, 5, 60, frozenset(), CLOCK_STEPS)
+    assert o.ok, (o.invariant, o.detail)
+    back = o.result.stats["clock_set_back_ms"]
+    assert back > 20_000, o.result.stats
+    served = [h["time"] for h in o.result.history if h["type"] == "ok" and h["time"] > 60_000]
+    assert 80_000 < min(served) < 60_000 + 20_000 + back, min(served)
+    assert max(served) > 80_000, "the clients went on past the usual recovery time"
+
+
+def test_a_run_whose_clocks_end_behind_or_unstepped_keeps_its_recovery_time():
+    o = run_seed(3, 5, 60, frozenset())
+    assert o.result.stats["clock_steps"] == 0 and "clock_set_back_ms" not in o.result.stats
+    assert o.result.history[-1]["time"] <= 60_000 + 20_000
