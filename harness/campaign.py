@@ -74,6 +74,9 @@ class Campaign:
         # what became of each planned fault step (faults.json beside the history)
         self.fault_outcomes: dict[int, dict] = {}
         self.late_s = 0.0  # how far behind its plan the nemesis runs (``nemesis``)
+        # until when (``clock.monotonic``) a wall clock the faults set back holds its node's
+        # Raft timers, which read it (``clock_set_back``)
+        self.clocks_held_until = 0.0
         self._acked_at_last_fault = 0  # acknowledged writes when the last fault ended
         self._running: dict[int, tuple[float, float]] = {}  # step -> (late_s then, planned end)
         self._run_dir = RunDir(Path(history.path).parent)  # faults.json beside the history
@@ -289,6 +292,19 @@ class Campaign:
         self.active[-1] = label
         self.log(f"nemesis: {label}")
 
+    def clock_set_back(self, back_s: dict[int, float]) -> None:
+        """Wall clocks a package has just set back by so many seconds (a clock ahead reset
+        to true time): each node's Raft timers wait until its clock has caught up, and the
+        liveness phase allows for that (DESIGN section 9)."""
+        back = max([0.0, *back_s.values()])
+        if back > 0:
+            self.clocks_held_until = max(self.clocks_held_until, self.clock.monotonic() + back)
+
+    def liveness_bound(self) -> tuple[float, float]:
+        """(the liveness phase's bound, the seconds of it a clock set back still holds)."""
+        held = round(max(0.0, self.clocks_held_until - self.clock.monotonic()), 1)
+        return self.cfg.liveness_s + held, held
+
     async def measure_clocks(self, nodes: list[int]) -> dict[int, float]:
         return await clock_offsets([n for n in self.backend.nodes if n.node_id in nodes],
                                    within_s=CLOCK_MEASURE_S)
@@ -405,12 +421,15 @@ class Campaign:
             run_dir.write_liveness({"checked": False})
             self.log("liveness: not checked (liveness: false)")
             return
-        self.log(f"liveness: waiting up to {cfg.liveness_s:g} s for the cluster to be whole")
+        bound, held = self.liveness_bound()
+        self.log(f"liveness: waiting up to {bound:g} s for the cluster to be whole"
+                 + (f" ({held:g} s of them for a clock the faults set back, whose node's "
+                    f"Raft timers wait for it)" if held else ""))
         started = time.monotonic()
-        stuck = await self.workload.liveness(cfg.liveness_s)
+        stuck = await self.workload.liveness(bound)
         took = round(time.monotonic() - started, 1)
-        run_dir.write_liveness({"checked": True, "bound_s": cfg.liveness_s, "took_s": took,
-                                "stuck": stuck})
+        run_dir.write_liveness({"checked": True, "bound_s": bound, "took_s": took,
+                                "stuck": stuck, **({"clock_held_s": held} if held else {})})
         if stuck:
             for s in stuck:
                 self.log(f"liveness: STUCK {s['what']}: {s['detail']} (for {s['since_s']} s)")

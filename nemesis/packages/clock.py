@@ -105,6 +105,7 @@ class Clock(NodeFault):
     def __init__(self) -> None:
         super().__init__()
         self.skewed: set[int] = set()  # clocks not at offset 0
+        self.applied: dict[int, float] = {}  # node -> the offset set (a strobe's when on)
         self._strobes: dict[int, asyncio.Task] = {}
 
     async def act(self, ctx, step, opts, rng, targets):
@@ -113,6 +114,7 @@ class Clock(NodeFault):
         if step.mode == "strobe":
             delta, period_ms = opts["strobe_delta_s"], opts["strobe_period_ms"]
             value.update(delta_s=delta, period_ms=period_ms)
+            self.applied.update({n: delta for n in targets})
             ctx.history.record("nemesis", "invoke", "clock-strobe", value=value)
             for n in targets:
                 self._strobes[n] = asyncio.create_task(self._strobe(ctx, n, delta, period_ms / 1000))
@@ -121,6 +123,7 @@ class Clock(NodeFault):
         else:
             offsets = bump_offsets(targets, opts["max_skew_s"], rng, opts["directions"])
             value["offsets"] = {str(n): o for n, o in offsets.items()}
+            self.applied.update(offsets)
             ctx.history.record("nemesis", "invoke", "clock-bump", value=value)
             await ctx.exec_all(targets, lambda n: clock_script(offsets[n]))
             measured = await ctx.measure_clocks(targets)
@@ -179,6 +182,7 @@ class Clock(NodeFault):
         ctx.history.record("nemesis", "invoke", "clock-reset", value={"nodes": nodes})
         await ctx.exec_all(nodes, lambda n: clock_script(0.0))
         self.skewed.difference_update(nodes)
+        ctx.clock_set_back({n: self.applied.pop(n, 0.0) for n in nodes})
         measured = await ctx.measure_clocks(nodes)
         ctx.history.record("nemesis", "info", "clock-reset",
                            value={"nodes": nodes, "measured": {str(k): v for k, v in measured.items()}})

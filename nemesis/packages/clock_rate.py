@@ -121,6 +121,7 @@ class ClockRate(NodeFault):
         await ctx.exec_all(nodes, lambda n: clock_script(0.0, 1.0))
         for n in nodes:
             del self.skewed[n]
+        ctx.clock_set_back(before)  # a clock that ran fast goes back to true time
         measured = await ctx.measure_clocks(nodes)
         ctx.history.record("nemesis", "info", "clock-rate-reset",
                            value={"nodes": nodes, "measured_rates": seen,

@@ -404,3 +404,44 @@ def test_a_preferred_election_is_asked_for_while_the_replica_is_back_but_cut_off
     assert next(r["value"] for r in out if r["f"] == "elected")["leader"] == 3
     assert camp.fault_outcomes[0]["status"] == "happened"
     assert not camp.partitioned and not camp.killed
+
+
+@pytest.mark.parametrize("directions, held", [(["forward"], True), (["back"], False)])
+def test_a_clock_bump_undone_from_ahead_lengthens_the_liveness_bound(tmp_path, directions,
+                                                                    held):
+    """A clock bumped ahead and reset goes back to true time; its node's Raft timers read
+    the wall clock and wait until it has caught up, so the liveness phase allows that long
+    on top of liveness_s. A clock bumped back and reset moves forward: nothing to allow."""
+    camp, _, history = campaign(tmp_path, ["clock"])
+    camp.cfg.nemesis_options = {"clock": {"max_skew_s": 40.0, "directions": directions}}
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "clock", "all", 1.0, "bump"))
+        await stop()
+    asyncio.run(go())
+    history.close()
+    bump = next(json.loads(r) for r in (tmp_path / "history.jsonl").read_text().splitlines()
+                if '"clock-bump"' in r)
+    ahead = max(bump["value"]["offsets"].values())
+    bound, extra = camp.liveness_bound()
+    if held:
+        assert 4.0 <= ahead <= 40.0 and ahead - 1.0 <= extra <= ahead + 0.05, (ahead, extra)
+        assert bound == camp.cfg.liveness_s + extra
+    else:
+        assert ahead < 0 and (bound, extra) == (camp.cfg.liveness_s, 0.0)
+
+
+def test_a_clock_that_ran_fast_and_is_reset_lengthens_the_liveness_bound(tmp_path):
+    camp, _, history = campaign(tmp_path, ["clock-rate"])
+
+    async def ahead(nodes):
+        return {n: 12.0 for n in nodes}
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "clock-rate", "one", 1.0, ""))
+        camp.measure_clocks = ahead  # the node's clock is now 12 s ahead of true time
+        await stop()
+    asyncio.run(go())
+    history.close()
+    bound, extra = camp.liveness_bound()
+    assert 11.0 <= extra <= 12.0 and bound == camp.cfg.liveness_s + extra
