@@ -226,32 +226,46 @@ def said(why: dict[int, str]) -> str:
 class NotServing(TimeoutError):
     """The cluster did not serve in time; ``why``: the reason of each node that did not."""
 
-    def __init__(self, timeout_s: float, why: dict[int, str]) -> None:
-        self.why = why
-        super().__init__(f"not serving after {timeout_s:.0f} s: {said(why)}")
+    def __init__(self, timeout_s: float, why: dict[int, str],
+                 stopped: dict[int, str] | None = None) -> None:
+        """``stopped``: the nodes whose process ended on an error of its own (what it
+        said), which waiting longer would not bring up; given, the wait ended early."""
+        self.why = {**why, **(stopped or {})}
+        self.stopped = stopped or {}
+        super().__init__(f"{said(self.stopped)} (after {timeout_s:.0f} s)" if stopped else
+                         f"not serving after {timeout_s:.0f} s: {said(why)}")
 
     @property
     def culprits(self) -> list[int]:
-        """The nodes that are themselves down or unregistered (the others wait for them);
-        all of them when there is none such."""
+        """The nodes that stopped, else those down or unregistered (the others wait for
+        them); all of them when there is none such."""
+        if self.stopped:
+            return sorted(self.stopped)
         own = [i for i, w in sorted(self.why.items())
                if w == "does not answer" or "not registered" in w]
         return own or sorted(self.why)
 
 
-async def wait_until_serving(nodes, timeout_s: float, log=print,
-                             every_s: float = 5.0) -> dict[int, NodeState]:
+async def wait_until_serving(nodes, timeout_s: float, log=print, every_s: float = 5.0,
+                             stopped=None, stopped_every_s: float = 2.0) -> dict[int, NodeState]:
     """Wait until the cluster serves as a whole (:func:`not_serving` is empty), saying every
     ``every_s`` what it still waits for; :class:`NotServing` naming each node that does not
-    and why, after ``timeout_s``."""
+    and why, after ``timeout_s``. ``stopped()`` (blocking, asked every ``stopped_every_s``
+    of a wait): the nodes whose process ended on an error of its own, such as a setting it
+    refuses, and what; any, and the wait ends at once naming them."""
     start = time.monotonic()
-    last_said = start
+    last_said = last_asked = start
     while True:
         states = await node_states(nodes)
         why = not_serving(nodes, states)
         if not why:
             return states
         now = time.monotonic()
+        if stopped is not None and now - last_asked >= stopped_every_s:
+            last_asked = now
+            gone = await asyncio.to_thread(stopped)
+            if gone:
+                raise NotServing(now - start, why, gone)
         if now - start > timeout_s:
             raise NotServing(timeout_s, why)
         if now - last_said >= every_s:

@@ -43,7 +43,10 @@ class ClusterBackend(Protocol):
 
 DATA_DIR = "/var/lib/chaoskraft/data"  # the node's log.dirs in the image
 JOURNAL = "/var/log/chaoskraft/rpc.jsonl"  # the node's message journal (node_image.rpc_journal)
-NODE_LOGS = ("/var/log/chaoskraft/node.log", "/var/log/chaoskraft/supervisor.log",
+SUPERVISOR_LOG = "/var/log/chaoskraft/supervisor.log"
+# the node's exit status when it refuses a setting or its data directory (node_image.__main__)
+REFUSED_EXIT = 2
+NODE_LOGS = ("/var/log/chaoskraft/node.log", SUPERVISOR_LOG,
              "/var/log/chaoskraft/faultfs.log",  # only where the disk packages run
              JOURNAL + ".1", JOURNAL)
 
@@ -71,6 +74,21 @@ class NodeControl:
 
     def node_status(self, node_id: int) -> dict:
         return json.loads(self.ctl(node_id, "status"))
+
+    def refusing_nodes(self) -> dict[int, str]:
+        """The nodes whose process has ended refusing its settings or its data directory
+        (the supervisor starts it again, and it ends the same way): node -> what."""
+        out = {}
+        for n in self.nodes:
+            try:
+                text = self.get_file(n.node_id, SUPERVISOR_LOG).decode(errors="replace")
+            except (BackendError, FileNotFoundError, OSError):
+                continue
+            # the supervisor logs the wait status, the exit status shifted left by 8
+            if f"node exited with status {REFUSED_EXIT << 8}\n" in text:
+                out[n.node_id] = (f"the node exited with status {REFUSED_EXIT}: it refuses "
+                                  "its settings or its data directory")
+        return out
 
     def node(self, node_id: int) -> NodeInfo:
         return next(n for n in self.nodes if n.node_id == node_id)

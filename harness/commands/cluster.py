@@ -132,7 +132,8 @@ def _cluster_up(args) -> int:
         c.up()
         say(f"waiting up to {args.timeout:.0f} s for a quorum leader and every broker "
             "registered, unfenced and listing all brokers")
-        states = asyncio.run(wait_until_serving(c.nodes, args.timeout, say))
+        states = asyncio.run(wait_until_serving(c.nodes, args.timeout, say,
+                                                stopped=c.refusing_nodes))
     except NotServing as exc:
         logs = Path(args.results_dir) / "cluster" / run_id
         try:
