@@ -233,7 +233,10 @@ class DockerCluster(NodeControl):
                 with gzip.open(d / "data.tar.gz", "wb", compresslevel=1) as f:
                     for chunk in stream:
                         f.write(chunk)
-            except (APIError, NotFound) as exc:
+            except NotFound:  # never formatted: the node refused to start
+                (d / "data.tar.gz").unlink(missing_ok=True)
+                self.log(f"n{n.node_id}: no data directory {DATA_DIR} to keep")
+            except APIError as exc:
                 (d / "data.tar.gz").unlink(missing_ok=True)
                 self.log(f"n{n.node_id}: data directory not fetched: {exc}")
 
