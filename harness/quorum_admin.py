@@ -75,13 +75,16 @@ def describe(bootstrap: str, timeout_ms: int = 10_000, wait_s: float = 10.0) -> 
 def _send(bootstrap: str, request, timeout_ms: int):
     from kafka.errors import KafkaError, for_code
     what = type(request).__name__.removesuffix('Request')
-    admin = _admin(bootstrap, timeout_ms)
+    admin = None
     try:
+        admin = _admin(bootstrap, timeout_ms)
         response = admin._manager.run(admin._manager.send, request)
-    except KafkaError as exc:  # the client's own: no answer (it went to a broker that is down)
+    except KafkaError as exc:  # the client's own: no answer (no broker it was given is up,
+        # or the request went to one that is down)
         raise QuorumChangeError(f"{what}: no answer: {exc!r}") from None
     finally:
-        admin.close()
+        if admin is not None:
+            admin.close()
     if response.error_code != 0:
         name = for_code(response.error_code).__name__
         raise QuorumChangeError(f"{what}: {name}: "
