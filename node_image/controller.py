@@ -292,7 +292,8 @@ class QuorumController:
             changes = rc.broker_unavailable(self._replayed([record]), req.broker_id,
                                             self._unclean, unclean_shutdown=True)
             self._last_contact_ms.pop(req.broker_id, None)
-            return changes + [record], (m.NONE, None), [f"unregistering broker {req.broker_id}"]
+            return changes + [record], (m.NONE, None), [Reached(
+                "broker-unregistered", f"unregistering broker {req.broker_id}")]
         self._admin_write(src, now, lambda result: m.UnregisterBrokerResponse(
             req.correlation_id, *result), (m.NOT_CONTROLLER, None), plan)
 

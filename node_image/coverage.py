@@ -25,6 +25,8 @@ EVENTS: dict[str, str] = {
     "snapshot-loaded": "a node loaded a metadata snapshot (at start or fetched from the leader)",
     "broker-fenced": "the controller fenced a broker (missed heartbeats or shutdown)",
     "broker-unfenced": "the controller unfenced a broker that caught up",
+    "broker-unregistered": "the controller took a broker's registration away (UnregisterBroker: "
+                           "a broker decommissioned)",
     "partition-leader-elected": "the controller gave a partition a new leader",
     "unclean-election": "a partition leader elected from outside its ISR (and its ELR)",
     "elr-election": "a partition leader elected cleanly from its eligible leader replicas "
