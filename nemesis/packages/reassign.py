@@ -56,6 +56,45 @@ def transient(error: str | None) -> bool:
     return error is not None and (error in RETRIABLE or ":" in error)
 
 
+async def ask_reassignment(ctx, scenario, partition: int, target: list[int]) -> str | None:
+    """AlterPartitionReassignments of ``partition`` to ``target``, asked again while no
+    controller takes it (as an admin tool retries), for up to the scenario's
+    ``PATIENCE_S``: the error it was refused with, or None once accepted."""
+    start = ctx.clock.monotonic()
+    while True:
+        try:
+            error = await asyncio.to_thread(ctx.reassign, partition, target)
+        except Exception as exc:  # noqa: BLE001 - no controller answered (yet)
+            error = f"{type(exc).__name__}: {exc}"
+        waited = ctx.clock.monotonic() - start
+        if not transient(error) or waited >= scenario.PATIENCE_S:
+            return error
+        ctx.log(f"{scenario.name}: {error}; asking again ({waited:.0f} s of at most "
+                f"{scenario.PATIENCE_S:.0f})")
+        await ctx.clock.sleep(RETRY_S)
+
+
+def sim_reassign(sim, partition: int, target: list[int], patience: float, done,
+                 first: bool = True) -> None:
+    """``ask_reassignment`` and the wait for the partition to reach ``target`` on the
+    simulated cluster: ``done(row, waited_s)`` as ``PlanFaults.await_partition`` calls it (a
+    refusal ends the step as not reached). ``first``: asked as the step starts (no active
+    controller: ``Skipped``), not from a later phase."""
+    waited = [0.0]
+
+    def answered(error):
+        if error is not None and error.startswith("NOT_CONTROLLER") and waited[0] < patience:
+            waited[0] += RETRY_S
+            sim.after(RETRY_S, lambda: sim.reassign(partition, target, answered, False))
+            return
+        if error is not None:
+            sim.not_reached(f"the reassignment of partition {partition} to {target} was "
+                            f"refused: {error}")
+            return
+        sim.await_partition(partition, lambda p: p[2] == target, patience, done)
+    sim.reassign(partition, target, answered, first)
+
+
 class Reassign(Scenario):
     name = "reassign"
     intends = ("reassignment-started", "reassignment-completed", "isr-expand")
@@ -77,18 +116,7 @@ class Reassign(Scenario):
         partition, target = choice
         value = {"partition": partition, "replicas": target}
         ctx.history.record("nemesis", "invoke", "reassign", value=value)
-        start = ctx.clock.monotonic()
-        while True:  # as an admin tool retries while the quorum has no leader
-            try:
-                error = await asyncio.to_thread(ctx.reassign, partition, target)
-            except Exception as exc:  # noqa: BLE001 - no controller answered (yet)
-                error = f"{type(exc).__name__}: {exc}"
-            waited = ctx.clock.monotonic() - start
-            if not transient(error) or waited >= self.PATIENCE_S:
-                break
-            ctx.log(f"reassign: {error}; asking again ({waited:.0f} s of at most "
-                    f"{self.PATIENCE_S:.0f})")
-            await ctx.clock.sleep(RETRY_S)
+        error = await ask_reassignment(ctx, self, partition, target)
         ctx.history.record("nemesis", "info", "reassign", value={**value, "error": error})
         if error is not None:
             raise NotReached(f"the reassignment of partition {partition} to {target} was "
@@ -113,26 +141,12 @@ class Reassign(Scenario):
 
     def sim_act(self, sim, choice, rng):
         partition, target = choice
-        patience = self.PATIENCE_S
-        waited = [0.0]
-
-        def answered(error):
-            if error is not None and error.startswith("NOT_CONTROLLER") and \
-                    waited[0] < patience:
-                waited[0] += RETRY_S
-                sim.after(RETRY_S, lambda: sim.reassign(partition, target, answered, False))
-                return
-            if error is not None:
-                sim.not_reached(f"the reassignment of partition {partition} to {target} was "
-                                f"refused: {error}")
-                return
-            sim.await_partition(partition, lambda p: p[2] == target, self.PATIENCE_S, done)
 
         def done(row, waited):
             if row is None:
                 sim.not_reached(f"partition {partition} had not reached {target} "
                                 f"{waited:.0f} s after its reassignment was accepted")
-        sim.reassign(partition, target, answered)
+        sim_reassign(sim, partition, target, self.PATIENCE_S, done)
 
 
 PACKAGE = Reassign
