@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import struct
 import time
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from nemesis.faults import (PARTITION_CHAIN, aimed_at, drop_script, flush_script
 from nemesis.package import NotReached, Skipped
 from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
 from node_image import messages as m
-from workloads.nodes import (BRING_UP_S, active_controller, change_voter, clock_offsets,
-                             quorum_state, wait_for_every_node, wait_for_service)
+from workloads.nodes import (BRING_UP_S, KAFKA_PORT, active_controller, change_voter,
+                             clock_offsets, metadata, quorum_state, wait_for_every_node,
+                             wait_for_service)
 from workloads.registry import WORKLOADS
 from workloads.workload import Deadline
 
@@ -29,6 +31,7 @@ from .backends import DATA_DIR
 from .clock import REAL_CLOCK
 from .config import RunConfig
 from .history import HistoryWriter
+from .quorum_admin import QuorumChangeError, retrying, unregister_broker
 
 CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
 ACKED_WRITES_S = 60.0  # the longest a fault waits for the writes it needs acknowledged
@@ -330,6 +333,32 @@ class Campaign:
             return "NOT_LEADER_OR_FOLLOWER", "no quorum leader"
         error, message = await change_voter(self.backend.nodes, leader, kind, node, directory)
         return (None if error == m.NONE else m.ERROR_NAMES.get(error, str(error))), message
+
+    async def broker_lists(self) -> dict[int, tuple[int, ...] | None]:
+        """The brokers each running broker's Metadata lists (None: it did not answer)."""
+        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+
+        def listed(n):
+            try:
+                return tuple(sorted(b.node_id for b in metadata(n.address, [], 3.0).brokers))
+            except (OSError, ValueError, struct.error):
+                return None
+        lists = await asyncio.gather(*(asyncio.to_thread(listed, n) for n in up))
+        return {n.node_id: ids for n, ids in zip(up, lists)}
+
+    async def unregister_broker(self, broker: int, patience_s: float) -> str | None:
+        """UnregisterBroker of ``broker`` through the running brokers, asked again while no
+        controller takes it, for up to ``patience_s``: Kafka's error name, or None once
+        committed (or found done by a retry: BROKER_ID_NOT_REGISTERED after an unknown
+        outcome)."""
+        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+        bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in up)
+        try:
+            await asyncio.to_thread(retrying, unregister_broker, bootstrap, broker,
+                                    deadline_s=patience_s, done=(m.BROKER_ID_NOT_REGISTERED,))
+        except QuorumChangeError as exc:
+            return m.ERROR_NAMES.get(exc.code, str(exc)) if exc.code else str(exc)
+        return None
 
     def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
         """(partition, leader, replicas, ISR) of the workload's data; none if unpartitioned."""

@@ -88,6 +88,11 @@ class FaultContext(Protocol):
     # RemoveRaftVoter / AddRaftVoter through the quorum leader: (error name or None, message)
     async def change_voter(self, kind: str, node: int,
                            directory: str) -> tuple[str | None, str | None]: ...
+    # the brokers each running broker's Metadata lists (None: it did not answer)
+    async def broker_lists(self) -> dict[int, tuple[int, ...] | None]: ...
+    # UnregisterBroker through the running brokers, asked again while no controller takes
+    # it: the error's name, or None once committed
+    async def unregister_broker(self, broker: int, patience_s: float) -> str | None: ...
 
 
 # ----------------------------------------------------------------- option checks

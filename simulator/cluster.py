@@ -308,16 +308,22 @@ class Simulation:
                           if torn_write_prob is None else torn_write_prob)
         self.stats["crashes"] += 1
         if wipe:
-            sn.disk.wipe()
-            self.dir_ids[sn.node_id] = new_directory_id(self.disk_rng)
-            format_storage(sn.disk, LOG_DIR, CLUSTER_ID, sn.node_id, self.voters,
-                           self.dir_ids[sn.node_id])
-            sn.wiped = True
-            sn.durable_end_at_crash = 0
-            self.stats["wipes"] += 1
-            if sn.voter:
-                self.voter_wipes += 1
+            self.wipe(sn)
         self.invariants.on_crash(sn)
+
+    def wipe(self, sn: _SimNode) -> None:
+        """The stopped node's disk is replaced by an empty one, formatted anew (a new
+        directory id), as an operator replaces a machine's disk."""
+        assert sn.node is None, f"n{sn.node_id} wiped while running"
+        sn.disk.wipe()
+        self.dir_ids[sn.node_id] = new_directory_id(self.disk_rng)
+        format_storage(sn.disk, LOG_DIR, CLUSTER_ID, sn.node_id, self.voters,
+                       self.dir_ids[sn.node_id])
+        sn.wiped = True
+        sn.durable_end_at_crash = 0
+        self.stats["wipes"] += 1
+        if sn.voter:
+            self.voter_wipes += 1
 
     def _after_node(self, sn: _SimNode, polled: bool = False) -> None:
         """Send what the node has ready and set its timer. ``polled``: it has just run its

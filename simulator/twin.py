@@ -380,6 +380,39 @@ class PlanFaults:
                 self.current = None
         self.sim.admin_request(controller, build, answered)
 
+    def unregister_broker(self, broker: int, then) -> None:
+        """UnregisterBroker of ``broker``, sent to the active controller as a broker forwards
+        it; ``then(error name or None)`` with its answer (a reply that never comes: never),
+        ``then("NOT_CONTROLLER")`` without an active controller."""
+        controller = self.active_controller()
+        if controller is None:
+            then("NOT_CONTROLLER")
+            return
+        step = self.current
+
+        def answered(resp) -> None:
+            self.current = step
+            try:
+                then(None if resp.error == m.NONE else m.ERROR_NAMES.get(resp.error,
+                                                                         str(resp.error)))
+            finally:
+                self.current = None
+        self.sim.admin_request(controller, lambda corr: m.UnregisterBrokerRequest(corr, broker),
+                               answered)
+
+    def broker_lists(self) -> dict[int, tuple[int, ...]]:
+        """The brokers each running broker's committed metadata lists (its Metadata answer)."""
+        return {n: tuple(sorted(sn.node.controller.committed.brokers))
+                for n, sn in self.sim.nodes.items()
+                if sn.node is not None and n not in self.paused}
+
+    def running(self, node: int) -> bool:
+        return self.sim.nodes[node].node is not None
+
+    def wipe(self, node: int) -> None:
+        """The stopped node's disk replaced by an empty one (it formats anew)."""
+        self.sim.wipe(self.sim.nodes[node])
+
     def dynamic_quorum(self) -> bool:
         """Was the simulated cluster formatted as a dynamic quorum (KIP-853)?"""
         return self.sim.kraft_version >= 1

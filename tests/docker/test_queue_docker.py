@@ -365,6 +365,33 @@ def test_reassignments_under_kills_keep_a_correct_node_valid(docker_client, node
     assert reassigns and all(s.status == "happened" for s in reassigns), o.result.plan
 
 
+# A control (nightly: CI's budget). CI's decommission cells: the package against a recording
+# backend (tests/nemesis/test_decommission_package.py), the simulator's seeded form
+# (tests/simulator/test_sim_decommission.py) and its twin (test_sim_twin).
+@pytest.mark.nightly
+def test_a_broker_decommissioned_and_replaced_under_kills_keeps_a_correct_node_valid(
+        docker_client, node_image, tmp_path):
+    """campaigns/decommission.yaml: a broker-only node's partitions move off it, it stops
+    and is unregistered, a new node under its id (an empty disk) registers and a partition
+    moves onto it, while nodes are killed beside it; a correct node loses nothing. The run's
+    twin in the simulator plays the same steps and is valid too."""
+    fields = load_campaign(ROOT / "campaigns" / "decommission.yaml")
+    code, results, run_dir = campaign(tmp_path, **{**fields, "seed": 2})
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    rows = [r for r in _history(run_dir) if r["process"] == "nemesis"]
+    gone = [r["value"]["node"] for r in rows if r["f"] == "decommissioned"]
+    back = [r["value"] for r in rows if r["f"] == "recommissioned"]
+    assert gone and [b["node"] for b in back] == gone, (gone, back)
+    assert all(b["node"] in b["replicas"] for b in back), back
+    assert results["coverage"]["reached"].get("broker-unregistered", 0) >= len(gone)
+    twin = load_twin(run_dir)
+    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    steps = [s for s in o.result.plan if s.kind == "decommission"]
+    assert steps and all(s.status == "happened" for s in steps), o.result.plan
+
+
 # reassign-skips-catch-up's strict CI cell is the simulator's (test_sim_queue); here nightly
 @pytest.mark.nightly
 def test_the_reassign_campaign_catches_a_move_that_skips_the_catch_up(docker_client,

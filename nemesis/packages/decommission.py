@@ -1,0 +1,303 @@
+"""decommission: a broker leaves the cluster and a new machine takes its place, as an
+operator does it, while the clients write and other faults run:
+
+1. every partition of the workload's topic with a replica on the broker moves off it
+   (AlterPartitionReassignments: the broker's replica replaced by one that holds none of the
+   partition), each move done once the new replica is in the ISR;
+2. the broker shuts down cleanly and is unregistered (UnregisterBroker through the running
+   brokers, as ``kafka-cluster unregister`` sends it): it leaves every ISR and the cluster's
+   metadata, and the step waits until no running broker's Metadata lists it;
+3. a new machine comes under its node id: its data directory emptied (a new disk), it
+   starts, formats, and registers as a new broker; the step waits until every running
+   broker lists it (the internal topics' replicas it still held fetch from nothing);
+4. one partition of the topic moves onto it (a follower's replica replaced), done once it
+   has caught up and joined the ISR.
+
+A broker that is only a broker is chosen (a controller's voter would need the voters
+package's changes first), of those up, so the topic's replicas can go to the others. Each
+phase waits for its state for at most ``PATIENCE_S`` (a move whose target is cut off or down
+waits for it); one that never comes ends the step as not reached, with the broker started
+again. The package keeps the view an operator has: the moves asked, the broker's
+registration as the brokers' Metadata shows it, and the change pending (each row below).
+History rows: ``decommission`` (invoke, info: the moves asked), ``decommissioned`` (it is
+out of every broker's Metadata), ``recommission`` (invoke: its disk emptied and started),
+``recommissioned`` (listed again, and the partition moved onto it).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from ..package import NotReached, Scenario, Skipped
+from .reassign import ask_reassignment, sim_reassign
+
+POLL_S = 0.5  # between two looks at the brokers' Metadata
+NO_BROKER = "every node is a controller: no broker-only node to decommission"
+# Answers after which UnregisterBroker is asked again: the quorum has no leader yet
+RETRIABLE = ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER")
+
+# The data directory emptied, as a new disk would be: run where the node runs (its
+# container, or its host's root), the node stopped
+EMPTY_PY = ("import os, shutil, sys\n"
+            "d = sys.argv[1]\n"
+            "for x in os.listdir(d):\n"
+            "    p = os.path.join(d, x)\n"
+            "    shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)\n")
+
+
+def empty_cmd(data_dir: str) -> list[str]:
+    return ["python3", "-c", EMPTY_PY, data_dir]
+
+
+def moves_off(infos, broker: int, brokers: list[int],
+              rng: random.Random) -> dict[int, list[int]] | None:
+    """Partition -> target replicas with ``broker``'s replica replaced by one of ``brokers``
+    the partition lacks, for every partition on ``broker``; None when one of them has no
+    leader or no such broker."""
+    moves = {}
+    for partition, leader, replicas, _ in sorted(infos):
+        if broker not in replicas:
+            continue
+        spare = sorted(set(brokers) - set(replicas) - {broker})
+        if leader < 0 or not spare:
+            return None
+        new = spare[rng.randrange(len(spare))]
+        moves[partition] = [new if r == broker else r for r in replicas]
+    return moves
+
+
+def move_onto(infos, broker: int, rng: random.Random) -> tuple[int, list[int]] | None:
+    """(partition, target) putting ``broker`` in place of a follower of a partition led,
+    with a full ISR and no replica on it; None when none is so."""
+    fits = [(p, leader, replicas) for p, leader, replicas, isr in sorted(infos)
+            if leader >= 0 and broker not in replicas and sorted(isr) == sorted(replicas)
+            and len(replicas) > 1]
+    if not fits:
+        return None
+    partition, leader, replicas = fits[rng.randrange(len(fits))]
+    out = rng.choice([r for r in replicas if r != leader])
+    return partition, [broker if r == out else r for r in replicas]
+
+
+def lists_none(lists: dict, broker: int) -> bool:
+    """Does every broker that answered leave ``broker`` out (and one at least answer)?"""
+    answered = [ids for ids in lists.values() if ids is not None]
+    return bool(answered) and all(broker not in ids for ids in answered)
+
+
+def lists_all(lists: dict, broker: int) -> bool:
+    """Does every running broker list ``broker`` (``broker`` itself among them)?"""
+    return broker in lists and all(ids is not None and broker in ids for ids in lists.values())
+
+
+class Decommission(Scenario):
+    name = "decommission"
+    intends = ("reassignment-started", "reassignment-completed", "broker-unregistered",
+               "isr-expand")
+    length_s = 60.0  # a Docker step spends most of it: the moves, the stop, the new start
+    aims_at = "a broker moved off, unregistered, and a new one registered in its place"
+    opens = ("decommission",)
+    closes = ("recommissioned",)
+    colour = "#8c6d31"
+    brokers: list[int] = []  # broker-only nodes that are up, and every broker that is up
+    up: list[int] = []
+
+    def choose(self, infos, controllers, active, rng):
+        candidates = [b for b in self.brokers if b not in controllers]
+        rng.shuffle(candidates)
+        for broker in candidates:
+            moves = moves_off(infos, broker, self.up, rng)
+            if moves is not None:
+                return broker, moves
+        return None
+
+    async def start(self, ctx, step, opts, rng, controller, leader):
+        self.up = [n.node_id for n in ctx.backend.nodes
+                   if "broker" in n.roles and n.node_id not in ctx.killed]
+        self.brokers = [n.node_id for n in ctx.backend.nodes
+                        if n.roles == ("broker",) and n.node_id not in ctx.killed]
+        if not any(n.roles == ("broker",) for n in ctx.backend.nodes):
+            raise Skipped(NO_BROKER)
+        return await super().start(ctx, step, opts, rng, controller, leader)
+
+    async def _await_lists(self, ctx, holds, what: str) -> float | None:
+        """Wait for ``holds`` of the running brokers' Metadata lists, at most PATIENCE_S:
+        the seconds it took, None if it never held."""
+        start = ctx.clock.monotonic()
+        while True:
+            lists = await ctx.broker_lists()
+            waited = ctx.clock.monotonic() - start
+            if holds(lists):
+                return waited
+            if waited >= self.PATIENCE_S:
+                ctx.log(f"{self.name}: {what}: did not come within {waited:.0f} s (brokers "
+                        f"listed: {lists})")
+                return None
+            await ctx.clock.sleep(POLL_S)
+
+    async def act(self, ctx, choice, rng):
+        broker, moves = choice
+        value = {"node": broker, "moves": {str(p): t for p, t in moves.items()}}
+        ctx.history.record("nemesis", "invoke", "decommission", value=value)
+        errors = await asyncio.gather(*(ask_reassignment(ctx, self, p, t)
+                                        for p, t in moves.items()))
+        ctx.history.record("nemesis", "info", "decommission",
+                           value={**value, "errors": [e for e in errors if e is not None]})
+        for (p, t), error in zip(moves.items(), errors):
+            if error is not None:
+                raise NotReached(f"moving partition {p} off n{broker} to {t} was refused: "
+                                 f"{error}")
+        ctx.status(f"decommission: partitions {sorted(moves)} moving off n{broker}")
+        for p, t in moves.items():
+            row, waited = await self.await_partition(ctx, p, lambda r, t=t: r[2] == t,
+                                                     self.PATIENCE_S, f"partition {p} on {t}")
+            if row is None:
+                raise NotReached(f"partition {p} had not left n{broker} for {t} {waited:.0f} s "
+                                 f"after its reassignment was accepted")
+        await ctx.kill("stop", [broker], {"target": self.name, "nodes": [broker]}, clean=True)
+        error = await ctx.unregister_broker(broker, self.PATIENCE_S)
+        if error is not None:
+            raise NotReached(f"UnregisterBroker {broker} was refused: {error}")
+        waited = await self._await_lists(ctx, lambda ls: lists_none(ls, broker),
+                                         f"n{broker} out of every broker's Metadata")
+        if waited is None:
+            raise NotReached(f"n{broker} was still listed {self.PATIENCE_S:.0f} s after it "
+                             f"was unregistered")
+        ctx.history.record("nemesis", "info", "decommissioned",
+                           value={"node": broker, "waited_s": round(waited, 1)})
+        await self._recommission(ctx, broker, rng)
+
+    async def _recommission(self, ctx, broker: int, rng) -> None:
+        ctx.history.record("nemesis", "invoke", "recommission", value={"node": broker})
+        if broker not in ctx.killed:  # another fault's end started it again meanwhile
+            await ctx.kill("stop", [broker], {"target": self.name, "nodes": [broker]},
+                           clean=True)
+        await ctx.exec_all([broker], lambda n: empty_cmd(ctx.data_dir), check=True)
+        await ctx.restart([broker])
+        waited = await self._await_lists(ctx, lambda ls: lists_all(ls, broker),
+                                         f"n{broker} registered again")
+        if waited is None:
+            raise NotReached(f"the new n{broker} was not listed by every broker "
+                             f"{self.PATIENCE_S:.0f} s after it started")
+        start = ctx.clock.monotonic()
+        while True:  # a partition led with a full ISR (right after a fault, maybe none yet)
+            infos = await asyncio.to_thread(ctx.partition_infos)
+            onto = move_onto(infos, broker, rng)
+            if onto is not None:
+                break
+            if ctx.clock.monotonic() - start >= self.PATIENCE_S:
+                raise NotReached(f"no partition could move onto the new n{broker} within "
+                                 f"{self.PATIENCE_S:.0f} s ({infos})")
+            await ctx.clock.sleep(POLL_S)
+        partition, target = onto
+        error = await ask_reassignment(ctx, self, partition, target)
+        if error is not None:
+            raise NotReached(f"moving partition {partition} onto the new n{broker} was "
+                             f"refused: {error}")
+        row, waited = await self.await_partition(
+            ctx, partition, lambda r: r[2] == target and broker in r[3], self.PATIENCE_S,
+            f"partition {partition} on {target}, n{broker} in its ISR")
+        if row is None:
+            raise NotReached(f"partition {partition} had not reached {target} with n{broker} "
+                             f"in its ISR {waited:.0f} s after its move was accepted")
+        ctx.history.record("nemesis", "info", "recommissioned",
+                           value={"node": broker, "partition": partition, "replicas": target})
+
+    def describe(self, choice):
+        broker, moves = choice
+        return f"decommission: n{broker} (partitions {sorted(moves)} moved off), " \
+            f"a new n{broker} in its place", [broker]
+
+    # ------------------------------------------------------------- the simulated form
+
+    def simulate(self, sim, step, opts, rng, controller, leader):
+        self.up = [n for n in sim.ids if n not in sim.killed]
+        self.brokers = [n for n in self.up if n not in sim.controllers]
+        if not set(sim.ids) - sim.controllers:
+            raise Skipped(NO_BROKER)
+        return super().simulate(sim, step, opts, rng, controller, leader)
+
+    def _sim_lists(self, sim, holds, then, waited: float = 0.0) -> None:
+        if holds(sim.broker_lists()):
+            then(waited)
+        elif waited >= self.PATIENCE_S:
+            then(None)
+        else:
+            sim.after(POLL_S, self._sim_lists, sim, holds, then, waited + POLL_S)
+
+    def sim_act(self, sim, choice, rng):
+        broker, moves = choice
+        patience = self.PATIENCE_S
+        left = set(moves)
+
+        def moved(p):
+            def done(row, waited):
+                if row is None:
+                    sim.not_reached(f"partition {p} had not left n{broker} {waited:.0f} s "
+                                    f"after its reassignment was accepted")
+                    return
+                left.discard(p)
+                if not left:
+                    stop(0.0)
+            return done
+
+        def stop(waited):
+            sim.kill([broker], clean=True)
+            sim.unregister_broker(broker, lambda e: unregistered(e, waited))
+
+        def unregistered(error, waited):
+            if error in RETRIABLE and waited < patience:
+                sim.after(1.0, lambda: sim.unregister_broker(
+                    broker, lambda e: unregistered(e, waited + 1.0)))
+            elif error is not None and error != "BROKER_ID_NOT_REGISTERED":
+                sim.restart([broker])
+                sim.not_reached(f"UnregisterBroker {broker} was refused: {error}")
+            else:
+                self._sim_lists(sim, lambda ls: lists_none(ls, broker), gone)
+
+        def gone(waited):
+            if waited is None:
+                sim.restart([broker])
+                sim.not_reached(f"n{broker} was still listed {patience:.0f} s after it was "
+                                f"unregistered")
+                return
+            if sim.running(broker):  # another fault's end started it again meanwhile
+                sim.kill([broker], clean=True)
+            sim.wipe(broker)
+            sim.restart([broker])
+            self._sim_lists(sim, lambda ls: lists_all(ls, broker), back)
+
+        def back(waited):
+            if waited is None:
+                sim.not_reached(f"the new n{broker} was not listed by every broker "
+                                f"{patience:.0f} s after it started")
+            else:
+                onto(0.0)
+
+        def onto(waited):
+            chosen = move_onto(sim.partition_infos(), broker, rng)
+            if chosen is None and waited < patience:
+                sim.after(POLL_S, onto, waited + POLL_S)
+                return
+            if chosen is None:
+                sim.not_reached(f"no partition could move onto the new n{broker} within "
+                                f"{patience:.0f} s")
+                return
+            partition, target = chosen
+            sim_reassign(sim, partition, target, patience, lambda row, w: joined(
+                partition, target, w) if row is not None else sim.not_reached(
+                f"partition {partition} had not reached {target} {w:.0f} s after its move "
+                f"was accepted"), first=False)
+
+        def joined(partition, target, waited):
+            sim.await_partition(partition, lambda r: broker in r[3], patience - waited,
+                                lambda row, w: None if row is not None else sim.not_reached(
+                                    f"n{broker} not in partition {partition}'s ISR"))
+
+        if not moves:
+            stop(0.0)
+        for p, t in moves.items():
+            sim_reassign(sim, p, t, patience, moved(p))
+
+
+PACKAGE = Decommission

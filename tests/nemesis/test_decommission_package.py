@@ -1,0 +1,129 @@
+"""decommission: its choice of broker and moves, and its phases against a recording backend
+(moves off, a clean stop, UnregisterBroker, the wait until no broker lists it, the emptied
+disk, the start, the wait until every broker lists it, a partition moved onto it)."""
+import asyncio
+import dataclasses
+import random
+
+import pytest
+
+from nemesis.packages import decommission as package
+from nemesis.packages.decommission import lists_all, lists_none, move_onto, moves_off
+from nemesis.schedule import FaultStep
+from recording import INFOS, campaign, rows
+
+
+def test_every_partition_on_the_broker_moves_to_one_that_lacks_it():
+    rng = random.Random(1)
+    for _ in range(20):
+        moves = moves_off(INFOS, 4, [1, 2, 3, 4, 5], rng)
+        assert set(moves) == {0, 1}
+        assert moves[0] in ([3, 1, 5], [3, 2, 5]) and moves[1] in ([2, 5, 1], [3, 5, 1])
+    assert moves_off(INFOS, 2, [1, 2, 3, 4, 5], rng) == {}, "it holds nothing: no move"
+    assert moves_off(INFOS, 4, [3, 4, 5], rng) is None, "nowhere to go"
+    assert moves_off([(0, -1, [3, 4, 5], [])], 4, [1, 2, 3, 4, 5], rng) is None, "no leader"
+
+
+def test_the_new_broker_takes_a_followers_place_in_a_partition_with_a_full_isr():
+    rng = random.Random(2)
+    for _ in range(20):
+        assert move_onto(INFOS, 1, rng) in ((0, [3, 1, 5]), (0, [3, 4, 1]))
+    assert move_onto(INFOS, 3, rng) is None, "partition 1's ISR is short; 0 holds n3"
+    assert lists_none({1: (1, 2), 2: None}, 4) and not lists_none({1: (1, 4)}, 4)
+    assert not lists_none({1: None}, 4), "no broker answered: not known"
+    assert lists_all({1: (1, 4), 4: (1, 4)}, 4) and not lists_all({1: (1, 4)}, 4)
+    assert not lists_all({1: (1, 4), 4: None}, 4)
+
+
+def _cluster(camp, moved, asked, unregistered, refuse=None):
+    """The recording campaign's answers: moves take effect at once, a running broker is
+    registered (it registers as it starts), UnregisterBroker takes it out."""
+    registered = {1, 2, 3, 4, 5}
+    answers = ["NotControllerError"]  # the first move finds no quorum leader: asked again
+
+    def reassign(partition, replicas):
+        asked.append((partition, list(replicas)))
+        if answers:
+            return answers.pop(0)
+        moved[partition] = list(replicas)
+        return None
+
+    async def broker_lists():
+        up = [n for n in range(1, 6) if n not in camp.killed]
+        registered.update(up)
+        return {n: tuple(sorted(registered)) for n in up}
+
+    async def unregister_broker(broker, patience_s):
+        if refuse:
+            return refuse
+        assert broker in camp.killed, "unregistered while running: it would register again"
+        unregistered.append(broker)
+        registered.discard(broker)
+        return None
+    camp.reassign = reassign
+    camp.partition_infos = lambda: [(p, leader, moved.get(p, r), moved.get(p, i))
+                                    for p, leader, r, i in INFOS]
+    camp.broker_lists = broker_lists
+    camp.unregister_broker = unregister_broker
+
+
+def test_a_broker_is_moved_off_unregistered_and_replaced_by_a_new_one(tmp_path, monkeypatch):
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(package, "POLL_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    moved, asked, unregistered = {}, [], []
+    _cluster(camp, moved, asked, unregistered)
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0))
+        await stop()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis"]
+    fs = [(r["type"], r["f"]) for r in out]
+    order = [("invoke", "decommission"), ("info", "decommission"), ("invoke", "stop"),
+             ("info", "stop"), ("info", "decommissioned"), ("invoke", "recommission"),
+             ("invoke", "start"), ("info", "start"), ("info", "recommissioned")]
+    assert [x for x in fs if x in order] == order, fs
+    broker = next(r["value"]["node"] for r in out if r["f"] == "decommission")
+    assert broker in (4, 5) and unregistered == [broker], "a broker-only node, once"
+    moves = next(r["value"]["moves"] for r in out if r["f"] == "decommission")
+    assert {int(p) for p in moves} == {p for p, _, r, _ in INFOS if broker in r}
+    for p, target in moves.items():
+        assert broker not in target and len(target) == 3
+    done = next(r["value"] for r in out if r["f"] == "recommissioned")
+    assert broker in done["replicas"] and moved[done["partition"]] == done["replicas"]
+    # on the broker: a clean stop, its data directory emptied while down, then a start
+    mine = [cmd.split()[:2] for n, cmd in backend.calls if n == broker]
+    assert mine == [["ck-ctl", "stop"], ["python3", "-c"], ["ck-ctl", "start"]], mine
+    assert any(n == broker and camp.data_dir in cmd for n, cmd in backend.calls)
+    assert camp.fault_outcomes[0]["status"] == "happened" and not camp.killed
+
+
+@pytest.mark.parametrize("refuse", ["BROKER_ID_NOT_REGISTERED", "CLUSTER_AUTHORIZATION_FAILED"])
+def test_a_refused_unregistration_is_not_reached_and_the_broker_starts_again(
+        tmp_path, monkeypatch, refuse):
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    _cluster(camp, {}, [], [], refuse=refuse)
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0))
+        assert camp.killed, "stopped, not yet started again"
+        await stop()
+    asyncio.run(go())
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "not-reached" and refuse in outcome["why"], outcome
+    assert not camp.killed and [c for _, c in backend.calls if "python3" in c] == [], \
+        "started again with its data: nothing emptied"
+
+
+def test_a_cluster_of_controllers_only_has_no_broker_to_decommission(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    backend.nodes = [dataclasses.replace(n, roles=("controller", "broker"))
+                     for n in backend.nodes]
+    asyncio.run(camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0)))
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "skipped" and "no broker-only node" in outcome["why"], outcome
+    assert backend.calls == []
