@@ -396,7 +396,8 @@ class Campaign:
 
     async def run(self) -> None:
         self.log("waiting for the cluster to elect a controller")
-        leader = await wait_for_service(self.backend.nodes, BRING_UP_S, self.log)
+        leader = await wait_for_service(self.backend.nodes, BRING_UP_S, self.log,
+                                        stopped=self.backend.refusing_nodes)
         self.log(f"active controller: n{leader}")
         await wait_for_every_node(self.backend.nodes, BRING_UP_S)
         self.log("every node serves")

@@ -23,8 +23,10 @@ from pathlib import Path
 
 from core.run_dir import RunDir
 from core.verdict import exit_code, word
+from workloads.nodes import NotServing
 from workloads.registry import WORKLOADS
 
+from .backends import log_ends
 from .campaign import Campaign, fault_plan
 from .config import RunConfig, needs_faketime, needs_faultfs, node_config
 from .history import HistoryWriter
@@ -186,6 +188,15 @@ def run(cfg: RunConfig, root: Path | None = None, stream=None, run_dir: Path | N
                     "teardown: removing containers, volumes and network")
                 (owner or backend).down()
     interrupted = interrupted or guard.interrupted
+    if isinstance(error, NotServing) and error.stopped:
+        # the nodes refuse their settings or data: the campaign's input, not a bug of ours
+        for line in [f"run could not start: {error}", *log_ends(run_dir / "nodes",
+                                                                 error.culprits)]:
+            log(line)
+        log("verdict: unknown (nothing was tested)")
+        log(f"run directory: {run_dir}")
+        log.close()
+        return exit_code(None)
     if error is not None:
         raise error
     if interrupted:

@@ -89,16 +89,25 @@ async def serves(addr: str, port: int = PORT) -> bool:
 BRING_UP_S = 180.0
 
 
-async def wait_for_service(nodes, timeout_s: float, log) -> int:
+async def wait_for_service(nodes, timeout_s: float, log, stopped=None,
+                           stopped_every_s: float = 2.0) -> int:
     """Wait until some node accepts a register read; returns the active controller. On a
-    timeout the error says what the nodes last answered."""
-    deadline = time.monotonic() + timeout_s
+    timeout the error says what the nodes last answered. ``stopped()`` (blocking, asked every
+    ``stopped_every_s``): the nodes whose process ended on an error of its own, such as a
+    setting it refuses; any, and the wait ends at once with :class:`NotServing` naming them."""
+    start = time.monotonic()
+    deadline = start + timeout_s
     leader = None
+    asked = start
     while time.monotonic() < deadline:
         leader = await active_controller(nodes)
         if leader is not None and await serves(next(n.address for n in nodes
                                                     if n.node_id == leader)):
             return leader
+        if stopped is not None and time.monotonic() - asked >= stopped_every_s:
+            asked = time.monotonic()
+            if refused := await asyncio.to_thread(stopped):
+                raise NotServing(asked - start, {}, refused)
         await asyncio.sleep(0.2)
     described = await describe_all(nodes)
     seen = ", ".join(f"n{i} {d.role} in epoch {d.epoch}" for i, d in sorted(described.items()))

@@ -102,3 +102,19 @@ class NodeControl:
                     (d / Path(path).name).write_bytes(self.get_file(n.node_id, path))
                 except (BackendError, FileNotFoundError, OSError):
                     pass
+
+
+def log_ends(logs: Path, nodes: list[int]) -> list[str]:
+    """What each of ``nodes`` last said, from the logs ``collect_logs`` wrote under ``logs``:
+    per node a heading line and its node log's last three distinct lines (a node that exits
+    on a bad setting says why there)."""
+    out = []
+    for i in nodes:
+        log = logs / f"n{i}" / "node.log"
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if line.strip()] if log.exists() else []
+        last = lines[-20:]
+        tail = [line for k, line in enumerate(last) if line not in last[k + 1:]][-3:]
+        out += [f"  n{i}: its log {log} ends:" if tail else f"  n{i}: no node log at {log}",
+                *(f"    {line}" for line in tail)]
+    return out

@@ -115,6 +115,7 @@ def _cluster_up(args) -> int:
     import random
     import uuid
 
+    from ..backends import log_ends
     from ..backends.docker_backend import DockerCluster
     from ..images import build_images
     from workloads.nodes import NotServing, wait_until_serving
@@ -141,13 +142,7 @@ def _cluster_up(args) -> int:
         except Exception as err:  # noqa: BLE001 - the error below matters more
             say(f"could not collect node logs: {err}")
         print(f"error: cluster {run_id} did not come up: {exc}", file=sys.stderr)
-        for i in exc.culprits:
-            log = logs / f"n{i}" / "node.log"
-            lines = [line for line in log.read_text(errors="replace").splitlines()
-                     if line.strip()] if log.exists() else []
-            tail = [line for k, line in enumerate(lines[-20:]) if line not in lines[-20:][k + 1:]][-3:]
-            print(f"  n{i}: its log {log} ends:" if tail else f"  n{i}: no node log at {log}",
-                  *(f"    {line}" for line in tail), sep="\n", file=sys.stderr)
+        print(*log_ends(logs, exc.culprits), sep="\n", file=sys.stderr)
         print(f"node logs of every node: {logs}; the cluster is removed", file=sys.stderr)
         c.down()
         return 1

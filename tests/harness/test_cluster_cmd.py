@@ -211,3 +211,47 @@ def test_a_cluster_that_never_serves_is_named_with_what_its_nodes_answered():
     with pytest.raises(TimeoutError, match=r"within 1 s \(quorum: no node answered; "
                                            r"controller none\)"):
         asyncio.run(wait_for_service(silent, 1, print))
+
+
+@pytest.mark.docker
+def test_a_campaign_whose_nodes_refuse_their_settings_is_unknown_naming_them(docker_client,
+                                                                           node_image, tmp_path):
+    """``chaoskraft run`` on a campaign whose node_config the nodes refuse: the run ends as
+    soon as the nodes exit (not after the bring-up timeout), says which node refused what in
+    its own words, reads unknown (exit 2: nothing was tested) and leaves nothing behind."""
+    campaign = tmp_path / "bad.yaml"
+    campaign.write_text("workload: register\ntime_limit_s: 10\n"
+                        "node_config: {log.segment.bytes: lots}\n")
+    try:  # the bring-up timeout is 180 s: waiting it out fails here
+        p = chaoskraft("run", "--campaign", str(campaign), "--seed", "1", "--results-dir",
+                       str(tmp_path / "results"), timeout=170)
+    finally:  # the run's own teardown, or (killed on the timeout) ours
+        for log in (tmp_path / "results").rglob("harness.log"):
+            for run_id in re.findall(r"chaoskraft\.run=([0-9a-f]{8})", log.read_text()):
+                if labelled(docker_client, f"chaoskraft.run={run_id}") != (0, 0, 0):
+                    down(run_id)
+                    raise AssertionError(f"run {run_id} left Docker resources behind")
+    assert p.returncode == 2, (p.stdout[-3000:], p.stderr[-3000:])
+    assert re.search(r"run could not start: n\d(, n\d)*: the node exited with status 2", p.stdout)
+    assert "error: log.segment.bytes: 'lots' is not an integer" in p.stdout
+    assert "verdict: unknown (nothing was tested)" in p.stdout and "Traceback" not in p.stderr
+
+
+def test_a_campaigns_bring_up_ends_at_once_when_a_node_refuses_its_settings():
+    """The campaign's bring-up wait asks the backend which nodes exited refusing their
+    settings (``refusing_nodes``) and ends naming them, instead of waiting its whole
+    timeout for a quorum that cannot come."""
+    import asyncio
+
+    from workloads.nodes import NotServing, wait_for_service
+    silent = [NodeInfo(i, f"n{i}", "127.0.0.1", ("controller", "broker")) for i in (1, 2)]
+    asked = []
+
+    def refusing():
+        asked.append(1)
+        return {2: "the node exited with status 2: it refuses its settings"} if len(asked) > 1 \
+            else {}
+    with pytest.raises(NotServing, match=r"n2: the node exited with status 2") as err:
+        asyncio.run(wait_for_service(silent, 30, print, stopped=refusing, stopped_every_s=0.1))
+    assert err.value.stopped == {2: "the node exited with status 2: it refuses its settings"}
+    assert len(asked) == 2, "asked again until a node refused"
