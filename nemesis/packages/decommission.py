@@ -53,7 +53,10 @@ def moves_off(infos, broker: int, brokers: list[int],
               rng: random.Random) -> dict[int, list[int]] | None:
     """Partition -> target replicas with ``broker``'s replica replaced by one of ``brokers``
     the partition lacks, for every partition on ``broker``; None when one of them has no
-    leader or no such broker."""
+    leader or no such broker, or the topic's partitions are not known (no metadata: that is
+    not a broker holding nothing)."""
+    if not infos:
+        return None
     moves = {}
     for partition, leader, replicas, _ in sorted(infos):
         if broker not in replicas:
@@ -165,7 +168,27 @@ class Decommission(Scenario):
                              f"was unregistered")
         ctx.history.record("nemesis", "info", "decommissioned",
                            value={"node": broker, "waited_s": round(waited, 1)})
+        holding = await self._holding(ctx, broker)
+        if holding:
+            raise NotReached(f"n{broker} is a replica of partitions {holding} again: its disk "
+                             f"is kept")
         await self._recommission(ctx, broker, rng)
+
+    async def _holding(self, ctx, broker: int) -> list[int] | None:
+        """The topic's partitions that still name ``broker`` a replica in the freshest
+        metadata, asked again until some is known (at most PATIENCE_S): before its disk is
+        emptied, what the scenario chose from is checked once more."""
+        start = ctx.clock.monotonic()
+        while True:
+            try:
+                infos = await asyncio.to_thread(ctx.partition_infos)
+            except Exception:  # noqa: BLE001 - no metadata now: not yet
+                infos = []
+            if infos:
+                return [p for p, _, replicas, _ in infos if broker in replicas]
+            if ctx.clock.monotonic() - start >= self.PATIENCE_S:
+                return None
+            await ctx.clock.sleep(POLL_S)
 
     async def _recommission(self, ctx, broker: int, rng) -> None:
         ctx.history.record("nemesis", "invoke", "recommission", value={"node": broker})
@@ -260,6 +283,13 @@ class Decommission(Scenario):
                 sim.restart([broker])
                 sim.not_reached(f"n{broker} was still listed {patience:.0f} s after it was "
                                 f"unregistered")
+                return
+            infos = sim.partition_infos()
+            holding = [p for p, _, replicas, _ in infos if broker in replicas]
+            if holding or not infos:
+                sim.restart([broker])
+                sim.not_reached(f"n{broker} is a replica of partitions {holding} again (or "
+                                f"no metadata is known): its disk is kept")
                 return
             if sim.running(broker):  # another fault's end started it again meanwhile
                 sim.kill([broker], clean=True)

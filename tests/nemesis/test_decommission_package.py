@@ -127,3 +127,30 @@ def test_a_cluster_of_controllers_only_has_no_broker_to_decommission(tmp_path):
     outcome = camp.fault_outcomes[0]
     assert outcome["status"] == "skipped" and "no broker-only node" in outcome["why"], outcome
     assert backend.calls == []
+
+
+def test_a_broker_named_a_replica_again_keeps_its_disk(tmp_path, monkeypatch):
+    """The metadata is read once more before the disk is emptied: a broker that a partition
+    names again (a stale view when the scenario chose, or another move) is started again
+    with its data, and the step is not reached."""
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(package, "POLL_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    moved = {}
+    _cluster(camp, moved, [], [])
+    after_moves = camp.partition_infos
+    camp.partition_infos = lambda: [(0, 3, [3, 4, 5], [3, 4, 5]), (1, 5, [5, 1, 2], [5, 1])] \
+        if camp.killed else after_moves()
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0))
+        await stop()
+    asyncio.run(go())
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "not-reached" and "its disk is kept" in outcome["why"], outcome
+    assert not [c for _, c in backend.calls if "python3" in c] and not camp.killed
+
+
+def test_no_metadata_is_not_a_broker_that_holds_nothing():
+    assert moves_off([], 4, [1, 2, 3, 4, 5], random.Random(1)) is None
