@@ -84,6 +84,14 @@ def _state(pid: int) -> str:
         return "?"
 
 
+def _ended(status: int) -> str:
+    """How a child ended, from its wait status: "exited with status N" (its exit code) or
+    "killed by signal N"."""
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
+
+
 def _format_if_needed() -> None:
     if not os.path.exists(FORMAT):
         return
@@ -184,12 +192,12 @@ def run() -> int:
                 if pid == 0:
                     break
                 if proc is not None and pid == proc.pid:
-                    _log(f"node exited with status {status}")
+                    _log(f"node {_ended(status)}")
                     proc = None
                     if status != 0 and not os.path.exists(HOLD):
                         not_before = time.monotonic() + RESTART_PAUSE_S
                 if fs is not None and pid == fs.pid:
-                    _log(f"faultfs exited with status {status}")
+                    _log(f"faultfs {_ended(status)}")
                     fs = None
         except ChildProcessError:
             pass

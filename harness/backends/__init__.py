@@ -84,8 +84,7 @@ class NodeControl:
                 text = self.get_file(n.node_id, SUPERVISOR_LOG).decode(errors="replace")
             except (BackendError, FileNotFoundError, OSError):
                 continue
-            # the supervisor logs the wait status, the exit status shifted left by 8
-            if f"node exited with status {REFUSED_EXIT << 8}\n" in text:
+            if f"node exited with status {REFUSED_EXIT}\n" in text:
                 out[n.node_id] = (f"the node exited with status {REFUSED_EXIT}: it refuses "
                                   "its settings or its data directory")
         return out

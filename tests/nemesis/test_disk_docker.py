@@ -63,7 +63,7 @@ async def answers(cluster, node: int) -> bool:
 def halted_on(cluster, node: int, since: int) -> str:
     """Wait until the node stopped with exit 74 (its supervisor's log past ``since`` says
     so); then its log."""
-    status = f"node exited with status {EXIT_LOG_DIR_FAILED << 8}"
+    status = f"node exited with status {EXIT_LOG_DIR_FAILED}"
     # it halts at its next write to the disk; a machine busy with other clusters can make
     # that (and reading the log through docker exec) slow
     wait_for(f"n{node} exits {EXIT_LOG_DIR_FAILED}",
