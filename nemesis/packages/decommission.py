@@ -32,6 +32,7 @@ from ..package import NotReached, Scenario, Skipped
 from .reassign import ask_reassignment, sim_reassign
 
 POLL_S = 0.5  # between two looks at the brokers' Metadata
+ANSWER_S = 5.0  # an UnregisterBroker answer that has not come by then never will: asked again
 NO_BROKER = "every node is a controller: no broker-only node to decommission"
 # Answers after which UnregisterBroker is asked again: the quorum has no leader yet
 RETRIABLE = ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER")
@@ -266,12 +267,26 @@ class Decommission(Scenario):
 
         def stop(waited):
             sim.kill([broker], clean=True)
-            sim.unregister_broker(broker, lambda e: unregistered(e, waited))
+            ask(waited)
+
+        def ask(waited):  # UnregisterBroker; one whose answer is lost is asked again
+            heard = [False]
+
+            def answered(error):
+                if not heard[0]:
+                    heard[0] = True
+                    unregistered(error, waited)
+
+            def unanswered():
+                if not heard[0]:
+                    heard[0] = True
+                    unregistered("REQUEST_TIMED_OUT", waited + ANSWER_S)
+            sim.unregister_broker(broker, answered)
+            sim.after(ANSWER_S, unanswered)
 
         def unregistered(error, waited):
             if error in RETRIABLE and waited < patience:
-                sim.after(1.0, lambda: sim.unregister_broker(
-                    broker, lambda e: unregistered(e, waited + 1.0)))
+                sim.after(1.0, ask, waited + 1.0)
             elif error is not None and error != "BROKER_ID_NOT_REGISTERED":
                 sim.restart([broker])
                 sim.not_reached(f"UnregisterBroker {broker} was refused: {error}")
