@@ -170,8 +170,10 @@ class Decommission(Scenario):
         ctx.history.record("nemesis", "info", "decommissioned",
                            value={"node": broker, "waited_s": round(waited, 1)})
         holding = await self._holding(ctx, broker)
-        if holding:
+        if holding is None or holding:
             raise NotReached(f"n{broker} is a replica of partitions {holding} again: its disk "
+                             f"is kept" if holding else f"no metadata of the topic came within "
+                             f"{self.PATIENCE_S:.0f} s to show n{broker} holds none: its disk "
                              f"is kept")
         await self._recommission(ctx, broker, rng)
 
