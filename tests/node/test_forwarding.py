@@ -113,11 +113,17 @@ def test_what_counts_as_a_refusal_by_a_controller_that_does_not_lead(resp, refus
 
 def test_a_topic_created_through_a_broker_just_after_the_controller_was_killed(brokers3):
     """The broker still names the dead controller, or none: the request waits for the
-    election and goes to the new controller; the client sees its topic created."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    election and goes to the new controller; the client sees its topic created.
+    CreateTopics goes to that broker on a connection of its own: an admin client sends it
+    to whichever broker its metadata last named (under load librdkafka had refreshed it
+    from the killed node, which names itself, and failed on its connection)."""
+    import socket
+
+    from confluent_kafka.admin import AdminClient
 
     from conftest import wait_for
     from harness import quorum_admin as qa
+    from node_image import kafka_codec as kc
 
     boot = brokers3.bootstrap()
     controller = wait_for("a quorum leader", lambda: qa.describe(boot).leader_id)
@@ -126,9 +132,16 @@ def test_a_topic_created_through_a_broker_just_after_the_controller_was_killed(b
                          "error_cb": lambda e: None})
     assert admin.list_topics(timeout=30).brokers, "the broker answers"
     brokers3.kill(controller)
-    futures = admin.create_topics([NewTopic("after-the-kill", 1, 2)],
-                                  operation_timeout=60, request_timeout=90)
-    futures["after-the-kill"].result(100)  # raises NOT_CONTROLLER or REQUEST_TIMED_OUT if not followed
+    topic = kc.CreateTopicsRequest.CreatableTopic(name="after-the-kill", num_partitions=1,
+                                                  replication_factor=2, assignments=[],
+                                                  configs=[])
+    request = kc.CreateTopicsRequest(topics=[topic], timeout_ms=60_000, validate_only=False)
+    with socket.create_connection((brokers3.host(broker), brokers3.kafka_port), 90) as sock:
+        sock.settimeout(90)
+        sock.sendall(kc.encode_request(kc.CREATE_TOPICS, 4, request))
+        [result] = kc.decode_response(kc.CREATE_TOPICS, 4, kc.recv_frame(sock)).topics
+    # NOT_CONTROLLER or REQUEST_TIMED_OUT if the broker did not follow the election
+    assert (result.name, result.error_code) == ("after-the-kill", 0), result
     listed = wait_for("the topic in the broker's metadata", lambda: (lambda t: t.error is None and t)(
         admin.list_topics("after-the-kill", timeout=10).topics["after-the-kill"]))
     assert len(listed.partitions[0].replicas) == 2
