@@ -576,10 +576,15 @@ class UnifiedLog:
         self._new_segment(offset)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
-        """A follower's downloaded snapshot: store it and restart the log at its offset."""
+        """A follower's downloaded snapshot: store it and restart the log at its offset. The
+        records after it are kept only where the log holds the snapshot's last offset in
+        the snapshot's epoch (they then follow it); a log whose records there are of another
+        epoch diverged before the snapshot and starts again at it (else the follower fetches
+        from its own end in that older epoch, is sent the snapshot again, and loops)."""
         self.write_snapshot(snapshot_id, data)
-        if snapshot_id.offset >= self.end_offset or \
-                self.end_offset_for_epoch(snapshot_id.epoch).offset < snapshot_id.offset:
+        end = self.end_offset_for_epoch(snapshot_id.epoch)
+        if snapshot_id.offset >= self.end_offset or end.epoch != snapshot_id.epoch or \
+                end.offset < snapshot_id.offset:
             self._reset_to(snapshot_id.offset)
         self.advance_start_to_snapshot()
         self.flush()

@@ -142,6 +142,26 @@ def test_snapshot_advances_log_start_and_survives_restart(fs_and_dir):
     assert reopened.latest_snapshot_id() == snap
 
 
+def test_a_snapshot_installed_over_records_of_an_older_epoch_restarts_the_log_at_it(
+        fs_and_dir):
+    """A follower whose records past the snapshot are of an older epoch than the snapshot's
+    diverged before it: it starts again at the snapshot (keeping them, it fetched from its
+    end in the older epoch, was sent the same snapshot, and looped: found by the simulator,
+    seed 42 of the voter-split package)."""
+    fs, d = fs_and_dir
+    log = UnifiedLog(fs, d, 1 << 20)
+    fill(log, 33, epoch=1)  # offsets 0..32, all in epoch 1
+    log.install_snapshot(OffsetAndEpoch(30, 3), records.build_batch(0, 3, [(None, b"s")], 0))
+    assert (log.start_offset, log.end_offset) == (30, 30)
+    assert log.validate_offset_and_epoch(30, 3)[0] == "valid"
+    # records that follow the snapshot in its own epoch are kept
+    log = UnifiedLog(fs, d + "-2", 1 << 20)
+    fill(log, 10, epoch=1)
+    fill(log, 25, epoch=3)  # 10..34 in epoch 3
+    log.install_snapshot(OffsetAndEpoch(30, 3), records.build_batch(0, 3, [(None, b"s")], 0))
+    assert (log.start_offset, log.end_offset) == (30, 35)
+
+
 def test_delete_records_moves_the_start_durably_and_drops_whole_segments(fs_and_dir):
     """Kafka's DeleteRecords on a data log: reads below the new start are out of range, the
     segments wholly below it go, and the start survives a restart (a log recovered shorter
