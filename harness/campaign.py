@@ -324,11 +324,13 @@ class Campaign:
         dirs = {row[0]: row[1] for row in state.voters + state.observers}
         return state.leader_id, sorted(row[0] for row in state.voters), [], dirs
 
-    async def change_voter(self, kind: str, node: int,
-                           directory: str) -> tuple[str | None, str | None]:
-        """RemoveRaftVoter / AddRaftVoter of ``node`` through the quorum leader: (Kafka's
-        error name, None when done; the leader's message)."""
-        leader = await self.active_controller()
+    async def change_voter(self, kind: str, node: int, directory: str,
+                           leader: int | None = None) -> tuple[str | None, str | None]:
+        """RemoveRaftVoter / AddRaftVoter of ``node`` through the quorum leader (``leader``
+        if given: the one a cut has just left in place): (Kafka's error name, None when
+        done; the leader's message)."""
+        if leader is None:
+            leader = await self.active_controller()
         if leader is None:
             return "NOT_LEADER_OR_FOLLOWER", "no quorum leader"
         error, message = await change_voter(self.backend.nodes, leader, kind, node, directory)

@@ -85,9 +85,10 @@ class FaultContext(Protocol):
     # the quorum leader, its voters, its voters whose disk was replaced, every replica's
     # directory id as the leader saw it fetch (None: no leader answered)
     async def quorum_view(self) -> tuple[int, list[int], list[int], dict[int, str]] | None: ...
-    # RemoveRaftVoter / AddRaftVoter through the quorum leader: (error name or None, message)
-    async def change_voter(self, kind: str, node: int,
-                           directory: str) -> tuple[str | None, str | None]: ...
+    # RemoveRaftVoter / AddRaftVoter through the quorum leader (or the controller named):
+    # (error name or None, message)
+    async def change_voter(self, kind: str, node: int, directory: str,
+                           leader: int | None = None) -> tuple[str | None, str | None]: ...
     # the brokers each running broker's Metadata lists (None: it did not answer)
     async def broker_lists(self) -> dict[int, tuple[int, ...] | None]: ...
     # UnregisterBroker through the running brokers, asked again while no controller takes

@@ -147,6 +147,12 @@ class PlanFaults:
         has been undone by then (a scenario's later phases)."""
         self._at(self.sim.now + max(1, int(delay_s * 1000)), self.current, "phase", fn, *args)
 
+    def lasting(self, delay_s: float, fn, *args) -> None:
+        """Run ``fn(*args)`` ``delay_s`` simulated seconds from now even if the current step
+        has been undone or the faults are over by then: what a package must finish to leave
+        the cluster whole (a voter it removed added back)."""
+        self._at(self.sim.now + max(1, int(delay_s * 1000)), self.current, "lasting", fn, *args)
+
     def fire(self, callback_id: int) -> bool:
         step, what, fn, args = self._callbacks.pop(callback_id)
         if what == "phase" and (step in self._over or self.sim.now >= self.sim.duration_ms):
@@ -427,14 +433,14 @@ class PlanFaults:
         stale = [v for v, key in voters.items() if key.directory_id != self.sim.dir_ids[v]]
         return top[0], sorted(voters), sorted(stale)
 
-    def change_voter(self, kind: str, node: int, then) -> bool:
+    def change_voter(self, kind: str, node: int, then, to: int | None = None) -> bool:
         """RemoveRaftVoter or AddRaftVoter (``kind`` "remove" / "add") of ``node`` sent to
-        the quorum leader, an add with the node's directory id now, a removal with the one
-        the leader's voter set names; ``then(error, message)`` with its answer (a reply that
-        never comes: never; ``error`` a Kafka error name, None when done). False when no
-        leader is known."""
-        top = self.sim.leader()
-        if top is None:
+        the quorum leader (or to the controller ``to``), an add with the node's directory id
+        now, a removal with the one the leader's voter set names; ``then(error, message)``
+        with its answer (a reply that never comes: never; ``error`` a Kafka error name, None
+        when done). False when no leader is known."""
+        top = self.sim.leader() if to is None else (to,)
+        if top is None or self.sim.nodes[top[0]].node is None:
             return False
         step = self.current
         key = self.sim.nodes[top[0]].node.raft.voters.get(node)
