@@ -90,11 +90,12 @@ def test_the_twin_runs_the_stored_plan_and_operations(tmp_path):
 EFFECT = {"kill": "crashes", "power-loss": "crashes", "corrupt": "crashes",
           "partition": "partitions", "one-way": "partitions", "depose-leader": "partitions",
           "strand-replica": "partitions", "disk-error": "halts", "disk-full": "halts",
-          "elr-crash": "crashes"}
+          "elr-crash": "crashes", "voter-split": "partitions"}
 SPECS = {"partition": ("isolate-partition-leader", ""), "one-way": ("one", "deaf"),
          "clock": ("one", "bump"), "corrupt": ("one", "bitflip"),
          "depose-leader": ("partition", ""), "strand-replica": ("partition", ""),
          "reassign": ("partition", ""), "elr-crash": ("partition", "")}
+FIELDS = {"voter-split": {"nodes": 5, "controllers": 5}}  # it needs five voters
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
@@ -102,7 +103,7 @@ def test_every_fault_package_acts_in_the_twin_or_says_it_cannot(tmp_path, packag
     spec, mode = SPECS.get(package, ("partition-leader", ""))
     duration = PACKAGES[package].length_s or 8.0
     run = one_step(tmp_path / package, package, spec, mode, duration_s=duration,
-                   time_limit_s=int(6 + duration + 6))
+                   time_limit_s=int(6 + duration + 6), **FIELDS.get(package, {}))
     o = run_seed(3, 0, 0, frozenset(), twin=load_twin(run))
     step = o.result.plan[0]
     if package in NOT_SIMULATED:
