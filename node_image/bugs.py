@@ -69,8 +69,10 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "VotersRecord is committed",
         "The quorum leader takes a voter change while the previous one is uncommitted, so two "
         "voter sets are in flight at once and their majorities need not meet (KIP-853).",
-        ("AtMostOneUncommittedVoterSet", "MajorityReachedHighWatermark"), needs_faults=("voters",),
-        sim_options=(("extra_faults", {"voters": 8000}),)),
+        ("AtMostOneUncommittedVoterSet", "MajorityReachedHighWatermark", "MonotonicHighWatermark",
+         "ConsistentCommittedData", "Linearizability"),
+        docker=True, needs_faults=("voter-split",), campaign="campaigns/voter-split.yaml",
+        sim_options=(("extra_faults", {"voter-split": 20000}),)),
     Bug("voter-counted-before-catch-up", "raft",
         "a voter is added only once it has caught up, and counts only what it has fetched",
         "AddRaftVoter takes any node, and the leader counts the new voter as holding its whole "
@@ -78,7 +80,8 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "minority holds (KIP-853).",
         ("MajorityReachedHighWatermark", "ConsistentCommittedData", "Linearizability",
          "Liveness"),
-        needs_faults=("voters",), sim_options=(("extra_faults", {"voters": 8000}),)),
+        docker=True, needs_faults=("voter-split",), campaign="campaigns/voter-split.yaml",
+        sim_options=(("extra_faults", {"voter-split": 20000}),)),
     Bug("read-without-barrier", "controller",
         "a register read is answered only after a marker appended in the leader's epoch commits",
         "The active controller answers reads at once from its in-memory state, which may "

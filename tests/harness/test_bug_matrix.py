@@ -19,7 +19,8 @@ from node_image.bugs import BUGS
 def test_each_bug_goes_to_the_campaign_meant_to_catch_it():
     assert matrix.docker_workload(None) == "queue"
     assert matrix.bug_groups()["queue"] == [n for n, b in BUGS.items() if b.workload == "queue"]
-    docker_register = ["lease-read", "lease-read-step-proof", "reply-before-commit"]
+    docker_register = ["concurrent-voter-changes", "voter-counted-before-catch-up",
+                       "lease-read", "lease-read-step-proof", "reply-before-commit"]
     assert matrix.bug_groups()["register"] == docker_register
     for name, bug in BUGS.items():
         expected = "queue" if bug.workload == "queue" else (
