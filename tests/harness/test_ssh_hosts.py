@@ -74,41 +74,45 @@ def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
     before = [hosts.file_list(i) for i in range(3)]
     hosts_file = hosts.hosts_file(tmp_path / "hosts.yaml", hosts.known)
     results = tmp_path / "results"
+    try:
+        register = {"workload": "register", "seed": 7, "time_limit_s": 12, "recovery_s": 3,
+                    "concurrency": 6, "nemesis": ["partition", "kill", "pause", "clock", "delay"],
+                    "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
+        log, run_dir, planned = _valid_run_with_its_faults(register, hosts_file, results)
+        assert "installing node bundle" in log and len(planned) >= 4
 
-    register = {"workload": "register", "seed": 7, "time_limit_s": 12, "recovery_s": 3,
-                "concurrency": 6, "nemesis": ["partition", "kill", "pause", "clock", "delay"],
-                "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
-    log, run_dir, planned = _valid_run_with_its_faults(register, hosts_file, results)
-    assert "installing node bundle" in log and len(planned) >= 4
+        # a clock rate alone (a clock fault beside it would move the same clock): it takes on
+        # the hosts, the node's age read from the host's /proc, and its measured rate is
+        # recorded (long enough that a start slowed by a busy machine leaves a window to
+        # measure over)
+        rate = {"workload": "register", "seed": 5, "time_limit_s": 10, "recovery_s": 2,
+                "concurrency": 3, "nemesis": ["clock-rate"], "nemesis_interval_s": 2,
+                "nemesis_options": {"clock-rate": {"duration_s": [5, 6], "rate": [0.5, 0.5]}}}
+        _, run_dir, planned = _valid_run_with_its_faults(rate, hosts_file, results)
+        rows = [r["value"] for r in _history(run_dir) if r["f"].startswith("clock-rate")
+                and r["type"] == "info"]
+        assert rows and not any("failed" in v for v in rows), rows
+        seen = [x for v in rows for x in v.get("measured_rates", {}).values()]
+        assert seen and all(0.3 < x < 0.7 for x in seen), rows
+        for n in (1, 2, 3):
+            node_log = run_dir / "nodes" / f"n{n}" / "node.log"
+            assert f"node {n} listening" in node_log.read_text()
+            assert (run_dir / "nodes" / f"n{n}" / "data.tar.gz").stat().st_size > 0
 
-    # a clock rate alone (a clock fault beside it would move the same clock): it takes on
-    # the hosts, the node's age read from the host's /proc, and its measured rate is recorded
-    rate = {"workload": "register", "seed": 5, "time_limit_s": 10, "recovery_s": 2,
-            "concurrency": 3, "nemesis": ["clock-rate"], "nemesis_interval_s": 2,
-            "nemesis_options": {"clock-rate": {"duration_s": [3, 4], "rate": [0.5, 0.5]}}}
-    _, run_dir, planned = _valid_run_with_its_faults(rate, hosts_file, results)
-    rows = [r["value"] for r in _history(run_dir) if r["f"].startswith("clock-rate")
-            and r["type"] == "info"]
-    assert rows and not any("failed" in v for v in rows), rows
-    seen = [x for v in rows for x in v.get("measured_rates", {}).values()]
-    assert seen and all(0.3 < x < 0.7 for x in seen), rows
-    for n in (1, 2, 3):
-        node_log = run_dir / "nodes" / f"n{n}" / "node.log"
-        assert f"node {n} listening" in node_log.read_text()
-        assert (run_dir / "nodes" / f"n{n}" / "data.tar.gz").stat().st_size > 0
+        queue = {"workload": "queue", "seed": 3, "time_limit_s": 14, "recovery_s": 3,
+                 "concurrency": 6, "nemesis": ["partition", "kill", "power-loss"],
+                 "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
+        log, run_dir, planned = _valid_run_with_its_faults(queue, hosts_file, results)
+        assert "already installed" in log and "installing node bundle" not in log  # reused
+        assert "power-loss" in planned
 
-    queue = {"workload": "queue", "seed": 3, "time_limit_s": 14, "recovery_s": 3,
-             "concurrency": 6, "nemesis": ["partition", "kill", "power-loss"],
-             "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
-    log, run_dir, planned = _valid_run_with_its_faults(queue, hosts_file, results)
-    assert "already installed" in log and "installing node bundle" not in log  # reused
-    assert "power-loss" in planned
-
-    # the install is still there between runs, and nothing runs
-    for i in range(3):
-        rc, out = hosts.sh(i, "test -d /opt/chaoskraft/root && ! grep -q chaoskraft /proc/mounts")
-        assert rc == 0, out
-    assert main(["hosts", "clean", "--hosts", str(hosts_file)]) == 0
+        # the install is still there between runs, and nothing runs
+        for i in range(3):
+            rc, out = hosts.sh(i, "test -d /opt/chaoskraft/root && ! grep -q chaoskraft /proc/mounts")
+            assert rc == 0, out
+    finally:  # the hosts are the module's: what a failure installed is removed too
+        cleaned = main(["hosts", "clean", "--hosts", str(hosts_file)])
+    assert cleaned == 0
     after = [hosts.file_list(i) for i in range(3)]
     for i in range(3):
         added = sorted(set(after[i]) - set(before[i]))
