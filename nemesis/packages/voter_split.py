@@ -79,22 +79,31 @@ class VoterSplit(Package):
         if len(controllers) != CONTROLLERS:
             raise Skipped(f"needs {CONTROLLERS} controllers, the cluster has {len(controllers)}")
         paused: list[int] = []
-
-        async def undo():
-            if ctx.partitioned:
-                await ctx.heal_cut()
-            if paused:
-                await ctx.exec_all(paused, lambda n: ["ck-ctl", "resume"])
-                paused.clear()
         try:
             view = await self._whole(ctx, controllers)
             await self._removals(ctx, controllers, view, rng)
             view = await self._whole(ctx, controllers)
             await self._add(ctx, controllers, view, rng, paused)
             await self._whole(ctx, controllers)
-        finally:
-            await undo()
+        finally:  # a step cut short leaves no cut and no paused node behind
+            if self._cut:
+                await self._heal(ctx)
+            if paused:
+                await ctx.exec_all(paused, lambda n: ["ck-ctl", "resume"])
+
+        async def undo():  # each cut healed and the voter set whole already
+            return None
         return "voter-split: two removals, then an add, across cuts", undo, controllers
+
+    _cut = False  # one of its cuts is in force
+
+    async def _cut_off(self, ctx, near: set[int], controllers: list[int], value: dict) -> None:
+        self._cut = True
+        await ctx.cut(halves(near, controllers), value)
+
+    async def _heal(self, ctx) -> None:
+        await ctx.heal_cut()
+        self._cut = False
 
     async def _whole(self, ctx, controllers: list[int]):
         """Every controller a voter again (added back through the leader, as ``voters``
@@ -125,10 +134,10 @@ class VoterSplit(Package):
         ctx.history.record("nemesis", "invoke", "voter-split", value=value)
         ctx.status(f"voter-split: n{leader} and n{partner} cut off, n{leader} asked to remove "
                    f"{removed}")
-        await ctx.cut(halves({leader, partner}, controllers), value)
+        await self._cut_off(ctx, {leader, partner}, controllers, value)
         asked = asyncio.gather(*(self._ask(ctx, leader, "remove", n, dirs) for n in removed))
         await ctx.clock.sleep(HOLD_S)
-        await ctx.heal_cut()
+        await self._heal(ctx)
         answers = await asked
         ctx.history.record("nemesis", "info", "voter-split-healed",
                            value={**value, "answers": answers})
@@ -153,11 +162,11 @@ class VoterSplit(Package):
             await ctx.clock.sleep(SETTLE_S)
         ctx.status(f"voter-split: n{leader} and n{partner} cut off after n{added}'s add "
                    f"({answer[2] or 'taken'})")
-        await ctx.cut(halves({leader, partner}, controllers), value)
+        await self._cut_off(ctx, {leader, partner}, controllers, value)
         await ctx.exec_all([added], lambda n: ["ck-ctl", "resume"])
         paused.remove(added)
         await ctx.clock.sleep(HOLD_S)
-        await ctx.heal_cut()
+        await self._heal(ctx)
         ctx.history.record("nemesis", "info", "voter-split-healed",
                            value={**value, "answers": [answer]})
         ctx.log(f"voter-split: n{added} added while paused, then a cut: {answer}")
