@@ -6,12 +6,13 @@ and kafka-python cells are in the tests that page names."""
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import uuid
 
 import pytest
 
-from conftest import create_topic_everywhere, local_brokers
+from conftest import create_topic_everywhere, local_brokers, wait_for
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 N = 200
@@ -156,6 +157,51 @@ def test_kcat_consumer_group_reads_each_record_once(cluster):
     out = kcat("-G", f"g-{topic}", "-b", cluster.bootstrap(), "-o", "beginning", "-e",
                "-f", "%s\n", topic)
     assert sorted(out.split()) == sorted(values)
+
+
+def test_kcat_transactional_producer_commits_at_end_of_input_and_a_stopped_one_is_aborted(
+        cluster):
+    """kcat with ``transactional.id`` produces its whole input in one transaction, committed
+    when the input ends. A kcat stopped by SIGINT in its transaction, with its records in the
+    log, ends aborted: kcat aborts it, or (when the signal comes while it still produces,
+    which ends it without an abort) the next kcat with the same transactional.id fences it
+    and the coordinator aborts it. A read_committed consumer then reads the records of both
+    committed transactions once each, the second past the aborted ones, and none of them."""
+    topic = topic_for(cluster, "kcat-txn")
+
+    def commit(values, txn_id):
+        kcat("-P", "-b", cluster.bootstrap(), "-t", topic, "-X", f"transactional.id={txn_id}",
+             stdin="\n".join(values) + "\n")
+
+    def read(isolation):  # librdkafka reads committed by default
+        out = kcat("-C", "-b", cluster.bootstrap(), "-t", topic, "-o", "beginning", "-e",
+                   "-f", "%s\n", "-X", f"isolation.level={isolation}")
+        return out.split()
+    first = [f"c-{i}" for i in range(N)]
+    commit(first, f"kc-{topic}")
+    # kcat produces a line once more input follows it: 1.5 MB put all but the last in the log
+    aborted = [f"a-{i}-" + "x" * 92 for i in range(15_000)]
+    proc = subprocess.Popen([shutil.which("kcat"), "-P", "-b", cluster.bootstrap(), "-t", topic,
+                             "-X", f"transactional.id=ka-{topic}", "-X", "linger.ms=0"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write("\n".join(aborted) + "\n")
+        proc.stdin.flush()
+        wait_for("the open transaction's records in the log", lambda: sum(
+            v.startswith("a-") for v in read("read_uncommitted")) >= len(aborted) - 100,
+            timeout_s=60)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    second = [f"d-{i}" for i in range(N)]
+    commit(second, f"ka-{topic}")
+    got = wait_for("the second commit read committed", lambda: (
+        lambda r: r if set(second) <= set(r) else None)(read("read_committed")), timeout_s=60)
+    assert sorted(got) == sorted(first + second), "committed once each, nothing aborted"
+    assert sum(v.startswith("a-") for v in read("read_uncommitted")) >= len(aborted) - 100
 
 
 def test_aiokafka_every_codec_through_a_partition_leader_kill(cluster):
