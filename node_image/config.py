@@ -135,6 +135,8 @@ class BrokerConfig:
     authorizer: bool = False  # authorizer.class.name is StandardAuthorizer
     allow_everyone_if_no_acl_found: bool = False
     super_users: frozenset = frozenset()
+    # the keys server.properties set (DescribeConfigs: STATIC_BROKER_CONFIG, else DEFAULT)
+    static_keys: frozenset = frozenset()
     retry_backoff_ms: int = 100
     # (chaoskraft) an internal request (heartbeat, follower fetch, AlterPartition) without an
     # answer for this long is sent again: the transport does not report lost connections.
@@ -347,6 +349,7 @@ def load_config(props: dict[str, str]) -> NodeConfig:
         u.strip() for u in props.get("super.users", "").split(";") if u.strip())
     kw["broker"]["advertised"] = advertised["PLAINTEXT"]
     kw["broker"]["internal_port"] = listener[1]
+    kw["broker"]["static_keys"] = frozenset(props)
     return NodeConfig(node_id=node_id, voters=voters, log_dir=props["log.dirs"], roles=roles,
                       listener=listener, kafka_listener=kafka_listener,
                       broker=BrokerConfig(**kw["broker"]),

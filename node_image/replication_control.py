@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from . import messages as m
 from . import metadata_records as mr
 from .metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, PartitionRegistration
+from .group_configs import GROUP_CONFIGS, GROUP_RESOURCE, check_group_config
+from .topic_configs import LIST_CONFIGS, TOPIC_CONFIGS
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -61,29 +63,6 @@ LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 def legal_topic_name(name: str) -> bool:
     """Kafka's topic name rule: 1-249 of a-z A-Z 0-9 . _ -, and neither "." nor ".."."""
     return bool(LEGAL_TOPIC.match(name)) and name not in (".", "..")
-
-# Topic configs we understand, with the check their value must pass.
-TOPIC_CONFIGS = {
-    "min.insync.replicas": lambda v: v.isdigit() and int(v) >= 1,
-    "unclean.leader.election.enable": lambda v: v in ("true", "false"),
-    "flush.messages": lambda v: v.isdigit() and int(v) >= 1,
-    "cleanup.policy": lambda v: v == "delete",
-    # Records are never deleted by time: only "keep forever" is honest to accept.
-    "retention.ms": lambda v: v == "-1",
-    "retention.bytes": lambda v: v == "-1",  # nor by size
-    "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
-    "message.timestamp.before.max.ms": lambda v: v.isdigit(),
-    "message.timestamp.after.max.ms": lambda v: v.isdigit(),
-    "max.message.bytes": lambda v: v.isdigit() and int(v) > 0,
-    # producer: batches kept as the producer compressed them; else recompressed to this
-    "compression.type": lambda v: v in ("producer", "uncompressed", "gzip", "snappy", "lz4",
-                                        "zstd"),
-}
-
-# What a refused value of a config we take only in part may be.
-ONLY = {"retention.ms": "only -1 is supported: records are never deleted by time",
-        "retention.bytes": "only -1 is supported: records are never deleted by size",
-        "cleanup.policy": "only delete is supported (no compaction)"}
 
 ONLINE, PREFERRED, UNCLEAN = "ONLINE", "PREFERRED", "UNCLEAN"
 
@@ -264,16 +243,16 @@ def delete_topics(image: MetadataImage, topics) -> tuple[list, list]:
 
 
 SET, DELETE, APPEND, SUBTRACT = range(4)  # Kafka's AlterConfigOp.OpType
-LIST_CONFIGS = {"cleanup.policy"}  # comma-separated lists: APPEND and SUBTRACT apply
 
 
 def check_topic_config(key: str, value: str, rf: int) -> str | None:
     """Why ``key=value`` cannot be a topic's config, or None."""
-    check = TOPIC_CONFIGS.get(key)
-    if check is None:
+    config = TOPIC_CONFIGS.get(key)
+    if config is None:
         return f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
-    if not check(value):
-        return f"config {key}: invalid value {value!r}" + (f" ({ONLY[key]})" if key in ONLY else "")
+    if not config.check(value):
+        return f"config {key}: invalid value {value!r}" + (
+            f" ({config.only})" if config.only else "")
     if key == "min.insync.replicas" and int(value) > rf:
         return f"min.insync.replicas {value} is larger than the replication factor {rf}"
     return None
@@ -282,8 +261,9 @@ def check_topic_config(key: str, value: str, rf: int) -> str | None:
 def alter_configs(image: MetadataImage, resources, incremental: bool) -> tuple[list, list]:
     """ConfigRecords for AlterConfigs (``incremental`` False: the SETs given become the
     topic's whole set) or IncrementalAlterConfigs (SET, DELETE, and APPEND/SUBTRACT on list
-    configs), and a (resource type, name, error, message) row per resource. Topics only:
-    the node's broker settings are static (server.properties)."""
+    configs), and a (resource type, name, error, message) row per resource. Topics, and
+    groups (KIP-848's group configs); the node's broker settings are static
+    (server.properties)."""
     records: list = []
     results: list = []
     for rtype, name, ops in resources:
@@ -293,27 +273,35 @@ def alter_configs(image: MetadataImage, resources, incremental: bool) -> tuple[l
             fail(m.INVALID_CONFIG, "broker settings are static here (server.properties): none "
                                    "can be changed at run time")
             continue
-        if rtype != TOPIC_RESOURCE:
+        if rtype == GROUP_RESOURCE:  # a group need not exist yet, as in Kafka
+            if not name:
+                fail(m.INVALID_REQUEST, "a group config needs a group id")
+                continue
+            table, check = GROUP_CONFIGS, check_group_config
+        elif rtype != TOPIC_RESOURCE:
             fail(m.INVALID_REQUEST, f"resource type {rtype} has no configs here "
-                                    f"(topics {TOPIC_RESOURCE})")
+                                    f"(topics {TOPIC_RESOURCE}, groups {GROUP_RESOURCE})")
             continue
-        t = image.topics.get(name)
-        if t is None:
-            fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            continue
-        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
-        before = dict(image.topic_config(name))
+        else:
+            t = image.topics.get(name)
+            if t is None:
+                fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                continue
+            rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+            table, check = TOPIC_CONFIGS, lambda k, v, rf=rf: check_topic_config(k, v, rf)
+        before = dict(image.configs.get((rtype, name), {}))
         after = dict(before) if incremental else {}
         bad = None
         for key, op, value in ops:
-            if key not in TOPIC_CONFIGS:
-                bad = f"unknown topic config {key!r} (known: {', '.join(sorted(TOPIC_CONFIGS))})"
+            if key not in table:
+                kind = "topic" if table is TOPIC_CONFIGS else "group"
+                bad = f"unknown {kind} config {key!r} (known: {', '.join(sorted(table))})"
             elif op == SET and value is not None:
                 after[key] = value
             elif op == DELETE or (op == SET and value is None):
                 after.pop(key, None)
             elif op in (APPEND, SUBTRACT) and key in LIST_CONFIGS:
-                have = [v for v in after.get(key, "delete").split(",") if v]
+                have = [v for v in after.get(key, TOPIC_CONFIGS[key].default).split(",") if v]
                 given = [v for v in (value or "").split(",") if v]
                 items = have + [v for v in given if v not in have] if op == APPEND else [
                     v for v in have if v not in given]
@@ -328,14 +316,14 @@ def alter_configs(image: MetadataImage, resources, incremental: bool) -> tuple[l
         if bad is None:
             bad = next((why for key, value in sorted(after.items())
                         if key not in before or before[key] != value
-                        for why in [check_topic_config(key, value, rf)] if why), None)
+                        for why in [check(key, value)] if why), None)
         if bad:
             fail(m.INVALID_CONFIG, bad)
             continue
         results.append((rtype, name, m.NONE, None))
         for key in sorted(set(before) | set(after)):
             if before.get(key) != after.get(key):
-                records.append(mr.ConfigRecord(TOPIC_RESOURCE, name, key, after.get(key)))
+                records.append(mr.ConfigRecord(rtype, name, key, after.get(key)))
     return records, results
 
 

@@ -14,7 +14,8 @@ protocol, in three steps (as Kafka's GroupMetadataManager):
 What changed is written to the group's ``__consumer_offsets`` partition (acks=all,
 :mod:`.consumer_records`) and the answer goes out once it is committed; a heartbeat that
 changed nothing is answered once everything written before it is committed. A member
-silent for ``group.consumer.session.timeout.ms``, or that keeps partitions it must revoke
+silent for its session timeout (the group's ``consumer.session.timeout.ms``, else the
+broker's ``group.consumer.session.timeout.ms``), or that keeps partitions it must revoke
 for longer than its rebalance timeout, is removed. A write that fails answers its error
 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT) and is not rolled back
 in memory: a coordinator that takes over reads only what committed, and a member whose
@@ -47,6 +48,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from .. import group_configs
 from .. import messages as m
 from ..coverage import Reached
 from . import consumer_records as cr
@@ -238,12 +240,13 @@ class ConsumerGroups:
             entries.append(cr.current(g.group_id, member_id, mb.current))
             mb.revoke_deadline_ms = (now + mb.rebalance_timeout_ms
                                      if mb.current.state == UNREVOKED else None)
-        mb.expires_ms = now + self.options.group_consumer_session_timeout_ms
+        session_ms, interval_ms = group_configs.timing(self.rm.image, g.group_id, self.options)
+        mb.expires_ms = now + session_ms
         full = hb.member_epoch == 0 or (hb.rebalance_timeout_ms != -1
                                         and hb.subscribed is not None and hb.owned is not None)
         answer = HeartbeatAnswer(
             m.NONE, member_id=member_id, member_epoch=mb.current.epoch,
-            interval_ms=self.options.group_consumer_heartbeat_interval_ms,
+            interval_ms=interval_ms,
             assignment=mb.current.assigned if full or mb.current.assigned != before.assigned
             else None)
         self._write_then(g, entries, now, lambda: respond(answer), respond)

@@ -1,13 +1,15 @@
 """DescribeConfigs: what a topic's or this broker's configuration is, and where each value
 comes from, as Kafka answers it (``ConfigHelper``).
 
-A topic lists every topic config the node knows (``replication_control.TOPIC_CONFIGS``):
+A topic lists every topic config (``topic_configs.TOPIC_CONFIGS``, Kafka's):
 the value the topic was created with (source DYNAMIC_TOPIC_CONFIG), else the broker's
 default for it (STATIC_BROKER_CONFIG when server.properties set it, else DEFAULT_CONFIG).
 A broker lists its own settings (``config._INT_KEYS``' broker section, the boolean keys,
 ``compression.type``, ``advertised.listeners`` and ``node.id``), read-only: the node has no dynamic broker configs. Only this broker's
 id may be asked (Kafka refuses another id with INVALID_REQUEST); an unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION; other resource types are INVALID_REQUEST.
+UNKNOWN_TOPIC_OR_PARTITION. A group (KIP-848) lists its session timeout and heartbeat
+interval (``group_configs``), its own (GROUP_CONFIG) or the broker's; other resource types
+are INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -16,31 +18,25 @@ from dataclasses import fields
 from .. import messages as m
 from ..config import _BOOL_KEYS, _INT_KEYS, BrokerConfig
 from ..metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
-from ..replication_control import TOPIC_CONFIGS
+from ..group_configs import GROUP_CONFIGS, GROUP_RESOURCE
+from ..topic_configs import BOOLEAN, INT, LONG, STRING, TOPIC_CONFIGS
 
 # Kafka's DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-# Kafka's ConfigType (DescribeConfigs v3+)
-BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
-
-# topic config -> (the broker setting that is its default, or None; the default without one)
-TOPIC_DEFAULTS = {
-    "min.insync.replicas": ("min_insync_replicas", None),
-    "flush.messages": ("flush_interval_messages", None),
-    "max.message.bytes": ("message_max_bytes", None),
-    "message.timestamp.before.max.ms": ("timestamp_before_max_ms", None),
-    "message.timestamp.after.max.ms": ("timestamp_after_max_ms", None),
-    "compression.type": ("compression_type", None),
-    "unclean.leader.election.enable": (None, "false"),
-    "cleanup.policy": (None, "delete"),
-    "retention.ms": (None, "-1"),  # kept forever: the only retention the node has
-    "retention.bytes": (None, "-1"),
-    "message.timestamp.type": (None, "CreateTime"),
-}
-assert set(TOPIC_DEFAULTS) == set(TOPIC_CONFIGS), "every topic config has a default"
-LONG_CONFIGS = {"flush.messages", "retention.ms", "retention.bytes",
-                "message.timestamp.before.max.ms", "message.timestamp.after.max.ms"}
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 _BROKER_FIELDS = {f.name: f.default for f in fields(BrokerConfig)}
+# a broker setting's attribute -> its key in server.properties
+_KEY_OF = {attr: key for key, (_, attr) in _INT_KEYS.items()} | {
+    attr: key for key, attr in _BOOL_KEYS.items()} | {"compression_type": "compression.type"}
+
+
+def _source(options: BrokerConfig, attr: str) -> int:
+    """Where a broker setting's value comes from, as Kafka says: STATIC_BROKER_CONFIG when
+    server.properties sets it (to any value, its default too), else DEFAULT_CONFIG."""
+    key = _KEY_OF.get(attr)
+    if key is not None and options.static_keys:
+        return STATIC_BROKER_CONFIG if key in options.static_keys else DEFAULT_CONFIG
+    return DEFAULT_CONFIG if getattr(options, attr) == _BROKER_FIELDS[attr] \
+        else STATIC_BROKER_CONFIG
 
 
 def _text(value) -> str:
@@ -48,10 +44,13 @@ def _text(value) -> str:
 
 
 def _type(name: str, value: str) -> int:
+    """A topic config's type from the table; a broker setting's from its value."""
+    if name in TOPIC_CONFIGS:
+        return TOPIC_CONFIGS[name].kind
     if value in ("true", "false"):
         return BOOLEAN
     if value.lstrip("-").isdigit():
-        return LONG if name in LONG_CONFIGS or abs(int(value)) >= 1 << 31 else INT
+        return LONG if abs(int(value)) >= 1 << 31 else INT
     return STRING
 
 
@@ -64,9 +63,7 @@ def broker_settings(options: BrokerConfig) -> dict[str, tuple[str, int]]:
     for name, attr in sorted(names.items()):
         if attr not in _BROKER_FIELDS:
             continue  # a boolean key of another section
-        value = getattr(options, attr)
-        source = DEFAULT_CONFIG if value == _BROKER_FIELDS[attr] else STATIC_BROKER_CONFIG
-        out[name] = (_text(value), source)
+        out[name] = (_text(getattr(options, attr)), _source(options, attr))
     return out
 
 
@@ -80,15 +77,26 @@ def settings_of_topic(set_here: dict[str, str],
                       options: BrokerConfig) -> dict[str, tuple[str, int]]:
     """The configs of a topic created with ``set_here``: name -> (value, source)."""
     out = {}
-    for name, (attr, fixed) in sorted(TOPIC_DEFAULTS.items()):
+    for name, config in sorted(TOPIC_CONFIGS.items()):
+        attr, fixed = config.broker_attr, config.default
         if name in set_here:
             out[name] = (set_here[name], DYNAMIC_TOPIC_CONFIG)
         elif attr is not None:
-            value = getattr(options, attr)
-            out[name] = (_text(value), DEFAULT_CONFIG if value == _BROKER_FIELDS[attr]
-                         else STATIC_BROKER_CONFIG)
+            out[name] = (_text(getattr(options, attr)), _source(options, attr))
         else:
             out[name] = (fixed, DEFAULT_CONFIG)
+    return out
+
+
+def group_settings(image: MetadataImage, group_id: str,
+                   options: BrokerConfig) -> dict[str, tuple[str, int]]:
+    """A group's configs (KIP-848): its own (source GROUP_CONFIG), else the broker's."""
+    own = image.configs.get((GROUP_RESOURCE, group_id), {})
+    out = {}
+    for name, config in sorted(GROUP_CONFIGS.items()):
+        attr = config.broker_attr
+        out[name] = (own[name], GROUP_CONFIG) if name in own else (
+            str(getattr(options, attr)), _source(options, attr))
     return out
 
 
@@ -123,9 +131,12 @@ def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resource
             host, port = options.advertised  # set in the node's server.properties
             settings["advertised.listeners"] = (f"PLAINTEXT://{host}:{port}", STATIC_BROKER_CONFIG)
             settings["node.id"] = (str(node_id), STATIC_BROKER_CONFIG)
+        elif rtype == GROUP_RESOURCE:
+            settings, read_only = group_settings(image, name, options), False
         else:
             fail(m.INVALID_REQUEST, f"resource type {rtype} is not described here "
-                                    f"(topics {TOPIC_RESOURCE}, brokers {BROKER_RESOURCE})")
+                                    f"(topics {TOPIC_RESOURCE}, brokers {BROKER_RESOURCE}, "
+                                    f"groups {GROUP_RESOURCE})")
             continue
         wanted = settings if keys is None else {k: settings[k] for k in keys if k in settings}
         configs = []

@@ -55,6 +55,7 @@ from __future__ import annotations
 import uuid
 from typing import Callable
 
+from .. import group_configs
 from .. import messages as m
 from .. import records
 from ..coverage import Reached
@@ -165,7 +166,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
             if g.consumer is not None:
                 g.protocol_type, g.state = "consumer", EMPTY
                 for mb in g.consumer.members.values():  # sessions start again, as Kafka's
-                    mb.expires_ms = self._now + self.options.group_consumer_session_timeout_ms
+                    mb.expires_ms = self._now + group_configs.timing(
+                        self.rm.image, g.group_id, self.options)[0]
                     mb.revoke_deadline_ms = (self._now + mb.rebalance_timeout_ms
                                              if mb.current.state == UNREVOKED else None)
         if count:  # (an empty partition says nothing: there are 50 of them)

@@ -14,6 +14,7 @@ from ... import kafka_codec as kc
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from .. import describe_configs
+from ...group_configs import GROUP_RESOURCE
 from ...metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
@@ -213,11 +214,14 @@ class AdminApis:
 
     def _config_denied(self, src, operation: int, resource_type: int, name: str) -> int | None:
         """DESCRIBE_CONFIGS or ALTER_CONFIGS on a topic, or on the cluster for a broker's
-        (or a broker logger's) configs; other resource types are left to the handler."""
+        (or a broker logger's) configs, or on a group for its own; other resource types are
+        left to the handler."""
         if resource_type == TOPIC_RESOURCE:
             return self._denied(src, operation, acls.TOPIC, name)
         if resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):  # 8: a broker logger
             return self._denied(src, operation, acls.CLUSTER, acls.CLUSTER_NAME)
+        if resource_type == GROUP_RESOURCE:
+            return self._denied(src, operation, acls.GROUP, name)
         return None
 
     def _create_partitions(self, src, req: KafkaRequest, now: int) -> None:

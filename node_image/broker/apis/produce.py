@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ... import messages as m
 from ... import acls, compression, records
 from ...kafka_codec import KafkaRequest
+from ...topic_configs import compacted
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
 from .common import UNBOUNDED, leader_hint, node_endpoints
@@ -23,6 +24,8 @@ class _ProduceResult:
     required_end: int = 0  # the high watermark that commits it (last offset + 1)
     leader_epoch: int = -1
     log_append_time_ms: int = -1  # the broker's wall clock, for a LogAppendTime topic
+    error_message: str | None = None
+    bad_record: int | None = None  # INVALID_RECORD: the index of the record refused
 
 
 @dataclass(slots=True)
@@ -120,6 +123,16 @@ class ProduceApis:
         required = 0
         append_time = -1
         config = self.rm.image.topic_config(topic)
+        if compacted(config):
+            keyless = next((i for i, rec in enumerate(
+                r for _, b in batches for r in records.decode_records(b)[1])
+                if rec.key is None), None)
+            if keyless is not None:  # Kafka's LogValidator: the whole request is refused
+                why = f"Compacted topic cannot accept message without key in topic " \
+                      f"partition {topic}-{partition}."
+                self._on_event(f"produce to {topic}-{partition}: {why} (INVALID_RECORD)")
+                return _ProduceResult(m.INVALID_RECORD, leader_epoch=part.leader_epoch,
+                                      error_message=why, bad_record=keyless)
         if config.get("message.timestamp.type") == "LogAppendTime":
             append_time = self.wall_clock()
             batches = [(h, records.set_log_append_time(b, append_time)) for h, b in batches]
@@ -187,7 +200,9 @@ class ProduceApis:
                 base_offset=r.base_offset if r.error == m.NONE else -1,
                 log_append_time_ms=r.log_append_time_ms if r.error == m.NONE else -1,
                 log_start_offset=part.log.start_offset if part is not None else -1,
-                record_errors=[], error_message=None, **extra))
+                record_errors=[] if r.bad_record is None else [P.BatchIndexAndErrorMessage(
+                    batch_index=r.bad_record, batch_index_error_message=None)],
+                error_message=r.error_message, **extra))
         extra = {"node_endpoints": node_endpoints(R, endpoints)} if endpoints else {}
         self._reply(d.src, d.request, R(
             responses=[T(name=t, partition_responses=ps) for t, ps in by_topic.items()],
