@@ -216,3 +216,17 @@ class UnregisterBrokerResponse:
     correlation_id: int
     error: int
     message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterScramRequest:
+    correlation_id: int
+    deletions: tuple  # rows (user, mechanism)
+    # rows (user, mechanism, iterations, salt, salted password): scram.py
+    upsertions: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class AlterScramResponse:
+    correlation_id: int
+    results: tuple  # rows (user, error, message or None)

@@ -10,22 +10,20 @@ listener of its KafkaRaftClient. It keeps two views of the metadata:
 - ``current`` (active controller only): ``committed`` plus the records this
   leader has appended but not yet seen committed.
 
-A write on the active controller computes its records from ``current``,
-replays them into ``current``, appends them to the Raft log and parks its
-reply at the offset of the last record. The reply is released when the
-committed offset passes it. An operation that writes nothing (a failed cas)
-is parked at the last written offset, as Kafka's controller does, so that it
-never exposes a state that might not commit.
+A write on the active controller computes its records from ``current``, replays them into
+``current``, appends them to the Raft log and parks its reply at the offset of the last
+record. The reply is released when the committed offset passes it. An operation that writes
+nothing (a failed cas) is parked at the last written offset, as Kafka's controller does, so
+that it never exposes a state that might not commit.
 
-When leadership is lost, every parked reply fails with NOT_CONTROLLER (a
-write whose records were appended is reported "unknown": they may still
-commit under the next leader) and ``current`` reverts to ``committed``. The
-controller claims leadership only once Raft tells it, which happens after it
-has replayed every record before the leader's epoch start. On an empty log
-it first writes the bootstrap records (feature levels). While active
-and idle it appends a NoOpRecord every ``metadata.max.idle.interval.ms``.
-Every ``metadata.log.max.record.bytes.between.snapshots`` committed bytes it
-writes a snapshot of ``committed``.
+When leadership is lost, every parked reply fails with NOT_CONTROLLER (a write whose records
+were appended is reported "unknown": they may still commit under the next leader) and
+``current`` reverts to ``committed``. The controller claims leadership only once Raft tells
+it, which happens after it has replayed every record before the leader's epoch start. On an
+empty log it first writes the bootstrap records (feature levels). While active and idle it
+appends a NoOpRecord every ``metadata.max.idle.interval.ms``. Every
+``metadata.log.max.record.bytes.between.snapshots`` committed bytes it writes a snapshot of
+``committed``.
 
 Managers
 --------
@@ -38,16 +36,16 @@ Managers
 - Replication control (``replication_control.py``): topics, partitions,
   elections and AlterPartition.
 - Producer ids: blocks of 1000 handed to brokers (ProducerIdsRecord).
+- ACLs (``acls.py``) and SCRAM credentials (``scram.py``).
 
 Register service and its read barrier
 -------------------------------------
-``write(key, value)`` and ``cas(key, expected, new)`` are ordinary controller
-writes. ``read(key)`` appends a NoOpRecord marker in the leader's epoch and
-answers from ``committed`` when that marker commits. A marker can only commit
-in epoch e if a majority still follows the leader of epoch e after the read
-arrived, so no later leader can have committed a write the read misses; a
-deposed leader's markers never commit and its reads fail. Reads arriving in
-the same event share one marker.
+``write(key, value)`` and ``cas(key, expected, new)`` are ordinary controller writes.
+``read(key)`` appends a NoOpRecord marker in the leader's epoch and answers from
+``committed`` when that marker commits. A marker can only commit in epoch e if a majority
+still follows the leader of epoch e after the read arrived, so no later leader can have
+committed a write the read misses; a deposed leader's markers never commit and its reads
+fail. Reads arriving in the same event share one marker.
 """
 from __future__ import annotations
 
@@ -56,7 +54,7 @@ from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
-from . import acls, features, reassignment
+from . import acls, features, reassignment, scram
 from . import partition_events
 from . import replication_control as rc
 from .coverage import Reached
@@ -510,6 +508,12 @@ class QuorumController:
             src, now, lambda rows: m.DeleteAclsResponse(req.correlation_id, tuple(rows)),
             [(m.NOT_CONTROLLER, None, ())] * len(req.filters),
             lambda: acls.delete_plan(self.current.acls, req.filters))
+
+    def handle_alter_scram(self, src, req: m.AlterScramRequest, now: int) -> None:
+        self._admin_write(
+            src, now, lambda rows: m.AlterScramResponse(req.correlation_id, tuple(rows)),
+            [(r[0], m.NOT_CONTROLLER, None) for r in (*req.deletions, *req.upsertions)],
+            lambda: scram.alter_plan(self.current.scram, req.deletions, req.upsertions))
 
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):

@@ -59,7 +59,11 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   DescribeTransactionsRequest, DescribeTransactionsResponse,
                                   ElectLeadersRequest, ElectLeadersResponse,
                                   ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
-                                  ListTransactionsResponse)
+                                  ListTransactionsResponse,
+                                  DescribeUserScramCredentialsRequest,
+                                  DescribeUserScramCredentialsResponse,
+                                  AlterUserScramCredentialsRequest,
+                                  AlterUserScramCredentialsResponse)
 from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
@@ -123,6 +127,7 @@ ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 UNREGISTER_BROKER = 64
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -168,6 +173,10 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     ELECT_LEADERS: (0, 2, ElectLeadersRequest, ElectLeadersResponse),
     DESCRIBE_ACLS: (1, 3, DescribeAclsRequest, DescribeAclsResponse),
     CREATE_ACLS: (1, 3, CreateAclsRequest, CreateAclsResponse),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0, DescribeUserScramCredentialsRequest,
+                                      DescribeUserScramCredentialsResponse),
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0, AlterUserScramCredentialsRequest,
+                                   AlterUserScramCredentialsResponse),
     DELETE_ACLS: (1, 3, DeleteAclsRequest, DeleteAclsResponse),
     ALTER_PARTITION_REASSIGNMENTS: (0, 1, AlterPartitionReassignmentsRequest,
                                     AlterPartitionReassignmentsResponse),

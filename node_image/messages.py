@@ -29,7 +29,7 @@ from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
                              UpdateRaftVoterRequest, UpdateRaftVoterResponse,
                              CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest,
                              DeleteAclsResponse, UnregisterBrokerRequest,
-                             UnregisterBrokerResponse,
+                             UnregisterBrokerResponse, AlterScramRequest, AlterScramResponse,
                              CreatePartitionsRequest, CreatePartitionsResponse,
                              CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                              DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
@@ -470,7 +470,7 @@ TYPES: tuple[type, ...] = (
     UpdateFeaturesResponse, AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
     UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateRaftVoterRequest,
-    UpdateRaftVoterResponse,
+    UpdateRaftVoterResponse, AlterScramRequest, AlterScramResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -494,6 +494,9 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),
     (AlterConfigsResponse, "results"): ("int", "str", "int", "str | None"),
     (DeleteTopicsRequest, "topics"): ("str", "str"),
+    (AlterScramRequest, "deletions"): ("str", "int"),
+    (AlterScramRequest, "upsertions"): ("str", "int", "int", "bytes", "bytes"),
+    (AlterScramResponse, "results"): ("str", "int", "str | None"),
     (DeleteTopicsResponse, "results"): ("str", "str", "int", "str | None"),
     (QuorumStateResponse, "voters"): ("int", "str", "int", "int", "int"),
     (QuorumStateResponse, "observers"): ("int", "str", "int", "int", "int"),

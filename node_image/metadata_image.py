@@ -96,6 +96,8 @@ class MetadataImage:
     configs: dict = field(default_factory=dict)  # (resource type, name) -> {key: value}
     next_producer_id: int = 0
     acls: dict = field(default_factory=dict)  # id -> acls.AclBinding
+    # (user, mechanism) -> (salt, stored key, server key, iterations): scram.py
+    scram: dict = field(default_factory=dict)
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.topics.get(topic)
@@ -139,6 +141,8 @@ class MetadataImage:
         out += [mr.AccessControlEntryRecord(i, b.resource_type, b.name, b.pattern_type,
                                             b.principal, b.host, b.operation, b.permission)
                 for i, b in sorted(self.acls.items())]
+        out += [mr.UserScramCredentialRecord(name, mech, *value)
+                for (name, mech), value in sorted(self.scram.items())]
         return out
 
     def digest(self) -> int:
@@ -278,6 +282,12 @@ class MetadataDelta:
         elif t is mr.RemoveAccessControlEntryRecord:
             if self._map("acls").pop(record.id, None) is None:
                 raise AssertionError(f"{record!r} names no ACL")
+        elif t is mr.UserScramCredentialRecord:
+            self._map("scram")[(record.name, record.mechanism)] = (
+                record.salt, record.stored_key, record.server_key, record.iterations)
+        elif t is mr.RemoveUserScramCredentialRecord:
+            if self._map("scram").pop((record.name, record.mechanism), None) is None:
+                raise AssertionError(f"{record!r} names no credential")
         elif t is mr.ProducerIdsRecord:
             if record.next_producer_id <= self.next_producer_id:
                 raise AssertionError(f"{record!r} does not advance next producer id "

@@ -5,7 +5,8 @@ record version | body``. Api keys, names and fields are Kafka's
 (RegisterBrokerRecord 0, UnregisterBrokerRecord 1, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
 PartitionChangeRecord 5, RemoveTopicRecord 9, FeatureLevelRecord 12, ProducerIdsRecord 15,
 BrokerRegistrationChangeRecord 17, NoOpRecord 20, AccessControlEntryRecord 23,
-RemoveAccessControlEntryRecord 24); chaoskraft's own register
+RemoveAccessControlEntryRecord 24, UserScramCredentialRecord 11,
+RemoveUserScramCredentialRecord 22); chaoskraft's own register
 service uses key 10000, outside Kafka's range. Bodies are msgpack maps of the record's fields instead
 of Kafka's generated schema bytes: the metadata log is only read by
 chaoskraft nodes, and the frame still tells a reader which record and
@@ -152,6 +153,23 @@ class RemoveAccessControlEntryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (KIP-554, ``node_image/scram.py``)."""
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterValueRecord:
     """chaoskraft: the register ``key`` now holds ``value``."""
     key: str
@@ -162,7 +180,8 @@ API_KEYS: dict[type, int] = {
     RegisterBrokerRecord: 0, UnregisterBrokerRecord: 1, TopicRecord: 2, PartitionRecord: 3, ConfigRecord: 4,
     PartitionChangeRecord: 5, RemoveTopicRecord: 9, FeatureLevelRecord: 12, ProducerIdsRecord: 15,
     BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, AccessControlEntryRecord: 23,
-    RemoveAccessControlEntryRecord: 24, RegisterValueRecord: 10000}
+    RemoveAccessControlEntryRecord: 24, UserScramCredentialRecord: 11,
+    RemoveUserScramCredentialRecord: 22, RegisterValueRecord: 10000}
 _BY_KEY = {v: k for k, v in API_KEYS.items()}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in API_KEYS}
 # Fields added later have defaults and are written only when set, so a record that does

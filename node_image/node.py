@@ -161,6 +161,7 @@ class Node:
         m.CreateAclsRequest: QuorumController.handle_create_acls,
         m.UnregisterBrokerRequest: QuorumController.handle_unregister_broker,
         m.DeleteAclsRequest: QuorumController.handle_delete_acls,
+        m.AlterScramRequest: QuorumController.handle_alter_scram,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

@@ -177,7 +177,7 @@ class Broker:
                               m.AlterReassignmentsResponse, m.ListReassignmentsResponse,
                               m.UpdateFeaturesResponse, m.RaftVoterResponse,
                               m.CreateAclsResponse, m.DeleteAclsResponse,
-                              m.UnregisterBrokerResponse)):
+                              m.UnregisterBrokerResponse, m.AlterScramResponse)):
             self.apis.handle_controller_response(msg)
         elif isinstance(msg, m.WriteTxnMarkersRequest):
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))

@@ -66,11 +66,12 @@ from .apis.describe import DescribeApis, offline_replicas
 from .apis.fetch import FetchApis, _DelayedFetch
 from .apis.groups import GroupApis
 from .apis.produce import ProduceApis, _DelayedProduce
+from .apis.scram import ScramApis
 from .apis.txn import TxnApis
 
 
 class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApis,
-                ConsumerGroupApis, GroupApis, ClusterShapeApis):
+                ConsumerGroupApis, GroupApis, ClusterShapeApis, ScramApis):
     """One broker's answers to clients: the dispatch table, ApiVersions and Metadata, the
     controller's answers, and the parked requests' timers; each API's handler is in its
     concern's module under ``apis/``."""
@@ -138,6 +139,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.ELECT_LEADERS: self._elect_leaders,
             kc.DESCRIBE_ACLS: self._describe_acls, kc.CREATE_ACLS: self._create_acls,
             kc.DELETE_ACLS: self._delete_acls,
+            kc.DESCRIBE_USER_SCRAM_CREDENTIALS: self._describe_user_scram_credentials,
+            kc.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             kc.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             kc.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
             kc.UPDATE_FEATURES: self._update_features,
