@@ -227,16 +227,26 @@ def response_class(api_key: int, version: int):
     return SUPPORTED[api_key][3][version]
 
 
+# KIP-848's consumer group protocol names topics by id: a client can follow it only through
+# Metadata v12 (a Kafka broker that answers it answers that too)
+CONSUMER_PROTOCOL_METADATA = 12
+
+
 def api_versions_body(version: int, error: int = 0, caps: dict[int, int] | None = None,
                       features: tuple[dict, dict, int] | None = None):
     """The ApiVersions answer: every supported range, the newest versions lowered to
     ``caps`` (api key -> newest version to advertise) where given; from v3 the feature
     levels (KIP-584) of ``features``: (supported name -> (min, max), finalized name ->
-    level, the epoch of those finalized levels)."""
+    level, the epoch of those finalized levels). With Metadata capped below v12 the
+    consumer group protocol's APIs are left out, so that a client asking for that protocol
+    is told the broker lacks it rather than joining a group whose topic ids it cannot read
+    (they are still answered when sent)."""
     caps = caps or {}
+    hidden = set() if caps.get(METADATA, CONSUMER_PROTOCOL_METADATA) >= \
+        CONSUMER_PROTOCOL_METADATA else {CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE}
     R = ApiVersionsResponse
     keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=min(hi, caps.get(k, hi)))
-            for k, (lo, hi, _, _) in sorted(SUPPORTED.items())]
+            for k, (lo, hi, _, _) in sorted(SUPPORTED.items()) if k not in hidden]
     extra = {}
     if version >= 3 and features is not None:
         supported, finalized, epoch = features

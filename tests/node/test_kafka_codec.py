@@ -568,3 +568,16 @@ def test_every_error_code_is_kafkas_code_for_its_name():
     for code, name in m.ERROR_NAMES.items():
         want = KAFKA_PYTHON_NAMES.get(code, name)
         assert kafka.errors.for_code(code).message == want, (code, name)
+
+
+def test_the_consumer_group_protocol_is_advertised_only_with_metadata_that_names_topic_ids():
+    """A broker capped below Metadata v12 does not offer KIP-848's APIs (a client asking
+    for that protocol is told the broker lacks it, as by a Kafka without it); at v12 it
+    does; either way a request sent is answered (the API stays in SUPPORTED)."""
+    def offered(cap):
+        body = kc.api_versions_body(3, caps={kc.METADATA: cap})
+        return {k.api_key for k in body.api_keys}
+    kip848 = {kc.CONSUMER_GROUP_HEARTBEAT, kc.CONSUMER_GROUP_DESCRIBE}
+    assert not kip848 & offered(8) and not kip848 & offered(11)
+    assert kip848 <= offered(12) and kip848 <= offered(13)
+    assert kip848 <= set(kc.SUPPORTED)
