@@ -35,8 +35,7 @@ Managers
   without a heartbeat, controlled shutdown (leadership moved away first).
 - Replication control (``replication_control.py``): topics, partitions,
   elections and AlterPartition.
-- Producer ids: blocks of 1000 handed to brokers (ProducerIdsRecord).
-- ACLs (``acls.py``) and SCRAM credentials (``scram.py``).
+- Producer ids (blocks of 1000, ProducerIdsRecord), ACLs (``acls.py``), SCRAM (``scram.py``).
 
 Register service and its read barrier
 -------------------------------------
@@ -513,7 +512,8 @@ class QuorumController:
         self._admin_write(
             src, now, lambda rows: m.AlterScramResponse(req.correlation_id, tuple(rows)),
             [(r[0], m.NOT_CONTROLLER, None) for r in (*req.deletions, *req.upsertions)],
-            lambda: scram.alter_plan(self.current.scram, req.deletions, req.upsertions))
+            lambda: scram.alter_plan(self.current.scram, req.deletions, req.upsertions,
+                                     self.current.features))
 
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):

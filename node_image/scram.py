@@ -10,7 +10,8 @@ the controller keeps the salt, ``StoredKey = H(HMAC(salted, "Client Key"))`` and
 mechanism other than SCRAM-SHA-256 (1) and SCRAM-SHA-512 (2) is UNSUPPORTED_SASL_MECHANISM;
 iterations outside 4096-16384, an empty user name or an empty salt or salted password
 UNACCEPTABLE_CREDENTIAL; deleting a credential that is not there RESOURCE_NOT_FOUND; a
-user named twice in one request DUPLICATE_RESOURCE for each of its alterations.
+user named twice in one request DUPLICATE_RESOURCE for each of its alterations; below
+``metadata.version`` 3.5-IV2 (level 11) every alteration UNSUPPORTED_VERSION.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ UNACCEPTABLE_CREDENTIAL = 93
 # Kafka's ScramMechanism: type -> (name, hash)
 MECHANISMS = {1: ("SCRAM-SHA-256", hashlib.sha256), 2: ("SCRAM-SHA-512", hashlib.sha512)}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
+SCRAM_LEVEL = 11  # metadata.version 3.5-IV2: the first that keeps SCRAM credentials
 
 
 def keys(mechanism: int, salted_password: bytes) -> tuple[bytes, bytes]:
@@ -50,14 +52,18 @@ def _why_not(name: str, mechanism: int, iterations: int | None = None,
     return None
 
 
-def alter_plan(credentials: dict, deletions, upsertions):
+def alter_plan(credentials: dict, deletions, upsertions, levels: dict | None = None):
     """(records, results rows (user, error, message), events) for AlterUserScramCredentials
     over ``credentials`` ((user, mechanism) -> (salt, stored, server, iterations)).
     ``deletions``: rows (user, mechanism); ``upsertions``: rows (user, mechanism,
-    iterations, salt, salted password)."""
+    iterations, salt, salted password). ``levels``: the finalized feature levels; below
+    ``metadata.version`` 3.5-IV2 every user is UNSUPPORTED_VERSION, as in Kafka."""
     named: dict[str, int] = {}
     for row in (*deletions, *upsertions):
         named[row[0]] = named.get(row[0], 0) + 1
+    if (levels or {}).get("metadata.version", SCRAM_LEVEL) < SCRAM_LEVEL:
+        return [], [(u, m.UNSUPPORTED_VERSION, "The current metadata version does not "
+                                               "support SCRAM") for u in named], []
     errors: dict[str, tuple[int, str | None]] = {
         u: (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
                                 "request") for u, n in named.items() if n > 1}

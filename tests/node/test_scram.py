@@ -56,6 +56,9 @@ def test_alterations_are_checked_as_kafka_checks_them():
     for deletions, upsertions, code, words in refused:
         recs, [(_, error, message)], _ = scram.alter_plan(credentials, deletions, upsertions)
         assert recs == [] and error == code and words in message, (deletions, upsertions)
+    recs, results, _ = scram.alter_plan({}, (), (up,), {"metadata.version": 10})
+    assert recs == [] and results == [("alice", m.UNSUPPORTED_VERSION, "The current metadata "
+                                      "version does not support SCRAM")], "3.5-IV1"
     recs, results, _ = scram.alter_plan(credentials, (("alice", 1),), ())
     assert results == [("alice", m.NONE, None)]
     assert image_with(recs, image_with([rec])).scram == {}
