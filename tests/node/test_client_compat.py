@@ -171,7 +171,7 @@ def test_kcat_transactional_producer_commits_at_end_of_input_and_a_stopped_one_i
 
     def commit(values, txn_id):
         kcat("-P", "-b", cluster.bootstrap(), "-t", topic, "-X", f"transactional.id={txn_id}",
-             stdin="\n".join(values) + "\n")
+             "-m", "60", stdin="\n".join(values) + "\n")  # -m: its transactions' timeout
 
     def read(isolation):  # librdkafka reads committed by default
         out = kcat("-C", "-b", cluster.bootstrap(), "-t", topic, "-o", "beginning", "-e",
@@ -182,7 +182,8 @@ def test_kcat_transactional_producer_commits_at_end_of_input_and_a_stopped_one_i
     # kcat produces a line once more input follows it: 1.5 MB put all but the last in the log
     aborted = [f"a-{i}-" + "x" * 92 for i in range(15_000)]
     proc = subprocess.Popen([shutil.which("kcat"), "-P", "-b", cluster.bootstrap(), "-t", topic,
-                             "-X", f"transactional.id=ka-{topic}", "-X", "linger.ms=0"],
+                             "-X", f"transactional.id=ka-{topic}", "-X", "linger.ms=0",
+                             "-m", "60"],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         proc.stdin.write("\n".join(aborted) + "\n")

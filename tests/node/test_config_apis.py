@@ -82,7 +82,7 @@ def test_a_compacted_topic_takes_kafkas_configs_and_refuses_records_without_a_ke
                                   "file.delete.delay.ms": "12345"})
     res = ConfigResource(ConfigResource.Type.TOPIC, "compacted")
     a = admin(cluster)
-    configs = a.describe_configs([res])[res].result(15)
+    configs = a.describe_configs([res])[res].result(60)
     assert {k: configs[k].value for k in ("cleanup.policy", "retention.ms",
                                           "file.delete.delay.ms")} == {
         "cleanup.policy": "compact", "retention.ms": "10000", "file.delete.delay.ms": "12345"}
@@ -115,20 +115,22 @@ def test_a_groups_own_configs_are_altered_described_and_given_to_its_members(clu
         res = ConfigResource(ResourceType.GROUP, "configured", incremental_configs=[
             ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
             for k, v in values.items()])
-        return a.incremental_alter_configs([res])[res].result(15)
+        return a.incremental_alter_configs([res])[res].result(60)
     alter(consumer_session_timeout_ms="50000", consumer_heartbeat_interval_ms="6000")
     res = ConfigResource(ResourceType.GROUP, "configured")
-    configs = a.describe_configs([res])[res].result(15)
+    configs = a.describe_configs([res])[res].result(60)
     assert {k: (v.value, v.source) for k, v in configs.items()} == {
         "consumer.session.timeout.ms": ("50000", ConfigSource.GROUP_CONFIG.value),
         "consumer.heartbeat.interval.ms": ("6000", ConfigSource.GROUP_CONFIG.value)}
     other = ConfigResource(ResourceType.GROUP, "not-configured")
-    assert a.describe_configs([other])[other].result(15)[
+    assert a.describe_configs([other])[other].result(60)[
         "consumer.session.timeout.ms"].value == "45000", "the broker's"
     with pytest.raises(KafkaException, match="from 45000 to 60000"):
         alter(consumer_session_timeout_ms="1000")
     create(cluster, "cfg-topic", {})
-    a.describe_consumer_groups(["configured"])["configured"].result(15)  # FindCoordinator
+    # a FindCoordinator, which creates __consumer_offsets (not awaited: on a busy machine
+    # its 150 replicas take longer than the client's wait)
+    a.describe_consumer_groups(["configured"], request_timeout=120)
 
     def join():  # the answer of the group's coordinator (the others: NOT_COORDINATOR)
         answers = [wire(cluster, cluster.host(i), kc.CONSUMER_GROUP_HEARTBEAT, 0,
@@ -139,5 +141,5 @@ def test_a_groups_own_configs_are_altered_described_and_given_to_its_members(clu
                             server_assignor=None, topic_partitions=[]))
                    for i in cluster.ids]
         return next((r for r in answers if r.error_code == 0), None)
-    joined = wait_for("a member joined at the group's coordinator", join, timeout_s=60)
+    joined = wait_for("a member joined at the group's coordinator", join, timeout_s=180)
     assert joined.heartbeat_interval_ms == 6000, "the group's own interval"

@@ -76,23 +76,23 @@ def test_librdkafka_alters_and_describes_credentials_that_outlive_a_restart(clus
     a = admin(cluster)
     user = "carol"
     with pytest.raises(KafkaException) as missing:
-        a.describe_user_scram_credentials([user])[user].result(15)
+        a.describe_user_scram_credentials([user])[user].result(60)
     assert missing.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
     a.alter_user_scram_credentials([UserScramCredentialUpsertion(
         user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10000), b"pw", b"salt")])[
-        user].result(15)
+        user].result(60)
     a.alter_user_scram_credentials([UserScramCredentialUpsertion(
-        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 5000), b"pw")])[user].result(15)
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 5000), b"pw")])[user].result(60)
     with pytest.raises(KafkaException, match="Too few iterations"):
         a.alter_user_scram_credentials([UserScramCredentialUpsertion(
             "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10), b"pw")])[
-            "dave"].result(15)
+            "dave"].result(60)
 
     def described():  # every broker reads its own image
         out = []
         for i in cluster.ids:
             one = admin_of(cluster, i)
-            d = one.describe_user_scram_credentials([user])[user].result(15)
+            d = one.describe_user_scram_credentials([user])[user].result(60)
             out.append(sorted((c.mechanism, c.iterations) for c in d.scram_credential_infos))
         return out if all(o == out[0] for o in out) and len(out[0]) == 2 else None
     want = [(ScramMechanism.SCRAM_SHA_256, 10000), (ScramMechanism.SCRAM_SHA_512, 5000)]
@@ -102,10 +102,10 @@ def test_librdkafka_alters_and_describes_credentials_that_outlive_a_restart(clus
     cluster.wait_serving()
     assert wait_for("both credentials after a restart", described, timeout_s=60)[0] == want
     a.alter_user_scram_credentials([UserScramCredentialDeletion(
-        user, ScramMechanism.SCRAM_SHA_512)])[user].result(15)
+        user, ScramMechanism.SCRAM_SHA_512)])[user].result(60)
     every = wait_for("one credential left", lambda: (
         lambda d: d if len(d[user].scram_credential_infos) == 1 else None)(
-        a.describe_user_scram_credentials().result(15)), timeout_s=30)
+        a.describe_user_scram_credentials().result(60)), timeout_s=30)
     assert [(c.mechanism, c.iterations) for c in every[user].scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_256, 10000)]
 
