@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .topic_configs import INT
-
 GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
 
 
@@ -21,7 +19,6 @@ class GroupConfig:
     low: int
     high: int
     broker_attr: str  # the BrokerConfig attribute whose value is the default
-    kind: int = INT
 
 
 GROUP_CONFIGS: dict[str, GroupConfig] = {

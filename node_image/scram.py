@@ -89,8 +89,6 @@ def alter_plan(credentials: dict, deletions, upsertions, levels: dict | None = N
         records.append(mr.UserScramCredentialRecord(name, mechanism, salt, stored, server,
                                                     iterations))
     results = [(u, *errors.get(u, (m.NONE, None))) for u in named]
-    # a refused user's other alterations are dropped with it, as Kafka drops them
-    records = [r for r in records if r.name not in errors]
     events = [f"SCRAM credentials altered for {', '.join(sorted({r.name for r in records}))}"]
     return records, results, events if records else []
 

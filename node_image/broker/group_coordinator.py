@@ -165,9 +165,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
                 self.groups[g.group_id] = g
             if g.consumer is not None:
                 g.protocol_type, g.state = "consumer", EMPTY
+                session_ms = group_configs.timing(self.rm.image, g.group_id, self.options)[0]
                 for mb in g.consumer.members.values():  # sessions start again, as Kafka's
-                    mb.expires_ms = self._now + group_configs.timing(
-                        self.rm.image, g.group_id, self.options)[0]
+                    mb.expires_ms = self._now + session_ms
                     mb.revoke_deadline_ms = (self._now + mb.rebalance_timeout_ms
                                              if mb.current.state == UNREVOKED else None)
         if count:  # (an empty partition says nothing: there are 50 of them)

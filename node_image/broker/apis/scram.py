@@ -37,10 +37,10 @@ class ScramApis:
 
         def reply(resp, error):
             rows = {} if resp is None else {u: (e, msg) for u, e, msg in resp.results}
+            missing = (error, _missing(error))
             self._reply(src, req, R(throttle_time_ms=0, results=[
-                R.AlterUserScramCredentialsResult(
-                    user=u, error_code=rows.get(u, (error, _missing(error)))[0],
-                    error_message=rows.get(u, (error, _missing(error)))[1]) for u in users]))
+                R.AlterUserScramCredentialsResult(user=u, error_code=code, error_message=msg)
+                for u in users for code, msg in [rows.get(u, missing)]]))
         if not self._allowed(src, acls.ALTER, acls.CLUSTER, acls.CLUSTER_NAME):
             self._reply(src, req, R(throttle_time_ms=0, results=[
                 R.AlterUserScramCredentialsResult(
