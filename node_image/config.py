@@ -51,6 +51,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | group.max.session.timeout.ms | 1800000 | the longest |
 | group.consumer.session.timeout.ms | 45000 | a member of a KIP-848 group (``group.protocol=consumer``) silent this long is removed |
 | group.consumer.heartbeat.interval.ms | 5000 | the interval KIP-848 members are told to heartbeat at |
+| group.consumer.migration.policy | bidirectional | (case-insensitive) ``upgrade``: a classic group with members becomes a KIP-848 group when a ``group.protocol=consumer`` member joins it, its classic members staying in it; ``downgrade``: a KIP-848 group whose last such member leaves becomes classic again; ``bidirectional`` both, ``disabled`` neither (docs/broker.md "Consumer groups") |
 | authorizer.class.name | (empty) | ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` keeps ACLs in the metadata log and checks them (docs/broker.md "ACLs"); empty: no authorizer, the ACL APIs answer SECURITY_DISABLED and every client may do everything |
 | allow.everyone.if.no.acl.found | false | with the authorizer, a resource no ACL names is open to everyone |
 | super.users | (empty) | with the authorizer, principals (``User:name``, ``;``-separated) allowed everything |
@@ -132,6 +133,7 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_consumer_session_timeout_ms: int = 45000  # KIP-848 groups
     group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_migration_policy: str = "bidirectional"
     authorizer: bool = False  # authorizer.class.name is StandardAuthorizer
     allow_everyone_if_no_acl_found: bool = False
     super_users: frozenset = frozenset()
@@ -221,9 +223,11 @@ _BOOL_KEYS = {"auto.leader.rebalance.enable": "auto_leader_rebalance",
 _KNOWN = set(_INT_KEYS) | set(_BOOL_KEYS) | {
     "node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
     "log.dirs", "chaoskraft.bugs", "chaoskraft.journal.path", "compression.type",
+    "group.consumer.migration.policy",
     "authorizer.class.name", "super.users"}
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 METADATA_MAX = 13  # the newest Metadata version the node answers (Kafka 4's)
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -340,6 +344,13 @@ def load_config(props: dict[str, str]) -> NodeConfig:
             raise ConfigError(f"compression.type: {props['compression.type']!r} is not one of "
                               f"{', '.join(COMPRESSION_TYPES)}")
         kw["broker"]["compression_type"] = props["compression.type"]
+    if "group.consumer.migration.policy" in props:
+        policy = props["group.consumer.migration.policy"].lower()
+        if policy not in MIGRATION_POLICIES:
+            raise ConfigError(f"group.consumer.migration.policy: "
+                              f"{props['group.consumer.migration.policy']!r} is not one of "
+                              f"{', '.join(MIGRATION_POLICIES)}")
+        kw["broker"]["group_consumer_migration_policy"] = policy
     authorizer = props.get("authorizer.class.name", "")
     if authorizer not in ("", STANDARD_AUTHORIZER):
         raise ConfigError(f"authorizer.class.name: {authorizer!r} is not supported (only "

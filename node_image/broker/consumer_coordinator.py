@@ -37,10 +37,10 @@ member that has not left is UNRELEASED_INSTANCE_ID; a heartbeat from a member id
 instance no longer has is FENCED_INSTANCE_ID. Unlike Kafka 4.0, the member that holds the
 instance id may itself rejoin with epoch 0 (after being fenced) without an error.
 
-Not supported: classic members in a consumer group or the other way round (Kafka 4's
-online migration): a JoinGroup to a consumer group with members is
-INCONSISTENT_GROUP_PROTOCOL, a heartbeat to a classic group with members
-GROUP_ID_NOT_FOUND.
+A classic group with members that a member joins with epoch 0 is upgraded, classic
+members keep their protocol in a consumer group, and the group turns classic again when
+the last member speaking this protocol leaves (Kafka 4's online migration,
+:mod:`.group_migration`).
 """
 from __future__ import annotations
 
@@ -146,10 +146,13 @@ class ConsumerGroups:
             if g is None:
                 g = self.groups[hb.group_id] = Group(hb.group_id, self.partition_of(hb.group_id))
             g.consumer, g.protocol_type, g.state = ConsumerGroup(), "consumer", EMPTY
-        if g.consumer is None:
-            respond(HeartbeatAnswer(m.GROUP_ID_NOT_FOUND,
-                                    f"Group {hb.group_id} is not a consumer group."))
-            return
+        if g.consumer is None:  # a classic group with members: upgraded, if it may be
+            problem = (self._upgrade(g, now) if hb.member_epoch == 0
+                       else f"Group {hb.group_id} is not a consumer group.")
+            if problem is not None:
+                self._on_event(f"group {g.group_id}: {problem}")
+                respond(HeartbeatAnswer(m.GROUP_ID_NOT_FOUND, problem))
+                return
         cg = g.consumer
         member_id = hb.member_id or str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         old = cg.members.get(member_id)
@@ -296,6 +299,10 @@ class ConsumerGroups:
                        current=replace(left.current, epoch=0, previous_epoch=0))
 
     def _remove_consumer(self, g: Group, mb: ConsumerMember, reason: str) -> list:
+        """The records that remove ``mb``; none if its leaving made the group classic
+        again (:meth:`~.group_migration.GroupMigration._downgrade` wrote them)."""
+        if self._downgrade(g, mb, self._now, reason):
+            return []
         cg = g.consumer
         del cg.members[mb.member_id]
         cg.target.pop(mb.member_id, None)
@@ -321,11 +328,15 @@ class ConsumerGroups:
             if now >= mb.expires_ms:
                 reason = "session timed out"
             elif mb.revoke_deadline_ms is not None and now >= mb.revoke_deadline_ms:
-                reason = "did not revoke its partitions within its rebalance timeout"
+                reason = ("did not revoke its partitions" if mb.classic is None
+                          else "did not rejoin or sync") + " within its rebalance timeout"
             else:
                 continue
-            self.log.write(g.partition, self._remove_consumer(g, mb, reason), now,
-                           lambda error: None)
+            entries = self._remove_consumer(g, mb, reason)
+            if entries:
+                self.log.write(g.partition, entries, now, lambda error: None)
+            if g.consumer is None:  # downgraded: the classic group's timers take over
+                return
 
     def _consumer_deadlines(self, g: Group) -> list[int]:
         out = []
@@ -347,6 +358,8 @@ class ConsumerGroups:
         mb = cg.members.get(member_id)
         if mb is None:
             return m.UNKNOWN_MEMBER_ID
+        if mb.classic is not None:  # its generation is its member epoch
+            return m.NONE if epoch == mb.current.epoch else m.ILLEGAL_GENERATION
         if version is not None and not transactional and version < 9:
             return m.UNSUPPORTED_VERSION
         return m.NONE if epoch == mb.current.epoch else m.STALE_MEMBER_EPOCH

@@ -118,6 +118,19 @@ def _next(current: MemberAssignment, epoch: int, target_epoch: int, target: Part
 
 # ------------------------------------------------------------------ members and the group
 
+@dataclass(frozen=True, slots=True)
+class ClassicMeta:
+    """A member of a consumer group that speaks the classic protocol (JoinGroup, SyncGroup,
+    Heartbeat: Kafka's online migration, :mod:`.group_migration`)."""
+    session_timeout_ms: int
+    protocols: tuple  # ((name, metadata), ...), in the member's order of preference
+
+    @property
+    def protocol(self) -> str:
+        """The protocol name it is answered with: its first (as Kafka's)."""
+        return self.protocols[0][0]
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -131,7 +144,10 @@ class ConsumerMember:
     assignor: str | None = None
     current: MemberAssignment = field(default_factory=MemberAssignment)
     expires_ms: int = 0
-    revoke_deadline_ms: int | None = None  # set while unrevoked: the rebalance timeout
+    # set while unrevoked: the rebalance timeout; for a classic member, while it must
+    # rejoin or sync
+    revoke_deadline_ms: int | None = None
+    classic: ClassicMeta | None = None
 
 
 @dataclass(slots=True)

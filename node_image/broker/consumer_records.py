@@ -15,8 +15,8 @@ import uuid
 
 from .. import kafka_codec as kc
 from . import group_metadata as gm
-from .consumer_group import (STABLE, UNRELEASED, UNREVOKED, ConsumerGroup, ConsumerMember,
-                             MemberAssignment)
+from .consumer_group import (STABLE, UNRELEASED, UNREVOKED, ClassicMeta, ConsumerGroup,
+                             ConsumerMember, MemberAssignment)
 
 _STATE_CODES = {STABLE: 0, UNREVOKED: 1, UNRELEASED: 2}
 _STATES = {v: k for k, v in _STATE_CODES.items()}
@@ -45,11 +45,18 @@ def subscription(group: str, topics: dict) -> tuple[bytes, bytes]:
 
 
 def member(group: str, mb: ConsumerMember) -> tuple[bytes, bytes]:
-    value = kc.ConsumerGroupMemberMetadataValue(
+    V = kc.ConsumerGroupMemberMetadataValue
+    classic = None
+    if mb.classic is not None:
+        C = V.ClassicMemberMetadata
+        classic = C(session_timeout_ms=mb.classic.session_timeout_ms,
+                    supported_protocols=[C.ClassicProtocol(name=n, metadata=meta)
+                                         for n, meta in mb.classic.protocols])
+    value = V(
         version=0, instance_id=mb.instance_id, rack_id=mb.rack_id, client_id=mb.client_id,
         client_host=mb.client_host, subscribed_topic_names=list(mb.subscribed),
         subscribed_topic_regex=mb.regex, rebalance_timeout_ms=mb.rebalance_timeout_ms,
-        server_assignor=mb.assignor)
+        server_assignor=mb.assignor, classic_member_metadata=classic)
     return gm.consumer_key(gm.MEMBER, group, mb.member_id), value.encode()
 
 
@@ -125,6 +132,10 @@ def _fold(cg: ConsumerGroup, key: gm.ConsumerKey, value: bytes | None) -> None:
             mb.subscribed = tuple(sorted(v.subscribed_topic_names or ()))
             mb.regex, mb.instance_id = v.subscribed_topic_regex or None, v.instance_id
             mb.rebalance_timeout_ms, mb.assignor = v.rebalance_timeout_ms, v.server_assignor
+            c = v.classic_member_metadata
+            mb.classic = None if c is None else ClassicMeta(
+                c.session_timeout_ms, tuple((p.name, bytes(p.metadata))
+                                            for p in c.supported_protocols))
         else:
             v = kc.ConsumerGroupCurrentMemberAssignmentValue.decode(value)
             if v.state not in _STATES:

@@ -5,7 +5,8 @@ A topic lists every topic config (``topic_configs.TOPIC_CONFIGS``, Kafka's):
 the value the topic was created with (source DYNAMIC_TOPIC_CONFIG), else the broker's
 default for it (STATIC_BROKER_CONFIG when server.properties set it, else DEFAULT_CONFIG).
 A broker lists its own settings (``config._INT_KEYS``' broker section, the boolean keys,
-``compression.type``, ``advertised.listeners`` and ``node.id``), read-only: the node has no dynamic broker configs. Only this broker's
+``compression.type``, ``group.consumer.migration.policy``, ``advertised.listeners`` and
+``node.id``), read-only: the node has no dynamic broker configs. Only this broker's
 id may be asked (Kafka refuses another id with INVALID_REQUEST); an unknown topic is
 UNKNOWN_TOPIC_OR_PARTITION. A group (KIP-848) lists its session timeout and heartbeat
 interval (``group_configs``), its own (GROUP_CONFIG) or the broker's; other resource types
@@ -26,7 +27,9 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4,
 _BROKER_FIELDS = {f.name: f.default for f in fields(BrokerConfig)}
 # a broker setting's attribute -> its key in server.properties
 _KEY_OF = {attr: key for key, (_, attr) in _INT_KEYS.items()} | {
-    attr: key for key, attr in _BOOL_KEYS.items()} | {"compression_type": "compression.type"}
+    attr: key for key, attr in _BOOL_KEYS.items()} | {
+    "compression_type": "compression.type",
+    "group_consumer_migration_policy": "group.consumer.migration.policy"}
 
 
 def _source(options: BrokerConfig, attr: str) -> int:
@@ -60,6 +63,7 @@ def broker_settings(options: BrokerConfig) -> dict[str, tuple[str, int]]:
     names = {name: attr for name, (section, attr) in _INT_KEYS.items() if section == "broker"}
     names.update(_BOOL_KEYS)
     names["compression.type"] = "compression_type"
+    names["group.consumer.migration.policy"] = "group_consumer_migration_policy"
     for name, attr in sorted(names.items()):
         if attr not in _BROKER_FIELDS:
             continue  # a boolean key of another section

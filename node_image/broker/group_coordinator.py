@@ -42,9 +42,9 @@ A group moves through Kafka's states; every move is checked against
 Writes that fail are mapped as Kafka maps them: too few replicas becomes
 COORDINATOR_NOT_AVAILABLE, lost leadership NOT_COORDINATOR.
 
-Static members (``group.instance.id``) are :mod:`.classic_static`'s. Not kept
-(documented): groups mixing classic and KIP-848 members, offset expiry, and compaction of the topic
-(its log grows; loading reads all of it).
+Static members (``group.instance.id``) are :mod:`.classic_static`'s; a group moving
+between this protocol and KIP-848's, :mod:`.group_migration`'s. Not kept (documented):
+offset expiry, and compaction of the topic (its log grows; loading reads all of it).
 
 The coordinator does no I/O: requests come in with a callback for the
 answer, :meth:`poll` runs timers and completes writes, and
@@ -63,16 +63,17 @@ from . import group_metadata as gm
 from . import consumer_records as cr
 from .classic_static import StaticMembers
 from .consumer_coordinator import ConsumerGroups
+from .group_migration import GroupMigration
 from .consumer_group import UNREVOKED, ConsumerGroup
 from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
 from .producer_state import marker_of
 from .group_offsets import GroupOffsets
-from .group_state import (COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, JoinResult,
+from .group_state import (COMPLETING, EMPTY, PREPARING, STABLE, Group, JoinResult,
                           Member)
 
 
-class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
+class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembers):
     def __init__(self, replica_manager, options, on_event: Callable[[str], None],
                  wall_clock: Callable[[], int], rng) -> None:
         self.rm = replica_manager
@@ -167,7 +168,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
                 g.protocol_type, g.state = "consumer", EMPTY
                 session_ms = group_configs.timing(self.rm.image, g.group_id, self.options)[0]
                 for mb in g.consumer.members.values():  # sessions start again, as Kafka's
-                    mb.expires_ms = self._now + session_ms
+                    mb.expires_ms = self._now + (session_ms if mb.classic is None
+                                                 else mb.classic.session_timeout_ms)
                     mb.revoke_deadline_ms = (self._now + mb.rebalance_timeout_ms
                                              if mb.current.state == UNREVOKED else None)
         if count:  # (an empty partition says nothing: there are 50 of them)
@@ -231,8 +233,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
                 return
             g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
         if g.consumer is not None:
-            if g.consumer.members:  # no classic members in a KIP-848 group
-                respond(JoinResult(m.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            if g.consumer.members:  # a classic member in a KIP-848 group (.group_migration)
+                self._classic_join_consumer(
+                    g, member_id, client_id, client_host, session_timeout_ms,
+                    rebalance_timeout_ms, protocol_type, protocols,
+                    require_known_member_id and instance_id is None, now, respond, instance_id)
                 return
             g.consumer, g.protocol_type = None, None  # an empty one becomes classic
             self.log.write(g.partition, cr.group_gone(group_id), now, lambda error: None)
@@ -400,6 +405,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
         self._now = now
         error = self._error_for(group_id)
         g = self.groups.get(group_id)
+        if error == m.NONE and g is not None and g.consumer is not None:
+            return self._classic_sync_consumer(g, generation, member_id, protocol_type,
+                                               protocol_name, instance_id, now, respond)
         mb = g.members.get(member_id) if g is not None else None
         if error == m.NONE:
             error = m.UNKNOWN_MEMBER_ID if g is None else (
@@ -454,6 +462,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
         g = self.groups.get(group_id)
         if g is None:
             return m.UNKNOWN_MEMBER_ID
+        if g.consumer is not None:
+            return self._classic_heartbeat_consumer(g, generation, member_id, instance_id, now)
         error = g.member_error(member_id, instance_id)
         if error is not None:
             return error
@@ -473,6 +483,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
         g = self.groups.get(group_id)
         if g is None:
             return m.UNKNOWN_MEMBER_ID
+        if g.consumer is not None:
+            return self._classic_leave_consumer(g, member_id, instance_id, now)
         if not member_id and instance_id is not None:
             static = g.static_member(instance_id)
             member_id = static.member_id if static is not None else ""
@@ -498,55 +510,6 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StaticMembers):
             self._prepare_rebalance(g, now, f"member {mb.member_id} {reason}")
         elif g.state == PREPARING:
             self._maybe_complete_join(g, now)
-
-    # ------------------------------------------------------------ offsets
-
-    # ------------------------------------------------------------ DeleteGroups
-
-    def delete_groups(self, group_ids: list[str], now: int,
-                      respond: Callable[[dict[str, int]], None]) -> None:
-        """Kafka's DeleteGroups: a group we coordinate that has no members (Empty) is
-        removed, its offsets and metadata tombstoned; ``respond`` gets group -> error once
-        every tombstone is committed. A group with members is NON_EMPTY_GROUP, one we do not
-        know (or already deleted) GROUP_ID_NOT_FOUND. A write that fails gives the write's
-        error and puts the group back (a coordinator loading the log would find it)."""
-        results: dict[str, int] = {}
-        writes: list[Group] = []
-        for group_id in dict.fromkeys(group_ids):
-            error = self._error_for(group_id)
-            g = self.groups.get(group_id) if error == m.NONE else None
-            if error == m.NONE and g is None:
-                error = m.GROUP_ID_NOT_FOUND
-            elif g is not None and (g.state != EMPTY or (g.consumer and g.consumer.members)):
-                error = m.NON_EMPTY_GROUP
-            if error != m.NONE:
-                results[group_id] = error
-                continue
-            del self.groups[group_id]  # a join from now on makes a new group
-            writes.append(g)
-        left = len(writes)
-        if not left:
-            respond(results)
-            return
-
-        def stored(g: Group, epoch: int, error: int) -> None:
-            nonlocal left
-            results[g.group_id] = error
-            if error == m.NONE:
-                g.transition(DEAD)
-                self._on_event(f"group {g.group_id}: deleted ({len(g.offsets)} offset(s))")
-            elif g.group_id not in self.groups and self.owned.get(g.partition) == epoch:
-                self.groups[g.group_id] = g  # back, still Empty
-            left -= 1
-            if not left:
-                respond(results)
-        for g in writes:
-            entries = [(gm.offset_key(g.group_id, *k), None) for k in sorted(g.offsets)]
-            entries.append((gm.group_key(g.group_id), None))
-            if g.consumer is not None:
-                entries += cr.group_gone(g.group_id)
-            self.log.write(g.partition, entries, now,
-                           lambda error, g=g, e=self.owned[g.partition]: stored(g, e, error))
 
     # ------------------------------------------------------------ DescribeGroups, ListGroups
 

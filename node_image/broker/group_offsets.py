@@ -1,14 +1,15 @@
 """A group's committed offsets: OffsetCommit and TxnOffsetCommit checked as Kafka's
 validateOffsetCommit does, transactional offsets held until their marker, offsets of
-deleted partitions dropped, and OffsetFetch (require_stable included)."""
+deleted partitions dropped, OffsetFetch (require_stable included), and DeleteGroups."""
 from __future__ import annotations
 
 import struct
 from typing import Callable
 
 from .. import messages as m
+from . import consumer_records as cr
 from . import group_metadata as gm
-from .group_state import COMPLETING, EMPTY, Group
+from .group_state import COMPLETING, DEAD, EMPTY, Group
 
 
 class GroupOffsets:
@@ -203,6 +204,53 @@ class GroupOffsets:
             unstable = set(g.txn_writing).union(*g.txn_offsets.values())
         return m.NONE, [(k, offsets.get(k), m.UNSTABLE_OFFSET_COMMIT if k in unstable else m.NONE)
                         for k in keys]
+
+    # ------------------------------------------------------------ DeleteGroups
+
+    def delete_groups(self, group_ids: list[str], now: int,
+                      respond: Callable[[dict[str, int]], None]) -> None:
+        """Kafka's DeleteGroups: a group we coordinate that has no members (Empty) is
+        removed, its offsets and metadata tombstoned; ``respond`` gets group -> error once
+        every tombstone is committed. A group with members is NON_EMPTY_GROUP, one we do not
+        know (or already deleted) GROUP_ID_NOT_FOUND. A write that fails gives the write's
+        error and puts the group back (a coordinator loading the log would find it)."""
+        results: dict[str, int] = {}
+        writes: list[Group] = []
+        for group_id in dict.fromkeys(group_ids):
+            error = self._error_for(group_id)
+            g = self.groups.get(group_id) if error == m.NONE else None
+            if error == m.NONE and g is None:
+                error = m.GROUP_ID_NOT_FOUND
+            elif g is not None and (g.state != EMPTY or (g.consumer and g.consumer.members)):
+                error = m.NON_EMPTY_GROUP
+            if error != m.NONE:
+                results[group_id] = error
+                continue
+            del self.groups[group_id]  # a join from now on makes a new group
+            writes.append(g)
+        left = len(writes)
+        if not left:
+            respond(results)
+            return
+
+        def stored(g: Group, epoch: int, error: int) -> None:
+            nonlocal left
+            results[g.group_id] = error
+            if error == m.NONE:
+                g.transition(DEAD)
+                self._on_event(f"group {g.group_id}: deleted ({len(g.offsets)} offset(s))")
+            elif g.group_id not in self.groups and self.owned.get(g.partition) == epoch:
+                self.groups[g.group_id] = g  # back, still Empty
+            left -= 1
+            if not left:
+                respond(results)
+        for g in writes:
+            entries = [(gm.offset_key(g.group_id, *k), None) for k in sorted(g.offsets)]
+            entries.append((gm.group_key(g.group_id), None))
+            if g.consumer is not None:
+                entries += cr.group_gone(g.group_id)
+            self.log.write(g.partition, entries, now,
+                           lambda error, g=g, e=self.owned[g.partition]: stored(g, e, error))
 
 
 def _subscribed_topics(g: Group) -> set[str] | None:

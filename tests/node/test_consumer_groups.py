@@ -12,8 +12,7 @@ from node_image.broker import group_metadata as gm
 from node_image.broker.consumer_coordinator import Heartbeat
 from node_image.broker.consumer_group import (STABLE, UNRELEASED, UNREVOKED, ConsumerGroup,
                                               MemberAssignment, assign, reconcile)
-from node_image.broker.group_state import STABLE as CLASSIC_STABLE
-from test_group_coordinator import Coordinator, image, two_members
+from test_group_coordinator import Coordinator, image
 
 
 def tid(c, name="t"):
@@ -177,14 +176,9 @@ def test_leaving_frees_the_partitions_and_an_empty_group_can_be_deleted():
     assert "g" not in Coordinator(disk=c.disk).gc.groups, "tombstoned in the log"
 
 
-def test_classic_and_consumer_members_do_not_share_a_group():
-    c = Coordinator()
-    two_members(c)
-    assert hb(c, "A", 0).error == m.GROUP_ID_NOT_FOUND
-    assert c.state() == CLASSIC_STABLE
+def test_an_empty_consumer_group_turns_classic_at_a_join():
     d = Coordinator()
     hb(d, "A", 0)
-    assert d.join("x").error == m.INCONSISTENT_GROUP_PROTOCOL
     hb(d, "A", -1)
     assert d.join("x").error == m.MEMBER_ID_REQUIRED, "an empty consumer group turns classic"
     assert "g" not in Coordinator(disk=d.disk).gc.groups, "its consumer records tombstoned"

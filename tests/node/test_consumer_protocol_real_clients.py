@@ -237,3 +237,71 @@ def test_static_members_and_regex_subscriptions_as_librdkafka_sends_them(cluster
          "ra and rb assigned, xa not")
     r.close()
     assert sorted(read) == sorted([f"ra{i}" for i in range(40)] + [f"rb{i}" for i in range(10)])
+
+
+@pytest.mark.parametrize("strategy", ["roundrobin", "cooperative-sticky"])
+def test_a_classic_group_upgraded_by_a_consumer_protocol_member_and_downgraded_again(
+        cluster, strategy):
+    """KIP-848's online migration as librdkafka drives it (confluent-kafka's own
+    ``test_consumer_upgrade_downgrade``, made stricter): a classic consumer (eager or
+    cooperative) holds all ten partitions; a ``group.protocol=consumer`` consumer joining
+    turns the group into a consumer group where the classic one keeps five partitions and
+    the new one gets the other five; the coordinator's node is killed (the new one reads the
+    classic member back from the log); when the new consumer closes, the group is classic
+    again with all ten partitions on the classic consumer. Every record written in each phase
+    is read, no partition ever held by both at once."""
+    topic, group, n = f"mig-{strategy}", f"mig-{strategy}", 10
+    create_topic(cluster, n, topic=topic)
+    common = {"bootstrap.servers": cluster.bootstrap(), "group.id": group,
+              "auto.offset.reset": "earliest", "enable.auto.commit": True,
+              "auto.commit.interval.ms": 200}
+    classic = Consumer({**common, "group.protocol": "classic", "session.timeout.ms": 10000,
+                       "partition.assignment.strategy": strategy})
+    classic.subscribe([topic])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+
+    def kind():
+        return admin.describe_consumer_groups([group])[group].result(10).type
+
+    def parts(c):
+        return {tp.partition for tp in c.assignment()}
+    read = []
+    overlaps = []
+
+    def phase(consumers, label, want):
+        def settled():
+            held = [parts(c) for c in consumers]
+            if len(consumers) == 2 and held[0] & held[1]:
+                overlaps.append((label, held))
+            return [len(h) for h in held] == want
+        poll(consumers, settled, f"{label}: partitions {want}")
+        values = [f"{label}-{i}" for i in range(50)]
+        produce(cluster, values, n, topic=topic)
+        poll(consumers, lambda: set(values) <= set(read), f"{label}: every record read",
+             read=read)
+
+    victim = None
+    try:
+        phase([classic], "classic", [10])
+        assert kind() == ConsumerGroupType.CLASSIC
+        modern = Consumer({**common, "group.protocol": "consumer"})
+        modern.subscribe([topic])
+        phase([classic, modern], "mixed", [5, 5])
+        assert wait_for("the group described as a consumer group",
+                        lambda: kind() == ConsumerGroupType.CONSUMER)
+        victim = wait_for("the group's coordinator", lambda: coordinator(cluster, group))
+        cluster.kill(victim)
+        phase([classic, modern], "failover", [5, 5])
+        modern.close()
+        phase([classic], "downgraded", [10])
+        assert wait_for("the group described as classic again",
+                        lambda: kind() == ConsumerGroupType.CLASSIC)
+    finally:
+        classic.close()
+        if victim is not None:
+            cluster.start(victim)
+    assert not overlaps, overlaps
+    logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
+    assert "Traceback" not in logs
+    assert f"group {group}: upgraded from the classic protocol" in logs
+    assert f"group {group}: downgraded to the classic protocol" in logs

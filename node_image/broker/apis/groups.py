@@ -118,7 +118,8 @@ class GroupApis:
             if v >= 5:  # the group's protocol type and name, from v5 (KIP-559)
                 g = self.groups.describe(b.group_id)[1] if error == m.NONE else None
                 extra = {"protocol_type": g.protocol_type if g is not None else None,
-                         "protocol_name": g.protocol if g is not None else None}
+                         "protocol_name": None if g is None else g.protocol
+                         if g.consumer is None else b.protocol_name}  # (a classic member)
             self._reply(src, req, R(throttle_time_ms=0, error_code=error, assignment=assignment,
                                     **extra))
         self.groups.sync(b.group_id, b.generation_id, b.member_id,
