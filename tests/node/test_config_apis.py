@@ -99,6 +99,17 @@ def test_a_compacted_topic_takes_kafkas_configs_and_refuses_records_without_a_ke
     assert outcomes["keyless"] is not None and \
         outcomes["keyless"].code() == KafkaError.INVALID_RECORD, outcomes
     assert outcomes["keyed"] is None, outcomes
+    # one batch with some records without a key: those are named INVALID_RECORD, the others
+    # fail with them (librdkafka's _INVALID_DIFFERENT_RECORD), as against Kafka
+    batched = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                        "retries": 0, "linger.ms": 1000})
+    for i in range(10):
+        batched.produce("compacted", b"v", key=None if i % 4 == 0 else b"k", partition=0,
+                        on_delivery=report(f"b{i}"))
+    assert batched.flush(30) == 0
+    assert {i: outcomes[f"b{i}"].code() for i in range(10)} == {
+        i: KafkaError.INVALID_RECORD if i % 4 == 0 else KafkaError._INVALID_DIFFERENT_RECORD
+        for i in range(10)}
 
 
 def test_a_groups_own_configs_are_altered_described_and_given_to_its_members(cluster):

@@ -25,7 +25,7 @@ class _ProduceResult:
     leader_epoch: int = -1
     log_append_time_ms: int = -1  # the broker's wall clock, for a LogAppendTime topic
     error_message: str | None = None
-    bad_record: int | None = None  # INVALID_RECORD: the index of the record refused
+    bad_records: tuple = ()  # INVALID_RECORD: the indexes of the records refused
 
 
 @dataclass(slots=True)
@@ -124,15 +124,21 @@ class ProduceApis:
         append_time = -1
         config = self.rm.image.topic_config(topic)
         if compacted(config):
-            keyless = next((i for i, rec in enumerate(
-                r for _, b in batches for r in records.decode_records(b)[1])
-                if rec.key is None), None)
-            if keyless is not None:  # Kafka's LogValidator: the whole request is refused
+            keyless = [i for i, rec in enumerate(
+                r for _, b in batches for r in records.decode_records(b)[1]) if rec.key is None]
+            if keyless:  # Kafka's LogValidator: the whole batch is refused, each record named
                 why = f"Compacted topic cannot accept message without key in topic " \
                       f"partition {topic}-{partition}."
-                self._on_event(f"produce to {topic}-{partition}: {why} (INVALID_RECORD)")
-                return _ProduceResult(m.INVALID_RECORD, leader_epoch=part.leader_epoch,
-                                      error_message=why, bad_record=keyless)
+                shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')"
+                                  for i in keyless[:3])
+                self._on_event(f"produce to {topic}-{partition}: {len(keyless)} record(s) "
+                               f"without a key (INVALID_RECORD)")
+                return _ProduceResult(
+                    m.INVALID_RECORD, leader_epoch=part.leader_epoch, bad_records=tuple(
+                        (i, why) for i in keyless),
+                    error_message=f"One or more records have been rejected due to "
+                                  f"{len(keyless)} record errors in total, and only showing "
+                                  f"the first three errors at most: [{shown}]")
         if config.get("message.timestamp.type") == "LogAppendTime":
             append_time = self.wall_clock()
             batches = [(h, records.set_log_append_time(b, append_time)) for h, b in batches]
@@ -200,8 +206,8 @@ class ProduceApis:
                 base_offset=r.base_offset if r.error == m.NONE else -1,
                 log_append_time_ms=r.log_append_time_ms if r.error == m.NONE else -1,
                 log_start_offset=part.log.start_offset if part is not None else -1,
-                record_errors=[] if r.bad_record is None else [P.BatchIndexAndErrorMessage(
-                    batch_index=r.bad_record, batch_index_error_message=None)],
+                record_errors=[P.BatchIndexAndErrorMessage(
+                    batch_index=i, batch_index_error_message=why) for i, why in r.bad_records],
                 error_message=r.error_message, **extra))
         extra = {"node_endpoints": node_endpoints(R, endpoints)} if endpoints else {}
         self._reply(d.src, d.request, R(
