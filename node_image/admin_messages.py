@@ -11,7 +11,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class CreateTopicsRequest:
     correlation_id: int
-    topics: tuple  # rows (name, num partitions, replication factor, configs as ((k, v), ...))
+    # rows (name, num partitions, replication factor, configs as ((k, v), ...), and
+    # optionally manual replica assignments as ((partition, (broker, ...)), ...))
+    topics: tuple
     validate_only: bool
 
 

@@ -474,7 +474,7 @@ TYPES: tuple[type, ...] = (
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
-    (CreateTopicsRequest, "topics"): ("str", "int", "int", "tuple"),
+    (CreateTopicsRequest, "topics"): ("str", "int", "int", "tuple", "tuple"),
     (CreateTopicsResponse, "results"): ("str", "int", "str | None", "str | None", "int", "int"),
     (CreatePartitionsRequest, "topics"): ("str", "int", "tuple"),
     (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),

@@ -101,9 +101,10 @@ def create_topics(image: MetadataImage, topics, salt: int,
     results: list[TopicResult] = []
     usable = sorted(b for b, reg in image.brokers.items() if reg.eligible)
     seen: set[str] = set()
-    for name, num_partitions, replication_factor, configs in topics:
+    for name, num_partitions, replication_factor, configs, *manual in topics:
         def fail(code: int, message: str) -> None:
             results.append(TopicResult(name, code, message))
+        assignments = tuple(manual[0]) if manual else ()
         if not legal_topic_name(name):
             fail(m.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not legal "
                  "(1-249 of a-z A-Z 0-9 . _ -)")
@@ -111,6 +112,14 @@ def create_topics(image: MetadataImage, topics, salt: int,
         if name in image.topics or name in seen:
             fail(m.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
             continue
+        placed = None
+        if assignments:
+            placed, why = _manual_assignment(image, num_partitions, replication_factor,
+                                             assignments)
+            if placed is None:
+                fail(*why)
+                continue
+            num_partitions, replication_factor = len(placed), len(placed[0])
         partitions = default_partitions if num_partitions == -1 else num_partitions
         rf = default_replication_factor if replication_factor == -1 else replication_factor
         if partitions <= 0:
@@ -119,7 +128,7 @@ def create_topics(image: MetadataImage, topics, salt: int,
         if rf <= 0:
             fail(m.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}")
             continue
-        if rf > len(usable):
+        if rf > len(usable) and placed is None:
             fail(m.INVALID_REPLICATION_FACTOR,
                  f"replication factor {rf} is larger than the {len(usable)} available brokers")
             continue
@@ -139,13 +148,60 @@ def create_topics(image: MetadataImage, topics, salt: int,
         topic_id = topic_id_for(name, salt)
         results.append(TopicResult(name, m.NONE, None, topic_id, partitions, rf))
         records.append(mr.TopicRecord(name, topic_id))
-        start = zlib.crc32(name.encode()) % len(usable)
+        start = zlib.crc32(name.encode()) % len(usable) if usable else 0
         for p in range(partitions):
-            replicas = tuple(usable[(start + p + i) % len(usable)] for i in range(rf))
-            records.append(mr.PartitionRecord(p, topic_id, replicas, replicas, replicas[0], 0, 0))
+            if placed is not None:  # the ISR: the replicas that may lead, first one leading
+                replicas = placed[p]
+                isr = tuple(b for b in replicas if eligible(image, b))
+            else:
+                replicas = isr = tuple(usable[(start + p + i) % len(usable)] for i in range(rf))
+            records.append(mr.PartitionRecord(p, topic_id, replicas, isr, isr[0], 0, 0))
         for key, value in configs:
             records.append(mr.ConfigRecord(TOPIC_RESOURCE, name, key, value))
     return records, results
+
+
+def _manual_assignment(image: MetadataImage, num_partitions: int, replication_factor: int,
+                       assignments) -> tuple[list | None, tuple]:
+    """CreateTopics' replica assignments ((partition, brokers), ...) checked as Kafka's
+    ReplicationControlManager checks them: the replicas of each partition in order, or None
+    and (error, message)."""
+    def bad(message: str) -> tuple[None, tuple]:
+        return None, (m.INVALID_REPLICA_ASSIGNMENT, message)
+    if replication_factor != -1:
+        return None, (m.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                         "replication factor was not set to -1.")
+    if num_partitions != -1:
+        return None, (m.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                         "numPartitions was not set to -1.")
+    parts: dict = {}
+    rf = None
+    for index, brokers in assignments:
+        brokers = tuple(brokers)
+        if index in parts:
+            return bad(f"Found multiple manual partition assignments for partition {index}")
+        if not brokers:
+            return bad("The manual partition assignment includes an empty replica list.")
+        for b in sorted(brokers):
+            if b not in image.brokers:
+                return bad(f"The manual partition assignment includes broker {b}, but no "
+                           f"such broker is registered.")
+        if len(set(brokers)) != len(brokers):
+            twice = next(b for b in sorted(brokers) if brokers.count(b) > 1)
+            return bad(f"The manual partition assignment includes the broker {twice} more "
+                       f"than once.")
+        if rf is not None and len(brokers) != rf:
+            return bad(f"The manual partition assignment includes a partition with "
+                       f"{len(brokers)} replica(s), but this is not consistent with previous "
+                       f"partitions, which have {rf} replica(s).")
+        rf = len(brokers)
+        if not any(eligible(image, b) for b in brokers):
+            return bad(f"All brokers specified in the manual partition assignment for "
+                       f"partition {index} are fenced or in controlled shutdown.")
+        parts[index] = brokers
+    if sorted(parts) != list(range(len(parts))):
+        return bad("partitions should be a consecutive 0-based integer sequence")
+    return [parts[i] for i in range(len(parts))], ()
 
 
 def create_partitions(image: MetadataImage, topics) -> tuple[list, list[TopicResult]]:

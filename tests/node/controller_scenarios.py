@@ -226,7 +226,7 @@ class ControllerScenario(datadriven.Commands):
 
     def create_topic(self, args, kw) -> None:
         self._ask(m.CreateTopicsRequest(self._next_corr(), (
-            (args[0], int(kw.get("partitions", 1)), int(kw.get("rf", 1)), ()),),
+            (args[0], int(kw.get("partitions", 1)), int(kw.get("rf", 1)), (), ()),),
             "validate" in args))
 
     def alter_partition(self, args, kw) -> None:

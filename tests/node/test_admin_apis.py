@@ -159,6 +159,32 @@ def test_create_partitions_grows_a_topic_that_clients_then_write_and_read(cluste
     assert read == {(i, f"v{i}") for i in range(5)}
 
 
+def test_create_topics_takes_manual_replica_assignments_and_refuses_what_kafka_refuses(cluster):
+    """librdkafka's NewTopic with a replica assignment (its own suite's 0081 creates topics
+    so): each partition on the brokers named, the first leading; Kafka's refusals each
+    name what is wrong."""
+    from confluent_kafka.admin import NewTopic
+    a = admin(cluster)
+    placed = [[3, 1], [1, 2], [2, 3]]
+    a.create_topics([NewTopic("placed", len(placed), replica_assignment=placed)])[
+        "placed"].result(15)
+
+    def as_placed():
+        t = a.list_topics("placed", timeout=10).topics["placed"]
+        return {p: (md.replicas, md.leader) for p, md in t.partitions.items()}
+    wait_for("the partitions where they were placed", lambda: as_placed() == {
+        i: (r, r[0]) for i, r in enumerate(placed)})
+    for name, assignment, error in (
+            ("twice", [[1, 1]], "includes the broker 1 more than once"),
+            ("nowhere", [[1, 9]], "includes broker 9, but no such broker is registered"),
+            ("uneven", [[1, 2], [3]], "not consistent with previous partitions")):
+        with pytest.raises(KafkaException, match=error) as info:
+            a.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment)])[
+                name].result(15)
+        assert info.value.args[0].name() == "INVALID_REPLICA_ASSIGNMENT"
+    assert "twice" not in a.list_topics(timeout=10).topics
+
+
 def test_open_transactions_and_producers_are_listed_and_described(cluster):
     """kafka-python's admin client, the way a person looks for a hanging transaction:
     ListTransactions on every broker, DescribeTransactions at the coordinator,

@@ -27,7 +27,7 @@ class Controllers:
 
     def forward(self, now, timeout_ms=5000):
         self.f.forward(now, timeout_ms, lambda resp, error: self.answers.append((resp, error)),
-                       lambda corr: m.CreateTopicsRequest(corr, (("t", 1, 3, ()),), False))
+                       lambda corr: m.CreateTopicsRequest(corr, (("t", 1, 3, (), ()),), False))
 
     def last_corr(self):
         return self.sent[-1][1].correlation_id

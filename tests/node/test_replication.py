@@ -76,10 +76,29 @@ def test_placement_is_striped_over_unfenced_brokers():
     (("t", 1, 3, (("remote.storage.enable", "true"),)), m.INVALID_CONFIG,
      "tiered storage is not in this broker"),
     (("t", 1, 3, (("message.timestamp.type", "WallTime"),)), m.INVALID_CONFIG, "invalid value"),
+    (("t", -1, 2, (), ((0, (1, 2)),)), m.INVALID_REQUEST, "replication factor was not set to -1"),
+    (("t", 1, -1, (), ((0, (1, 2)),)), m.INVALID_REQUEST, "numPartitions was not set to -1"),
+    (("t", -1, -1, (), ((0, (1, 2)), (0, (2, 3)))), m.INVALID_REPLICA_ASSIGNMENT,
+     "multiple manual partition assignments for partition 0"),
+    (("t", -1, -1, (), ((0, ()),)), m.INVALID_REPLICA_ASSIGNMENT, "empty replica list"),
+    (("t", -1, -1, (), ((0, (1, 2)), (2, (2, 3)))), m.INVALID_REPLICA_ASSIGNMENT,
+     "consecutive 0-based"),
 ])
 def test_create_topics_refuses_bad_requests_with_a_reason(row, code, words):
     recs, [result] = rc.create_topics(cluster_image(), [row], salt=1)
     assert recs == [] and result.error == code and words in result.message
+
+
+def test_a_manual_assignment_places_each_partition_and_leads_from_its_first_unfenced_replica():
+    recs, [result] = rc.create_topics(cluster_image(fenced=(5,)), [
+        ("t", -1, -1, (), ((0, (5, 1, 2)), (1, (2, 3, 4))))], salt=1)
+    assert (result.error, result.partitions, result.replication_factor) == (m.NONE, 2, 3)
+    parts = [r for r in recs if isinstance(r, mr.PartitionRecord)]
+    assert [(p.replicas, p.isr, p.leader) for p in parts] == [
+        ((5, 1, 2), (1, 2), 1), ((2, 3, 4), (2, 3, 4), 2)], "fenced 5 is a replica outside the ISR"
+    _, [all_fenced] = rc.create_topics(cluster_image(fenced=(5,)), [
+        ("t", -1, -1, (), ((0, (5,)),))], salt=1)
+    assert all_fenced.error == m.INVALID_REPLICA_ASSIGNMENT and "fenced" in all_fenced.message
 
 
 def test_create_topic_twice_is_topic_already_exists():

@@ -40,11 +40,9 @@ class AdminApis:
             if not on_cluster and not self._allowed(src, acls.CREATE, acls.TOPIC, t.name):
                 early[t.name] = (m.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_FAILED)
                 continue
-            if t.assignments:
-                early[t.name] = (m.INVALID_REQUEST, "manual replica assignments are not supported")
-                continue
             configs = tuple((c.name, c.value) for c in (t.configs or ()))
-            rows.append((t.name, t.num_partitions, t.replication_factor, configs))
+            manual = tuple((a.partition_index, tuple(a.broker_ids)) for a in t.assignments or ())
+            rows.append((t.name, t.num_partitions, t.replication_factor, configs, manual))
         R = self._cls(req)
         C = R.CreatableTopicResult
 

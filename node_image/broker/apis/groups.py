@@ -75,7 +75,8 @@ class GroupApis:
         if now < self._create_asked_ms.get(topic, -CREATE_TOPIC_RETRY_MS) + CREATE_TOPIC_RETRY_MS:
             return
         self._create_asked_ms[topic] = now
-        corr = self.broker.send_to_controller(lambda c: m.CreateTopicsRequest(c, (row,), False))
+        corr = self.broker.send_to_controller(
+            lambda c: m.CreateTopicsRequest(c, ((*row, ()),), False))  # (no manual placement)
         if corr is not None:
             self._internal_creates.add(corr)
 
