@@ -53,9 +53,9 @@ from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
-from . import acls, features, reassignment, scram
-from . import partition_events
+from . import acls, features, partition_events, reassignment, scram
 from . import replication_control as rc
+from .config_control import alter_configs
 from .coverage import Reached
 from .log import OffsetAndEpoch
 from .metadata_image import MetadataDelta, MetadataImage
@@ -440,7 +440,7 @@ class QuorumController:
 
     def handle_alter_configs(self, src, req: m.AlterConfigsRequest, now: int) -> None:
         def plan():
-            records, results = rc.alter_configs(self.current, req.resources, req.incremental)
+            records, results = alter_configs(self.current, req.resources, req.incremental)
             return records, results, ["altering configs of " + ", ".join(
                 sorted({r.resource_name for r in records}))]
         self._admin_write(

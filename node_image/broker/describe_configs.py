@@ -6,8 +6,10 @@ the value the topic was created with (source DYNAMIC_TOPIC_CONFIG), else the bro
 default for it (STATIC_BROKER_CONFIG when server.properties set it, else DEFAULT_CONFIG).
 A broker lists its own settings (``config._INT_KEYS``' broker section, the boolean keys,
 ``compression.type``, ``group.consumer.migration.policy``, ``advertised.listeners`` and
-``node.id``), read-only: the node has no dynamic broker configs. Only this broker's
-id may be asked (Kafka refuses another id with INVALID_REQUEST); an unknown topic is
+``node.id``), read-only but for Kafka's dynamic configs (``broker_configs``), whose values
+set while the cluster runs come first (source DYNAMIC_BROKER_CONFIG for this broker's own,
+DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster's default; passwords not shown), and a
+topic's defaults are the broker's values after them. Only this broker's id may be asked (Kafka refuses another id with INVALID_REQUEST); an unknown topic is
 UNKNOWN_TOPIC_OR_PARTITION. A group (KIP-848) lists its session timeout and heartbeat
 interval (``group_configs``), its own (GROUP_CONFIG) or the broker's; other resource types
 are INVALID_REQUEST.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from .. import broker_configs
 from .. import messages as m
 from ..config import _BOOL_KEYS, _INT_KEYS, BrokerConfig
 from ..metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
@@ -23,7 +26,8 @@ from ..group_configs import GROUP_CONFIGS, GROUP_RESOURCE
 from ..topic_configs import BOOLEAN, INT, LONG, STRING, TOPIC_CONFIGS
 
 # Kafka's DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
+(DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+ DEFAULT_CONFIG, GROUP_CONFIG) = 1, 2, 3, 4, 5, 8
 _BROKER_FIELDS = {f.name: f.default for f in fields(BrokerConfig)}
 # a broker setting's attribute -> its key in server.properties
 _KEY_OF = {attr: key for key, (_, attr) in _INT_KEYS.items()} | {
@@ -125,16 +129,22 @@ def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resource
             if name not in image.topics:
                 fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
                 continue
-            settings, read_only = topic_settings(image, name, options), False
+            settings, read_only = topic_settings(
+                image, name, broker_configs.effective(image, node_id, options)), False
         elif rtype == BROKER_RESOURCE:
             if name not in ("", str(node_id)):
                 fail(m.INVALID_REQUEST, f"unexpected broker id {name!r}: this is broker "
                                         f"{node_id} (ask each broker for its own)")
                 continue
-            settings, read_only = broker_settings(options), True
+            settings, read_only = broker_settings(
+                broker_configs.effective(image, node_id, options)), True
             host, port = options.advertised  # set in the node's server.properties
             settings["advertised.listeners"] = (f"PLAINTEXT://{host}:{port}", STATIC_BROKER_CONFIG)
             settings["node.id"] = (str(node_id), STATIC_BROKER_CONFIG)
+            for key, (value, own) in broker_configs.dynamic(image, node_id).items():
+                settings[key] = (value, DYNAMIC_BROKER_CONFIG if own
+                                 else DYNAMIC_DEFAULT_BROKER_CONFIG)
+            settings = dict(sorted(settings.items()))
         elif rtype == GROUP_RESOURCE:
             settings, read_only = group_settings(image, name, options), False
         else:
@@ -148,8 +158,10 @@ def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resource
             extra = {}
             if version >= 3:
                 extra = {"config_type": _type(key, value), "documentation": None}
-            configs.append(Entry(name=key, value=value, read_only=read_only,
-                                 config_source=source, is_sensitive=False, synonyms=[],
+            sensitive = rtype == BROKER_RESOURCE and key in broker_configs.PASSWORDS
+            configs.append(Entry(name=key, value=None if sensitive else value,
+                                 read_only=read_only and key not in broker_configs.DYNAMIC,
+                                 config_source=source, is_sensitive=sensitive, synonyms=[],
                                  **extra))
         out.append(Result(error_code=m.NONE, error_message=None, resource_type=rtype,
                           resource_name=name, configs=configs))

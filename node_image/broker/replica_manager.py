@@ -30,6 +30,7 @@ import json
 import os
 from typing import Callable
 
+from .. import broker_configs
 from .. import messages as m
 from ..fs import FileSystem, write_durably
 from ..log import OffsetAndEpoch
@@ -146,13 +147,18 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ metadata
 
+    def setting(self, key: str):
+        """A broker setting the node acts on: its dynamic value (this broker's, else the
+        cluster's default), else server.properties' (:mod:`..broker_configs`)."""
+        return broker_configs.setting(self.image, self.node_id, self.options, key)
+
     def min_isr(self, topic: str) -> int:
-        value = self.image.min_isr(topic)  # the topic's, else the cluster's
-        return value if value is not None else self.options.min_insync_replicas
+        value = self.image.topic_config(topic).get("min.insync.replicas")
+        return int(value) if value is not None else self.setting("min.insync.replicas")
 
     def flush_messages(self, topic: str) -> int:
         value = self.image.topic_config(topic).get("flush.messages")
-        return int(value) if value is not None else self.options.flush_interval_messages
+        return int(value) if value is not None else self.setting("log.flush.interval.messages")
 
     def apply_image(self, image: MetadataImage, changed: set | None, now: int) -> None:
         """Follow the image. ``changed``: the partitions that changed (None: all, and the

@@ -48,12 +48,14 @@ def test_describe_configs_of_a_topic_says_what_was_set_and_what_is_a_default(clu
         kp.close()
 
 
-def test_describe_configs_of_a_broker_are_its_static_settings_read_only(cluster):
+def test_describe_configs_of_a_broker_are_its_settings_read_only_but_kafkas_dynamic_ones(
+        cluster):
     res = ConfigResource(ConfigResource.Type.BROKER, "2")
     a = admin(cluster)
     configs = a.describe_configs([res])[res].result(15)
     mir = configs["min.insync.replicas"]
-    assert (mir.value, mir.is_read_only) == ("1", True)
+    assert (mir.value, mir.is_read_only) == ("1", False), "dynamic in Kafka"
+    assert configs["broker.session.timeout.ms"].is_read_only
     assert configs["broker.session.timeout.ms"].value == "9000"
     assert configs["broker.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     # the address clients are given, set in server.properties, as Kafka 4 lists it

@@ -10,6 +10,7 @@ from confluent_kafka.admin import ConfigResource, ConfigSource
 from conftest import wait_for
 from node_clients import admin, create, three_brokers, wire
 from node_image import messages as m
+from node_image import config_control as cc
 from node_image import replication_control as rc
 from test_replication import cluster_image, image_with
 
@@ -36,9 +37,9 @@ def test_every_kafka_topic_config_is_taken_at_a_value_kafka_takes():
     assert image.topic_config("t") == given
     for name, config in TOPIC_CONFIGS.items():  # every default passes its own check
         assert config.default is None or config.check(config.default), name
-    recs, [row] = rc.alter_configs(image, [(2, "t", (
-        ("cleanup.policy", rc.SUBTRACT, "delete"),
-        ("follower.replication.throttled.replicas", rc.APPEND, "0:3")))], True)
+    recs, [row] = cc.alter_configs(image, [(2, "t", (
+        ("cleanup.policy", cc.SUBTRACT, "delete"),
+        ("follower.replication.throttled.replicas", cc.APPEND, "0:3")))], True)
     assert row[2] == m.NONE, row
     assert {k: v for k, v in image_with(recs, image).topic_config("t").items()
             if k in ("cleanup.policy", "follower.replication.throttled.replicas")} == {
@@ -53,23 +54,23 @@ def test_a_groups_own_configs_are_set_bounded_and_used_for_its_members():
 
     from node_image.group_configs import GROUP_RESOURCE, timing
     image = cluster_image()
-    recs, [row] = rc.alter_configs(image, [(GROUP_RESOURCE, "g", (
-        ("consumer.session.timeout.ms", rc.SET, "50000"),))], True)
+    recs, [row] = cc.alter_configs(image, [(GROUP_RESOURCE, "g", (
+        ("consumer.session.timeout.ms", cc.SET, "50000"),))], True)
     assert row == (GROUP_RESOURCE, "g", m.NONE, None)
     after = image_with(recs, image)
     broker = SimpleNamespace(group_consumer_session_timeout_ms=45000,
                              group_consumer_heartbeat_interval_ms=5000)
     assert timing(after, "g", broker) == (50000, 5000)
     assert timing(after, "other", broker) == (45000, 5000)
-    bad = [(("consumer.session.timeout.ms", rc.SET, "30000"), "from 45000 to 60000"),
-           (("consumer.heartbeat.interval.ms", rc.SET, "often"), "invalid value 'often'"),
-           (("share.record.lock.duration.ms", rc.SET, "1000"), "unknown group config"),
-           (("consumer.session.timeout.ms", rc.APPEND, "1"), "not a list")]
+    bad = [(("consumer.session.timeout.ms", cc.SET, "30000"), "from 45000 to 60000"),
+           (("consumer.heartbeat.interval.ms", cc.SET, "often"), "invalid value 'often'"),
+           (("share.record.lock.duration.ms", cc.SET, "1000"), "unknown group config"),
+           (("consumer.session.timeout.ms", cc.APPEND, "1"), "not a list")]
     for op, words in bad:
-        recs, [row] = rc.alter_configs(after, [(GROUP_RESOURCE, "g", (op,))], True)
+        recs, [row] = cc.alter_configs(after, [(GROUP_RESOURCE, "g", (op,))], True)
         assert recs == [] and row[2] == m.INVALID_CONFIG and words in row[3], (op, row)
-    recs, [row] = rc.alter_configs(after, [(GROUP_RESOURCE, "g", (
-        ("consumer.session.timeout.ms", rc.DELETE, None),))], True)
+    recs, [row] = cc.alter_configs(after, [(GROUP_RESOURCE, "g", (
+        ("consumer.session.timeout.ms", cc.DELETE, None),))], True)
     assert row[2] == m.NONE and timing(image_with(recs, after), "g", broker) == (45000, 5000)
 
 
@@ -154,3 +155,69 @@ def test_a_groups_own_configs_are_altered_described_and_given_to_its_members(clu
         return next((r for r in answers if r.error_code == 0), None)
     joined = wait_for("a member joined at the group's coordinator", join, timeout_s=180)
     assert joined.heartbeat_interval_ms == 6000, "the group's own interval"
+
+
+def test_brokers_dynamic_configs_are_set_described_and_acted_on(cluster):
+    """Kafka's dynamic broker configs from librdkafka's admin client (its own suite's 0081
+    sets one): a broker's own value and the cluster's default, described with their
+    sources on the brokers they apply to; one the node acts on (``message.max.bytes``)
+    refuses a batch larger than the new value on that broker only; a setting Kafka reads
+    only from server.properties, and a per-broker one set as the cluster's default, are
+    refused naming them; deleting a value brings the static one back."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
+    a = admin(cluster)
+
+    def alter(name, *entries):
+        if not name:  # the cluster's default: librdkafka refuses an empty name itself
+            return alter_cluster(dict(entries))
+        res = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
+                        else AlterConfigOpType.DELETE) for k, v in entries])
+        return a.incremental_alter_configs([res])[res].result(30)
+
+    def alter_cluster(configs):  # IncrementalAlterConfigs v1 on the wire, as Kafka's tools
+        from node_image import kafka_codec as kc
+        R = kc.IncrementalAlterConfigsRequest
+        body = R(resources=[R.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[
+                R.AlterConfigsResource.AlterableConfig(name=k, config_operation=0, value=v)
+                for k, v in configs.items()])], validate_only=False)
+        [r] = wire(cluster, cluster.host(1), kc.INCREMENTAL_ALTER_CONFIGS, 1, body).responses
+        if r.error_code:
+            raise KafkaException(f"{m.ERROR_NAMES.get(r.error_code)}: {r.error_message}")
+
+    def described(broker, key):
+        res = ConfigResource(ResourceType.BROKER, str(broker))
+        e = a.describe_configs([res])[res].result(30)[key]
+        return e.value, e.source, e.is_read_only
+    alter("1", ("sasl.kerberos.min.time.before.relogin", "58000"))
+    alter("", ("log.cleaner.threads", "2"))
+    wait_for("each broker describing what applies to it", lambda: (
+        described(1, "sasl.kerberos.min.time.before.relogin")[:2] == (
+            "58000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        and all(described(b, "log.cleaner.threads")[:2] == (
+            "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value) for b in (1, 2, 3))))
+    with pytest.raises(KafkaException, match="Cannot update these configs dynamically"):
+        alter("1", ("num.partitions", "7"))
+    with pytest.raises(KafkaException, match="broker id must be specified"):
+        alter("", ("sasl.kerberos.min.time.before.relogin", "1"))
+
+    create(cluster, "dyn", {})
+    leader = a.list_topics("dyn", timeout=10).topics["dyn"].partitions[0].leader
+    assert described(leader, "message.max.bytes")[2] is False, "dynamic: not read-only"
+    alter(str(leader), ("message.max.bytes", "2000"))
+    wait_for("the lower limit on the leader", lambda: described(
+        leader, "message.max.bytes")[0] == "2000")
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "retries": 0,
+                  "compression.type": "none"})
+    outcomes = []
+    p.produce("dyn", b"x" * 5000, partition=0, on_delivery=lambda err, msg: outcomes.append(err))
+    p.flush(30)
+    assert outcomes[0] is not None and outcomes[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    alter(str(leader), ("message.max.bytes", None))
+    wait_for("the static limit back", lambda: described(leader, "message.max.bytes")[:2] == (
+        "1048588", ConfigSource.DEFAULT_CONFIG.value))
+    p.produce("dyn", b"x" * 5000, partition=0, on_delivery=lambda err, msg: outcomes.append(err))
+    p.flush(30)
+    assert outcomes[1] is None, outcomes

@@ -7,6 +7,7 @@ import pytest
 from node_image import messages as m
 from node_image import metadata_records as mr
 from node_image import records
+from node_image import config_control as cc
 from node_image import replication_control as rc
 from node_image.broker.partition import Partition
 from node_image.broker.producer_state import ProducerStateManager
@@ -133,32 +134,41 @@ def test_create_partitions_adds_placed_or_assigned_partitions_and_refuses_with_k
 
 def test_alter_configs_sets_deletes_appends_and_refuses_with_a_reason():
     image = with_topic(cluster_image(), configs=(("min.insync.replicas", "2"),))
-    recs, [row] = rc.alter_configs(image, [(2, "t", (
-        ("flush.messages", rc.SET, "1"), ("min.insync.replicas", rc.DELETE, None)))], True)
+    recs, [row] = cc.alter_configs(image, [(2, "t", (
+        ("flush.messages", cc.SET, "1"), ("min.insync.replicas", cc.DELETE, None)))], True)
     assert row == (2, "t", m.NONE, None)
     after = image_with(recs, image)
     assert after.topic_config("t") == {"flush.messages": "1"}
     # AlterConfigs replaces the whole set: what it does not name goes back to the default
-    recs, [row] = rc.alter_configs(after, [(2, "t", (("compression.type", 0, "lz4"),))], False)
+    recs, [row] = cc.alter_configs(after, [(2, "t", (("compression.type", 0, "lz4"),))], False)
     assert row[2] == m.NONE and image_with(recs, after).topic_config("t") == {
         "compression.type": "lz4"}
-    recs, [row] = rc.alter_configs(after, [(2, "t", (("cleanup.policy", rc.APPEND, "delete"),))],
+    recs, [row] = cc.alter_configs(after, [(2, "t", (("cleanup.policy", cc.APPEND, "delete"),))],
                                    True)
     assert row[2] == m.NONE and image_with(recs, after).topic_config("t")["cleanup.policy"] == \
         "delete"
-    bad = [((2, "t", (("min.insync.replicas", rc.SET, "4"),)), m.INVALID_CONFIG,
+    bad = [((2, "t", (("min.insync.replicas", cc.SET, "4"),)), m.INVALID_CONFIG,
             "larger than the replication factor 3"),
-           ((2, "t", (("retention.ms", rc.SET, "soon"),)), m.INVALID_CONFIG,
+           ((2, "t", (("retention.ms", cc.SET, "soon"),)), m.INVALID_CONFIG,
             "invalid value 'soon'"),
-           ((2, "t", (("no.such", rc.SET, "1"),)), m.INVALID_CONFIG, "unknown topic config"),
-           ((2, "t", (("flush.messages", rc.APPEND, "2"),)), m.INVALID_CONFIG, "not a list"),
-           ((2, "t", (("cleanup.policy", rc.APPEND, "squash"),)), m.INVALID_CONFIG,
+           ((2, "t", (("no.such", cc.SET, "1"),)), m.INVALID_CONFIG, "unknown topic config"),
+           ((2, "t", (("flush.messages", cc.APPEND, "2"),)), m.INVALID_CONFIG, "not a list"),
+           ((2, "t", (("cleanup.policy", cc.APPEND, "squash"),)), m.INVALID_CONFIG,
             "invalid value 'delete,squash'"),
            ((2, "nope", ()), m.UNKNOWN_TOPIC_OR_PARTITION, "does not exist"),
-           ((4, "1", (("log.segment.bytes", rc.SET, "1"),)), m.INVALID_CONFIG, "static"),
+           ((4, "1", (("num.partitions", cc.SET, "3"),)), m.INVALID_CONFIG,
+            "Cannot update these configs dynamically: Set(num.partitions)"),
+           ((4, "", (("sasl.kerberos.min.time.before.relogin", cc.SET, "1"),)),
+            m.INVALID_CONFIG, "broker id must be specified"),
+           ((4, "1", (("log.segment.bytes", cc.SET, "1"),)), m.INVALID_CONFIG,
+            "Invalid value 1 for configuration log.segment.bytes"),
+           ((4, "one", (("compression.type", cc.SET, "lz4"),)), m.INVALID_REQUEST,
+            "is not a number"),
+           ((4, "1", (("advertised.listeners", cc.SET, "PLAINTEXT://x:1"),)), m.INVALID_CONFIG,
+            "listeners do not change while it runs"),
            ((8, "x", ()), m.INVALID_REQUEST, "no configs")]
     for resource, code, words in bad:
-        recs, [row] = rc.alter_configs(after, [resource], True)
+        recs, [row] = cc.alter_configs(after, [resource], True)
         assert recs == [] and row[2] == code and words in row[3], (resource, row)
 
 

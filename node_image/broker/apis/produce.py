@@ -99,7 +99,7 @@ class ProduceApis:
                 header = records.check_batch(data, pos)
                 if header.is_control:
                     return refuse(m.INVALID_REQUEST)
-                if header.size > self.options.message_max_bytes:
+                if header.size > self.rm.setting("message.max.bytes"):
                     return refuse(m.MESSAGE_TOO_LARGE)
                 batch = data[pos:pos + header.size]
                 if header.codec:  # validated as Kafka does: every record read
@@ -110,8 +110,8 @@ class ProduceApis:
                             "the records' offset deltas are not 0 to count - 1")
                 batches.append((header, batch))
                 pos += header.size
-            target = self.rm.image.topic_config(topic).get("compression.type",
-                                                           self.options.compression_type)
+            target = self.rm.image.topic_config(topic).get(
+                "compression.type", self.rm.setting("compression.type"))
             if target != "producer":  # the broker recompresses to the codec the config names
                 codec = compression.BY_NAME.get(target, compression.NONE)
                 batches = [(h, b) if h.codec == codec else _recompressed(b, codec)
@@ -162,9 +162,9 @@ class ProduceApis:
         ``message.timestamp.before.max.ms`` before the leader's wall clock, or more than
         ``message.timestamp.after.max.ms`` after it, is refused with its whole batch."""
         before = int(config.get("message.timestamp.before.max.ms",
-                                self.options.timestamp_before_max_ms))
+                                self.rm.setting("log.message.timestamp.before.max.ms")))
         after = int(config.get("message.timestamp.after.max.ms",
-                               self.options.timestamp_after_max_ms))
+                               self.rm.setting("log.message.timestamp.after.max.ms")))
         if before >= UNBOUNDED and after >= UNBOUNDED:
             return False
         now = self.wall_clock()
