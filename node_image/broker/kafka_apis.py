@@ -183,6 +183,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         create_allowed = self.options.auto_create_topics and (
             req.api_version < 4 or req.body.allow_auto_topic_creation)
         topics = []
+        topic_ops = getattr(req.body, "include_topic_authorized_operations", False)
 
         def unknown(error: int, name: str | None, topic_id) -> None:
             topics.append(R.MetadataResponseTopic(
@@ -216,11 +217,15 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
                                                   topic_id=_as_uuid(t.topic_id),
                                                   is_internal=name in (OFFSETS_TOPIC, TXN_TOPIC),
                                                   partitions=parts,
-                                                  authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                                                  authorized_operations=self._operations(
+                                                      src, acls.TOPIC, name, topic_ops)))
         controller = self.broker.controller_hint()
         self._reply(src, req, R(throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                                 controller_id=controller, topics=topics,
-                                authorized_operations=NOT_AUTHORIZED_OPERATIONS, error_code=m.NONE))
+                                authorized_operations=self._operations(
+                                    src, acls.CLUSTER, acls.CLUSTER_NAME, getattr(
+                                        req.body, "include_cluster_authorized_operations",
+                                        False)), error_code=m.NONE))
 
     def _auto_create(self, name: str, now: int) -> int:
         """A topic a Metadata request named and may create (``auto.create.topics.enable``), as

@@ -293,3 +293,44 @@ def test_admin_calls_and_transactional_ids_are_refused_where_a_binding_denies_th
     p.init_transactions(30)
     logs = "".join(cluster.log_path(i).read_text() for i in (1, 2, 3))
     assert "Traceback" not in logs
+
+
+def test_authorized_operations_say_what_the_client_may_do(cluster):
+    """librdkafka's describe calls asking for authorized operations (its own suite's 0081
+    does): every operation of a topic, the cluster and a group the client may do, as
+    Kafka's supported operations per resource type; a DENY binding takes its operation
+    out of the topic's."""
+    from confluent_kafka import TopicCollection
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    create_topic_everywhere(cluster, "ops", 1, {}, timeout_s=60)
+
+    def topic_ops():
+        d = a.describe_topics(TopicCollection(["ops"]),
+                              include_authorized_operations=True)["ops"].result(30)
+        return set(d.authorized_operations)
+    O = AclOperation
+    assert wait_for("the topic described", topic_ops) == {
+        O.READ, O.WRITE, O.CREATE, O.DESCRIBE, O.DELETE, O.ALTER, O.DESCRIBE_CONFIGS,
+        O.ALTER_CONFIGS}
+    c = a.describe_cluster(include_authorized_operations=True).result(30)
+    assert set(c.authorized_operations) == {O.CREATE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS,
+                                            O.ALTER_CONFIGS, O.IDEMPOTENT_WRITE, O.ALTER,
+                                            O.DESCRIBE}
+    assert a.describe_cluster().result(30).authorized_operations is None, "not asked"
+    # once a binding names the topic, only what is allowed is (as StandardAuthorizer): allow
+    # everything, deny DELETE
+    rules = [AclBinding(ResourceType.TOPIC, "ops", ResourcePatternType.LITERAL, "User:*", "*",
+                        op, permission)
+             for op, permission in ((O.ALL, AclPermissionType.ALLOW),
+                                    (O.DELETE, AclPermissionType.DENY))]
+    for r, f in a.create_acls(rules).items():
+        f.result(30)
+    try:
+        wait_for("DELETE out of the topic's operations", lambda: topic_ops() == {
+            O.READ, O.WRITE, O.CREATE, O.DESCRIBE, O.ALTER, O.DESCRIBE_CONFIGS,
+            O.ALTER_CONFIGS})
+    finally:
+        for f in a.delete_acls([AclBindingFilter(
+                ResourceType.TOPIC, "ops", ResourcePatternType.LITERAL, "User:*", "*",
+                O.ANY, AclPermissionType.ANY)]).values():
+            f.result(30)

@@ -23,6 +23,18 @@ DENIED = {acls.TOPIC: m.TOPIC_AUTHORIZATION_FAILED, acls.GROUP: m.GROUP_AUTHORIZ
           acls.TRANSACTIONAL_ID: m.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
+# the operations each resource type has (Kafka's AclEntry.supportedOperations), which
+# ``authorized_operations`` fields tell a client it may do
+SUPPORTED = {
+    acls.TOPIC: (acls.READ, acls.WRITE, acls.CREATE, acls.DESCRIBE, acls.DELETE, acls.ALTER,
+                 acls.DESCRIBE_CONFIGS, acls.ALTER_CONFIGS),
+    acls.GROUP: (acls.READ, acls.DESCRIBE, acls.DELETE),
+    acls.CLUSTER: (acls.CREATE, 9, acls.DESCRIBE_CONFIGS, acls.ALTER_CONFIGS,  # 9: CLUSTER_ACTION
+                   acls.IDEMPOTENT_WRITE, acls.ALTER, acls.DESCRIBE),
+}
+NOT_ASKED = -(1 << 31)  # INT32_MIN: authorized operations not asked for
+
+
 def _missing(error: int) -> str:
     return f"the controller did not answer: {m.ERROR_NAMES.get(error, error)}"
 
@@ -41,6 +53,18 @@ class AclApis:
         return acls.authorize(self.rm.image.acls.values(), ANONYMOUS, host, operation,
                               resource_type, name, o.allow_everyone_if_no_acl_found,
                               o.super_users)
+
+    def _operations(self, src, resource_type: int, name: str, asked: bool,
+                    as_bits: bool = False):
+        """An ``authorized_operations`` field: the operations of the resource type the client
+        on ``src`` may do (all of them with no authorizer, as Kafka answers), as the set
+        kafka-python's bitfield fields take (None: not asked), or with ``as_bits`` as the
+        int32 itself (a bit per operation; INT32_MIN: not asked)."""
+        if not asked:
+            return NOT_ASKED if as_bits else None
+        ops = {op for op in SUPPORTED[resource_type]
+               if self._allowed(src, op, resource_type, name)}
+        return sum(1 << op for op in ops) if as_bits else ops
 
     def _denied(self, src, operation: int, resource_type: int, name: str) -> int | None:
         """The error a refused operation is answered with (Kafka's per resource type), None

@@ -365,5 +365,7 @@ class AdminApis:
         self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
                                 cluster_id=self.cluster_id,
                                 controller_id=self.broker.controller_hint(), brokers=brokers,
-                                authorized_operations=NOT_AUTHORIZED_OPERATIONS,
+                                authorized_operations=self._operations(
+                                    src, acls.CLUSTER, acls.CLUSTER_NAME,
+                                    req.body.include_cluster_authorized_operations),
                                 **extra))

@@ -87,5 +87,7 @@ class ConsumerGroupApis:
             out.append(D(error_code=m.NONE, error_message=None, group_id=group_id,
                          group_state=cg.state(), group_epoch=cg.group_epoch,
                          assignment_epoch=cg.assignment_epoch, assignor_name=cg.assignor(),
-                         members=members, authorized_operations=NO_OPERATIONS))
+                         members=members, authorized_operations=self._operations(
+                             src, acls.GROUP, group_id,
+                             req.body.include_authorized_operations, as_bits=True)))
         self._reply(src, req, R(throttle_time_ms=0, groups=out))

@@ -10,6 +10,7 @@ beyond its log files.
 """
 from __future__ import annotations
 
+from ... import acls
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from ..group_metadata import OFFSETS_TOPIC
@@ -83,7 +84,8 @@ class DescribeApis:
                                offline_replicas=offline_replicas(image, reg)))
             out.append(T(error_code=m.NONE, name=name, topic_id=_as_uuid(t.topic_id),
                          is_internal=name in (OFFSETS_TOPIC, TXN_TOPIC), partitions=parts,
-                         topic_authorized_operations=OPERATIONS_NOT_ASKED))
+                         topic_authorized_operations=self._operations(
+                             src, acls.TOPIC, name, True, as_bits=True)))  # (always asked)
             remaining -= len(shown)
             if rest:
                 next_cursor = R.Cursor(topic_name=name, partition_index=rest[0])

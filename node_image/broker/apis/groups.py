@@ -185,7 +185,9 @@ class GroupApis:
             out.append(D(error_code=m.NONE, group_id=group_id, group_state=g.state,
                          protocol_type=g.protocol_type or "",
                          protocol_data=(g.protocol or "") if stable else "", members=members,
-                         authorized_operations=NOT_AUTHORIZED_OPERATIONS))
+                         authorized_operations=self._operations(
+                             src, acls.GROUP, group_id, getattr(
+                                 req.body, "include_authorized_operations", False))))
         self._reply(src, req, R(throttle_time_ms=0, groups=out))
 
     def _delete_groups(self, src, req: KafkaRequest, now: int) -> None:
