@@ -8,12 +8,14 @@ A broker's value of a setting is, as in Kafka: its own dynamic value, else the c
 dynamic default, else server.properties, else the default (:func:`setting`). The node acts
 on the dynamic values of the settings it has (:data:`ACTED`: the topic defaults
 ``compression.type``, ``min.insync.replicas``, ``message.max.bytes``,
-``log.flush.interval.messages`` and the timestamp bounds); the others (listeners, SSL and
-SASL, thread pools, connection limits, the log cleaner) are checked, kept and described
-and change nothing, the node having none of those parts. Unlike Kafka, a broker's
-listeners are not dynamic: the node reads them from server.properties only. A key Kafka reads only from
-server.properties is refused naming it, as Kafka refuses it; so is a per-broker key (a
-listener's or security setting) set as the cluster's default.
+``log.flush.interval.messages`` and the timestamp bounds; and the controller on the
+cluster's ``unclean.leader.election.enable``); a topic's configs not set for it are
+described as the broker's dynamic values where there are some. The other dynamic keys (SSL
+and SASL, thread pools, connection limits, log retention and the cleaner) are checked,
+kept and described and change nothing, the node having none of those parts. A key Kafka
+reads only from server.properties is refused naming it, as Kafka refuses it; so is a
+per-broker key (an SSL or SASL setting) set as the cluster's default. Unlike Kafka's, a
+broker's listeners are not dynamic: the node reads them from server.properties only.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ LOG_SYNONYMS = {
     "log.local.retention.ms": "local.retention.ms",
     "log.local.retention.bytes": "local.retention.bytes",
 }
-# per broker only (DynamicBrokerConfig.PerBrokerConfigs): listeners and security
+# per broker only (DynamicBrokerConfig.PerBrokerConfigs): security
 PER_BROKER = frozenset({
     "principal.builder.class", "ssl.protocol", "ssl.provider", "ssl.cipher.suites",
     "ssl.enabled.protocols", "ssl.keystore.type", "ssl.keystore.location",

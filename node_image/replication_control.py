@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from . import messages as m
 from . import metadata_records as mr
-from .metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionRegistration
+from .metadata_image import CLUSTER, TOPIC_RESOURCE, MetadataImage, PartitionRegistration
 from .config_control import check_topic_config
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -78,7 +78,11 @@ def eligible(image: MetadataImage, broker_id: int) -> bool:
 
 
 def unclean_allowed(image: MetadataImage, topic: str) -> bool:
-    return image.topic_config(topic).get("unclean.leader.election.enable") == "true"
+    """The topic's ``unclean.leader.election.enable``, else the cluster's dynamic default
+    (as Kafka's controller reads it)."""
+    key = "unclean.leader.election.enable"
+    value = image.topic_config(topic).get(key) or image.configs.get(CLUSTER, {}).get(key)
+    return value == "true"
 
 
 @dataclass(frozen=True, slots=True)

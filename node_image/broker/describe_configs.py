@@ -75,20 +75,31 @@ def broker_settings(options: BrokerConfig) -> dict[str, tuple[str, int]]:
     return out
 
 
-def topic_settings(image: MetadataImage, topic: str,
-                   options: BrokerConfig) -> dict[str, tuple[str, int]]:
+def topic_settings(image: MetadataImage, topic: str, options: BrokerConfig,
+                   node_id: int) -> dict[str, tuple[str, int]]:
     """A topic's configs: name -> (value, source)."""
-    return settings_of_topic(image.topic_config(topic), options)
+    return settings_of_topic(image.topic_config(topic), options,
+                             broker_configs.dynamic(image, node_id))
 
 
-def settings_of_topic(set_here: dict[str, str],
-                      options: BrokerConfig) -> dict[str, tuple[str, int]]:
-    """The configs of a topic created with ``set_here``: name -> (value, source)."""
+_BROKER_KEY = {topic_key: key for key, topic_key in broker_configs.LOG_SYNONYMS.items()}
+
+
+def settings_of_topic(set_here: dict[str, str], options: BrokerConfig,
+                      dynamic: dict | None = None) -> dict[str, tuple[str, int]]:
+    """The configs of a topic created with ``set_here``: name -> (value, source), a value
+    not set for it being the broker's: dynamic (``dynamic``: broker key -> (value, set for
+    this broker alone), :func:`~node_image.broker_configs.dynamic`), else static."""
     out = {}
+    dynamic = dynamic or {}
     for name, config in sorted(TOPIC_CONFIGS.items()):
         attr, fixed = config.broker_attr, config.default
+        broker_key = _BROKER_KEY.get(name)
         if name in set_here:
             out[name] = (set_here[name], DYNAMIC_TOPIC_CONFIG)
+        elif broker_key in dynamic:
+            value, own = dynamic[broker_key]
+            out[name] = (value, DYNAMIC_BROKER_CONFIG if own else DYNAMIC_DEFAULT_BROKER_CONFIG)
         elif attr is not None:
             out[name] = (_text(getattr(options, attr)), _source(options, attr))
         else:
@@ -129,8 +140,7 @@ def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resource
             if name not in image.topics:
                 fail(m.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
                 continue
-            settings, read_only = topic_settings(
-                image, name, broker_configs.effective(image, node_id, options)), False
+            settings, read_only = topic_settings(image, name, options, node_id), False
         elif rtype == BROKER_RESOURCE:
             if name not in ("", str(node_id)):
                 fail(m.INVALID_REQUEST, f"unexpected broker id {name!r}: this is broker "

@@ -192,7 +192,7 @@ def test_brokers_dynamic_configs_are_set_described_and_acted_on(cluster):
         e = a.describe_configs([res])[res].result(30)[key]
         return e.value, e.source, e.is_read_only
     alter("1", ("sasl.kerberos.min.time.before.relogin", "58000"))
-    alter("", ("log.cleaner.threads", "2"))
+    alter("", ("log.cleaner.threads", "2"), ("log.retention.ms", "3600000"))
     wait_for("each broker describing what applies to it", lambda: (
         described(1, "sasl.kerberos.min.time.before.relogin")[:2] == (
             "58000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
@@ -204,6 +204,11 @@ def test_brokers_dynamic_configs_are_set_described_and_acted_on(cluster):
         alter("", ("sasl.kerberos.min.time.before.relogin", "1"))
 
     create(cluster, "dyn", {})
+    topic = ConfigResource(ResourceType.TOPIC, "dyn")
+    retention = a.describe_configs([topic])[topic].result(30)["retention.ms"]
+    assert (retention.value, retention.source) == (
+        "3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value), \
+        "a topic's default is the cluster's dynamic value"
     leader = a.list_topics("dyn", timeout=10).topics["dyn"].partitions[0].leader
     assert described(leader, "message.max.bytes")[2] is False, "dynamic: not read-only"
     alter(str(leader), ("message.max.bytes", "2000"))

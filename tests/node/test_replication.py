@@ -102,6 +102,16 @@ def test_a_manual_assignment_places_each_partition_and_leads_from_its_first_unfe
     assert all_fenced.error == m.INVALID_REPLICA_ASSIGNMENT and "fenced" in all_fenced.message
 
 
+def test_unclean_elections_follow_the_topic_else_the_clusters_dynamic_default():
+    from node_image.metadata_image import CLUSTER
+    image = with_topic(cluster_image())
+    assert not rc.unclean_allowed(image, "t")
+    image.configs[CLUSTER] = {"unclean.leader.election.enable": "true"}
+    assert rc.unclean_allowed(image, "t"), "the cluster's dynamic default"
+    image.configs[(2, "t")] = {"unclean.leader.election.enable": "false"}
+    assert not rc.unclean_allowed(image, "t"), "the topic's own value first"
+
+
 def test_create_topic_twice_is_topic_already_exists():
     image = with_topic(cluster_image())
     _, [result] = rc.create_topics(image, [("t", 1, 1, ())], salt=2)

@@ -9,7 +9,7 @@ AlterConfigs ALTER_CONFIGS on the topic (on the cluster for a broker's), ElectLe
 and DescribeQuorum DESCRIBE on the cluster."""
 from __future__ import annotations
 
-from ... import acls
+from ... import acls, broker_configs
 from ... import kafka_codec as kc
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
@@ -51,7 +51,8 @@ class AdminApis:
             extra = {}
             if v >= 5:
                 settings = describe_configs.settings_of_topic(
-                    {c.name: c.value for c in (t.configs or ())}, self.options) \
+                    {c.name: c.value for c in (t.configs or ())}, self.options,
+                    broker_configs.dynamic(self.rm.image, self.broker.node_id)) \
                     if code == m.NONE else None
                 extra = {"num_partitions": partitions, "replication_factor": rf,
                          "configs": None if settings is None else [
