@@ -139,18 +139,18 @@ def test_kafka_pythons_acl_round_trip_as_its_own_suite_runs_it(cluster):
                   permission_type=ACLPermissionType.ALLOW, resource_pattern=pattern)
         result = admin.create_acls([acl])
         assert (len(result["failed"]), len(result["succeeded"])) == (0, 1)
-        acls_, error = admin.describe_acls(every)
-        assert error is NoError and len(acls_) == 1
+        # answered from the asked broker's image, which may lag the controller's
+        acls_, error = wait_for("the binding listed", lambda: (
+            lambda r: r[1] is NoError and len(r[0]) == 1 and r)(admin.describe_acls(every)))
         assert (acls_[0].principal, acls_[0].operation) == ("User:test", ACLOperation.READ)
         deleted = admin.delete_acls([ACLFilter(
             principal="User:test", host="*", operation=ACLOperation.READ,
             permission_type=ACLPermissionType.ALLOW, resource_pattern=pattern)])
         assert len(deleted) == 1 and len(deleted[0][1]) == 1, deleted
-        acls_, error = admin.describe_acls(ACLFilter(
+        wait_for("the binding gone", lambda: admin.describe_acls(ACLFilter(
             principal="*", host="*", operation=ACLOperation.ANY,
-            permission_type=ACLPermissionType.ANY, resource_pattern=pattern))
-        assert error is NoError and acls_ == []
-        assert admin.describe_acls(every) == ([], NoError), "gone from every broker's image"
+            permission_type=ACLPermissionType.ANY, resource_pattern=pattern)) == ([], NoError))
+        wait_for("none listed", lambda: admin.describe_acls(every) == ([], NoError))
     finally:
         admin.close()
 
@@ -163,10 +163,13 @@ def test_a_deny_binding_stops_producers_and_consumers_until_it_is_deleted(cluste
             for op in (AclOperation.WRITE, AclOperation.READ)]
     for f in a.create_acls(deny).values():
         f.result(30)
-    listed = a.describe_acls(AclBindingFilter(
-        ResourceType.TOPIC, "locked", ResourcePatternType.MATCH, None, None, AclOperation.ANY,
-        AclPermissionType.ANY)).result(30)
-    assert sorted(b.operation for b in listed) == [AclOperation.READ, AclOperation.WRITE]
+
+    def listed():  # answered from the asked broker's image, which may lag the controller's
+        return sorted(b.operation for b in a.describe_acls(AclBindingFilter(
+            ResourceType.TOPIC, "locked", ResourcePatternType.MATCH, None, None,
+            AclOperation.ANY, AclPermissionType.ANY)).result(30))
+    wait_for("both bindings listed", lambda: listed() == [AclOperation.READ,
+                                                          AclOperation.WRITE], timeout_s=30)
 
     def produce():
         errors = []
