@@ -19,8 +19,6 @@ broker's listeners are not dynamic: the node reads them from server.properties o
 """
 from __future__ import annotations
 
-import dataclasses
-
 from .metadata_image import BROKER_RESOURCE, CLUSTER
 from .topic_configs import TOPIC_CONFIGS
 
@@ -126,10 +124,3 @@ def setting(image, node_id: int, options, key: str):
         return static
     return type(static)(value)
 
-
-def effective(image, node_id: int, options):
-    """``options`` with the dynamic values of :data:`ACTED` in place (the same object when
-    none is set)."""
-    changed = {attr: setting(image, node_id, options, key) for key, attr in ACTED.items()}
-    changed = {a: v for a, v in changed.items() if v != getattr(options, a)}
-    return dataclasses.replace(options, **changed) if changed else options

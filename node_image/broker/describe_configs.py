@@ -146,8 +146,7 @@ def describe(image: MetadataImage, node_id: int, options: BrokerConfig, resource
                 fail(m.INVALID_REQUEST, f"unexpected broker id {name!r}: this is broker "
                                         f"{node_id} (ask each broker for its own)")
                 continue
-            settings, read_only = broker_settings(
-                broker_configs.effective(image, node_id, options)), True
+            settings, read_only = broker_settings(options), True
             host, port = options.advertised  # set in the node's server.properties
             settings["advertised.listeners"] = (f"PLAINTEXT://{host}:{port}", STATIC_BROKER_CONFIG)
             settings["node.id"] = (str(node_id), STATIC_BROKER_CONFIG)
