@@ -52,6 +52,10 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | group.consumer.session.timeout.ms | 45000 | a member of a KIP-848 group (``group.protocol=consumer``) silent this long is removed |
 | group.consumer.heartbeat.interval.ms | 5000 | the interval KIP-848 members are told to heartbeat at |
 | group.consumer.migration.policy | bidirectional | (case-insensitive) ``upgrade``: a classic group with members becomes a KIP-848 group when a ``group.protocol=consumer`` member joins it, its classic members staying in it; ``downgrade``: a KIP-848 group whose last such member leaves becomes classic again; ``bidirectional`` both, ``disabled`` neither (docs/broker.md "Consumer groups") |
+| group.share.session.timeout.ms | 45000 | a member of a share group (KIP-932) silent this long is removed |
+| group.share.heartbeat.interval.ms | 5000 | the interval share group members are told to heartbeat at |
+| group.share.record.lock.duration.ms | 30000 | how long a share group member holds the records it acquired before they may go to another |
+| group.share.delivery.count.limit | 5 | deliveries of a record to a share group after which it is archived, undelivered |
 | authorizer.class.name | (empty) | ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` keeps ACLs in the metadata log and checks them (docs/broker.md "ACLs"); empty: no authorizer, the ACL APIs answer SECURITY_DISABLED and every client may do everything |
 | allow.everyone.if.no.acl.found | false | with the authorizer, a resource no ACL names is open to everyone |
 | super.users | (empty) | with the authorizer, principals (``User:name``, ``;``-separated) allowed everything |
@@ -134,6 +138,10 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45000  # KIP-848 groups
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_migration_policy: str = "bidirectional"
+    group_share_session_timeout_ms: int = 45000  # KIP-932 share groups
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_delivery_count_limit: int = 5
     authorizer: bool = False  # authorizer.class.name is StandardAuthorizer
     allow_everyone_if_no_acl_found: bool = False
     super_users: frozenset = frozenset()
@@ -207,6 +215,10 @@ _INT_KEYS = {
     "group.max.session.timeout.ms": ("broker", "group_max_session_timeout_ms"),
     "group.consumer.session.timeout.ms": ("broker", "group_consumer_session_timeout_ms"),
     "group.consumer.heartbeat.interval.ms": ("broker", "group_consumer_heartbeat_interval_ms"),
+    "group.share.session.timeout.ms": ("broker", "group_share_session_timeout_ms"),
+    "group.share.heartbeat.interval.ms": ("broker", "group_share_heartbeat_interval_ms"),
+    "group.share.record.lock.duration.ms": ("broker", "group_share_record_lock_duration_ms"),
+    "group.share.delivery.count.limit": ("broker", "group_share_delivery_count_limit"),
     "chaoskraft.metadata.max.version": ("broker", "metadata_max_version"),
     "chaoskraft.bootstrap.metadata.version": ("broker", "bootstrap_metadata_version"),
     "chaoskraft.bootstrap.eligible.leader.replicas.version": ("broker", "bootstrap_elr_version"),

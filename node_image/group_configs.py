@@ -4,8 +4,12 @@ heartbeat interval the coordinator gives the members of a ``group.protocol=consu
 group, in place of the broker's ``group.consumer.session.timeout.ms`` and
 ``group.consumer.heartbeat.interval.ms``. Each is bounded as Kafka bounds it by default
 (``group.consumer.min/max.session.timeout.ms`` 45000-60000,
-``group.consumer.min/max.heartbeat.interval.ms`` 5000-15000). Kafka's share and streams
-group configs are not here: the node has neither kind of group.
+``group.consumer.min/max.heartbeat.interval.ms`` 5000-15000). A share group's (KIP-932):
+its session timeout, heartbeat interval and record lock duration (each in place of the
+broker's ``group.share.*``), where a new share group starts reading a partition
+(``share.auto.offset.reset``: ``latest``, Kafka's default, or ``earliest``). Not here:
+``share.isolation.level`` (share groups read up to the high watermark, Kafka's default
+``read_uncommitted``) and the streams group configs (the node has no streams groups).
 """
 from __future__ import annotations
 
@@ -18,7 +22,9 @@ GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
 class GroupConfig:
     low: int
     high: int
-    broker_attr: str  # the BrokerConfig attribute whose value is the default
+    broker_attr: str | None  # the BrokerConfig attribute whose value is the default
+    choices: tuple = ()  # a config with choices takes one of them, not a number
+    default: str = ""  # the default of one no broker config gives
 
 
 GROUP_CONFIGS: dict[str, GroupConfig] = {
@@ -26,6 +32,12 @@ GROUP_CONFIGS: dict[str, GroupConfig] = {
                                                "group_consumer_session_timeout_ms"),
     "consumer.heartbeat.interval.ms": GroupConfig(5000, 15000,
                                                   "group_consumer_heartbeat_interval_ms"),
+    "share.session.timeout.ms": GroupConfig(45000, 60000, "group_share_session_timeout_ms"),
+    "share.heartbeat.interval.ms": GroupConfig(5000, 15000,
+                                               "group_share_heartbeat_interval_ms"),
+    "share.record.lock.duration.ms": GroupConfig(15000, 60000,
+                                                 "group_share_record_lock_duration_ms"),
+    "share.auto.offset.reset": GroupConfig(0, 0, None, ("latest", "earliest"), "latest"),
 }
 
 
@@ -34,14 +46,26 @@ def check_group_config(key: str, value: str) -> str | None:
     config = GROUP_CONFIGS.get(key)
     if config is None:
         return f"unknown group config {key!r} (known: {', '.join(sorted(GROUP_CONFIGS))})"
+    if config.choices:
+        if value.lower() not in config.choices:
+            return f"config {key}: invalid value {value!r} (one of {', '.join(config.choices)})"
+        return None
     if not value.lstrip("-").isdigit() or not config.low <= int(value) <= config.high:
         return f"config {key}: invalid value {value!r} (from {config.low} to {config.high})"
     return None
 
 
-def timing(image, group_id: str, options) -> tuple[int, int]:
-    """A consumer group's session timeout and heartbeat interval: its own configs, else the
-    broker's."""
+def setting(image, group_id: str, options, key: str) -> str:
+    """A group's config ``key``: its own, else the broker's, else Kafka's default."""
     own = image.configs.get((GROUP_RESOURCE, group_id), {})
-    return tuple(int(own.get(key, getattr(options, c.broker_attr)))
-                 for key, c in GROUP_CONFIGS.items())
+    if key in own:
+        return own[key].lower() if GROUP_CONFIGS[key].choices else own[key]
+    c = GROUP_CONFIGS[key]
+    return c.default if c.broker_attr is None else str(getattr(options, c.broker_attr))
+
+
+def timing(image, group_id: str, options, kind: str = "consumer") -> tuple[int, int]:
+    """A consumer (or share) group's session timeout and heartbeat interval: its own
+    configs, else the broker's."""
+    return (int(setting(image, group_id, options, f"{kind}.session.timeout.ms")),
+            int(setting(image, group_id, options, f"{kind}.heartbeat.interval.ms")))

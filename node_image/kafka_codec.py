@@ -16,7 +16,8 @@ transaction APIs, ListOffsets, CreateTopics, Metadata, ApiVersions and the admin
 versions a Kafka 4 broker answers, flexible ones included, up to where a version brings a
 feature the node does not have (KIP-890's second transaction protocol: EndTxn and
 TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). FindCoordinator v6
-is answered, its share-group keys (KIP-932) refused. Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
+is answered, its share-state keys (KIP-932) refused; ShareGroupHeartbeat, ShareFetch
+and ShareAcknowledge v1, as librdkafka's share consumer speaks them. Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
 the leader is, KIP-951; v12 is v11 while no ``transaction.version`` 2 is finalized, and none
 is) and Fetch up to v17 (topics by id from v13, the leader's hint from v16). A node may
 advertise less than it answers (:func:`api_versions_body`'s ``caps``: Metadata v8 by
@@ -98,6 +99,12 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class UnregisterBrokerRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class UnregisterBrokerResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareFetchRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareFetchResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareAcknowledgeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareAcknowledgeResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 
 
 # the values of a KIP-848 group's records in __consumer_offsets (Kafka's schemas; each
@@ -126,6 +133,7 @@ UPDATE_FEATURES = 57
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 UNREGISTER_BROKER = 64
+SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
@@ -189,6 +197,9 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
                                ConsumerGroupHeartbeatResponse),
     CONSUMER_GROUP_DESCRIBE: (0, 0, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     UNREGISTER_BROKER: (0, 0, UnregisterBrokerRequest, UnregisterBrokerResponse),
+    SHARE_GROUP_HEARTBEAT: (1, 1, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    SHARE_FETCH: (1, 1, ShareFetchRequest, ShareFetchResponse),
+    SHARE_ACKNOWLEDGE: (1, 1, ShareAcknowledgeRequest, ShareAcknowledgeResponse),
 }
 # api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
 API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}
@@ -238,12 +249,13 @@ def api_versions_body(version: int, error: int = 0, caps: dict[int, int] | None 
     ``caps`` (api key -> newest version to advertise) where given; from v3 the feature
     levels (KIP-584) of ``features``: (supported name -> (min, max), finalized name ->
     level, the epoch of those finalized levels). With Metadata capped below v12 the
-    consumer group protocol's APIs are left out, so that a client asking for that protocol
+    consumer group protocol's APIs (and the share groups', KIP-932) are left out, so that a client asking for that protocol
     is told the broker lacks it rather than joining a group whose topic ids it cannot read
     (they are still answered when sent)."""
     caps = caps or {}
     hidden = set() if caps.get(METADATA, CONSUMER_PROTOCOL_METADATA) >= \
-        CONSUMER_PROTOCOL_METADATA else {CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE}
+        CONSUMER_PROTOCOL_METADATA else {CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE,
+                                         SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE}
     R = ApiVersionsResponse
     keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=min(hi, caps.get(k, hi)))
             for k, (lo, hi, _, _) in sorted(SUPPORTED.items()) if k not in hidden]

@@ -126,6 +126,7 @@ UNRELEASED_INSTANCE_ID = 111
 FENCED_INSTANCE_ID = 82
 UNSUPPORTED_ASSIGNOR = 112
 STALE_MEMBER_EPOCH = 113
+INVALID_RECORD_STATE, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH = 121, 122, 123
 
 ERROR_NAMES = {v: k for k, v in dict(globals()).items() if isinstance(v, int) and k.isupper()
                and k not in ("MAX_FRAME_BYTES",)}

@@ -115,7 +115,8 @@ def group_settings(image: MetadataImage, group_id: str,
     for name, config in sorted(GROUP_CONFIGS.items()):
         attr = config.broker_attr
         out[name] = (own[name], GROUP_CONFIG) if name in own else (
-            str(getattr(options, attr)), _source(options, attr))
+            (config.default, DEFAULT_CONFIG) if attr is None
+            else (str(getattr(options, attr)), _source(options, attr)))
     return out
 
 

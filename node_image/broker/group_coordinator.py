@@ -69,11 +69,12 @@ from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
 from .producer_state import marker_of
 from .group_offsets import GroupOffsets
+from .share_coordinator import ShareGroup, ShareGroups
 from .group_state import (COMPLETING, EMPTY, PREPARING, STABLE, Group, JoinResult,
                           Member)
 
 
-class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembers):
+class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembers, ShareGroups):
     def __init__(self, replica_manager, options, on_event: Callable[[str], None],
                  wall_clock: Callable[[], int], rng) -> None:
         self.rm = replica_manager
@@ -82,6 +83,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
         self.wall_clock = wall_clock
         self.rng = rng
         self.groups: dict[str, Group] = {}
+        self.share_groups: dict[str, ShareGroup] = {}  # KIP-932, in memory (share_coordinator)
         self.log = CoordinatorLog(replica_manager, OFFSETS_TOPIC, options.offsets_commit_timeout_ms,
                                   wall_clock, self._load, self._unload)
         self.owned = self.log.owned  # __consumer_offsets partition -> leader epoch loaded

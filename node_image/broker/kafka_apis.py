@@ -67,11 +67,12 @@ from .apis.fetch import FetchApis, _DelayedFetch
 from .apis.groups import GroupApis
 from .apis.produce import ProduceApis, _DelayedProduce
 from .apis.scram import ScramApis
+from .apis.share import ShareApis, ShareState
 from .apis.txn import TxnApis
 
 
 class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApis,
-                ConsumerGroupApis, GroupApis, ClusterShapeApis, ScramApis):
+                ConsumerGroupApis, GroupApis, ClusterShapeApis, ScramApis, ShareApis):
     """One broker's answers to clients: the dispatch table, ApiVersions and Metadata, the
     controller's answers, and the parked requests' timers; each API's handler is in its
     concern's module under ``apis/``."""
@@ -94,6 +95,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         # (topic, partition, offset asked for, error))
         self._delayed_deletes: list[tuple] = []
         self._delayed_fetch: list[_DelayedFetch] = []
+        self.share = ShareState()  # share sessions, share partitions, parked ShareFetches
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
         self._forwarding = ControllerForwarding(
             lambda: self.broker.controller_id(), lambda node, msg: self.broker.outbox.send(
@@ -149,6 +151,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
             kc.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
             kc.UNREGISTER_BROKER: self._unregister_broker,
+            kc.SHARE_GROUP_HEARTBEAT: self._share_group_heartbeat,
+            kc.SHARE_FETCH: self._share_fetch, kc.SHARE_ACKNOWLEDGE: self._share_acknowledge,
         }[req.api_key]
         handler(src, req, now)
 
@@ -284,6 +288,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
                 else:
                     keep.append(d)
             self._delayed_fetch = keep
+        self._complete_share_fetches(now)
         if self._pending_pids:
             self._serve_pids(now)
         if self._delayed_deletes:
@@ -299,6 +304,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
     def next_deadline_ms(self) -> int | None:
         times = [d.deadline_ms for d in self._delayed_produce]
         times += [d.deadline_ms for d in self._delayed_fetch]
+        times += [d.deadline_ms for d in self.share.parked]
         times += [d for _, _, d in self._pending_pids]
         if (t := self._forwarding.next_deadline_ms()) is not None:
             times.append(t)

@@ -64,7 +64,9 @@ def test_a_groups_own_configs_are_set_bounded_and_used_for_its_members():
     assert timing(after, "other", broker) == (45000, 5000)
     bad = [(("consumer.session.timeout.ms", cc.SET, "30000"), "from 45000 to 60000"),
            (("consumer.heartbeat.interval.ms", cc.SET, "often"), "invalid value 'often'"),
-           (("share.record.lock.duration.ms", cc.SET, "1000"), "unknown group config"),
+           (("share.record.lock.duration.ms", cc.SET, "1000"), "from 15000 to 60000"),
+           (("share.auto.offset.reset", cc.SET, "none"), "one of latest, earliest"),
+           (("streams.session.timeout.ms", cc.SET, "45000"), "unknown group config"),
            (("consumer.session.timeout.ms", cc.APPEND, "1"), "not a list")]
     for op, words in bad:
         recs, [row] = cc.alter_configs(after, [(GROUP_RESOURCE, "g", (op,))], True)
@@ -133,7 +135,12 @@ def test_a_groups_own_configs_are_altered_described_and_given_to_its_members(clu
     configs = a.describe_configs([res])[res].result(60)
     assert {k: (v.value, v.source) for k, v in configs.items()} == {
         "consumer.session.timeout.ms": ("50000", ConfigSource.GROUP_CONFIG.value),
-        "consumer.heartbeat.interval.ms": ("6000", ConfigSource.GROUP_CONFIG.value)}
+        "consumer.heartbeat.interval.ms": ("6000", ConfigSource.GROUP_CONFIG.value),
+        # a share group's (KIP-932), from the broker's configs or Kafka's defaults
+        "share.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG.value)}
     other = ConfigResource(ResourceType.GROUP, "not-configured")
     assert a.describe_configs([other])[other].result(60)[
         "consumer.session.timeout.ms"].value == "45000", "the broker's"

@@ -232,7 +232,7 @@ class GroupApis:
         R = self._cls(req)
         v = req.api_version
         # v4: a filter on states (Kafka's names, case-insensitive); v5: on types (classic,
-        # or consumer for KIP-848's groups)
+        # consumer for KIP-848's groups, share for KIP-932's)
         states = {s.lower() for s in req.body.states_filter or ()} if v >= 4 else set()
         types = {t.lower() for t in req.body.types_filter or ()} if v >= 5 else set()
 
@@ -241,14 +241,16 @@ class GroupApis:
 
         def kind(g) -> str:
             return "classic" if g.consumer is None else "consumer"
-        groups = [g for g in self.groups.list_groups()
-                  if (not states or state(g).lower() in states)
-                  and (not types or kind(g) in types)]
-        extra = (lambda g: {"group_state": state(g), "group_type": kind(g)}) if v >= 5 else (
-            (lambda g: {"group_state": state(g)}) if v >= 4 else (lambda g: {}))
+        rows = [(g.group_id, g.protocol_type or "", state(g), kind(g))
+                for g in self.groups.list_groups()]
+        rows += [(gid, "share", self.groups.share_groups[gid].state(), "share")  # KIP-932
+                 for gid in self.groups.share_group_ids()]
+        rows = [r for r in sorted(rows) if (not states or r[2].lower() in states)
+                and (not types or r[3] in types)]
+        extra = (lambda r: {"group_state": r[2], "group_type": r[3]}) if v >= 5 else (
+            (lambda r: {"group_state": r[2]}) if v >= 4 else (lambda r: {}))
         self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, groups=[
-            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", **extra(g))
-            for g in groups]))
+            R.ListedGroup(group_id=r[0], protocol_type=r[1], **extra(r)) for r in rows]))
 
     def _offset_commit(self, src, req: KafkaRequest, now: int) -> None:
         R, b = self._cls(req), req.body

@@ -1,0 +1,360 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (the group coordinator,
+:mod:`..share_coordinator`), ShareFetch and ShareAcknowledge (each partition's leader,
+:mod:`..share_partition`).
+
+A member fetches through a *share session* with each leader it reads from, keyed by group
+and member id: epoch 0 opens it with the partitions named, a positive epoch must be the
+one the session expects next (INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOUND when
+there is none) and may add partitions or forget some, -1 closes it, the member's records
+released at once. A ShareFetch first applies the acknowledgements it carries, then
+acquires records for the member on each partition of its session: released records again,
+then new ones up to the high watermark, at most ``MaxRecords`` (whole batches) in all.
+Where nothing is acquired and nothing was acknowledged, it waits up to ``MaxWaitMs`` for
+records (new ones, or ones released by another member).
+
+Not as Kafka: a share partition's state is kept by its leader in memory, not written to
+``__share_group_state``; a new leader starts the group again where
+``share.auto.offset.reset`` says (records in flight then are delivered again with
+``earliest``, skipped with ``latest``).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from ... import acls
+from ... import group_configs
+from ... import messages as m
+from ... import records as rec
+from ...kafka_codec import KafkaRequest
+from ..share_partition import SharePartition
+from .common import leader_hint, node_endpoints
+
+DEFAULT_MAX_RECORDS = 500  # a ShareFetch that names no MaxRecords
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch >= (1 << 31) - 1 else epoch + 1
+
+
+@dataclass(slots=True)
+class _Session:
+    epoch: int  # the epoch the next request must carry
+    partitions: set = field(default_factory=set)  # (topic id, partition)
+
+
+@dataclass(slots=True)
+class _Parked:
+    src: object
+    request: KafkaRequest
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class ShareState:
+    sessions: dict = field(default_factory=dict)  # (group, member) -> _Session
+    parts: dict = field(default_factory=dict)  # (group, topic id, p) -> (leader epoch, SP)
+    parked: list = field(default_factory=list)
+    released: bool = False  # records were released since parked fetches last looked
+
+
+class ShareApis:
+    """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
+
+    share: ShareState
+
+    # ------------------------------------------------------------ the coordinator
+
+    def _share_group_heartbeat(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        if not self._allowed(src, acls.READ, acls.GROUP, b.group_id):
+            a = None
+            self._reply(src, req, R(throttle_time_ms=0, error_code=m.GROUP_AUTHORIZATION_FAILED,
+                                    error_message=f"Not authorized to read group {b.group_id}",
+                                    member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                                    assignment=a))
+            return
+        a = self.groups.share_heartbeat(
+            b.group_id, b.member_id or "", b.member_epoch, b.rack_id,
+            None if b.subscribed_topic_names is None else tuple(b.subscribed_topic_names), now)
+        assignment = None
+        if a.assignment is not None:
+            A = R.Assignment
+            assignment = A(topic_partitions=[
+                A.TopicPartitions(topic_id=uuid.UUID(t), partitions=ps)
+                for t, ps in sorted(a.assignment.items())])
+        self._reply(src, req, R(throttle_time_ms=0, error_code=a.error, error_message=a.message,
+                                member_id=a.member_id if a.error == m.NONE else None,
+                                member_epoch=a.member_epoch, heartbeat_interval_ms=a.interval_ms,
+                                assignment=assignment))
+
+    # ------------------------------------------------------------ sessions and acks
+
+    def _share_refusal(self, src, group: str, member: str) -> tuple[int, str] | None:
+        """Why a ShareFetch or ShareAcknowledge is refused whole, or None."""
+        if not group or not member:
+            return m.INVALID_REQUEST, "GroupId and MemberId must be set"
+        if not self._allowed(src, acls.READ, acls.GROUP, group):
+            return m.GROUP_AUTHORIZATION_FAILED, f"Not authorized to read group {group}"
+        return None
+
+    def _share_session(self, group: str, member: str, epoch: int, topics, forgotten,
+                       carries_acks: bool) -> tuple[int, str | None, _Session | None]:
+        """(error, message, session) for a request's ShareSessionEpoch; the session's
+        partitions updated with ``topics`` and ``forgotten``."""
+        key = (group, member)
+        named = {(str(t.topic_id), p.partition_index) for t in topics for p in t.partitions}
+        gone = {(str(t.topic_id), p) for t in forgotten for p in t.partitions}
+        if epoch == 0:
+            if carries_acks:
+                return m.INVALID_REQUEST, "Acknowledge data present on initial fetch", None
+            s = self.share.sessions[key] = _Session(1, named - gone)
+            return m.NONE, None, s
+        s = self.share.sessions.get(key)
+        if s is None:
+            return (m.SHARE_SESSION_NOT_FOUND,
+                    f"no share session of member {member} in group {group}", None)
+        if epoch == -1:
+            return m.NONE, None, s
+        if epoch != s.epoch:
+            return (m.INVALID_SHARE_SESSION_EPOCH,
+                    f"share session epoch {epoch}, expected {s.epoch}", None)
+        s.epoch = _next_epoch(epoch)
+        s.partitions = (s.partitions | named) - gone
+        return m.NONE, None, s
+
+    def _share_leader(self, group: str, tid: str, p: int, src):
+        """(error, message, the partition or None, its share state or None)."""
+        name = self.rm.image.topic_names.get(tid)
+        if name is None:
+            return m.UNKNOWN_TOPIC_ID, f"no topic with id {tid}", None, None
+        if not self._allowed(src, acls.READ, acls.TOPIC, name):
+            return m.TOPIC_AUTHORIZATION_FAILED, None, None, None
+        part = self.rm.leader_partition(name, p)
+        if part is None:
+            known = self.rm.image.partition(name, p) is not None
+            return (m.NOT_LEADER_OR_FOLLOWER if known else m.UNKNOWN_TOPIC_OR_PARTITION,
+                    None, None, None)
+        key = (group, tid, p)
+        held = self.share.parts.get(key)
+        if held is None or held[0] != part.leader_epoch:
+            image, o = self.rm.image, self.options
+            start = (part.log.start_offset
+                     if group_configs.setting(image, group, o, "share.auto.offset.reset")
+                     == "earliest" else part.high_watermark)
+            sp = SharePartition(start, int(group_configs.setting(
+                image, group, o, "share.record.lock.duration.ms")),
+                o.group_share_delivery_count_limit)
+            held = self.share.parts[key] = (part.leader_epoch, sp)
+            self._on_event(f"share group {group}: {name}-{p} starts at {start}")
+        return m.NONE, None, part, held[1]
+
+    def _share_ack(self, group: str, member: str, tid: str, p, src, now: int):
+        """Apply one partition's acknowledgement batches: (error, message)."""
+        error, message, _, sp = self._share_leader(group, tid, p.partition_index, src)
+        if error != m.NONE:
+            return error, message
+        for batch in p.acknowledgement_batches:
+            why = sp.acknowledge(member, batch.first_offset, batch.last_offset,
+                                 list(batch.acknowledge_types), now)
+            if why is not None:
+                return m.INVALID_RECORD_STATE, why
+            self.share.released = True
+        return m.NONE, None
+
+    def _share_close(self, group: str, member: str, s: _Session) -> None:
+        for tid, p in s.partitions:
+            held = self.share.parts.get((group, tid, p))
+            if held is not None and held[1].release_member(member):
+                self.share.released = True
+        self.share.sessions.pop((group, member), None)
+
+    # ------------------------------------------------------------ ShareFetch
+
+    def _share_fetch(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        group, member = b.group_id or "", b.member_id or ""
+
+        def refuse(error: int, message: str | None) -> None:
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error,
+                                    error_message=message, acquisition_lock_timeout_ms=0,
+                                    responses=[], node_endpoints=[]))
+        if (bad := self._share_refusal(src, group, member)) is not None:
+            refuse(*bad)
+            return
+        acks = [(str(t.topic_id), p) for t in b.topics for p in t.partitions
+                if p.acknowledgement_batches]
+        error, message, s = self._share_session(group, member, b.share_session_epoch, b.topics,
+                                                b.forgotten_topics_data, bool(acks))
+        if error != m.NONE:
+            refuse(error, message)
+            return
+        ack_errors = {(tid, p.partition_index): self._share_ack(group, member, tid, p, src, now)
+                      for tid, p in acks}
+        if b.share_session_epoch == -1:
+            self._share_close(group, member, s)
+            self._reply(src, req, self._share_fetch_response(req, src, ack_errors, {}, now))
+            return
+        got = self._share_acquire(req, src, s, now)
+        if ack_errors or any(v[0] != m.NONE or v[2] for v in got.values()) \
+                or b.max_wait_ms <= 0:
+            self._reply(src, req, self._share_fetch_response(req, src, ack_errors, got, now))
+            return
+        self.share.parked.append(_Parked(src, req, now + b.max_wait_ms))
+
+    def _share_acquire(self, req: KafkaRequest, src, s: _Session, now: int) -> dict:
+        """(topic id, p) -> (error, message, acquired ranges, records) for the session's
+        partitions."""
+        b = req.body
+        group, member = b.group_id, b.member_id
+        budget = b.max_records if b.max_records > 0 else DEFAULT_MAX_RECORDS
+        max_bytes = b.max_bytes if b.max_bytes > 0 else 1 << 30
+        out = {}
+        for tid, p in sorted(s.partitions):
+            error, message, part, sp = self._share_leader(group, tid, p, src)
+            if error != m.NONE:
+                out[(tid, p)] = (error, message, [], b"")
+                continue
+            if budget <= 0:
+                continue
+            sp.truncate_below(part.log.start_offset)
+            upper = part.high_watermark
+            taken: set[int] = set()
+            batches: dict[int, bytes] = {}
+            again = sp.available(now)[:budget]
+            sp.acquire_offsets(again, member, now)
+            taken.update(again)
+            for o in again:
+                if not any(base <= o <= last for base, last in self._spans(batches)):
+                    for h, data in self._batches_at(part, o, 1, upper):
+                        batches[h.base_offset] = data
+            while sp.may_take_new() and sp.speo < upper and len(taken) < budget \
+                    and sum(map(len, batches.values())) < max_bytes:
+                found, before = self._batches_at(part, sp.speo, max_bytes, upper), sp.speo
+                for h, data in found:
+                    if h.last_offset < sp.speo or len(taken) >= budget:
+                        continue
+                    first = max(h.base_offset, sp.speo)
+                    sp.acquire_new(h.base_offset, h.last_offset, member, now, h.is_control)
+                    if not h.is_control:
+                        taken.update(range(first, h.last_offset + 1))
+                        batches[h.base_offset] = data
+                if sp.speo == before:
+                    break
+            ranges = sp.acquired_ranges(member, taken)
+            data = b"".join(d for _, d in sorted(batches.items())) if ranges else b""
+            out[(tid, p)] = (m.NONE, None, ranges, data)
+            budget -= len(taken)
+        return out
+
+    @staticmethod
+    def _spans(batches: dict[int, bytes]):
+        for data in batches.values():
+            h = rec.parse_header(data)
+            yield h.base_offset, h.last_offset
+
+    @staticmethod
+    def _batches_at(part, offset: int, max_bytes: int, upper: int) -> list:
+        if offset >= upper:
+            return []
+        data = part.log.read_range(offset, max(max_bytes, 1), upper)
+        out, pos = [], 0
+        while pos < len(data):
+            h = rec.parse_header(data, pos)
+            out.append((h, bytes(data[pos:pos + h.size])))
+            pos += h.size
+        return out
+
+    def _share_fetch_response(self, req: KafkaRequest, src, ack_errors: dict, got: dict,
+                              now: int):
+        R = self._cls(req)
+        T = R.ShareFetchableTopicResponse
+        P = T.PartitionData
+        endpoints: dict = {}
+        by_topic: dict[str, list] = {}
+        names = self.rm.image.topic_names
+        for key in sorted(set(ack_errors) | set(got)):
+            tid, p = key
+            error, message, ranges, data = got.get(key, (m.NONE, None, [], b""))
+            ack_error, ack_message = ack_errors.get(key, (m.NONE, None))
+            leader = (-1, -1)
+            if m.NOT_LEADER_OR_FOLLOWER in (error, ack_error):
+                leader = leader_hint(self.rm.image, names.get(tid), p, endpoints)
+            by_topic.setdefault(tid, []).append(P(
+                partition_index=p, error_code=error, error_message=message,
+                acknowledge_error_code=ack_error, acknowledge_error_message=ack_message,
+                current_leader=P.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1]),
+                records=data, acquired_records=[
+                    P.AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c)
+                    for f, la, c in ranges]))
+        lock_ms = int(group_configs.setting(self.rm.image, req.body.group_id or "",
+                                            self.options, "share.record.lock.duration.ms"))
+        return R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
+                 acquisition_lock_timeout_ms=lock_ms,
+                 responses=[T(topic_id=uuid.UUID(t), partitions=ps)
+                            for t, ps in sorted(by_topic.items())],
+                 node_endpoints=node_endpoints(R, endpoints))
+
+    def _complete_share_fetches(self, now: int) -> None:
+        """Answer parked ShareFetches that now acquire something, or whose wait is over."""
+        if not self.share.parked:
+            return
+        touched = bool(self.rm.hw_changed) or self.rm.role_changed or self.share.released
+        self.share.released = False
+        keep = []
+        for d in self.share.parked:
+            if now < d.deadline_ms and not touched:
+                keep.append(d)
+                continue
+            b = d.request.body
+            s = self.share.sessions.get((b.group_id, b.member_id))
+            got = {} if s is None else self._share_acquire(d.request, d.src, s, now)
+            if s is None or now >= d.deadline_ms or any(
+                    v[0] != m.NONE or v[2] for v in got.values()):
+                self._reply(d.src, d.request, self._share_fetch_response(
+                    d.request, d.src, {}, got, now))
+            else:
+                keep.append(d)
+        self.share.parked = keep
+
+    # ------------------------------------------------------------ ShareAcknowledge
+
+    def _share_acknowledge(self, src, req: KafkaRequest, now: int) -> None:
+        b, R = req.body, self._cls(req)
+        group, member = b.group_id or "", b.member_id or ""
+        T = R.ShareAcknowledgeTopicResponse
+
+        def refuse(error: int, message: str | None) -> None:
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error,
+                                    error_message=message, responses=[], node_endpoints=[]))
+        if (bad := self._share_refusal(src, group, member)) is not None:
+            refuse(*bad)
+            return
+        if b.share_session_epoch == 0:
+            refuse(m.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session")
+            return
+        error, message, s = self._share_session(group, member, b.share_session_epoch, [], [],
+                                                True)
+        if error != m.NONE:
+            refuse(error, message)
+            return
+        endpoints: dict = {}
+        names = self.rm.image.topic_names
+        topics = []
+        for t in b.topics:
+            tid = str(t.topic_id)
+            parts = []
+            for p in t.partitions:
+                error, message = self._share_ack(group, member, tid, p, src, now)
+                leader = (leader_hint(self.rm.image, names.get(tid), p.partition_index,
+                                      endpoints)
+                          if error == m.NOT_LEADER_OR_FOLLOWER else (-1, -1))
+                parts.append(T.PartitionData(
+                    partition_index=p.partition_index, error_code=error, error_message=message,
+                    current_leader=T.PartitionData.LeaderIdAndEpoch(leader_id=leader[0],
+                                                                    leader_epoch=leader[1])))
+            topics.append(T(topic_id=t.topic_id, partitions=parts))
+        if b.share_session_epoch == -1:
+            self._share_close(group, member, s)
+        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
+                                responses=topics, node_endpoints=node_endpoints(R, endpoints)))

@@ -1,0 +1,184 @@
+"""ShareGroupHeartbeat (KIP-932): the group coordinator's side of share groups.
+
+A share group's members do not own partitions: the coordinator spreads the subscribed
+topics' partitions over the members so that each member gets some and each partition
+goes to at least one member (when there are more members than partitions, a partition goes
+to several; the records are shared out by the partition's leader,
+:mod:`.share_partition`). Kafka's SimpleAssignor does this by hashing; here, with the
+members and partitions each sorted, partition *i* goes to member *i mod n* while there are
+at least as many partitions as members, and member *j* to partition *j mod p* otherwise.
+
+The group epoch rises when membership, a subscription or a subscribed topic's partitions
+change; a member is given its assignment, and the group epoch as its own, in the answer to
+its next heartbeat. Epoch 0 joins (a member id of the client's own, or one the coordinator
+makes), -1 leaves; an epoch that is neither the member's nor its previous one is
+FENCED_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID (the client joins again). A
+member silent for ``share.session.timeout.ms`` (the group's config, else the broker's
+``group.share.session.timeout.ms``) is removed.
+
+Not as Kafka: membership is kept in the coordinator's memory, not written to
+``__consumer_offsets``; when the coordinator moves, members are told UNKNOWN_MEMBER_ID and
+join the new one, which loses no record (what a member held is released by its lock).
+A group id used by a classic or consumer group is refused (GROUP_ID_NOT_FOUND).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from .. import group_configs
+from .. import messages as m
+
+LEAVE = -1
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    subscribed: tuple
+    rack_id: str | None
+    epoch: int = 0
+    previous_epoch: int = 0
+    seen_ms: int = 0
+    assignment: dict = field(default_factory=dict)  # topic id -> frozenset of partitions
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    epoch: int = 0
+    members: dict = field(default_factory=dict)  # member id -> ShareMember
+    partitions: dict = field(default_factory=dict)  # topic id -> partition count, last seen
+
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAnswer:
+    error: int
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    interval_ms: int = 0
+    assignment: dict | None = None  # topic id -> sorted partitions; None: unchanged
+
+
+def share_assign(members: list[str], partitions: list[tuple[str, int]]) -> dict:
+    """member id -> {topic id: frozenset of partitions} (see the module's text)."""
+    members, partitions = sorted(members), sorted(partitions)
+    out: dict[str, dict] = {mid: {} for mid in members}
+    if not members or not partitions:
+        return out
+    if len(partitions) >= len(members):
+        pairs = [(members[i % len(members)], tp) for i, tp in enumerate(partitions)]
+    else:
+        pairs = [(mid, partitions[j % len(partitions)]) for j, mid in enumerate(members)]
+    for mid, (tid, p) in pairs:
+        out[mid][tid] = out[mid].get(tid, frozenset()) | {p}
+    return out
+
+
+class ShareGroups:
+    """Mixed into :class:`~node_image.broker.group_coordinator.GroupCoordinator`."""
+
+    share_groups: dict
+
+    def share_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                        rack_id: str | None, subscribed: tuple | None,
+                        now: int) -> ShareAnswer:
+        error = self._error_for(group_id)
+        if error != m.NONE:
+            self.share_groups.pop(group_id, None)
+            return ShareAnswer(error, "GroupId can't be empty." if error == m.INVALID_GROUP_ID
+                               else None)
+        if member_epoch != 0 and not member_id:
+            return ShareAnswer(m.INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch == 0 and not subscribed:
+            return ShareAnswer(m.INVALID_REQUEST,
+                               "SubscribedTopicNames must be set in first request.")
+        if member_epoch < LEAVE:
+            return ShareAnswer(m.INVALID_REQUEST, f"MemberEpoch {member_epoch} is invalid.")
+        if group_id in self.groups:
+            return ShareAnswer(m.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        session_ms, interval_ms = self._share_timing(group_id)
+        g = self.share_groups.get(group_id)
+        if g is None:
+            if member_epoch != 0:
+                return ShareAnswer(m.UNKNOWN_MEMBER_ID,
+                                   f"Member {member_id} is not a member of group {group_id}.")
+            g = self.share_groups[group_id] = ShareGroup(group_id)
+        self._share_expire(g, now, session_ms)
+        mb = g.members.get(member_id) if member_id else None
+        if member_epoch == LEAVE:
+            if mb is None:
+                return ShareAnswer(m.UNKNOWN_MEMBER_ID,
+                                   f"Member {member_id} is not a member of group {group_id}.")
+            del g.members[member_id]
+            self._share_rebalance(g, f"member {member_id} left")
+            return ShareAnswer(m.NONE, None, member_id, LEAVE, interval_ms)
+        if member_epoch == 0:
+            if mb is None:
+                member_id = member_id or str(uuid.UUID(int=self.rng.getrandbits(128),
+                                                       version=4))
+                mb = g.members[member_id] = ShareMember(member_id, tuple(subscribed), rack_id)
+                self._share_rebalance(g, f"member {member_id} joined")
+            mb.epoch = mb.previous_epoch = 0
+        elif mb is None:
+            return ShareAnswer(m.UNKNOWN_MEMBER_ID,
+                               f"Member {member_id} is not a member of group {group_id}.")
+        elif member_epoch not in (mb.epoch, mb.previous_epoch):
+            return ShareAnswer(m.FENCED_MEMBER_EPOCH,
+                               f"The share group member has an epoch ({member_epoch}) other "
+                               f"than the coordinator's ({mb.epoch}).")
+        mb.seen_ms = now
+        if rack_id is not None:
+            mb.rack_id = rack_id
+        if subscribed is not None and tuple(subscribed) != mb.subscribed:
+            mb.subscribed = tuple(subscribed)
+            self._share_rebalance(g, f"member {member_id} subscribed to {list(subscribed)}")
+        if self._share_topics_changed(g):
+            self._share_rebalance(g, "subscribed topics' partitions changed")
+        assignment = None
+        if mb.epoch != g.epoch:
+            mb.previous_epoch, mb.epoch = mb.epoch, g.epoch
+            assignment = {t: sorted(ps) for t, ps in mb.assignment.items()}
+        return ShareAnswer(m.NONE, None, member_id, mb.epoch, interval_ms, assignment)
+
+    def _share_timing(self, group_id: str) -> tuple[int, int]:
+        return group_configs.timing(self.rm.image, group_id, self.options, "share")
+
+    def _share_expire(self, g: ShareGroup, now: int, session_ms: int) -> None:
+        gone = [mid for mid, mb in g.members.items() if now - mb.seen_ms > session_ms]
+        for mid in gone:
+            del g.members[mid]
+        if gone:
+            self._share_rebalance(g, f"members {gone} timed out")
+
+    def _subscribed_partitions(self, g: ShareGroup) -> dict:
+        topics = self.rm.image.topics
+        names = {name for mb in g.members.values() for name in mb.subscribed}
+        return {topics[n].topic_id: len(topics[n].partitions) for n in names if n in topics}
+
+    def _share_topics_changed(self, g: ShareGroup) -> bool:
+        return self._subscribed_partitions(g) != g.partitions
+
+    def _share_rebalance(self, g: ShareGroup, reason: str) -> None:
+        g.epoch += 1
+        g.partitions = self._subscribed_partitions(g)
+        names = self.rm.image.topic_names
+        # each member is given partitions of the topics it subscribes to (members with the
+        # same subscription are assigned together)
+        by_subscription: dict[frozenset, list[str]] = {}
+        for mid, mb in g.members.items():
+            by_subscription.setdefault(frozenset(mb.subscribed), []).append(mid)
+        for subscription, mids in by_subscription.items():
+            parts = [(t, p) for t, n in g.partitions.items() if names.get(t) in subscription
+                     for p in range(n)]
+            for mid, a in share_assign(mids, parts).items():
+                g.members[mid].assignment = a
+        self._on_event(f"share group {g.group_id}: epoch {g.epoch} ({reason}), "
+                       f"{len(g.members)} members")
+
+    def share_group_ids(self) -> list[str]:
+        return sorted(gid for gid in self.share_groups if self._error_for(gid) == m.NONE)

@@ -1,0 +1,217 @@
+"""Share groups (KIP-932) with librdkafka's share consumer (confluent-kafka's
+``ShareConsumer``) on three real node processes.
+
+Three consumers share a group on a topic of two partitions (so at least one partition is
+read by two of them): every record is delivered, and, as they accept what they poll and
+no lock runs out, to one consumer once. A consumer acknowledging explicitly gets the
+records it released again, with a higher delivery count, and never the ones it accepted or
+rejected; when it has released a record as often as ``group.share.delivery.count.limit``
+allows, the record is archived, undelivered. ListGroups lists the group as a share group.
+The group's configs are set as Kafka's are
+(IncrementalAlterConfigs on the GROUP resource). Share groups need topic ids, so the nodes
+advertise Metadata v12 (``chaoskraft.metadata.max.version``).
+"""
+import threading
+import time
+
+import pytest
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, ShareConsumer
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                   ConfigResource)
+
+from kafka.protocol.admin import ListGroupsRequest
+
+from conftest import wait_for
+from group_clients import create_topic, produce
+from node_clients import wire
+from node_image import kafka_codec as kc
+
+PARTITIONS = 2
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    from local_cluster import LocalCluster
+    c = LocalCluster(tmp_path, nodes=3, brokers=True, extra_config={
+        "chaoskraft.metadata.max.version": "12",
+        "group.share.delivery.count.limit": "3"})
+    c.start_all()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def earliest(cluster, group):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    r = ConfigResource("GROUP", group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest",
+        incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([r])[r].result(30)
+    described = admin.describe_configs([ConfigResource("GROUP", group)])
+    configs = next(iter(described.values())).result(30)
+    assert configs["share.auto.offset.reset"].value == "earliest"
+    assert configs["share.record.lock.duration.ms"].value == "30000"
+
+
+def listed(cluster, types):
+    """ListGroups v5 with a type filter, from every broker: (id, protocol type, state,
+    type) rows."""
+    rows = []
+    for i in cluster.ids:
+        r = wire(cluster, cluster.host(i), kc.LIST_GROUPS, 5, ListGroupsRequest[5](
+            states_filter=[], types_filter=types))
+        assert r.error_code == 0
+        rows += [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in r.groups]
+    return rows
+
+
+def share_consumer(cluster, group, **extra):
+    c = ShareConsumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group, **extra})
+    c.subscribe(["t"])
+    return c
+
+
+def test_three_share_consumers_split_two_partitions_and_each_record_is_read_once(cluster):
+    create_topic(cluster, PARTITIONS)
+    earliest(cluster, "sg")
+    values = [f"v{i}" for i in range(600)]
+    produce(cluster, values, PARTITIONS)
+    read: list[list] = [[], [], []]
+    errors: list = []
+    done = threading.Event()
+
+    def run(i):
+        c = share_consumer(cluster, "sg")
+        try:
+            while not done.is_set():
+                for msg in c.poll(0.5):
+                    if msg.error() is not None:
+                        errors.append(msg.error())
+                        continue
+                    read[i].append((msg.partition(), msg.offset(), msg.value().decode(),
+                                    msg.delivery_count()))
+        finally:
+            c.close()
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for("600 records read", lambda: sum(map(len, read)) >= len(values),
+                 timeout_s=90)
+        assert ("sg", "share", "Stable", "share") in listed(cluster, ["share"])
+        assert not [g for g in listed(cluster, ["classic", "consumer"]) if g[0] == "sg"]
+    finally:
+        done.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors
+    everything = [r for rs in read for r in rs]
+    assert sorted(v for _, _, v, _ in everything) == sorted(values)  # each once
+    assert all(count == 1 for *_, count in everything)
+    # every record came from its partition at its place: value i at partition i % 2
+    assert all(int(v[1:]) % PARTITIONS == p for p, _, v, _ in everything)
+
+
+def test_released_records_come_back_and_accepted_or_rejected_ones_never(cluster):
+    create_topic(cluster, 1)
+    earliest(cluster, "sx")
+    produce(cluster, [f"v{i}" for i in range(30)], 1)
+    c = share_consumer(cluster, "sx", **{"share.acknowledgement.mode": "explicit"})
+    deliveries: dict[int, list] = {}
+    try:
+        deadline = time.monotonic() + 60
+        # offsets 0-9 accepted, 10-19 rejected, 20-29 released whenever they come
+        while time.monotonic() < deadline:
+            msgs = [x for x in c.poll(0.5) if x.error() is None]
+            for x in msgs:
+                deliveries.setdefault(x.offset(), []).append(x.delivery_count())
+                kind = (AcknowledgeType.ACCEPT if x.offset() < 10 else
+                        AcknowledgeType.REJECT if x.offset() < 20 else AcknowledgeType.RELEASE)
+                c.acknowledge(x, kind)
+            if msgs:
+                c.commit_sync()
+            if all(len(deliveries.get(o, [])) == 3 for o in range(20, 30)) and \
+                    len(deliveries) == 30:
+                break
+        # nothing is left to deliver: every release used up the limit of 3
+        late = [x for _ in range(4) for x in c.poll(0.5) if x.error() is None]
+    finally:
+        c.close()
+    assert sorted(deliveries) == list(range(30))
+    assert all(deliveries[o] == [1] for o in range(20)), deliveries
+    assert all(deliveries[o] == [1, 2, 3] for o in range(20, 30)), deliveries
+    assert late == []
+
+
+def test_a_share_group_name_taken_by_a_consumer_group_is_refused(cluster):
+    from confluent_kafka import Consumer
+    create_topic(cluster, 1)
+    produce(cluster, ["x"], 1)
+    classic = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "taken",
+                        "auto.offset.reset": "earliest"})
+    classic.subscribe(["t"])
+    try:
+        wait_for("the classic consumer reads",
+                 lambda: any(x.error() is None for x in [classic.poll(0.5)] if x))
+        classic.commit(asynchronous=False)
+        c = share_consumer(cluster, "taken")
+        try:  # as a Kafka broker answers it: fatal to the share consumer
+            with pytest.raises(KafkaException) as refused:
+                for _ in range(20):
+                    assert all(x.error() is not None for x in c.poll(0.5))
+        finally:
+            c.close()
+        assert refused.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+    finally:
+        classic.close()
+
+
+def leader_of(cluster, partition):
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap()}).list_topics("t", timeout=5)
+    leader = md.topics["t"].partitions[partition].leader
+    return leader if leader > 0 else None
+
+
+def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
+    """The partition's leader (and, if it is the same node, the group's coordinator) is
+    killed while two share consumers read: the new leader starts the group where
+    ``share.auto.offset.reset`` says (here the log's start, as the share state is kept in
+    memory), so records may come again but none is lost, and records produced during and
+    after the kill are all read."""
+    create_topic(cluster, 1)
+    earliest(cluster, "sk")
+    produce(cluster, [f"a{i}" for i in range(200)], 1)
+    read: list = []
+    errors: list = []
+    done = threading.Event()
+
+    def run():
+        c = share_consumer(cluster, "sk")
+        try:
+            while not done.is_set():
+                for msg in c.poll(0.3):
+                    if msg.error() is None:
+                        read.append(msg.value().decode())
+                    elif msg.error().fatal():
+                        errors.append(msg.error())
+        finally:
+            c.close()
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for("the first records read", lambda: len(set(read)) >= 50)
+        victim = wait_for("the partition's leader", lambda: leader_of(cluster, 0))
+        cluster.kill(victim)
+        produce(cluster, [f"b{i}" for i in range(200)], 1)
+        cluster.start(victim)
+        produce(cluster, [f"c{i}" for i in range(100)], 1)
+        want = {f"{k}{i}" for k, n in (("a", 200), ("b", 200), ("c", 100)) for i in range(n)}
+        wait_for("every record read", lambda: want <= set(read), timeout_s=120)
+    finally:
+        done.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors
+    assert set(read) == want
