@@ -215,3 +215,27 @@ def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
             t.join(30)
     assert not errors, errors
     assert set(read) == want
+
+
+def test_a_share_fetch_holds_at_least_one_batch_and_then_what_max_bytes_allows(cluster):
+    """fetch.max.bytes (ShareFetch's MaxBytes) 1500 with batches of one 1000-byte record:
+    each fetch acquires one batch, so each poll gives one record; the first batch of an
+    answer is given whole even when larger (a 3000-byte record)."""
+    create_topic(cluster, 1)
+    earliest(cluster, "sb")
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "linger.ms": 0})
+    for i in range(5):
+        p.produce("t", value=bytes([65 + i]) * (3000 if i == 4 else 1000))
+        assert p.flush(30) == 0  # one record per batch
+    c = share_consumer(cluster, "sb", **{"fetch.max.bytes": 1500})
+    polls = []
+    try:
+        deadline = time.monotonic() + 60
+        while sum(map(len, polls)) < 5 and time.monotonic() < deadline:
+            got = [x for x in c.poll(0.5) if x.error() is None]
+            if got:
+                polls.append([len(x.value()) for x in got])
+    finally:
+        c.close()
+    assert polls == [[1000], [1000], [1000], [1000], [3000]]

@@ -209,6 +209,7 @@ class ShareApis:
         group, member = b.group_id, b.member_id
         budget = b.max_records if b.max_records > 0 else DEFAULT_MAX_RECORDS
         max_bytes = b.max_bytes if b.max_bytes > 0 else 1 << 30
+        room = max_bytes  # what MaxBytes leaves for the records of the answer
         out = {}
         for tid, p in sorted(s.partitions):
             error, message, part, sp = self._share_leader(group, tid, p, src)
@@ -228,17 +229,22 @@ class ShareApis:
                 if not any(base <= o <= last for base, last in self._spans(batches)):
                     for h, data in self._batches_at(part, o, 1, upper):
                         batches[h.base_offset] = data
-            while sp.may_take_new() and sp.speo < upper and len(taken) < budget \
-                    and sum(map(len, batches.values())) < max_bytes:
-                found, before = self._batches_at(part, sp.speo, max_bytes, upper), sp.speo
+            room -= sum(map(len, batches.values()))
+            while sp.may_take_new() and sp.speo < upper and len(taken) < budget and room > 0:
+                found, before = self._batches_at(part, sp.speo, room, upper), sp.speo
                 for h, data in found:
-                    if h.last_offset < sp.speo or len(taken) >= budget:
+                    if h.last_offset < sp.speo:
                         continue
+                    # at least one batch in a response, then as many as MaxBytes holds
+                    if len(taken) >= budget or (len(data) > room and room < max_bytes):
+                        room = 0
+                        break
                     first = max(h.base_offset, sp.speo)
                     sp.acquire_new(h.base_offset, h.last_offset, member, now, h.is_control)
                     if not h.is_control:
                         taken.update(range(first, h.last_offset + 1))
                         batches[h.base_offset] = data
+                        room -= len(data)
                 if sp.speo == before:
                     break
             ranges = sp.acquired_ranges(member, taken)
