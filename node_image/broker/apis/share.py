@@ -13,9 +13,10 @@ Where nothing is acquired and nothing was acknowledged, it waits up to ``MaxWait
 records (new ones, or ones released by another member).
 
 Not as Kafka: a share partition's state is kept by its leader in memory, not written to
-``__share_group_state``; a new leader starts the group again where
-``share.auto.offset.reset`` says (records in flight then are delivered again with
-``earliest``, skipped with ``latest``).
+``__share_group_state``; it lasts while the broker leads the partition without a break,
+and a new leader starts the group again where ``share.auto.offset.reset`` says (records
+accepted before are delivered again with ``earliest``; with ``latest``, records not yet
+delivered are skipped).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class _Parked:
 @dataclass(slots=True)
 class ShareState:
     sessions: dict = field(default_factory=dict)  # (group, member) -> _Session
-    parts: dict = field(default_factory=dict)  # (group, topic id, p) -> (leader epoch, SP)
+    parts: dict = field(default_factory=dict)  # (group, topic id, p) -> (topic, SP)
     parked: list = field(default_factory=list)
     released: bool = False  # records were released since parked fetches last looked
 
@@ -137,7 +138,7 @@ class ShareApis:
                     None, None, None)
         key = (group, tid, p)
         held = self.share.parts.get(key)
-        if held is None or held[0] != part.leader_epoch:
+        if held is None:
             image, o = self.rm.image, self.options
             start = (part.log.start_offset
                      if group_configs.setting(image, group, o, "share.auto.offset.reset")
@@ -145,7 +146,7 @@ class ShareApis:
             sp = SharePartition(start, int(group_configs.setting(
                 image, group, o, "share.record.lock.duration.ms")),
                 o.group_share_delivery_count_limit)
-            held = self.share.parts[key] = (part.leader_epoch, sp)
+            held = self.share.parts[key] = (name, sp)
             self._on_event(f"share group {group}: {name}-{p} starts at {start}")
         return m.NONE, None, part, held[1]
 
@@ -302,7 +303,12 @@ class ShareApis:
                  node_endpoints=node_endpoints(R, endpoints))
 
     def _complete_share_fetches(self, now: int) -> None:
-        """Answer parked ShareFetches that now acquire something, or whose wait is over."""
+        """Answer parked ShareFetches that now acquire something, or whose wait is over.
+        A partition this broker no longer leads loses its share state (kept while it led
+        without a break)."""
+        if self.rm.role_changed and self.share.parts:
+            self.share.parts = {k: v for k, v in self.share.parts.items()
+                                if self.rm.leader_partition(v[0], k[2]) is not None}
         if not self.share.parked:
             return
         touched = bool(self.rm.hw_changed) or self.rm.role_changed or self.share.released
