@@ -55,6 +55,8 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | group.share.session.timeout.ms | 45000 | a member of a share group (KIP-932) silent this long is removed |
 | group.share.heartbeat.interval.ms | 5000 | the interval share group members are told to heartbeat at |
 | group.share.record.lock.duration.ms | 30000 | how long a share group member holds the records it acquired before they may go to another |
+| group.share.min.record.lock.duration.ms | 15000 | the shortest ``share.record.lock.duration.ms`` a group may be given |
+| group.share.max.record.lock.duration.ms | 60000 | the longest |
 | group.share.delivery.count.limit | 5 | deliveries of a record to a share group after which it is archived, undelivered |
 | authorizer.class.name | (empty) | ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` keeps ACLs in the metadata log and checks them (docs/broker.md "ACLs"); empty: no authorizer, the ACL APIs answer SECURITY_DISABLED and every client may do everything |
 | allow.everyone.if.no.acl.found | false | with the authorizer, a resource no ACL names is open to everyone |
@@ -142,6 +144,8 @@ class BrokerConfig:
     group_share_heartbeat_interval_ms: int = 5000
     group_share_record_lock_duration_ms: int = 30000
     group_share_delivery_count_limit: int = 5
+    group_share_min_record_lock_duration_ms: int = 15000
+    group_share_max_record_lock_duration_ms: int = 60000
     authorizer: bool = False  # authorizer.class.name is StandardAuthorizer
     allow_everyone_if_no_acl_found: bool = False
     super_users: frozenset = frozenset()
@@ -219,6 +223,10 @@ _INT_KEYS = {
     "group.share.heartbeat.interval.ms": ("broker", "group_share_heartbeat_interval_ms"),
     "group.share.record.lock.duration.ms": ("broker", "group_share_record_lock_duration_ms"),
     "group.share.delivery.count.limit": ("broker", "group_share_delivery_count_limit"),
+    "group.share.min.record.lock.duration.ms": ("broker",
+                                                "group_share_min_record_lock_duration_ms"),
+    "group.share.max.record.lock.duration.ms": ("broker",
+                                                "group_share_max_record_lock_duration_ms"),
     "chaoskraft.metadata.max.version": ("broker", "metadata_max_version"),
     "chaoskraft.bootstrap.metadata.version": ("broker", "bootstrap_metadata_version"),
     "chaoskraft.bootstrap.eligible.leader.replicas.version": ("broker", "bootstrap_elr_version"),

@@ -27,7 +27,8 @@ def check_topic_config(key: str, value: str, rf: int) -> str | None:
     return None
 
 
-def alter_configs(image: MetadataImage, resources, incremental: bool) -> tuple[list, list]:
+def alter_configs(image: MetadataImage, resources, incremental: bool,
+                  group_bounds: dict | None = None) -> tuple[list, list]:
     """ConfigRecords for AlterConfigs (``incremental`` False: the SETs given become the
     topic's whole set) or IncrementalAlterConfigs (SET, DELETE, and APPEND/SUBTRACT on list
     configs), and a (resource type, name, error, message) row per resource. Topics, groups
@@ -48,7 +49,7 @@ def alter_configs(image: MetadataImage, resources, incremental: bool) -> tuple[l
             if not name:
                 fail(m.INVALID_REQUEST, "a group config needs a group id")
                 continue
-            table, check = GROUP_CONFIGS, check_group_config
+            table, check = GROUP_CONFIGS, lambda k, v: check_group_config(k, v, group_bounds)
         elif rtype != TOPIC_RESOURCE:
             fail(m.INVALID_REQUEST, f"resource type {rtype} has no configs here "
                                     f"(topics {TOPIC_RESOURCE}, groups {GROUP_RESOURCE})")

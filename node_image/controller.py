@@ -78,6 +78,7 @@ class ControllerOptions:
     bootstrap_metadata_version: int = mr.METADATA_VERSION_LEVEL
     bootstrap_elr_version: int = 0  # eligible.leader.replicas.version at bootstrap
     min_insync_replicas: int = 1  # the cluster's, written once eligible leader replicas are on
+    group_config_bounds: dict | None = None  # group config -> (low, high): group_configs.bounds
 
 
 @dataclass(slots=True)
@@ -440,13 +441,13 @@ class QuorumController:
 
     def handle_alter_configs(self, src, req: m.AlterConfigsRequest, now: int) -> None:
         def plan():
-            records, results = alter_configs(self.current, req.resources, req.incremental)
+            records, results = alter_configs(self.current, req.resources, req.incremental,
+                                             self.options.group_config_bounds)
             return records, results, ["altering configs of " + ", ".join(
                 sorted({r.resource_name for r in records}))]
         self._admin_write(
             src, now, lambda rows: m.AlterConfigsResponse(req.correlation_id, tuple(rows)),
-            [(r[0], r[1], m.NOT_CONTROLLER, None) for r in req.resources], plan,
-            req.validate_only)
+            [(r[0], r[1], m.NOT_CONTROLLER, None) for r in req.resources], plan, req.validate_only)
 
     def handle_elect_leaders(self, src, req: m.ElectLeadersRequest, now: int) -> None:
         def plan():
@@ -459,8 +460,7 @@ class QuorumController:
             src, now, lambda rows: m.ElectLeadersResponse(req.correlation_id, tuple(rows)),
             [(t, p, m.NOT_CONTROLLER, None) for t, p in req.partitions], plan)
 
-    def handle_alter_reassignments(self, src, req: m.AlterReassignmentsRequest,
-                                   now: int) -> None:
+    def handle_alter_reassignments(self, src, req: m.AlterReassignmentsRequest, now: int) -> None:
         def plan():
             records, results = reassignment.alter_reassignments(
                 self.current, [(t, p, None if cancel else replicas)

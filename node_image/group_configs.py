@@ -25,6 +25,7 @@ class GroupConfig:
     broker_attr: str | None  # the BrokerConfig attribute whose value is the default
     choices: tuple = ()  # a config with choices takes one of them, not a number
     default: str = ""  # the default of one no broker config gives
+    bounds_attrs: tuple = ()  # the BrokerConfig attributes that move ``low`` and ``high``
 
 
 GROUP_CONFIGS: dict[str, GroupConfig] = {
@@ -35,14 +36,23 @@ GROUP_CONFIGS: dict[str, GroupConfig] = {
     "share.session.timeout.ms": GroupConfig(45000, 60000, "group_share_session_timeout_ms"),
     "share.heartbeat.interval.ms": GroupConfig(5000, 15000,
                                                "group_share_heartbeat_interval_ms"),
-    "share.record.lock.duration.ms": GroupConfig(15000, 60000,
-                                                 "group_share_record_lock_duration_ms"),
+    "share.record.lock.duration.ms": GroupConfig(
+        15000, 60000, "group_share_record_lock_duration_ms",
+        bounds_attrs=("group_share_min_record_lock_duration_ms",
+                      "group_share_max_record_lock_duration_ms")),
     "share.auto.offset.reset": GroupConfig(0, 0, None, ("latest", "earliest"), "latest"),
 }
 
 
-def check_group_config(key: str, value: str) -> str | None:
-    """Why ``key=value`` cannot be a group's config, or None."""
+def bounds(options) -> dict[str, tuple[int, int]]:
+    """The bounds a node's broker settings give group configs (Kafka's
+    ``group.share.min/max.record.lock.duration.ms``), where they are not Kafka's defaults'."""
+    return {key: (getattr(options, c.bounds_attrs[0]), getattr(options, c.bounds_attrs[1]))
+            for key, c in GROUP_CONFIGS.items() if c.bounds_attrs}
+
+
+def check_group_config(key: str, value: str, limits: dict | None = None) -> str | None:
+    """Why ``key=value`` cannot be a group's config, or None; ``limits``: :func:`bounds`."""
     config = GROUP_CONFIGS.get(key)
     if config is None:
         return f"unknown group config {key!r} (known: {', '.join(sorted(GROUP_CONFIGS))})"
@@ -50,8 +60,9 @@ def check_group_config(key: str, value: str) -> str | None:
         if value.lower() not in config.choices:
             return f"config {key}: invalid value {value!r} (one of {', '.join(config.choices)})"
         return None
-    if not value.lstrip("-").isdigit() or not config.low <= int(value) <= config.high:
-        return f"config {key}: invalid value {value!r} (from {config.low} to {config.high})"
+    low, high = (limits or {}).get(key, (config.low, config.high))
+    if not value.lstrip("-").isdigit() or not low <= int(value) <= high:
+        return f"config {key}: invalid value {value!r} (from {low} to {high})"
     return None
 
 

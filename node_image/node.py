@@ -32,6 +32,7 @@ import random
 import time
 from typing import Callable
 
+from . import group_configs
 from . import messages as m
 from .config import NodeConfig
 from .controller import ControllerOptions, QuorumController
@@ -105,7 +106,8 @@ class Node:
             auto_leader_rebalance=b.auto_leader_rebalance, default_partitions=b.default_partitions,
             default_replication_factor=b.default_replication_factor,
             bootstrap_metadata_version=b.bootstrap_metadata_version,
-            bootstrap_elr_version=b.bootstrap_elr_version, min_insync_replicas=b.min_insync_replicas)
+            bootstrap_elr_version=b.bootstrap_elr_version, min_insync_replicas=b.min_insync_replicas,
+            group_config_bounds=group_configs.bounds(b))
         self.controller = QuorumController(
             config.node_id, options=options, bugs=config.bugs, raft=self.raft,
             outbox=self.outbox, can_lead="controller" in config.roles, on_event=self._on_event)

@@ -53,6 +53,7 @@ def test_a_groups_own_configs_are_set_bounded_and_used_for_its_members():
     from types import SimpleNamespace
 
     from node_image.group_configs import GROUP_RESOURCE, timing
+    from node_image.group_configs import bounds as group_bounds
     image = cluster_image()
     recs, [row] = cc.alter_configs(image, [(GROUP_RESOURCE, "g", (
         ("consumer.session.timeout.ms", cc.SET, "50000"),))], True)
@@ -71,6 +72,15 @@ def test_a_groups_own_configs_are_set_bounded_and_used_for_its_members():
     for op, words in bad:
         recs, [row] = cc.alter_configs(after, [(GROUP_RESOURCE, "g", (op,))], True)
         assert recs == [] and row[2] == m.INVALID_CONFIG and words in row[3], (op, row)
+    # the broker's group.share.min/max.record.lock.duration.ms move the bounds
+    lowered = SimpleNamespace(group_share_min_record_lock_duration_ms=1000,
+                              group_share_max_record_lock_duration_ms=20000)
+    short = (GROUP_RESOURCE, "g", (("share.record.lock.duration.ms", cc.SET, "3000"),))
+    recs, [row] = cc.alter_configs(after, [short], True, group_bounds(lowered))
+    assert row[2] == m.NONE and recs
+    long = (GROUP_RESOURCE, "g", (("share.record.lock.duration.ms", cc.SET, "30000"),))
+    _, [row] = cc.alter_configs(after, [long], True, group_bounds(lowered))
+    assert row[2] == m.INVALID_CONFIG and "from 1000 to 20000" in row[3]
     recs, [row] = cc.alter_configs(after, [(GROUP_RESOURCE, "g", (
         ("consumer.session.timeout.ms", cc.DELETE, None),))], True)
     assert row[2] == m.NONE and timing(image_with(recs, after), "g", broker) == (45000, 5000)
