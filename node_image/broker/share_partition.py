@@ -136,6 +136,9 @@ class SharePartition:
             return f"acknowledgement batch {first}-{last} with {len(types)} types"
         if any(t not in ACK_NAMES for t in types):
             return f"unknown acknowledge type in {types}"
+        if first < self.spso or last >= self.speo:  # checked before any loop over the range
+            return (f"offsets {first}-{last} are not all in flight "
+                    f"({self.spso}-{self.speo - 1} are)")
         self.expire(now)
         for o in range(first, last + 1):
             rec = self.records.get(o)

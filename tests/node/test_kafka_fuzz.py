@@ -10,6 +10,7 @@ import random
 import socket
 import struct
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -144,6 +145,42 @@ def coordinator_frames(rng: random.Random, topic: str, part: int) -> list[bytes]
                 T.TxnOffsetCommitRequestPartition(partition_index=part, committed_offset=3,
                                                   committed_leader_epoch=-1,
                                                   committed_metadata="")])]),
+    ] + share_frames(rng, group, member, topic)
+
+
+def share_frames(rng: random.Random, group: str, member: str, topic: str) -> list[bytes]:
+    """KIP-932's requests with random epochs, acknowledgement ranges (reversed, huge) and
+    types (unknown ones too), for a topic id that may not exist."""
+    H, F, A = (kc.SUPPORTED[k][2][1] for k in (kc.SHARE_GROUP_HEARTBEAT, kc.SHARE_FETCH,
+                                               kc.SHARE_ACKNOWLEDGE))
+    tid = uuid.UUID(int=rng.getrandbits(128))
+    epoch = rng.choice([-1, 0, 1, 2, 1 << 30])
+
+    def batches(B):
+        return [B(first_offset=rng.randrange(-2, 50), last_offset=rng.choice(
+            [-1, 3, 40, 1 << 62]), acknowledge_types=[rng.randrange(-1, 5)
+                                                     for _ in range(rng.randrange(3))])
+                for _ in range(rng.randrange(3))]
+    FP = F.FetchTopic.FetchPartition
+    AP = A.AcknowledgeTopic.AcknowledgePartition
+    return [
+        kc.encode_request(kc.SHARE_GROUP_HEARTBEAT, 1, H(
+            group_id=group, member_id=member, member_epoch=rng.choice([-2, -1, 0, 1, 5]),
+            rack_id=None, subscribed_topic_names=rng.choice([None, [], [topic]]))),
+        kc.encode_request(kc.SHARE_FETCH, 1, F(
+            group_id=rng.choice([group, None]), member_id=rng.choice([member, None, "m"]),
+            share_session_epoch=epoch, max_wait_ms=rng.randrange(-1, 20),
+            min_bytes=1, max_bytes=rng.randrange(-1, 1 << 20),
+            max_records=rng.randrange(-1, 600), batch_size=rng.randrange(-1, 600),
+            topics=[F.FetchTopic(topic_id=tid, partitions=[FP(
+                partition_index=rng.randrange(-1, 3),
+                acknowledgement_batches=batches(FP.AcknowledgementBatch))])],
+            forgotten_topics_data=[])),
+        kc.encode_request(kc.SHARE_ACKNOWLEDGE, 1, A(
+            group_id=group, member_id=member, share_session_epoch=epoch,
+            topics=[A.AcknowledgeTopic(topic_id=tid, partitions=[AP(
+                partition_index=rng.randrange(-1, 3),
+                acknowledgement_batches=batches(AP.AcknowledgementBatch))])])),
     ]
 
 

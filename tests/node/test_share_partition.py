@@ -23,6 +23,9 @@ def test_accept_release_reject_and_the_start_offset():
     sp = SharePartition(10, lock_ms=1000, max_deliveries=2)
     sp.acquire_new(10, 14, "a", now=0)
     assert sp.acquired_ranges("a", range(10, 15)) == [(10, 14, 1)]
+    # offsets outside the in-flight window are refused at once, however far they reach
+    assert "not all in flight" in sp.acknowledge("a", 10, (1 << 62), [ACCEPT], now=1)
+    assert "not all in flight" in sp.acknowledge("a", 9, 10, [ACCEPT], now=1)
     # only the holder acknowledges; a refused batch changes nothing
     assert "not acquired by member b" in sp.acknowledge("b", 10, 10, [ACCEPT], now=1)
     assert sp.acknowledge("a", 10, 12, [ACCEPT, RELEASE, REJECT], now=1) is None
