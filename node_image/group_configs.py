@@ -7,9 +7,11 @@ group, in place of the broker's ``group.consumer.session.timeout.ms`` and
 ``group.consumer.min/max.heartbeat.interval.ms`` 5000-15000). A share group's (KIP-932):
 its session timeout, heartbeat interval and record lock duration (each in place of the
 broker's ``group.share.*``), where a new share group starts reading a partition
-(``share.auto.offset.reset``: ``latest``, Kafka's default, or ``earliest``). Not here:
-``share.isolation.level`` (share groups read up to the high watermark, Kafka's default
-``read_uncommitted``) and the streams group configs (the node has no streams groups).
+(``share.auto.offset.reset``: ``latest``, Kafka's default, or ``earliest``) and which
+records it is given (``share.isolation.level``: ``read_uncommitted``, Kafka's default, up
+to the high watermark; ``read_committed`` up to the last stable offset, aborted
+transactions' records never). Kafka's streams group configs are not here: the node has no
+streams groups.
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ GROUP_CONFIGS: dict[str, GroupConfig] = {
         bounds_attrs=("group_share_min_record_lock_duration_ms",
                       "group_share_max_record_lock_duration_ms")),
     "share.auto.offset.reset": GroupConfig(0, 0, None, ("latest", "earliest"), "latest"),
+    "share.isolation.level": GroupConfig(0, 0, None, ("read_uncommitted", "read_committed"),
+                                         "read_uncommitted"),
 }
 
 

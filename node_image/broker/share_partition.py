@@ -19,7 +19,8 @@ The transitions (checked in :data:`TRANSITIONS`, one place):
 
 - acquire: AVAILABLE -> ACQUIRED, the delivery count raised; an offset at SPEO and beyond
   enters as ACQUIRED with count 1 (whole batches are acquired, as Kafka does; a control
-  batch, which no consumer is given, is ARCHIVED at once);
+  batch, or under read_committed an aborted transaction's batch, which no consumer is
+  given, is ARCHIVED at once);
 - acknowledge ACCEPT, REJECT or GAP: ACQUIRED -> ARCHIVED; RELEASE: ACQUIRED -> AVAILABLE,
   or ARCHIVED if the record has been delivered ``max_deliveries`` times;
 - the lock runs out, or the member's share session ends: as RELEASE.
@@ -100,16 +101,17 @@ class SharePartition:
             rec.owner, rec.deadline_ms = member, now + self.lock_ms
 
     def acquire_new(self, first: int, last: int, member: str, now: int,
-                    control: bool = False) -> None:
+                    undeliverable: bool = False) -> None:
         """A batch ``[first, last]`` at or beyond SPEO enters: acquired by ``member``
-        (a control batch: archived). Offsets between SPEO and ``first`` (none in the log)
-        are archived as gaps."""
+        (``undeliverable``, a control batch or an aborted transaction's records under
+        read_committed: archived). Offsets between SPEO and ``first`` (none in the log) are
+        archived as gaps."""
         if last < self.speo:
             return
         for o in range(self.speo, max(first, self.speo)):
             self.records[o] = InFlight(ARCHIVED)
         for o in range(max(first, self.speo), last + 1):
-            self.records[o] = (InFlight(ARCHIVED) if control
+            self.records[o] = (InFlight(ARCHIVED) if undeliverable
                                else InFlight(ACQUIRED, 1, member, now + self.lock_ms))
         self.speo = last + 1
         self._advance()

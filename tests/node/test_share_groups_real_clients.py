@@ -7,6 +7,7 @@ no lock runs out, to one consumer once. A consumer acknowledging explicitly gets
 records it released again, with a higher delivery count, and never the ones it accepted or
 rejected; when it has released a record as often as ``group.share.delivery.count.limit``
 allows, the record is archived, undelivered. ListGroups lists the group as a share group.
+A read_committed share group never gets an aborted transaction's records.
 The group's configs are set as Kafka's are
 (IncrementalAlterConfigs on the GROUP resource). Share groups need topic ids, so the nodes
 advertise Metadata v12 (``chaoskraft.metadata.max.version``).
@@ -42,11 +43,13 @@ def cluster(tmp_path):
         c.close()
 
 
-def earliest(cluster, group):
+def earliest(cluster, group, **configs):
+    """The group starts at the log's start (and takes ``configs``, dots as underscores)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    settings = {"share.auto.offset.reset": "earliest",
+                **{k.replace("_", "."): v for k, v in configs.items()}}
     r = ConfigResource("GROUP", group, incremental_configs=[ConfigEntry(
-        "share.auto.offset.reset", "earliest",
-        incremental_operation=AlterConfigOpType.SET)])
+        k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()])
     admin.incremental_alter_configs([r])[r].result(30)
     described = admin.describe_configs([ConfigResource("GROUP", group)])
     configs = next(iter(described.values())).result(30)
@@ -239,3 +242,37 @@ def test_a_share_fetch_holds_at_least_one_batch_and_then_what_max_bytes_allows(c
     finally:
         c.close()
     assert polls == [[1000], [1000], [1000], [1000], [3000]]
+
+
+def test_read_committed_share_groups_never_see_aborted_records(cluster):
+    """A transactional producer commits, aborts and commits ten records each: a group
+    with ``share.isolation.level`` read_committed reads the twenty committed ones, a
+    read_uncommitted group all thirty; no control record is delivered to either."""
+    from confluent_kafka import Producer
+    create_topic(cluster, 1)
+    earliest(cluster, "rc", share_isolation_level="read_committed")
+    earliest(cluster, "ru")
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "share-tx"})
+    p.init_transactions(60)
+    for n, commit in (("c1", True), ("ab", False), ("c2", True)):
+        p.begin_transaction()
+        for i in range(10):
+            p.produce("t", value=f"{n}-{i}".encode())
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(60)
+
+    def read_all(group, want):
+        c = share_consumer(cluster, group)
+        got = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(got) < want and time.monotonic() < deadline:
+                got += [x.value().decode() for x in c.poll(0.5) if x.error() is None]
+            got += [x.value().decode() for _ in range(3) for x in c.poll(0.5)
+                    if x.error() is None]  # nothing more comes
+        finally:
+            c.close()
+        return got
+    committed = [f"{n}-{i}" for n in ("c1", "c2") for i in range(10)]
+    assert sorted(read_all("rc", 20)) == sorted(committed)
+    assert sorted(read_all("ru", 30)) == sorted(committed + [f"ab-{i}" for i in range(10)])

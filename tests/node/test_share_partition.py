@@ -58,7 +58,7 @@ def test_a_member_leaving_releases_what_it_holds():
 def test_control_batches_and_gaps_are_never_delivered():
     sp = SharePartition(0)
     sp.acquire_new(0, 1, "a", now=0)
-    sp.acquire_new(2, 2, "a", now=0, control=True)
+    sp.acquire_new(2, 2, "a", now=0, undeliverable=True)
     sp.acquire_new(5, 6, "a", now=0)  # 3 and 4 are not in the log
     assert sp.acquired_ranges("a", range(7)) == [(0, 1, 1), (5, 6, 1)]
     assert sp.acknowledge("a", 0, 1, [ACCEPT], now=1) is None

@@ -8,7 +8,9 @@ one the session expects next (INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOU
 there is none) and may add partitions or forget some, -1 closes it, the member's records
 released at once. A ShareFetch first applies the acknowledgements it carries, then
 acquires records for the member on each partition of its session: released records again,
-then new ones up to the high watermark, at most ``MaxRecords`` (whole batches) in all.
+then new ones up to the high watermark (``share.isolation.level`` read_committed: the
+last stable offset, aborted transactions' records archived undelivered), at most
+``MaxRecords`` (whole batches) in all.
 Where nothing is acquired and nothing was acknowledged, it waits up to ``MaxWaitMs`` for
 records (new ones, or ones released by another member).
 
@@ -220,7 +222,10 @@ class ShareApis:
             if budget <= 0:
                 continue
             sp.truncate_below(part.log.start_offset)
-            upper = part.high_watermark
+            committed = group_configs.setting(self.rm.image, group, self.options,
+                                              "share.isolation.level") == "read_committed"
+            upper = part.last_stable_offset if committed else part.high_watermark
+            aborted = part.producers.aborted_between(sp.speo, upper) if committed else []
             taken: set[int] = set()
             batches: dict[int, bytes] = {}
             again = sp.available(now)[:budget]
@@ -241,8 +246,11 @@ class ShareApis:
                         room = 0
                         break
                     first = max(h.base_offset, sp.speo)
-                    sp.acquire_new(h.base_offset, h.last_offset, member, now, h.is_control)
-                    if not h.is_control:
+                    skip = h.is_control or (h.is_transactional and any(
+                        a.producer_id == h.producer_id
+                        and a.first_offset <= h.base_offset < a.last_offset for a in aborted))
+                    sp.acquire_new(h.base_offset, h.last_offset, member, now, skip)
+                    if not skip:
                         taken.update(range(first, h.last_offset + 1))
                         batches[h.base_offset] = data
                         room -= len(data)
