@@ -140,16 +140,17 @@ class ShareApis:
                     None, None, None)
         key = (group, tid, p)
         held = self.share.parts.get(key)
+        image, o = self.rm.image, self.options
         if held is None:
-            image, o = self.rm.image, self.options
             start = (part.log.start_offset
                      if group_configs.setting(image, group, o, "share.auto.offset.reset")
                      == "earliest" else part.high_watermark)
-            sp = SharePartition(start, int(group_configs.setting(
-                image, group, o, "share.record.lock.duration.ms")),
-                o.group_share_delivery_count_limit)
+            sp = SharePartition(start, max_deliveries=o.group_share_delivery_count_limit)
             held = self.share.parts[key] = (name, sp)
             self._on_event(f"share group {group}: {name}-{p} starts at {start}")
+        # the group's lock duration as it is now, for the records acquired from here on
+        held[1].lock_ms = int(group_configs.setting(image, group, o,
+                                                    "share.record.lock.duration.ms"))
         return m.NONE, None, part, held[1]
 
     def _share_ack(self, group: str, member: str, tid: str, p, src, now: int):
