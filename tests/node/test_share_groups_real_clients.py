@@ -223,7 +223,7 @@ def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
 def test_a_share_fetch_holds_at_least_one_batch_and_then_what_max_bytes_allows(cluster):
     """fetch.max.bytes (ShareFetch's MaxBytes) 1500 with batches of one 1000-byte record:
     each fetch acquires one batch, so each poll gives one record; the first batch of an
-    answer is given whole even when larger (a 3000-byte record)."""
+    answer is given whole even when larger (a 3000-byte record); 0 gives nothing."""
     create_topic(cluster, 1)
     earliest(cluster, "sb")
     from confluent_kafka import Producer
@@ -242,6 +242,12 @@ def test_a_share_fetch_holds_at_least_one_batch_and_then_what_max_bytes_allows(c
     finally:
         c.close()
     assert polls == [[1000], [1000], [1000], [1000], [3000]]
+    earliest(cluster, "sb0")
+    c = share_consumer(cluster, "sb0", **{"fetch.max.bytes": 0})
+    try:  # MaxBytes 0: nothing is acquired (librdkafka's 0180 asks this of Kafka)
+        assert [x for _ in range(4) for x in c.poll(0.5) if x.error() is None] == []
+    finally:
+        c.close()
 
 
 def test_read_committed_share_groups_never_see_aborted_records(cluster):

@@ -212,7 +212,7 @@ class ShareApis:
         b = req.body
         group, member = b.group_id, b.member_id
         budget = b.max_records if b.max_records > 0 else DEFAULT_MAX_RECORDS
-        max_bytes = b.max_bytes if b.max_bytes > 0 else 1 << 30
+        max_bytes = max(b.max_bytes, 0)  # 0: nothing is acquired, as Kafka answers it
         room = max_bytes  # what MaxBytes leaves for the records of the answer
         out = {}
         for tid, p in sorted(s.partitions):
@@ -220,7 +220,7 @@ class ShareApis:
             if error != m.NONE:
                 out[(tid, p)] = (error, message, [], b"")
                 continue
-            if budget <= 0:
+            if budget <= 0 or room <= 0:
                 continue
             sp.truncate_below(part.log.start_offset)
             committed = group_configs.setting(self.rm.image, group, self.options,
