@@ -57,6 +57,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | group.share.record.lock.duration.ms | 30000 | how long a share group member holds the records it acquired before they may go to another |
 | group.share.min.record.lock.duration.ms | 15000 | the shortest ``share.record.lock.duration.ms`` a group may be given |
 | group.share.max.record.lock.duration.ms | 60000 | the longest |
+| group.share.partition.max.record.locks | 2000 | how many records of a partition may be in flight (acquired or released, not yet done with) for a share group at once |
 | group.share.delivery.count.limit | 5 | deliveries of a record to a share group after which it is archived, undelivered |
 | authorizer.class.name | (empty) | ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` keeps ACLs in the metadata log and checks them (docs/broker.md "ACLs"); empty: no authorizer, the ACL APIs answer SECURITY_DISABLED and every client may do everything |
 | allow.everyone.if.no.acl.found | false | with the authorizer, a resource no ACL names is open to everyone |
@@ -144,6 +145,7 @@ class BrokerConfig:
     group_share_heartbeat_interval_ms: int = 5000
     group_share_record_lock_duration_ms: int = 30000
     group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
     group_share_min_record_lock_duration_ms: int = 15000
     group_share_max_record_lock_duration_ms: int = 60000
     authorizer: bool = False  # authorizer.class.name is StandardAuthorizer
@@ -223,6 +225,8 @@ _INT_KEYS = {
     "group.share.heartbeat.interval.ms": ("broker", "group_share_heartbeat_interval_ms"),
     "group.share.record.lock.duration.ms": ("broker", "group_share_record_lock_duration_ms"),
     "group.share.delivery.count.limit": ("broker", "group_share_delivery_count_limit"),
+    "group.share.partition.max.record.locks": ("broker",
+                                               "group_share_partition_max_record_locks"),
     "group.share.min.record.lock.duration.ms": ("broker",
                                                 "group_share_min_record_lock_duration_ms"),
     "group.share.max.record.lock.duration.ms": ("broker",

@@ -5,8 +5,8 @@ group, in place of the broker's ``group.consumer.session.timeout.ms`` and
 ``group.consumer.heartbeat.interval.ms``. Each is bounded as Kafka bounds it by default
 (``group.consumer.min/max.session.timeout.ms`` 45000-60000,
 ``group.consumer.min/max.heartbeat.interval.ms`` 5000-15000). A share group's (KIP-932):
-its session timeout, heartbeat interval and record lock duration (each in place of the
-broker's ``group.share.*``), where a new share group starts reading a partition
+its session timeout, heartbeat interval, record lock duration and how many records of a
+partition may be in flight at once (each in place of the broker's ``group.share.*``), where a new share group starts reading a partition
 (``share.auto.offset.reset``: ``latest``, Kafka's default, or ``earliest``) and which
 records it is given (``share.isolation.level``: ``read_uncommitted``, Kafka's default, up
 to the high watermark; ``read_committed`` up to the last stable offset, aborted
@@ -42,6 +42,8 @@ GROUP_CONFIGS: dict[str, GroupConfig] = {
         15000, 60000, "group_share_record_lock_duration_ms",
         bounds_attrs=("group_share_min_record_lock_duration_ms",
                       "group_share_max_record_lock_duration_ms")),
+    "share.partition.max.record.locks": GroupConfig(100, 10000,
+                                                    "group_share_partition_max_record_locks"),
     "share.auto.offset.reset": GroupConfig(0, 0, None, ("latest", "earliest"), "latest"),
     "share.isolation.level": GroupConfig(0, 0, None, ("read_uncommitted", "read_committed"),
                                          "read_uncommitted"),

@@ -18,7 +18,8 @@ ARCHIVED          done with: accepted, rejected, a gap, or delivered too often
 The transitions (checked in :data:`TRANSITIONS`, one place):
 
 - acquire: AVAILABLE -> ACQUIRED, the delivery count raised; an offset at SPEO and beyond
-  enters as ACQUIRED with count 1 (whole batches are acquired, as Kafka does; a control
+  enters as ACQUIRED with count 1 (whole batches are acquired, as Kafka does, but where
+  the in-flight limit ends inside a batch, only its first part; a control
   batch, or under read_committed an aborted transaction's batch, which no consumer is
   given, is ARCHIVED at once);
 - acknowledge ACCEPT, REJECT or GAP: ACQUIRED -> ARCHIVED; RELEASE: ACQUIRED -> AVAILABLE,

@@ -150,6 +150,7 @@ def test_a_groups_own_configs_are_altered_described_and_given_to_its_members(clu
         "share.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value),
         "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
         "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.partition.max.record.locks": ("2000", ConfigSource.DEFAULT_CONFIG.value),
         "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG.value),
         "share.isolation.level": ("read_uncommitted", ConfigSource.DEFAULT_CONFIG.value)}
     other = ConfigResource(ResourceType.GROUP, "not-configured")

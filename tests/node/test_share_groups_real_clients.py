@@ -282,3 +282,37 @@ def test_read_committed_share_groups_never_see_aborted_records(cluster):
     committed = [f"{n}-{i}" for n in ("c1", "c2") for i in range(10)]
     assert sorted(read_all("rc", 20)) == sorted(committed)
     assert sorted(read_all("ru", 30)) == sorted(committed + [f"ab-{i}" for i in range(10)])
+
+
+def test_the_in_flight_limit_splits_a_batch_and_every_record_still_comes(cluster):
+    """``share.partition.max.record.locks`` 100 and one batch of 200 records: a fetch
+    acquires the first 100 of the batch (sent whole, the client told which are its), the
+    next fetch, once those are accepted, the rest; ``max.poll.records`` 5 does not split a
+    batch (confluent-kafka's own suite asks both of Kafka)."""
+    from confluent_kafka import Producer
+    create_topic(cluster, 1)
+    earliest(cluster, "sl", share_partition_max_record_locks="100")
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "linger.ms": 1000})
+    for i in range(200):
+        p.produce("t", value=f"v{i}".encode())
+    assert p.flush(30) == 0
+
+    def polls(group, **conf):
+        c = share_consumer(cluster, group, **{"share.acknowledgement.mode": "explicit", **conf})
+        sizes, seen = [], []
+        try:
+            deadline = time.monotonic() + 60
+            while len(seen) < 200 and time.monotonic() < deadline:
+                got = [x for x in c.poll(1.0) if x.error() is None]
+                for x in got:
+                    c.acknowledge(x, AcknowledgeType.ACCEPT)
+                if got:
+                    sizes.append(len(got))
+                    seen += [x.value().decode() for x in got]
+        finally:
+            c.close()
+        assert sorted(seen) == sorted(f"v{i}" for i in range(200))
+        return sizes
+    assert max(polls("sl", **{"max.poll.records": 200})) == 100
+    earliest(cluster, "sm")
+    assert polls("sm", **{"max.poll.records": 5})[0] > 5

@@ -148,9 +148,12 @@ class ShareApis:
             sp = SharePartition(start, max_deliveries=o.group_share_delivery_count_limit)
             held = self.share.parts[key] = (name, sp)
             self._on_event(f"share group {group}: {name}-{p} starts at {start}")
-        # the group's lock duration as it is now, for the records acquired from here on
+        # the group's lock duration and in-flight limit as they are now, for the records
+        # acquired from here on
         held[1].lock_ms = int(group_configs.setting(image, group, o,
                                                     "share.record.lock.duration.ms"))
+        held[1].max_in_flight = int(group_configs.setting(
+            image, group, o, "share.partition.max.record.locks"))
         return m.NONE, None, part, held[1]
 
     def _share_ack(self, group: str, member: str, tid: str, p, src, now: int):
@@ -237,7 +240,9 @@ class ShareApis:
                     for h, data in self._batches_at(part, o, 1, upper):
                         batches[h.base_offset] = data
             room -= sum(map(len, batches.values()))
-            while sp.may_take_new() and sp.speo < upper and len(taken) < budget and room > 0:
+            full = False  # the in-flight limit ends this partition's share of the answer
+            while sp.may_take_new() and sp.speo < upper and len(taken) < budget and room > 0 \
+                    and not full:
                 found, before = self._batches_at(part, sp.speo, room, upper), sp.speo
                 for h, data in found:
                     if h.last_offset < sp.speo:
@@ -250,11 +255,23 @@ class ShareApis:
                     skip = h.is_control or (h.is_transactional and any(
                         a.producer_id == h.producer_id
                         and a.first_offset <= h.base_offset < a.last_offset for a in aborted))
-                    sp.acquire_new(h.base_offset, h.last_offset, member, now, skip)
+                    # MaxRecords is passed by a whole batch (as Kafka, which the clients'
+                    # suites check), but a batch is acquired only in part where the
+                    # in-flight limit ends inside it (sent whole, the client told which
+                    # offsets are its)
+                    last = h.last_offset if skip else min(h.last_offset,
+                                                          sp.spso + sp.max_in_flight - 1)
+                    if last < first:
+                        full = True
+                        break
+                    sp.acquire_new(h.base_offset, last, member, now, skip)
                     if not skip:
-                        taken.update(range(first, h.last_offset + 1))
+                        taken.update(range(first, last + 1))
                         batches[h.base_offset] = data
                         room -= len(data)
+                    if last < h.last_offset:
+                        full = True
+                        break
                 if sp.speo == before:
                     break
             ranges = sp.acquired_ranges(member, taken)
