@@ -71,11 +71,10 @@ class ShareApis:
     def _share_group_heartbeat(self, src, req: KafkaRequest, now: int) -> None:
         b, R = req.body, self._cls(req)
         if not self._allowed(src, acls.READ, acls.GROUP, b.group_id):
-            a = None
             self._reply(src, req, R(throttle_time_ms=0, error_code=m.GROUP_AUTHORIZATION_FAILED,
                                     error_message=f"Not authorized to read group {b.group_id}",
                                     member_id=None, member_epoch=0, heartbeat_interval_ms=0,
-                                    assignment=a))
+                                    assignment=None))
             return
         a = self.groups.share_heartbeat(
             b.group_id, b.member_id or "", b.member_epoch, b.rack_id,
@@ -200,12 +199,12 @@ class ShareApis:
                       for tid, p in acks}
         if b.share_session_epoch == -1:
             self._share_close(group, member, s)
-            self._reply(src, req, self._share_fetch_response(req, src, ack_errors, {}, now))
+            self._reply(src, req, self._share_fetch_response(req, ack_errors, {}))
             return
         got = self._share_acquire(req, src, s, now)
         if ack_errors or any(v[0] != m.NONE or v[2] for v in got.values()) \
                 or b.max_wait_ms <= 0:
-            self._reply(src, req, self._share_fetch_response(req, src, ack_errors, got, now))
+            self._reply(src, req, self._share_fetch_response(req, ack_errors, got))
             return
         self.share.parked.append(_Parked(src, req, now + b.max_wait_ms))
 
@@ -298,8 +297,7 @@ class ShareApis:
             pos += h.size
         return out
 
-    def _share_fetch_response(self, req: KafkaRequest, src, ack_errors: dict, got: dict,
-                              now: int):
+    def _share_fetch_response(self, req: KafkaRequest, ack_errors: dict, got: dict):
         R = self._cls(req)
         T = R.ShareFetchableTopicResponse
         P = T.PartitionData
@@ -349,8 +347,7 @@ class ShareApis:
             got = {} if s is None else self._share_acquire(d.request, d.src, s, now)
             if s is None or now >= d.deadline_ms or any(
                     v[0] != m.NONE or v[2] for v in got.values()):
-                self._reply(d.src, d.request, self._share_fetch_response(
-                    d.request, d.src, {}, got, now))
+                self._reply(d.src, d.request, self._share_fetch_response(d.request, {}, got))
             else:
                 keep.append(d)
         self.share.parked = keep
