@@ -20,7 +20,7 @@ from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, ShareCo
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
                                    ConfigResource)
 
-from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.admin import DescribeConfigsRequest, ListGroupsRequest
 
 from conftest import wait_for
 from group_clients import create_topic, produce
@@ -51,10 +51,20 @@ def earliest(cluster, group, **configs):
     r = ConfigResource("GROUP", group, incremental_configs=[ConfigEntry(
         k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()])
     admin.incremental_alter_configs([r])[r].result(30)
-    described = admin.describe_configs([ConfigResource("GROUP", group)])
-    configs = next(iter(described.values())).result(30)
-    assert configs["share.auto.offset.reset"].value == "earliest"
-    assert configs["share.record.lock.duration.ms"].value == "30000"
+    # each broker answers from its own metadata image, which follows the committed change
+    # a moment later: the partitions' leaders must see it before the first ShareFetch
+    D = DescribeConfigsRequest[4]
+
+    def described(i):
+        r = wire(cluster, cluster.host(i), kc.DESCRIBE_CONFIGS, 4, D(
+            resources=[D.DescribeConfigsResource(resource_type=32, resource_name=group,
+                                                 configuration_keys=None)],
+            include_synonyms=False, include_documentation=False))
+        return {c.name: c.value for c in r.results[0].configs}
+    for i in cluster.ids:
+        wait_for(f"node {i} describing the group's configs",
+                 lambda i=i: all(described(i).get(k) == v for k, v in settings.items()))
+    assert described(1)["share.record.lock.duration.ms"] == "30000"
 
 
 def listed(cluster, types):
