@@ -6,11 +6,12 @@ group, in place of the broker's ``group.consumer.session.timeout.ms`` and
 (``group.consumer.min/max.session.timeout.ms`` 45000-60000,
 ``group.consumer.min/max.heartbeat.interval.ms`` 5000-15000). A share group's (KIP-932):
 its session timeout, heartbeat interval, record lock duration and how many records of a
-partition may be in flight at once (each in place of the broker's ``group.share.*``), where a new share group starts reading a partition
-(``share.auto.offset.reset``: ``latest``, Kafka's default, or ``earliest``) and which
-records it is given (``share.isolation.level``: ``read_uncommitted``, Kafka's default, up
-to the high watermark; ``read_committed`` up to the last stable offset, aborted
-transactions' records never). Kafka's streams group configs are not here: the node has no
+partition may be in flight at once (each in place of the broker's ``group.share.*``),
+where a new share group starts reading a partition (``share.auto.offset.reset``:
+``latest``, Kafka's default, or ``earliest``) and which records it is given
+(``share.isolation.level``: ``read_uncommitted``, Kafka's default, up to the high
+watermark; ``read_committed`` up to the last stable offset, aborted transactions' records
+never). Kafka's streams group configs are not here: the node has no
 streams groups.
 """
 from __future__ import annotations
@@ -52,7 +53,7 @@ GROUP_CONFIGS: dict[str, GroupConfig] = {
 
 def bounds(options) -> dict[str, tuple[int, int]]:
     """The bounds a node's broker settings give group configs (Kafka's
-    ``group.share.min/max.record.lock.duration.ms``), where they are not Kafka's defaults'."""
+    ``group.share.min/max.record.lock.duration.ms``)."""
     return {key: (getattr(options, c.bounds_attrs[0]), getattr(options, c.bounds_attrs[1]))
             for key, c in GROUP_CONFIGS.items() if c.bounds_attrs}
 
