@@ -22,7 +22,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
 
 from kafka.protocol.admin import DescribeConfigsRequest, ListGroupsRequest
 
-from conftest import wait_for
+from conftest import local_brokers, wait_for
 from group_clients import create_topic, produce
 from node_clients import wire
 from node_image import kafka_codec as kc
@@ -32,15 +32,9 @@ PARTITIONS = 2
 
 @pytest.fixture
 def cluster(tmp_path):
-    from local_cluster import LocalCluster
-    c = LocalCluster(tmp_path, nodes=3, brokers=True, extra_config={
-        "chaoskraft.metadata.max.version": "12",
-        "group.share.delivery.count.limit": "3"})
-    c.start_all()
-    try:
+    with local_brokers(tmp_path, extra_config={"chaoskraft.metadata.max.version": "12",
+                                               "group.share.delivery.count.limit": "3"}) as c:
         yield c
-    finally:
-        c.close()
 
 
 def earliest(cluster, group, **configs):
