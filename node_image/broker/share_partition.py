@@ -169,10 +169,6 @@ class SharePartition:
                 self._finish(rec, "release")
         self._advance()
 
-    def next_deadline_ms(self) -> int | None:
-        times = [r.deadline_ms for r in self.records.values() if r.state == ACQUIRED]
-        return min(times) if times else None
-
     def truncate_below(self, start: int) -> None:
         """The log now starts at ``start`` (DeleteRecords, retention): what lies below is
         gone for this group too."""
