@@ -22,7 +22,9 @@ import paramiko
 from harness.backends.ssh_backend import host_keys
 from harness.images import SUITE, _hash, build_debian, debian_mirror
 
-PACKAGES = ("openssh-server", "python3")
+# sudo for the test of a user reaching a host through it; the test of a host without sudo
+# moves the binary away (one image for every test host: each build is about 90 s)
+PACKAGES = ("openssh-server", "python3", "sudo")
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"
 BOOT = (f"rm -f /etc/ssh/ssh_host_*; ssh-keygen -q -t ed25519 -N '' -f {HOST_KEY}"
         " && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -o PermitRootLogin=prohibit-password"

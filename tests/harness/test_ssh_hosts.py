@@ -1,5 +1,5 @@
-"""Campaigns on hosts chaoskraft did not create: three plain Debian containers (sshd and
-python3 only, started here, not labelled chaoskraft) reached only over SSH.
+"""Campaigns on hosts chaoskraft did not create: three plain Debian containers (sshd,
+python3 and sudo only, started here, not labelled chaoskraft) reached only over SSH.
 
 The nodes are installed over SSH, the register and queue campaigns run with their faults,
 the node logs come back, and ``chaoskraft hosts clean`` leaves every host's file list as it
@@ -200,9 +200,14 @@ def test_user_without_sudo(hosts, tmp_path):
                            "/home/plain/.ssh && cp /root/.ssh/authorized_keys /home/plain/.ssh/ "
                            "&& chown -R plain /home/plain/.ssh)", "userdel -r plain"):
         a = hosts.addresses[0]
-        msg = _check_error(hosts, tmp_path, [{"address": a, "user": "plain",
-                                              "key": str(hosts.key_file)}])
-        assert f"plain@{a}" in msg and "no passwordless sudo" in msg and "sudo: not found" in msg
+        entry = [{"address": a, "user": "plain", "key": str(hosts.key_file)}]
+        msg = _check_error(hosts, tmp_path, entry)  # sudo there, but not for this user
+        assert f"plain@{a}" in msg and "no passwordless sudo" in msg
+        with _broken(hosts, 0, "mv /usr/bin/sudo /usr/bin/sudo.away",
+                     "mv /usr/bin/sudo.away /usr/bin/sudo"):
+            msg = _check_error(hosts, tmp_path, entry)
+            assert f"plain@{a}" in msg and "no passwordless sudo" in msg
+            assert "sudo: not found" in msg
 
 
 def test_wrong_or_missing_python(hosts, tmp_path):
@@ -250,25 +255,21 @@ def test_a_host_without_chroot(hosts, tmp_path):
         assert f"root@{a}" in msg and "the host lacks chroot" in msg
 
 
-def test_a_sudo_user_is_as_good_as_root(docker_client, node_image, tmp_path):
+def test_a_sudo_user_is_as_good_as_root(hosts, tmp_path):
     """A host reached as a user with passwordless sudo (Jepsen's usual admin user): every
-    command and file goes through ``sudo -n``. This host has sudo besides sshd and python3."""
+    command and file goes through ``sudo -n``."""
     from harness.backends.ssh_hosts import SshHosts
     from harness.hosts import parse_hosts
     from harness.images import build_images, node_bundle
-    ph = PlainHosts(1, tmp_path, docker_client, packages=("openssh-server", "python3", "sudo"))
-    try:
-        ph.start()
-        known = ph.known_hosts(tmp_path / "known_hosts")
-        rc, out = ph.sh(0, "useradd -m ops && mkdir -p /home/ops/.ssh && cp /root/.ssh/"
+    with _broken(hosts, 0, "useradd -m ops && mkdir -p /home/ops/.ssh && cp /root/.ssh/"
                            "authorized_keys /home/ops/.ssh/ && chown -R ops /home/ops/.ssh && "
-                           "echo 'ops ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/ops")
-        assert rc == 0, out
-        before = ph.file_list(0)
-        bundle = node_bundle(build_images(docker_client, log=lambda m: None), docker_client)
-        c = SshHosts(parse_hosts([{"address": ph.addresses[0], "user": "ops",
-                                   "key": str(ph.key_file)}]), "sudo", controllers=1,
-                     known_hosts=str(known), bundle=bundle, log=lambda m: None)
+                           "echo 'ops ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/ops",
+                 "rm -f /etc/sudoers.d/ops; userdel -r ops"):
+        before = hosts.file_list(0)
+        bundle = node_bundle(build_images(hosts.client, log=lambda m: None), hosts.client)
+        c = SshHosts(parse_hosts([{"address": hosts.addresses[0], "user": "ops",
+                                   "key": str(hosts.key_file)}]), "sudo", controllers=1,
+                     known_hosts=str(hosts.known), bundle=bundle, log=lambda m: None)
         try:
             c.check()
             c._install(1)
@@ -277,12 +278,10 @@ def test_a_sudo_user_is_as_good_as_root(docker_client, node_image, tmp_path):
             assert c.get_file(1, "/etc/chaoskraft/probe") == b"written through sudo"
             rc, out = c.exec(1, ["sh", "-c", "id -u; iptables -S INPUT"])
             assert out.split()[0] == "0" and "-P INPUT" in out, out
-            rc, out = ph.sh(0, "stat -c %U /opt/chaoskraft/root/etc/chaoskraft/probe")
+            rc, out = hosts.sh(0, "stat -c %U /opt/chaoskraft/root/etc/chaoskraft/probe")
             assert out.strip() == "root"
             assert c.status()[1]["bundle"] == bundle.stem
             assert c.clean()[1]["removed"] == "/opt/chaoskraft"
         finally:
             c.close()
-        assert ph.file_list(0) == before
-    finally:
-        ph.remove()
+        assert hosts.file_list(0) == before
