@@ -165,11 +165,14 @@ def pings(cluster, src: int, dst: int, n: int, gap_s: float) -> tuple[list[float
 
 
 def wait_for_file(cluster, node: int, path: str, timeout_s: float = 15.0) -> str:
+    """The file's text once it exists (read from the container's file system: the output
+    of a `cat` run through an exec can come back empty on a loaded machine)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        rc, out = cluster.exec(node, ["cat", path], check=False)
-        if rc == 0:
-            return out
+        try:
+            return cluster.get_file(node, path).decode()
+        except FileNotFoundError:
+            pass
         assert time.monotonic() < deadline, f"n{node}: no {path} after {timeout_s:g} s"
         time.sleep(0.1)
 
