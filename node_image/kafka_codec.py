@@ -64,7 +64,8 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   DescribeUserScramCredentialsRequest,
                                   DescribeUserScramCredentialsResponse,
                                   AlterUserScramCredentialsRequest,
-                                  AlterUserScramCredentialsResponse)
+                                  AlterUserScramCredentialsResponse,
+                                  ListConfigResourcesRequest, ListConfigResourcesResponse)
 from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
@@ -123,6 +124,7 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 1
 API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 18, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
+LIST_CONFIG_RESOURCES = 74
 DESCRIBE_CLUSTER, DELETE_TOPICS, DESCRIBE_QUORUM = 60, 20, 55
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, OFFSET_DELETE = 21, 23, 42, 47
@@ -200,6 +202,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     SHARE_GROUP_HEARTBEAT: (1, 1, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
     SHARE_FETCH: (1, 1, ShareFetchRequest, ShareFetchResponse),
     SHARE_ACKNOWLEDGE: (1, 1, ShareAcknowledgeRequest, ShareAcknowledgeResponse),
+    LIST_CONFIG_RESOURCES: (0, 1, ListConfigResourcesRequest, ListConfigResourcesResponse),
 }
 # api key -> Kafka's name for it (its request class's name, as Kafka's schemas have it)
 API_NAMES = {k: req.__name__.removesuffix("Request") for k, (_, _, req, _) in SUPPORTED.items()}

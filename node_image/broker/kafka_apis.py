@@ -124,6 +124,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.ADD_OFFSETS_TO_TXN: self._add_offsets_to_txn, kc.END_TXN: self._end_txn,
             kc.TXN_OFFSET_COMMIT: self._txn_offset_commit,
             kc.DESCRIBE_CONFIGS: self._describe_configs, kc.DESCRIBE_CLUSTER: self._describe_cluster,
+            kc.LIST_CONFIG_RESOURCES: self._list_config_resources,
             kc.CREATE_PARTITIONS: self._create_partitions,
             kc.ALTER_CONFIGS: self._alter_configs,
             kc.DELETE_TOPICS: self._delete_topics,

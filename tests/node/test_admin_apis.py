@@ -1,12 +1,13 @@
 """Admin APIs asked by real clients' admin interfaces (librdkafka's AdminClient and
-kafka-python's KafkaAdminClient) on three real node processes: DescribeConfigs of topics
-and brokers, DescribeCluster, ListGroups with its state filter, an emptied group keeping
-its protocol type, and DeleteGroups and OffsetDelete (on the wire and from both clients)."""
+kafka-python's KafkaAdminClient) on three real node processes: DescribeCluster, ListGroups
+with its state filter, an emptied group keeping its protocol type, and DeleteGroups and
+OffsetDelete (on the wire and from both clients). The config APIs have their own module
+(test_config_apis)."""
 import time
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from conftest import wait_for
 from node_clients import admin, create, three_brokers, wire
@@ -15,55 +16,6 @@ from node_clients import admin, create, three_brokers, wire
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     yield from three_brokers(tmp_path_factory, "admin")
-
-
-def test_describe_configs_of_a_topic_says_what_was_set_and_what_is_a_default(cluster):
-    create(cluster, "described", {"min.insync.replicas": "2", "compression.type": "zstd"})
-    res = ConfigResource(ConfigResource.Type.TOPIC, "described")
-    a = admin(cluster)  # kept: a future's client must outlive it
-    configs = a.describe_configs([res])[res].result(15)
-    assert configs["min.insync.replicas"].value == "2"
-    assert configs["min.insync.replicas"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-    assert configs["compression.type"].value == "zstd"
-    # not set on the topic: the broker's setting (server.properties here) or Kafka's default
-    assert configs["unclean.leader.election.enable"].value == "false"
-    assert configs["unclean.leader.election.enable"].source == ConfigSource.DEFAULT_CONFIG.value
-    assert configs["retention.ms"].value == "-1", "records are kept forever, and it says so"
-    assert (configs["retention.bytes"].value, configs["retention.bytes"].source) == (
-        "-1", ConfigSource.DEFAULT_CONFIG.value), "by time and by size"
-    missing = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
-    with pytest.raises(KafkaException, match="does not exist|UNKNOWN_TOPIC"):
-        a.describe_configs([missing])[missing].result(15)
-    # kafka-python's admin client asks the same API and reads the same answer
-    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
-    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
-    try:
-        got = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, "described")])
-        print("kafka-python:", got)
-        [(_, by_name)] = got.items()
-        [(_, keys)] = by_name.items()
-        assert set(keys) == {"min.insync.replicas", "compression.type"}, \
-            "kafka-python lists the values set on the topic (not the defaults)"
-    finally:
-        kp.close()
-
-
-def test_describe_configs_of_a_broker_are_its_settings_read_only_but_kafkas_dynamic_ones(
-        cluster):
-    res = ConfigResource(ConfigResource.Type.BROKER, "2")
-    a = admin(cluster)
-    configs = a.describe_configs([res])[res].result(15)
-    mir = configs["min.insync.replicas"]
-    assert (mir.value, mir.is_read_only) == ("1", False), "dynamic in Kafka"
-    assert configs["broker.session.timeout.ms"].is_read_only
-    assert configs["broker.session.timeout.ms"].value == "9000"
-    assert configs["broker.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
-    # the address clients are given, set in server.properties, as Kafka 4 lists it
-    ads = configs["advertised.listeners"]
-    assert (ads.value, ads.source, ads.is_read_only) == (
-        f"PLAINTEXT://{cluster.host(2)}:{cluster.kafka_port}",
-        ConfigSource.STATIC_BROKER_CONFIG.value, True)
-    assert configs["node.id"].value == "2"
 
 
 def test_describe_cluster_lists_the_brokers_and_the_cluster_id(cluster):
@@ -253,47 +205,6 @@ def test_a_kafka_listener_that_cannot_bind_stops_the_node_saying_so(tmp_path):
             c.close()
     assert code == 71
     assert "cannot open the Kafka listener on 127.0.0.1:" in c.log_path(1).read_text()
-
-
-def test_topic_configs_altered_by_clients_take_effect_on_every_broker(cluster):
-    """IncrementalAlterConfigs (librdkafka) and AlterConfigs (kafka-python) change a topic's
-    configs through the controller; every broker's DescribeConfigs then says so, and the
-    value is what every broker then reads (the replace-everything semantics of the legacy
-    AlterConfigs are in tests/node/test_replication.py)."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
-    create(cluster, "altered", {"min.insync.replicas": "2"})
-    a = admin(cluster)
-    res = ConfigResource(ConfigResource.Type.TOPIC, "altered", incremental_configs=[
-        ConfigEntry("flush.messages", "1", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE)])
-    a.incremental_alter_configs([res])[res].result(15)
-
-    def on_every_broker(want):
-        def check():
-            for i in cluster.ids:
-                one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
-                r = ConfigResource(ConfigResource.Type.TOPIC, "altered")
-                got = one.describe_configs([r])[r].result(15)
-                if any(got[k].value != v for k, v in want.items()):
-                    return False
-            return True
-        wait_for(f"{want} on every broker", check, timeout_s=30)
-    on_every_broker({"flush.messages": "1", "min.insync.replicas": "1"})  # back to the default
-    bad = ConfigResource(ConfigResource.Type.TOPIC, "altered", incremental_configs=[
-        ConfigEntry("min.insync.replicas", "4", incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(KafkaException, match="larger than the replication factor"):
-        a.incremental_alter_configs([bad])[bad].result(15)
-    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
-    try:
-        # the legacy AlterConfigs (kafka-python asks the incremental one when it can)
-        kp.alter_configs([KpResource(ConfigResourceType.TOPIC, "altered",
-                                     {"min.insync.replicas": "3"})], incremental=False)
-    finally:
-        kp.close()
-    # AlterConfigs replaces the whole set; kafka-python sends the topic's other dynamic
-    # values along (it described them first), so flush.messages stays
-    on_every_broker({"min.insync.replicas": "3", "flush.messages": "1"})
 
 
 def test_delete_topics_removes_the_data_everywhere_and_a_new_topic_of_the_name_is_empty(cluster):

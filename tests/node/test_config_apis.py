@@ -1,11 +1,12 @@
 """Kafka's topic configs and KIP-848's group configs: which values the controller takes
 (``node_image.topic_configs``, ``node_image.group_configs``), and, on three real node
-processes, what librdkafka's admin client and producer see of them."""
+processes, what librdkafka's admin client and producer see of them; DescribeConfigs of
+topics and brokers, topic configs altered from both admin clients, and ListConfigResources."""
 import uuid
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, ConfigSource
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from conftest import wait_for
 from node_clients import admin, create, three_brokers, wire
@@ -200,7 +201,8 @@ def test_brokers_dynamic_configs_are_set_described_and_acted_on(cluster):
         R = kc.IncrementalAlterConfigsRequest
         body = R(resources=[R.AlterConfigsResource(
             resource_type=4, resource_name="", configs=[
-                R.AlterConfigsResource.AlterableConfig(name=k, config_operation=0, value=v)
+                R.AlterConfigsResource.AlterableConfig(name=k, config_operation=0 if v else 1,
+                                                       value=v)
                 for k, v in configs.items()])], validate_only=False)
         [r] = wire(cluster, cluster.host(1), kc.INCREMENTAL_ALTER_CONFIGS, 1, body).responses
         if r.error_code:
@@ -245,3 +247,138 @@ def test_brokers_dynamic_configs_are_set_described_and_acted_on(cluster):
     p.produce("dyn", b"x" * 5000, partition=0, on_delivery=lambda err, msg: outcomes.append(err))
     p.flush(30)
     assert outcomes[1] is None, outcomes
+    # the cluster's defaults deleted again (the module's other tests see Kafka's)
+    alter("", ("log.cleaner.threads", None), ("log.retention.ms", None))
+    alter("1", ("sasl.kerberos.min.time.before.relogin", None))
+
+    def unset(broker, key):  # a key with no value of its own is not described
+        res = ConfigResource(ResourceType.BROKER, str(broker))
+        return key not in a.describe_configs([res])[res].result(30)
+    wait_for("the defaults back on every broker", lambda: all(
+        unset(b, "log.retention.ms") for b in (1, 2, 3)))
+
+
+def test_describe_configs_of_a_topic_says_what_was_set_and_what_is_a_default(cluster):
+    create(cluster, "described", {"min.insync.replicas": "2", "compression.type": "zstd"})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "described")
+    a = admin(cluster)  # kept: a future's client must outlive it
+    configs = a.describe_configs([res])[res].result(15)
+    assert configs["min.insync.replicas"].value == "2"
+    assert configs["min.insync.replicas"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["compression.type"].value == "zstd"
+    # not set on the topic: the broker's setting (server.properties here) or Kafka's default
+    assert configs["unclean.leader.election.enable"].value == "false"
+    assert configs["unclean.leader.election.enable"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["retention.ms"].value == "-1", "records are kept forever, and it says so"
+    assert (configs["retention.bytes"].value, configs["retention.bytes"].source) == (
+        "-1", ConfigSource.DEFAULT_CONFIG.value), "by time and by size"
+    missing = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
+    with pytest.raises(KafkaException, match="does not exist|UNKNOWN_TOPIC"):
+        a.describe_configs([missing])[missing].result(15)
+    # kafka-python's admin client asks the same API and reads the same answer
+    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        got = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, "described")])
+        print("kafka-python:", got)
+        [(_, by_name)] = got.items()
+        [(_, keys)] = by_name.items()
+        assert set(keys) == {"min.insync.replicas", "compression.type"}, \
+            "kafka-python lists the values set on the topic (not the defaults)"
+    finally:
+        kp.close()
+
+
+def test_describe_configs_of_a_broker_are_its_settings_read_only_but_kafkas_dynamic_ones(
+        cluster):
+    res = ConfigResource(ConfigResource.Type.BROKER, "2")
+    a = admin(cluster)
+    configs = a.describe_configs([res])[res].result(15)
+    mir = configs["min.insync.replicas"]
+    assert (mir.value, mir.is_read_only) == ("1", False), "dynamic in Kafka"
+    assert configs["broker.session.timeout.ms"].is_read_only
+    assert configs["broker.session.timeout.ms"].value == "9000"
+    assert configs["broker.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    # the address clients are given, set in server.properties, as Kafka 4 lists it
+    ads = configs["advertised.listeners"]
+    assert (ads.value, ads.source, ads.is_read_only) == (
+        f"PLAINTEXT://{cluster.host(2)}:{cluster.kafka_port}",
+        ConfigSource.STATIC_BROKER_CONFIG.value, True)
+    assert configs["node.id"].value == "2"
+
+
+def test_list_config_resources_names_what_describe_configs_answers_for(cluster):
+    """kafka-python's list_config_resources (ListConfigResources v1, KIP-1142): topics,
+    brokers and groups with configs of their own, filtered by type; a broker logger's are
+    not kept here (UNSUPPORTED_VERSION); v0, ListClientMetricsResources, lists none."""
+    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
+    from kafka.errors import UnsupportedVersionError
+    from kafka.protocol.admin import ListConfigResourcesRequest
+
+    from node_image import kafka_codec as kc
+    create(cluster, "listed", {})
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        kp.alter_configs([KpResource(ConfigResourceType.GROUP, "listed-group",
+                                     {"consumer.session.timeout.ms": "50000"})])
+
+        def listed():
+            r = kp.list_config_resources()
+            return r if "listed-group" in r.get("group", ()) else None
+        every = wait_for("the group's config on the broker asked", listed)
+        assert "listed" in every["topic"]
+        assert every["broker"] == ["1", "2", "3"]
+        # the groups this module gave configs, not those without (a group is listed once it
+        # has a config of its own)
+        assert "listed-group" in every["group"] and "not-configured" not in every["group"]
+        assert set(every["group"]) <= {"listed-group", "configured"}, every["group"]
+        assert set(every) == {"topic", "broker", "group"}
+        assert kp.list_config_resources(["BROKER"]) == {"broker": ["1", "2", "3"]}
+        assert set(kp.list_config_resources(["TOPIC", "GROUP"])) == {"topic", "group"}
+        with pytest.raises(UnsupportedVersionError):
+            kp.list_config_resources(["BROKER_LOGGER"])
+    finally:
+        kp.close()
+    r = wire(cluster, cluster.host(2), kc.LIST_CONFIG_RESOURCES, 0, ListConfigResourcesRequest[0]())
+    assert (r.error_code, r.config_resources) == (0, [])
+
+
+def test_topic_configs_altered_by_clients_take_effect_on_every_broker(cluster):
+    """IncrementalAlterConfigs (librdkafka) and AlterConfigs (kafka-python) change a topic's
+    configs through the controller; every broker's DescribeConfigs then says so, and the
+    value is what every broker then reads (the replace-everything semantics of the legacy
+    AlterConfigs are in tests/node/test_replication.py)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
+    create(cluster, "altered", {"min.insync.replicas": "2"})
+    a = admin(cluster)
+    res = ConfigResource(ConfigResource.Type.TOPIC, "altered", incremental_configs=[
+        ConfigEntry("flush.messages", "1", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE)])
+    a.incremental_alter_configs([res])[res].result(15)
+
+    def on_every_broker(want):
+        def check():
+            for i in cluster.ids:
+                one = AdminClient({"bootstrap.servers": f"{cluster.host(i)}:{cluster.kafka_port}"})
+                r = ConfigResource(ConfigResource.Type.TOPIC, "altered")
+                got = one.describe_configs([r])[r].result(15)
+                if any(got[k].value != v for k, v in want.items()):
+                    return False
+            return True
+        wait_for(f"{want} on every broker", check, timeout_s=30)
+    on_every_broker({"flush.messages": "1", "min.insync.replicas": "1"})  # back to the default
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "altered", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "4", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="larger than the replication factor"):
+        a.incremental_alter_configs([bad])[bad].result(15)
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    try:
+        # the legacy AlterConfigs (kafka-python asks the incremental one when it can)
+        kp.alter_configs([KpResource(ConfigResourceType.TOPIC, "altered",
+                                     {"min.insync.replicas": "3"})], incremental=False)
+    finally:
+        kp.close()
+    # AlterConfigs replaces the whole set; kafka-python sends the topic's other dynamic
+    # values along (it described them first), so flush.messages stays
+    on_every_broker({"min.insync.replicas": "3", "flush.messages": "1"})

@@ -1,12 +1,13 @@
 """The admin APIs: topics created, deleted and given partitions or configs through the
-active controller; ElectLeaders; DeleteRecords; DescribeConfigs, DescribeCluster and
-DescribeQuorum.
+active controller; ElectLeaders; DeleteRecords; DescribeConfigs, ListConfigResources,
+DescribeCluster and DescribeQuorum.
 
 With an authorizer each asks what Kafka's KafkaApis asks first (Authorization failed. for
 each resource refused): CreateTopics CREATE on the cluster or on the topic, DeleteTopics
 DELETE, CreatePartitions ALTER, DeleteRecords DELETE, DescribeConfigs DESCRIBE_CONFIGS and
 AlterConfigs ALTER_CONFIGS on the topic (on the cluster for a broker's), ElectLeaders ALTER
-and DescribeQuorum DESCRIBE on the cluster."""
+and DescribeQuorum DESCRIBE on the cluster, ListConfigResources DESCRIBE_CONFIGS on the
+cluster."""
 from __future__ import annotations
 
 from ... import acls, broker_configs
@@ -24,6 +25,10 @@ from .common import (ZERO_UUID, METADATA_TOPIC, NOT_AUTHORIZED_OPERATIONS, _as_u
 
 
 BROKER_LOGGER_RESOURCE = 8  # Kafka's ConfigResource.Type.BROKER_LOGGER
+CLIENT_METRICS_RESOURCE = 16  # Kafka's ConfigResource.Type.CLIENT_METRICS
+# the config resource types ListConfigResources lists
+LISTED_CONFIG_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, CLIENT_METRICS_RESOURCE,
+                           GROUP_RESOURCE)
 
 
 class AdminApis:
@@ -339,6 +344,38 @@ class AdminApis:
             self.rm.image, self.broker.node_id, self.options, req.body.resources,
             req.api_version, R, lambda rtype, name: self._config_denied(
                 src, acls.DESCRIBE_CONFIGS, rtype, name))))
+
+    def _list_config_resources(self, src, req: KafkaRequest, now: int) -> None:
+        """ListConfigResources (KIP-1142; v0 was ListClientMetricsResources): the names a
+        DescribeConfigs here answers for, by type (none asked: all of them). Topics (the
+        internal ones too), the registered brokers' ids, and the groups with configs of their own;
+        v0 asks for client metrics resources, of which there are none. A type not served
+        here (a broker logger's, or any other) is UNSUPPORTED_VERSION, as Kafka answers for
+        a type it does not list. Needs DESCRIBE_CONFIGS on the cluster."""
+        R, v = self._cls(req), req.api_version
+        Row = R.ConfigResource
+
+        def answer(error: int, rows=()) -> None:
+            self._reply(src, req, R(throttle_time_ms=0, error_code=error,
+                                    config_resources=list(rows)))
+        if not self._allowed(src, acls.DESCRIBE_CONFIGS, acls.CLUSTER, acls.CLUSTER_NAME):
+            answer(m.CLUSTER_AUTHORIZATION_FAILED)
+            return
+        if v == 0:
+            answer(m.NONE)  # client metrics resources: none are kept
+            return
+        asked = set(req.body.resource_types) or set(LISTED_CONFIG_RESOURCES)
+        if not asked <= set(LISTED_CONFIG_RESOURCES):
+            answer(m.UNSUPPORTED_VERSION)
+            return
+        image = self.rm.image
+        names = {TOPIC_RESOURCE: sorted(image.topics),
+                 BROKER_RESOURCE: [str(b) for b in sorted(image.brokers)],
+                 GROUP_RESOURCE: sorted(name for (rtype, name), entries in image.configs.items()
+                                        if rtype == GROUP_RESOURCE and entries),
+                 CLIENT_METRICS_RESOURCE: []}
+        answer(m.NONE, [Row(resource_name=name, resource_type=rtype)
+                        for rtype in sorted(asked) for name in names[rtype]])
 
     def _describe_cluster(self, src, req: KafkaRequest, now: int) -> None:
         R = self._cls(req)
