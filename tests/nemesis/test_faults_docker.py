@@ -6,6 +6,7 @@ starts one fault step as a campaign would, looks, stops it, and looks again.
 """
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import statistics
 import time
@@ -165,14 +166,11 @@ def pings(cluster, src: int, dst: int, n: int, gap_s: float) -> tuple[list[float
 
 
 def wait_for_file(cluster, node: int, path: str, timeout_s: float = 15.0) -> str:
-    """The file's text once it exists (read from the container's file system: the output
-    of a `cat` run through an exec can come back empty on a loaded machine)."""
+    """The file's text once it exists (an exec's output can come back empty under load)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             return cluster.get_file(node, path).decode()
-        except FileNotFoundError:
-            pass
         assert time.monotonic() < deadline, f"n{node}: no {path} after {timeout_s:g} s"
         time.sleep(0.1)
 
