@@ -26,6 +26,10 @@ The transitions (checked in :data:`TRANSITIONS`, one place):
   or ARCHIVED if the record has been delivered ``max_deliveries`` times;
 - the lock runs out, or the member's share session ends: as RELEASE.
 
+:meth:`snapshot` and :meth:`restore` carry the state to a new leader: SPSO, and each
+in-flight record archived or available (a held record is released) with its delivery
+count.
+
 Only the member that holds a record may acknowledge it; anything else is
 INVALID_RECORD_STATE and changes nothing (a batch of acknowledgements is applied whole or
 not at all). When the records at SPSO are ARCHIVED, SPSO moves past them and they are
@@ -178,6 +182,40 @@ class SharePartition:
             self.records.pop(o, None)
         self.spso = start
         self.speo = max(self.speo, start)
+
+    # -- persisting ------------------------------------------------------------------
+    def snapshot(self) -> tuple[int, tuple]:
+        """(SPSO, runs): every in-flight offset in runs (first, last, archived?, delivery
+        count) of one state and count; an acquired record is written as available (its
+        lock does not outlive the leader), with the deliveries it has had."""
+        runs: list[list] = []
+        for o in range(self.spso, self.speo):
+            rec = self.records[o]
+            archived = rec.state == ARCHIVED
+            if runs and runs[-1][1] == o - 1 and runs[-1][2:] == [archived, rec.delivery_count]:
+                runs[-1][1] = o
+            else:
+                runs.append([o, o, archived, rec.delivery_count])
+        return self.spso, tuple(tuple(r) for r in runs)
+
+    @classmethod
+    def restore(cls, spso: int, runs, **options) -> "SharePartition":
+        """A share partition as :meth:`snapshot` left it: nothing acquired, and a record
+        delivered the limit times archived (as its release would have). Offsets the runs
+        skip (none that a snapshot writes) are archived."""
+        sp = cls(spso, **options)
+        for first, last, archived, count in runs:
+            if last < sp.speo:
+                continue
+            for o in range(sp.speo, first):
+                sp.records[o] = InFlight(ARCHIVED)
+            count = min(count, sp.max_deliveries)
+            state = ARCHIVED if archived or count >= sp.max_deliveries else AVAILABLE
+            for o in range(max(first, sp.speo), last + 1):
+                sp.records[o] = InFlight(state, count)
+            sp.speo = last + 1
+        sp._advance()
+        return sp
 
     def _finish(self, rec: InFlight, event: str) -> None:
         if event == "release" and rec.delivery_count >= self.max_deliveries:

@@ -75,10 +75,36 @@ def test_the_in_flight_window_is_bounded_and_truncation_moves_the_start():
     sp.check()
 
 
+def test_the_state_a_new_leader_reads_back_is_the_old_ones_with_nothing_held():
+    """snapshot (what the leader writes) and restore (what the next leader reads): the
+    start offset, archived runs and delivery counts kept; acquired records available again
+    with the deliveries they had, and taken by the next member once more."""
+    sp = SharePartition(10, lock_ms=100, max_deliveries=3)
+    sp.acquire_new(10, 19, "a", 0)
+    assert sp.acknowledge("a", 10, 12, [ACCEPT], 0) is None  # SPSO moves to 13
+    assert sp.acknowledge("a", 14, 15, [REJECT], 0) is None
+    assert sp.acknowledge("a", 16, 16, [RELEASE], 0) is None
+    spso, runs = sp.snapshot()
+    assert (spso, runs) == (13, ((13, 13, False, 1), (14, 15, True, 1), (16, 19, False, 1)))
+    again = SharePartition.restore(spso, runs, max_deliveries=3)
+    again.check()
+    assert (again.spso, again.speo) == (13, 20)
+    assert again.available(0) == [13, 16, 17, 18, 19]
+    assert again.snapshot() == (spso, runs)
+    again.acquire_offsets([13, 16], "b", 0)
+    assert again.acquired_ranges("b", [13, 16]) == [(13, 13, 2), (16, 16, 2)]
+    # a record held at its delivery limit when the leader went is done with, as its
+    # release would have left it
+    worn = SharePartition.restore(0, ((0, 0, False, 3), (1, 1, False, 2)), max_deliveries=3)
+    assert (worn.spso, worn.available(0)) == (1, [1])
+    assert SharePartition.restore(7, ()).snapshot() == (7, ())
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_random_schedules_deliver_every_record_and_never_to_two_members(seed):
-    """Three members acquire, acknowledge with every type, leave and let locks run out, in
-    a random order: after every step the invariants hold and no offset is held by two;
+    """Three members acquire, acknowledge with every type, leave and let locks run out, and
+    the partition moves to a new leader that reads the state back, in a random order: after
+    every step the invariants hold and no offset is held by two;
     in the end each record is accepted at most once, and every record is either accepted
     or was rejected, a gap, or delivered the limit times."""
     rng = random.Random(seed)
@@ -125,9 +151,15 @@ def test_random_schedules_deliver_every_record_and_never_to_two_members(seed):
                            or sp.records[o].owner != member)
             if stale:  # its lock ran out: acknowledging it is refused
                 assert sp.acknowledge(member, stale[0], stale[0], [ACCEPT], now) is not None
-        else:
+        elif action < 0.95:
             sp.release_member(member)
             held[member].clear()
+        else:  # a new leader, from the state the old one wrote: every lock is gone
+            sp = SharePartition.restore(*sp.snapshot(), lock_ms=50, max_deliveries=3,
+                                        max_in_flight=30)
+            assert not any(r.state == ACQUIRED for r in sp.records.values())
+            for h in held.values():
+                h.clear()
         sp.check()
         assert sum(r.state == ACQUIRED for r in sp.records.values()) == len(
             {o for o, r in sp.records.items() if r.state == ACQUIRED})
