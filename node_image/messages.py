@@ -33,6 +33,8 @@ from .admin_messages import (AlterConfigsRequest, AlterConfigsResponse,
                              CreatePartitionsRequest, CreatePartitionsResponse,
                              CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                              DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse)
+from .share_messages import (ShareStateReadRequest, ShareStateReadResponse,
+                             ShareStateWriteRequest, ShareStateWriteResponse)
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
@@ -471,7 +473,8 @@ TYPES: tuple[type, ...] = (
     UpdateFeaturesResponse, AddRaftVoterRequest, RemoveRaftVoterRequest, RaftVoterResponse,
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
     UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateRaftVoterRequest,
-    UpdateRaftVoterResponse, AlterScramRequest, AlterScramResponse,
+    UpdateRaftVoterResponse, AlterScramRequest, AlterScramResponse, ShareStateReadRequest,
+    ShareStateReadResponse, ShareStateWriteRequest, ShareStateWriteResponse,
 )
 _ROWS: dict[tuple[type, str], tuple] = {
     (BrokerRegistrationRequest, "endpoints"): ("str", "str", "int"),
@@ -504,6 +507,8 @@ _ROWS: dict[tuple[type, str], tuple] = {
     (QuorumStateResponse, "nodes"): ("int", "str", "int"),
     (ReplicaFetchRequest, "partitions"): ("str", "int", "int", "int", "int", "int"),
     (WriteTxnMarkersRequest, "partitions"): ("str", "int"),
+    (ShareStateReadResponse, "batches"): ("int", "int", "int", "int"),
+    (ShareStateWriteRequest, "batches"): ("int", "int", "int", "int"),
     (WriteTxnMarkersResponse, "partitions"): ("str", "int", "int"),
     (ReplicaFetchResponse, "partitions"): ("str", "int", "int", "int", "int", "int", "int", "bytes"),
 }

@@ -68,6 +68,7 @@ class Broker:
         self._pid_end = 0
         self._pid_request: tuple[int, int] | None = None  # (correlation id, deadline)
         self._local_markers: list[m.WriteTxnMarkersRequest] = []
+        self._local_share: list = []  # share-state messages to this broker's own coordinator
         controller.register_publisher(self.publish)
 
     def _next_correlation(self) -> int:
@@ -84,6 +85,23 @@ class Broker:
             self._local_markers.append(req)
         else:
             self.outbox.send(leader, req)
+
+    def send_share_state(self, node: int, msg) -> None:
+        """A share partition leader's read or write of its share state, to the group's
+        coordinator ``node``: over the wire, or queued for :meth:`_after_input` when that
+        is this broker."""
+        if node == self.node_id:
+            self._local_share.append(msg)
+        else:
+            self.outbox.send(node, msg)
+
+    def _share_state_message(self, msg, now: int, reply) -> None:
+        if isinstance(msg, m.ShareStateReadRequest):
+            reply(self.apis.groups.share_state_read(msg))
+        elif isinstance(msg, m.ShareStateWriteRequest):
+            self.apis.groups.share_state_write(msg, now, reply)
+        else:
+            self.apis.share_state_answered(msg, now)
 
     @property
     def ready(self) -> bool:
@@ -183,6 +201,9 @@ class Broker:
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))
         elif isinstance(msg, m.WriteTxnMarkersResponse):
             self.apis.txns.handle_markers_response(msg, now)
+        elif isinstance(msg, (m.ShareStateReadRequest, m.ShareStateWriteRequest,
+                              m.ShareStateReadResponse, m.ShareStateWriteResponse)):
+            self._share_state_message(msg, now, lambda resp: self.outbox.send(src, resp))
         else:
             return False
         self._after_input(now)
@@ -215,6 +236,13 @@ class Broker:
                 self.apis.write_txn_markers(
                     req, now, lambda resp: self.apis.txns.handle_markers_response(resp, self.now))
             self.apis.complete_delayed(now)  # what the markers moved (HWs, parked fetches)
+        for _ in range(3):  # what answers move (loaded state, parked share fetches) may write
+            if not self._local_share:
+                break
+            while self._local_share:
+                self._share_state_message(self._local_share.pop(0), now,
+                                          self._local_share.append)
+            self.apis.complete_delayed(now)
         # The coordinators (txns.poll, groups.poll) and the local markers append after
         # rm.poll served the parked follower fetches: a follower parked at the log end must
         # hear of those records now, not when its fetch times out (replica.fetch.wait.max.ms),
@@ -232,6 +260,8 @@ class Broker:
                 times.append(t)
         if self._pid_request is not None:
             times.append(self._pid_request[1])
+        if self._local_share:
+            times.append(self.now)
         return min(times)
 
     # ------------------------------------------------------------ shutdown

@@ -84,6 +84,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
         self.rng = rng
         self.groups: dict[str, Group] = {}
         self.share_groups: dict[str, ShareGroup] = {}  # KIP-932, in memory (share_coordinator)
+        self.share_states: dict = {}  # KIP-932's share partitions' states (share_coordinator)
         self.log = CoordinatorLog(replica_manager, OFFSETS_TOPIC, options.offsets_commit_timeout_ms,
                                   wall_clock, self._load, self._unload)
         self.owned = self.log.owned  # __consumer_offsets partition -> leader epoch loaded
@@ -101,6 +102,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
         return m.NONE if self.partition_of(group_id) in self.owned else m.NOT_COORDINATOR
 
     def _unload(self, pid: int) -> None:
+        self._unload_share_states(pid)
         gone = [g for g in self.groups.values() if g.partition == pid]
         for g in gone:
             for mb in g.members.values():
@@ -143,6 +145,12 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
                             group(key.group).offsets.pop((key.topic, key.partition), None)
                         else:
                             group(key.group).offsets[(key.topic, key.partition)] = value
+                    elif isinstance(key, gm.ShareStateKey):
+                        k = (key.group, key.topic_id, key.partition)
+                        if rec.value is None:
+                            self.share_states.pop(k, None)
+                        else:
+                            self.share_states[k] = gm.read_share_state_value(rec.value)
                     elif isinstance(key, gm.ConsumerKey):  # a KIP-848 group's record
                         g = group(key.group)
                         if g.consumer is None:

@@ -17,7 +17,9 @@ read a log written by chaoskraft and the other way round:
 
 A KIP-848 consumer group is kept under keys of versions 3-8, Kafka's own
 record types (:data:`CONSUMER_KEYS`; their values are in
-:mod:`.consumer_records`). Keys of version 0 (offsets) and values of versions
+:mod:`.consumer_records`). A share group's state of each partition it reads is
+kept under a key version of chaoskraft's own, :data:`SHARE_STATE` (Kafka keeps
+it in another topic, ``__share_group_state``). Keys of version 0 (offsets) and values of versions
 0-3 are read too, as Kafka reads them. A record of any other version is an error naming it.
 """
 from __future__ import annotations
@@ -92,6 +94,27 @@ class GroupValue:
     members: tuple[MemberValue, ...]
 
 
+# chaoskraft's own key version: a share group's state of one partition (KIP-932), which
+# Kafka keeps in __share_group_state as a ShareSnapshot; its value is Kafka's
+# ShareSnapshotValue but for the snapshot and state epochs
+SHARE_STATE = 1000
+SHARE_AVAILABLE, SHARE_ARCHIVED = 0, 4  # Kafka's delivery states of a state batch
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateKey:
+    group: str
+    topic_id: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateValue:
+    leader_epoch: int  # of the partition's leader that wrote it
+    start_offset: int  # SPSO
+    batches: tuple  # (first offset, last offset, delivery state, delivery count), in order
+
+
 # ------------------------------------------------------------ writing
 
 def _string(s: str | None) -> bytes:
@@ -125,6 +148,16 @@ def consumer_key(kind: int, group: str, member_id: str = "") -> bytes:
     return out + _string(member_id) if kind in _MEMBER_KEYS else out
 
 
+def share_state_key(group: str, topic_id: str, partition: int) -> bytes:
+    return (struct.pack(">h", SHARE_STATE) + _string(group) + _string(topic_id)
+            + struct.pack(">i", partition))
+
+
+def share_state_value(v: ShareStateValue) -> bytes:
+    return (struct.pack(">hiqi", 0, v.leader_epoch, v.start_offset, len(v.batches))
+            + b"".join(struct.pack(">qqbh", *b) for b in v.batches))
+
+
 def group_value(v: GroupValue) -> bytes:
     out = [struct.pack(">h", 3), _string(v.protocol_type), struct.pack(">i", v.generation),
            _string(v.protocol), _string(v.leader), struct.pack(">q", v.state_timestamp),
@@ -153,6 +186,9 @@ class _Reader:
         (value,) = struct.unpack_from(fmt, self.data, self.pos)
         self.pos += size
         return value
+
+    def int8(self, field: str) -> int:
+        return self._take(">b", field)
 
     def int16(self, field: str) -> int:
         return self._take(">h", field)
@@ -189,7 +225,7 @@ class _Reader:
         return b
 
 
-def read_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
+def read_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey | ShareStateKey:
     r = _Reader(data, "key")
     version = r.int16("version")
     if version in (0, 1):
@@ -200,7 +236,26 @@ def read_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
         group = r.string("group")
         return ConsumerKey(version, group, r.string("member_id") if version in _MEMBER_KEYS
                            else "")
-    raise GroupRecordError(f"key: unknown version {version} (0-8 known)")
+    if version == SHARE_STATE:
+        return ShareStateKey(r.string("group"), r.string("topic_id"), r.int32("partition"))
+    raise GroupRecordError(f"key: unknown version {version} (0-8 and {SHARE_STATE} known)")
+
+
+def read_share_state_value(data: bytes) -> ShareStateValue:
+    r = _Reader(data, "share state value")
+    version = r.int16("version")
+    if version != 0:
+        raise GroupRecordError(f"share state value: unknown version {version} (0 known)")
+    epoch, start = r.int32("leader_epoch"), r.int64("start_offset")
+    batches = []
+    for i in range(r.int32("batches")):
+        first, last = r.int64(f"batches[{i}].first_offset"), r.int64(f"batches[{i}].last_offset")
+        state = r.int8(f"batches[{i}].delivery_state")
+        if state not in (SHARE_AVAILABLE, SHARE_ARCHIVED) or last < first:
+            raise GroupRecordError(f"share state value: batches[{i}] {first}-{last} in "
+                                   f"delivery state {state}")
+        batches.append((first, last, state, r.int16(f"batches[{i}].delivery_count")))
+    return ShareStateValue(epoch, start, tuple(batches))
 
 
 def read_offset_value(data: bytes) -> OffsetValue:

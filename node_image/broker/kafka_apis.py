@@ -306,6 +306,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         times = [d.deadline_ms for d in self._delayed_produce]
         times += [d.deadline_ms for d in self._delayed_fetch]
         times += [d.deadline_ms for d in self.share.parked]
+        times += self.share_deadlines()
         times += [d for _, _, d in self._pending_pids]
         if (t := self._forwarding.next_deadline_ms()) is not None:
             times.append(t)

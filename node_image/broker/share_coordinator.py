@@ -16,6 +16,12 @@ FENCED_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID (the client joins again
 member silent for ``share.session.timeout.ms`` (the group's config, else the broker's
 ``group.share.session.timeout.ms``) is removed.
 
+The coordinator also keeps each partition's share state (SPSO, the in-flight records'
+states and delivery counts) for the partition's leader, which writes it as records are
+acknowledged and reads it when it starts leading the partition (Kafka's share coordinator
+and ``__share_group_state``): here in ``__consumer_offsets``, under a key of chaoskraft's
+own (:data:`.group_metadata.SHARE_STATE`), loaded with the group's partition.
+
 Not as Kafka: membership is kept in the coordinator's memory, not written to
 ``__consumer_offsets``; when the coordinator moves, members are told UNKNOWN_MEMBER_ID and
 join the new one, which loses no record (what a member held is released by its lock).
@@ -28,6 +34,7 @@ from dataclasses import dataclass, field
 
 from .. import group_configs
 from .. import messages as m
+from . import group_metadata as gm
 
 LEAVE = -1
 
@@ -83,6 +90,7 @@ class ShareGroups:
     """Mixed into :class:`~node_image.broker.group_coordinator.GroupCoordinator`."""
 
     share_groups: dict
+    share_states: dict  # (group, topic id, partition) -> gm.ShareStateValue, as loaded
 
     def share_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
                         rack_id: str | None, subscribed: tuple | None,
@@ -179,6 +187,48 @@ class ShareGroups:
                 g.members[mid].assignment = a
         self._on_event(f"share group {g.group_id}: epoch {g.epoch} ({reason}), "
                        f"{len(g.members)} members")
+
+    # ------------------------------------------------------------ share state
+
+    def share_state_read(self, req: m.ShareStateReadRequest) -> m.ShareStateReadResponse:
+        """A share partition's new leader asks for the group's state of the partition."""
+        error = self._error_for(req.group)
+        v = (self.share_states.get((req.group, req.topic_id, req.partition))
+             if error == m.NONE else None)
+        return m.ShareStateReadResponse(req.correlation_id, req.group, req.topic_id,
+                                        req.partition, error,
+                                        -1 if v is None else v.start_offset,
+                                        () if v is None else v.batches)
+
+    def share_state_write(self, req: m.ShareStateWriteRequest, now: int, reply) -> None:
+        """Write a share partition's state to the group's ``__consumer_offsets`` partition;
+        ``reply`` gets the answer once it is replicated. A write from a leader of an older
+        epoch than the state's is FENCED_LEADER_EPOCH."""
+        key = (req.group, req.topic_id, req.partition)
+
+        def answer(error: int) -> None:
+            reply(m.ShareStateWriteResponse(req.correlation_id, *key, error))
+        error = self._error_for(req.group)
+        held = self.share_states.get(key)
+        if error == m.NONE and held is not None and held.leader_epoch > req.leader_epoch:
+            error = m.FENCED_LEADER_EPOCH
+        if error != m.NONE:
+            answer(error)
+            return
+        value = gm.ShareStateValue(req.leader_epoch, req.start_offset,
+                                   tuple(tuple(b) for b in req.batches))
+
+        def done(error: int) -> None:
+            held = self.share_states.get(key)
+            if error == m.NONE and (held is None or held.leader_epoch <= value.leader_epoch):
+                self.share_states[key] = value
+            answer(error)
+        self.log.write(self.partition_of(req.group),
+                       [(gm.share_state_key(*key), gm.share_state_value(value))], now, done)
+
+    def _unload_share_states(self, pid: int) -> None:
+        self.share_states = {k: v for k, v in self.share_states.items()
+                             if self.partition_of(k[0]) != pid}
 
     def share_group_ids(self) -> list[str]:
         return sorted(gid for gid in self.share_groups if self._error_for(gid) == m.NONE)

@@ -7,7 +7,8 @@ no lock runs out, to one consumer once. A consumer acknowledging explicitly gets
 records it released again, with a higher delivery count, and never the ones it accepted or
 rejected; when it has released a record as often as ``group.share.delivery.count.limit``
 allows, the record is archived, undelivered. ListGroups lists the group as a share group.
-A read_committed share group never gets an aborted transaction's records.
+A read_committed share group never gets an aborted transaction's records. A new leader
+of a partition reads the group's state back: nothing accepted is delivered again.
 The group's configs are set as Kafka's are
 (IncrementalAlterConfigs on the GROUP resource). Share groups need topic ids, so the nodes
 advertise Metadata v12 (``chaoskraft.metadata.max.version``).
@@ -182,10 +183,9 @@ def leader_of(cluster, partition):
 
 def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
     """The partition's leader (and, if it is the same node, the group's coordinator) is
-    killed while two share consumers read: the new leader starts the group where
-    ``share.auto.offset.reset`` says (here the log's start, as the share state is kept in
-    memory), so records may come again but none is lost, and records produced during and
-    after the kill are all read."""
+    killed while two share consumers read: records held and not yet acknowledged may come
+    again, but none is lost, and records produced during and after the kill are all
+    read."""
     create_topic(cluster, 1)
     earliest(cluster, "sk")
     produce(cluster, [f"a{i}" for i in range(200)], 1)
@@ -222,6 +222,43 @@ def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
             t.join(30)
     assert not errors, errors
     assert set(read) == want
+
+
+def test_a_new_leader_reads_the_share_state_back_and_gives_no_accepted_record_again(
+        cluster):
+    """A consumer reads and commits (accepts) 100 records; the partition's leader (and the
+    group's coordinator, when it is the same node) is killed and 100 more are produced: the
+    new leader reads the group's state back from the coordinator, so none of the first 100
+    comes again (a leader that started the group afresh at ``earliest`` would give them
+    all again) and each of the new ones is read (once, where no commit failed)."""
+    create_topic(cluster, 1)
+    earliest(cluster, "ss")
+    first, then = [f"a{i}" for i in range(100)], [f"b{i}" for i in range(100)]
+    produce(cluster, first, 1)
+    c = share_consumer(cluster, "ss")
+    read: list = []
+    failed: list = []  # commits refused: what they held may come again
+
+    def take(n: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(set(read)) < n and time.monotonic() < deadline:
+            got = [x for x in c.poll(0.5) if x.error() is None]
+            read.extend(x.value().decode() for x in got)
+            if got:  # accept what this poll gave, and wait for the broker to have it
+                failed.extend(e for e in c.commit_sync(30).values() if e is not None)
+    try:
+        take(100, 60)
+        assert sorted(read) == sorted(first) and not failed, (len(read), failed)
+        victim = wait_for("the partition's leader", lambda: leader_of(cluster, 0))
+        cluster.kill(victim)
+        produce(cluster, then, 1)
+        take(200, 120)
+    finally:
+        c.close()
+    assert sorted(x for x in read if x.startswith("a")) == sorted(first), "accepted: not again"
+    assert set(read) == set(first) | set(then)
+    if not failed:
+        assert len(read) == 200, len(read)
 
 
 def test_a_share_fetch_holds_at_least_one_batch_and_then_what_max_bytes_allows(cluster):

@@ -14,11 +14,18 @@ last stable offset, aborted transactions' records archived undelivered), at most
 Where nothing is acquired and nothing was acknowledged, it waits up to ``MaxWaitMs`` for
 records (new ones, or ones released by another member).
 
-Not as Kafka: a share partition's state is kept by its leader in memory, not written to
-``__share_group_state``; it lasts while the broker leads the partition without a break,
-and a new leader starts the group again where ``share.auto.offset.reset`` says (records
-accepted before are delivered again with ``earliest``; with ``latest``, records not yet
-delivered are skipped).
+The leader keeps each group's share partition in memory and its *state* with the group's
+coordinator (Kafka's share coordinator, here the group coordinator,
+:mod:`..share_coordinator`): when it starts leading a partition for a group it reads the
+state (SPSO, each in-flight record available or archived, with its delivery count; until
+then the partition gives that group nothing, and acknowledgements for it are
+INVALID_RECORD_STATE, since it holds no acquired records); a group with no state starts
+where ``share.auto.offset.reset`` says, and that start is written at once. Each change
+(acknowledgements, releases, deliveries) is written behind, one write in flight per
+partition, a leader epoch with each (the coordinator fences older ones). An answer that
+carries acknowledgements waits until they are written, as Kafka's does, so a new leader
+never gives an accepted record again; records acquired and not yet acknowledged are
+available again under a new leader, with the deliveries they had at the last write.
 """
 from __future__ import annotations
 
@@ -30,10 +37,13 @@ from ... import group_configs
 from ... import messages as m
 from ... import records as rec
 from ...kafka_codec import KafkaRequest
+from ..group_metadata import OFFSETS_TOPIC, SHARE_ARCHIVED, SHARE_AVAILABLE
 from ..share_partition import SharePartition
 from .common import leader_hint, node_endpoints
 
 DEFAULT_MAX_RECORDS = 500  # a ShareFetch that names no MaxRecords
+STATE_TIMEOUT_MS = 5000  # a share state read or write unanswered this long is sent again
+STATE_RETRY_MS = 200  # after a refused one, or with no coordinator to ask
 
 
 def _next_epoch(epoch: int) -> int:
@@ -59,6 +69,14 @@ class ShareState:
     parts: dict = field(default_factory=dict)  # (group, topic id, p) -> (topic, SP)
     parked: list = field(default_factory=list)
     released: bool = False  # records were released since parked fetches last looked
+    loading: dict = field(default_factory=dict)  # key of parts -> when its read is given up
+    # key -> (when the write in flight is given up, the change it carries, its correlation)
+    writing: dict = field(default_factory=dict)
+    dirty: set = field(default_factory=set)  # keys whose state changed since last written
+    changes: dict = field(default_factory=dict)  # key -> how many changes its state has had
+    saved: dict = field(default_factory=dict)  # key -> the change last written
+    waiting: list = field(default_factory=list)  # answers to acknowledgements, until saved
+    retry_at: dict = field(default_factory=dict)  # key -> no write before (after a failure)
 
 
 class ShareApis:
@@ -125,8 +143,9 @@ class ShareApis:
         s.partitions = (s.partitions | named) - gone
         return m.NONE, None, s
 
-    def _share_leader(self, group: str, tid: str, p: int, src):
-        """(error, message, the partition or None, its share state or None)."""
+    def _share_leader(self, group: str, tid: str, p: int, src, now: int):
+        """(error, message, the partition or None, its share state or None: not yet read
+        from the group's coordinator)."""
         name = self.rm.image.topic_names.get(tid)
         if name is None:
             return m.UNKNOWN_TOPIC_ID, f"no topic with id {tid}", None, None
@@ -141,12 +160,8 @@ class ShareApis:
         held = self.share.parts.get(key)
         image, o = self.rm.image, self.options
         if held is None:
-            start = (part.log.start_offset
-                     if group_configs.setting(image, group, o, "share.auto.offset.reset")
-                     == "earliest" else part.high_watermark)
-            sp = SharePartition(start, max_deliveries=o.group_share_delivery_count_limit)
-            held = self.share.parts[key] = (name, sp)
-            self._on_event(f"share group {group}: {name}-{p} starts at {start}")
+            self._share_load(key, now)
+            return m.NONE, None, part, None
         # the group's lock duration and in-flight limit as they are now, for the records
         # acquired from here on
         held[1].lock_ms = int(group_configs.setting(image, group, o,
@@ -157,15 +172,18 @@ class ShareApis:
 
     def _share_ack(self, group: str, member: str, tid: str, p, src, now: int):
         """Apply one partition's acknowledgement batches: (error, message)."""
-        error, message, _, sp = self._share_leader(group, tid, p.partition_index, src)
+        error, message, _, sp = self._share_leader(group, tid, p.partition_index, src, now)
         if error != m.NONE:
             return error, message
+        if sp is None:
+            return m.INVALID_RECORD_STATE, "the share partition's state is being read"
         for batch in p.acknowledgement_batches:
             why = sp.acknowledge(member, batch.first_offset, batch.last_offset,
                                  list(batch.acknowledge_types), now)
             if why is not None:
                 return m.INVALID_RECORD_STATE, why
             self.share.released = True
+            self._share_changed((group, tid, p.partition_index))
         return m.NONE, None
 
     def _share_close(self, group: str, member: str, s: _Session) -> None:
@@ -173,7 +191,130 @@ class ShareApis:
             held = self.share.parts.get((group, tid, p))
             if held is not None and held[1].release_member(member):
                 self.share.released = True
+                self._share_changed((group, tid, p))
         self.share.sessions.pop((group, member), None)
+
+    # ------------------------------------------------------------ share state
+
+    def _share_coordinator(self, group: str) -> int | None:
+        """The broker leading the group's ``__consumer_offsets`` partition, if any."""
+        info = self.rm.image.partition(OFFSETS_TOPIC, self.groups.partition_of(group))
+        return None if info is None or info.leader < 0 else info.leader
+
+    def _share_load(self, key: tuple, now: int) -> None:
+        """Ask the group's coordinator for its state of the partition (once at a time)."""
+        if self.share.loading.get(key, -1) > now:
+            return
+        node = self._share_coordinator(key[0])
+        self.share.loading[key] = now + (STATE_TIMEOUT_MS if node is not None
+                                         else STATE_RETRY_MS)
+        if node is not None:
+            self.broker.send_share_state(node, m.ShareStateReadRequest(
+                self.broker.next_correlation(), *key))
+
+    def _share_flush(self, now: int) -> None:
+        """Write the state of each partition changed since its last write (one write in
+        flight per partition; a change while it is, written after it). A read or write
+        left unanswered is given up: the write sent again, the read asked again by the
+        next fetch that needs it."""
+        s = self.share
+        for key in [k for k, t in s.loading.items() if t <= now]:
+            del s.loading[key]
+            s.released = True  # parked fetches ask again
+        for key in [k for k, (t, _, _) in s.writing.items() if t <= now]:
+            del s.writing[key]
+            s.dirty.add(key)
+        for key in sorted(self.share.dirty):
+            if key in self.share.writing or self.share.retry_at.get(key, -1) > now:
+                continue
+            held = self.share.parts.get(key)
+            part = None if held is None else self.rm.leader_partition(held[0], key[2])
+            node = self._share_coordinator(key[0])
+            if part is None:
+                self.share.dirty.discard(key)
+                continue
+            if node is None:
+                self.share.retry_at[key] = now + STATE_RETRY_MS
+                continue
+            self.share.dirty.discard(key)
+            self.share.retry_at.pop(key, None)
+            corr = self.broker.next_correlation()
+            self.share.writing[key] = (now + STATE_TIMEOUT_MS, self.share.changes.get(key, 0),
+                                       corr)
+            spso, runs = held[1].snapshot()
+            self.broker.send_share_state(node, m.ShareStateWriteRequest(
+                corr, *key, part.leader_epoch, spso,
+                tuple((f, la, SHARE_ARCHIVED if archived else SHARE_AVAILABLE, c)
+                      for f, la, archived, c in runs)))
+
+    def share_state_answered(self, msg, now: int) -> None:
+        """The group coordinator's answer to a read or write of a share partition's state."""
+        key = (msg.group, msg.topic_id, msg.partition)
+        if isinstance(msg, m.ShareStateWriteResponse):
+            sent = self.share.writing.get(key)
+            if sent is None or sent[2] != msg.correlation_id:
+                return  # an answer to a write given up
+            del self.share.writing[key]
+            if msg.error == m.NONE:
+                self.share.saved[key] = max(self.share.saved.get(key, 0), sent[1])
+            elif key in self.share.parts:
+                self.share.dirty.add(key)  # written again, after a pause
+                self.share.retry_at[key] = now + STATE_RETRY_MS
+            return
+        if self.share.loading.pop(key, None) is None or key in self.share.parts:
+            return  # not asked (any more), or already read
+        name = self.rm.image.topic_names.get(msg.topic_id)
+        part = None if name is None else self.rm.leader_partition(name, msg.partition)
+        if part is None or msg.error != m.NONE:
+            if part is not None:
+                self.share.loading[key] = now + STATE_RETRY_MS  # asked again after a pause
+            return
+        o, group = self.options, msg.group
+        limit = o.group_share_delivery_count_limit
+        if msg.start_offset >= 0:
+            sp = SharePartition.restore(msg.start_offset, [
+                (f, la, state == SHARE_ARCHIVED, c) for f, la, state, c in msg.batches],
+                max_deliveries=limit)
+            how = f"read back at {sp.spso} ({sp.speo - sp.spso} in flight)"
+        else:
+            start = (part.log.start_offset
+                     if group_configs.setting(self.rm.image, group, o, "share.auto.offset.reset")
+                     == "earliest" else part.high_watermark)
+            sp = SharePartition(start, max_deliveries=limit)
+            self._share_changed(key)  # where it starts, kept for the next leader
+            how = f"starts at {start}"
+        self.share.parts[key] = (name, sp)
+        self.share.released = True  # parked fetches look again
+        self._on_event(f"share group {group}: {name}-{msg.partition} {how}")
+
+    def share_deadlines(self) -> list[int]:
+        s = self.share
+        return (list(s.loading.values()) + [t for t, _, _ in s.writing.values()]
+                + [s.retry_at.get(k, 0) for k in s.dirty if k not in s.writing]
+                + [w[3] for w in s.waiting])
+
+    def _share_changed(self, key: tuple) -> None:
+        self.share.dirty.add(key)
+        self.share.changes[key] = self.share.changes.get(key, 0) + 1
+
+    def _share_reply_saved(self, src, req: KafkaRequest, response, keys, now: int) -> None:
+        """Answer once the state of each of ``keys`` (partitions acknowledged in) is written
+        as it is now, as Kafka answers acknowledgements once its share coordinator has
+        them; a write not done within STATE_TIMEOUT_MS is answered anyway."""
+        needs = {k: self.share.changes.get(k, 0) for k in keys}
+        self.share.waiting.append((src, req, response, now + STATE_TIMEOUT_MS, needs))
+        self._share_answer_saved(now)
+
+    def _share_answer_saved(self, now: int) -> None:
+        keep = []
+        for w in self.share.waiting:
+            src, req, response, deadline, needs = w
+            if now >= deadline or all(self.share.saved.get(k, 0) >= n or k not in self.share.parts
+                                       for k, n in needs.items()):
+                self._reply(src, req, response)
+            else:
+                keep.append(w)
+        self.share.waiting = keep
 
     # ------------------------------------------------------------ ShareFetch
 
@@ -197,14 +338,17 @@ class ShareApis:
             return
         ack_errors = {(tid, p.partition_index): self._share_ack(group, member, tid, p, src, now)
                       for tid, p in acks}
+        acked = [(group, *key) for key, (error, _) in ack_errors.items() if error == m.NONE]
         if b.share_session_epoch == -1:
             self._share_close(group, member, s)
-            self._reply(src, req, self._share_fetch_response(req, ack_errors, {}))
+            self._share_reply_saved(src, req, self._share_fetch_response(req, ack_errors, {}),
+                                    acked, now)
             return
         got = self._share_acquire(req, src, s, now)
         if ack_errors or any(v[0] != m.NONE or v[2] for v in got.values()) \
                 or b.max_wait_ms <= 0:
-            self._reply(src, req, self._share_fetch_response(req, ack_errors, got))
+            self._share_reply_saved(src, req, self._share_fetch_response(req, ack_errors, got),
+                                    acked, now)
             return
         self.share.parked.append(_Parked(src, req, now + b.max_wait_ms))
 
@@ -218,11 +362,11 @@ class ShareApis:
         room = max_bytes  # what MaxBytes leaves for the records of the answer
         out = {}
         for tid, p in sorted(s.partitions):
-            error, message, part, sp = self._share_leader(group, tid, p, src)
+            error, message, part, sp = self._share_leader(group, tid, p, src, now)
             if error != m.NONE:
                 out[(tid, p)] = (error, message, [], b"")
                 continue
-            if budget <= 0 or room <= 0:
+            if sp is None or budget <= 0 or room <= 0:
                 continue
             sp.truncate_below(part.log.start_offset)
             committed = group_configs.setting(self.rm.image, group, self.options,
@@ -273,6 +417,8 @@ class ShareApis:
                         break
                 if sp.speo == before:
                     break
+            if taken:  # delivery counts rose
+                self._share_changed((group, tid, p))
             ranges = sp.acquired_ranges(member, taken)
             data = b"".join(d for _, d in sorted(batches.items())) if ranges else b""
             out[(tid, p)] = (m.NONE, None, ranges, data)
@@ -333,6 +479,9 @@ class ShareApis:
         if self.rm.role_changed and self.share.parts:
             self.share.parts = {k: v for k, v in self.share.parts.items()
                                 if self.rm.leader_partition(v[0], k[2]) is not None}
+            self.share.dirty &= set(self.share.parts)
+        self._share_flush(now)
+        self._share_answer_saved(now)
         if not self.share.parked:
             return
         touched = bool(self.rm.hw_changed) or self.rm.role_changed or self.share.released
@@ -376,11 +525,14 @@ class ShareApis:
         endpoints: dict = {}
         names = self.rm.image.topic_names
         topics = []
+        acked = []
         for t in b.topics:
             tid = str(t.topic_id)
             parts = []
             for p in t.partitions:
                 error, message = self._share_ack(group, member, tid, p, src, now)
+                if error == m.NONE:
+                    acked.append((group, tid, p.partition_index))
                 leader = (leader_hint(self.rm.image, names.get(tid), p.partition_index,
                                       endpoints)
                           if error == m.NOT_LEADER_OR_FOLLOWER else (-1, -1))
@@ -391,5 +543,6 @@ class ShareApis:
             topics.append(T(topic_id=t.topic_id, partitions=parts))
         if b.share_session_epoch == -1:
             self._share_close(group, member, s)
-        self._reply(src, req, R(throttle_time_ms=0, error_code=m.NONE, error_message=None,
-                                responses=topics, node_endpoints=node_endpoints(R, endpoints)))
+        self._share_reply_saved(src, req, R(
+            throttle_time_ms=0, error_code=m.NONE, error_message=None, responses=topics,
+            node_endpoints=node_endpoints(R, endpoints)), acked, now)
