@@ -19,8 +19,9 @@ A KIP-848 consumer group is kept under keys of versions 3-8, Kafka's own
 record types (:data:`CONSUMER_KEYS`; their values are in
 :mod:`.consumer_records`). A share group's state of each partition it reads is
 kept under a key version of chaoskraft's own, :data:`SHARE_STATE` (Kafka keeps
-it in another topic, ``__share_group_state``). Keys of version 0 (offsets) and values of versions
-0-3 are read too, as Kafka reads them. A record of any other version is an error naming it.
+it in another topic, ``__share_group_state``). Keys of version 0 (offsets) and
+values of versions 0-3 are read too, as Kafka reads them. A record of any other
+version is an error naming it.
 """
 from __future__ import annotations
 

@@ -224,23 +224,22 @@ class ShareApis:
         for key in [k for k, (t, _, _) in s.writing.items() if t <= now]:
             del s.writing[key]
             s.dirty.add(key)
-        for key in sorted(self.share.dirty):
-            if key in self.share.writing or self.share.retry_at.get(key, -1) > now:
+        for key in sorted(s.dirty):
+            if key in s.writing or s.retry_at.get(key, -1) > now:
                 continue
-            held = self.share.parts.get(key)
+            held = s.parts.get(key)
             part = None if held is None else self.rm.leader_partition(held[0], key[2])
             node = self._share_coordinator(key[0])
             if part is None:
-                self.share.dirty.discard(key)
+                s.dirty.discard(key)
                 continue
             if node is None:
-                self.share.retry_at[key] = now + STATE_RETRY_MS
+                s.retry_at[key] = now + STATE_RETRY_MS
                 continue
-            self.share.dirty.discard(key)
-            self.share.retry_at.pop(key, None)
+            s.dirty.discard(key)
+            s.retry_at.pop(key, None)
             corr = self.broker.next_correlation()
-            self.share.writing[key] = (now + STATE_TIMEOUT_MS, self.share.changes.get(key, 0),
-                                       corr)
+            s.writing[key] = (now + STATE_TIMEOUT_MS, s.changes.get(key, 0), corr)
             spso, runs = held[1].snapshot()
             self.broker.send_share_state(node, m.ShareStateWriteRequest(
                 corr, *key, part.leader_epoch, spso,
