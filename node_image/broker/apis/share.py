@@ -64,6 +64,16 @@ class _Parked:
 
 
 @dataclass(slots=True)
+class _Unsaved:
+    """An answer to acknowledgements, held until they are written."""
+    src: object
+    request: KafkaRequest
+    response: object
+    deadline_ms: int
+    needs: dict  # key of ShareState.parts -> the change that must be saved
+
+
+@dataclass(slots=True)
 class ShareState:
     sessions: dict = field(default_factory=dict)  # (group, member) -> _Session
     parts: dict = field(default_factory=dict)  # (group, topic id, p) -> (topic, SP)
@@ -75,7 +85,7 @@ class ShareState:
     dirty: set = field(default_factory=set)  # keys whose state changed since last written
     changes: dict = field(default_factory=dict)  # key -> how many changes its state has had
     saved: dict = field(default_factory=dict)  # key -> the change last written
-    waiting: list = field(default_factory=list)  # answers to acknowledgements, until saved
+    waiting: list = field(default_factory=list)  # _Unsaved answers
     retry_at: dict = field(default_factory=dict)  # key -> no write before (after a failure)
 
 
@@ -290,7 +300,7 @@ class ShareApis:
         s = self.share
         return (list(s.loading.values()) + [t for t, _, _ in s.writing.values()]
                 + [s.retry_at.get(k, 0) for k in s.dirty if k not in s.writing]
-                + [w[3] for w in s.waiting])
+                + [w.deadline_ms for w in s.waiting])
 
     def _share_changed(self, key: tuple) -> None:
         self.share.dirty.add(key)
@@ -301,16 +311,15 @@ class ShareApis:
         as it is now, as Kafka answers acknowledgements once its share coordinator has
         them; a write not done within STATE_TIMEOUT_MS is answered anyway."""
         needs = {k: self.share.changes.get(k, 0) for k in keys}
-        self.share.waiting.append((src, req, response, now + STATE_TIMEOUT_MS, needs))
+        self.share.waiting.append(_Unsaved(src, req, response, now + STATE_TIMEOUT_MS, needs))
         self._share_answer_saved(now)
 
     def _share_answer_saved(self, now: int) -> None:
-        keep = []
-        for w in self.share.waiting:
-            src, req, response, deadline, needs = w
-            if now >= deadline or all(self.share.saved.get(k, 0) >= n or k not in self.share.parts
-                                       for k, n in needs.items()):
-                self._reply(src, req, response)
+        s, keep = self.share, []
+        for w in s.waiting:
+            if now >= w.deadline_ms or all(s.saved.get(k, 0) >= n or k not in s.parts
+                                           for k, n in w.needs.items()):
+                self._reply(w.src, w.request, w.response)
             else:
                 keep.append(w)
         self.share.waiting = keep
