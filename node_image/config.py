@@ -67,7 +67,7 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | chaoskraft.metadata.max.version | 8 | (chaoskraft) the newest Metadata version ApiVersions advertises, 8 to 13: from v9 librdkafka trusts leader epochs and validates its position with OffsetForLeaderEpoch, where its 2.16 can deadlock (librdkafka issue 5476: a failed OffsetForLeaderEpoch re-queries the leader holding the partition's lock, against a thread holding the handle's lock); 13 answers as a Kafka 4 broker. A request of a newer version than advertised is still answered |
 | chaoskraft.bootstrap.metadata.version | 21 | (chaoskraft) the ``metadata.version`` the quorum's first leader finalizes, 7 (Kafka 3.3-IV3) to 21 (3.9-IV0), as Kafka's ``kafka-storage format --release-version``; UpdateFeatures raises it while the cluster runs. Only a new cluster's first leader reads it |
 | controller.quorum.auto.join.enable | false | in a dynamic quorum (KIP-853), a controller that is not a voter asks the quorum leader to add it (AddRaftVoter with its own id, directory id and address) once it fetches as an observer, every fetch timeout until it is one, as Kafka's |
-| chaoskraft.bootstrap.kraft.version | 0 | (chaoskraft) the ``kraft.version`` ``format`` gives the quorum when no flag names one: 1 formats a dynamic quorum (KIP-853) from the voters it is given, as ``--feature kraft.version=1``. Read only by ``format`` |
+| chaoskraft.bootstrap.kraft.version | 0 | (chaoskraft) the ``kraft.version`` ``format`` gives the quorum when no flag names one: 1 formats a dynamic quorum (KIP-853) from the voters it is given, as ``--feature kraft.version=1`` (it needs ``chaoskraft.bootstrap.metadata.version`` 21, as Kafka's 3.9-IV0). Read only by ``format`` |
 | chaoskraft.bootstrap.eligible.leader.replicas.version | 0 | (chaoskraft) 1: the quorum's first leader also finalizes ``eligible.leader.replicas.version`` 1 (eligible leader replicas, KIP-966) and writes ``min.insync.replicas`` as the cluster's, as Kafka's ``kafka-storage format --feature eligible.leader.replicas.version=1``; UpdateFeatures turns it on or off later. Only a new cluster's first leader reads it |
 | chaoskraft.power.loss.enable | false | (chaoskraft) keep data that is not yet fsynced in the node's memory only, so killing the node loses it as a power loss would; the power-loss nemesis turns it on with `via: process` (by default it drops that data from outside the node, through faultfs) |
 | chaoskraft.bugs | (empty) | planted bugs to enable, comma separated (``chaoskraft bugs``) |
@@ -357,6 +357,11 @@ def load_config(props: dict[str, str]) -> NodeConfig:
                        "chaoskraft.bootstrap.kraft.version") and value > 1:
                 raise ConfigError(f"{key}: must be 0 or 1, got {value}")
             kw[group][name] = value
+    if kw[None].get("bootstrap_kraft_version") == 1 and \
+            kw["broker"].get("bootstrap_metadata_version", 21) < 21:
+        raise ConfigError("chaoskraft.bootstrap.kraft.version: 1 (a dynamic quorum) needs "
+                          "chaoskraft.bootstrap.metadata.version 21 (3.9-IV0), got "
+                          f"{kw['broker']['bootstrap_metadata_version']}")
     for key, name in _BOOL_KEYS.items():
         if key in props:
             if props[key] not in ("true", "false"):

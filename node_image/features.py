@@ -12,7 +12,8 @@ config record (as Kafka's controller does), turning it off clears every partitio
 gives an empty ISR its first eligible leader replica back. Kafka ties level 1 to
 metadata.version 4.0-IV1; here it is accepted at every metadata.version. ``kraft.version``
 is the Raft log's, not the metadata's: chosen when a node is formatted (KIP-853's dynamic
-quorum) or raised from 0 to 1 here, which the quorum leader does in its log
+quorum) or raised from 0 to 1 here (as in Kafka, only at metadata.version 3.9-IV0, 21, or
+in a request that raises it there), which the quorum leader does in its log
 (``raft/reconfig.py``'s ``upgrade_kraft_version``) once every other update of the request
 is valid; no FeatureLevelRecord is written for it. The other features stay at level 0:
 there are no KIP-890 transactions (transaction.version 2); KIP-848's consumer groups are
@@ -42,6 +43,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     ELR_FEATURE: (0, 1),
 }
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3  # Kafka's FeatureUpdate.UpgradeType
+KRAFT_1_NEEDS = 21  # kraft.version 1 depends on metadata.version 3.9-IV0, as in Kafka
 
 
 def finalized(image: MetadataImage, kraft_level: int = 0) -> dict[str, int]:
@@ -79,6 +81,8 @@ def update_features(image: MetadataImage, updates, min_isr: int = 1, kraft_level
     ((error, message)), once every other row is valid."""
     records = []
     raft_level = None
+    mv = next((level for name, level, _ in updates if name == METADATA_VERSION),
+              image.features.get(METADATA_VERSION, 0))
     for name, level, kind in updates:
         def refuse(why: str):
             return [], m.INVALID_UPDATE_VERSION, f"Invalid update version {level} for feature " \
@@ -100,6 +104,9 @@ def update_features(image: MetadataImage, updates, min_isr: int = 1, kraft_level
             return refuse("Can't downgrade to a newer version.")
         if name == METADATA_VERSION and level < current:
             return refuse("metadata.version downgrades are not supported.")
+        if name == KRAFT_VERSION and level > current and mv < KRAFT_1_NEEDS:
+            return refuse(f"Feature kraft.version={level} depends on metadata.version "
+                          f"{KRAFT_1_NEEDS} (3.9-IV0), not {mv}.")
         if name == KRAFT_VERSION:
             raft_level = level if level != current else None
         elif level != current:

@@ -28,6 +28,9 @@ def test_defaults_are_kafkas():
      "authorizer.class.name: 'kafka.security.authorizer.AclAuthorizer' is not supported"),
     ({**BASE, "allow.everyone.if.no.acl.found": "yes"},
      "allow.everyone.if.no.acl.found: 'yes' is not true or false"),
+    ({**BASE, "chaoskraft.bootstrap.kraft.version": "1",
+      "chaoskraft.bootstrap.metadata.version": "20"},
+     "needs chaoskraft.bootstrap.metadata.version 21"),
 ])
 def test_config_errors_name_the_key(props, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(".", r"\.")):

@@ -31,11 +31,18 @@ def test_update_features_follows_kafkas_rules_all_or_nothing():
             ((("metadata.version", -1, 1),), "cannot be less than 0"),
             ((("no.such.feature", 1, 1),), "does not support the feature no.such.feature"),
             ((("group.version", 1, 1),), "only supports versions 0-0"),
-            ((("metadata.version", 21, 1), ("kraft.version", 1, 1)), "kraft.version")]:
+            ((("metadata.version", 21, 1), ("kraft.version", 1, 1)), "kraft.version"),
+            ((("kraft.version", 1, 1),), "kraft.version=1 depends on metadata.version 21")]:
         records, error, message = update(*rows)
         assert (records, error) == ([], m.INVALID_UPDATE_VERSION), rows
         assert words in message, (rows, message)
     assert update(("group.version", 0, 1))[:2] == ([], m.NONE), "level 0: nothing finalized"
+    raised = []  # kraft.version 1 with metadata.version raised to 21 in the same request
+    assert features.update_features(
+        image, [("metadata.version", 21, 1), ("kraft.version", 1, 1)],
+        raise_kraft=lambda level: raised.append(level) or (m.NONE, None)) == (
+        [mr.FeatureLevelRecord("metadata.version", 21)], m.NONE, None)
+    assert raised == [1]
     assert features.finalized(image) == {"metadata.version": 20}
 
 
