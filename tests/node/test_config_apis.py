@@ -143,7 +143,13 @@ def test_a_groups_own_configs_are_altered_described_and_given_to_its_members(clu
         return a.incremental_alter_configs([res])[res].result(60)
     alter(consumer_session_timeout_ms="50000", consumer_heartbeat_interval_ms="6000")
     res = ConfigResource(ResourceType.GROUP, "configured")
-    configs = a.describe_configs([res])[res].result(60)
+    # the answer comes once the controller committed the change; the broker asked next may
+    # not have applied it yet (as with Kafka's brokers), so it is asked until it has
+
+    def applied():
+        c = a.describe_configs([res])[res].result(60)
+        return c if c["consumer.session.timeout.ms"].value == "50000" else None
+    configs = wait_for("the group's configs on the broker asked", applied)
     assert {k: (v.value, v.source) for k, v in configs.items()} == {
         "consumer.session.timeout.ms": ("50000", ConfigSource.GROUP_CONFIG.value),
         "consumer.heartbeat.interval.ms": ("6000", ConfigSource.GROUP_CONFIG.value),
