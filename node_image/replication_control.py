@@ -32,7 +32,8 @@ Rules (Kafka's ReplicationControlManager and PartitionChangeBuilder)
   broker that restarted after an unclean shutdown (it may have lost
   unflushed records) leaves the ELR. An ISR at min.insync.replicas, or an
   unclean election, clears the ELR. The leader a partition had when its
-  ISR emptied is kept as its last known ELR (Kafka's balanced recovery):
+  ISR emptied (or, leaderless then, its last ISR member) is kept as its
+  last known ELR (Kafka's balanced recovery):
   with the ISR and the ELR both empty it is elected, as an unclean
   election, once eligible (it may have lost records, but the partition is
   available again); a leader clears it.
@@ -380,10 +381,12 @@ class PartitionChangeBuilder:
                 if leader != mr.NO_LEADER:
                     isr, elr = (leader,), ()
         # Kafka's maybeUpdateLastKnownLeader: the leader the partition had when its ISR
-        # emptied, kept while it has none
+        # emptied, kept while it has none; a partition already leaderless then (its last
+        # ISR member down while ELR was off) keeps that member, where Kafka would keep the
+        # leader -1 and never lead again without an unclean election
         known = reg.last_known_elr
-        if with_elr and not isr and reg.isr and reg.leader >= 0:
-            known = (reg.leader,)
+        if with_elr and not isr and reg.isr:
+            known = (reg.leader,) if reg.leader >= 0 else reg.isr[:1]
         elif leader >= 0 or not with_elr:
             known = ()
         if not isr and not with_elr:

@@ -84,6 +84,30 @@ def test_the_last_known_leader_is_elected_uncleanly_once_the_isr_and_the_elr_are
         r1, (r1,), None, ())
 
 
+def test_a_partition_offline_when_elr_is_turned_on_keeps_its_last_isr_member_known():
+    """ELR off: the last ISR member stays in the ISR of a leaderless partition. ELR turned on
+    then, and that member back from a crash (it leaves the ISR, unclean): it is the last
+    known ELR and leads again once unfenced (balanced recovery), where keeping the leader
+    -1, as Kafka's maybeUpdateLastKnownLeader does, would leave the partition offline for
+    good (found by the features package in the simulator)."""
+    image = with_topic(cluster_image(), partitions=1)
+    r1, r2, r3 = image.partition("t", 0).replicas
+    for b in (r2, r3, r1):
+        image = fence(image, b)
+    p = image.partition("t", 0)
+    assert (p.leader, p.isr) == (mr.NO_LEADER, (r1,)), "ELR off: the last member stays"
+    records, error, _ = features.update_features(image, [(ELR_FEATURE, 1, 1)], min_isr=2)
+    image = image_with(records, image)
+    again = mr.RegisterBrokerRecord(r1, f"again-{r1}", 90, (), None, True, False)
+    image = image_with([again], image)
+    image = image_with(rc.broker_unavailable(image, r1, unclean_shutdown=True), image)
+    p = image.partition("t", 0)
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (mr.NO_LEADER, (), (), (r1,))
+    image = image_with([mr.BrokerRegistrationChangeRecord(r1, 90, mr.UNFENCE, 0)], image)
+    [change] = rc.elect_leaderless(image)
+    assert (change.leader, change.isr, change.last_known_elr) == (r1, (r1,), ())
+
+
 def test_a_reassignment_drops_removed_replicas_from_the_elr():
     from node_image import reassignment
     image = elr_cluster()
