@@ -22,8 +22,8 @@ from nemesis.package import NotReached, Skipped
 from nemesis.schedule import REGISTRY, FaultStep, package_options, plan
 from node_image import messages as m
 from workloads.nodes import (BRING_UP_S, KAFKA_PORT, active_controller, change_voter,
-                             clock_offsets, metadata, quorum_state, wait_for_every_node,
-                             wait_for_service)
+                             clock_offsets, feature_levels, metadata, quorum_state,
+                             wait_for_every_node, wait_for_service)
 from workloads.registry import WORKLOADS
 from workloads.workload import Deadline
 
@@ -31,7 +31,7 @@ from .backends import DATA_DIR
 from .clock import REAL_CLOCK
 from .config import RunConfig
 from .history import HistoryWriter
-from .quorum_admin import QuorumChangeError, retrying, unregister_broker
+from .quorum_admin import QuorumChangeError, retrying, unregister_broker, update_features
 
 CLOCK_MEASURE_S = 10.0  # how long a clock fault asks the nodes that did not answer again
 ACKED_WRITES_S = 60.0  # the longest a fault waits for the writes it needs acknowledged
@@ -358,6 +358,33 @@ class Campaign:
         try:
             await asyncio.to_thread(retrying, unregister_broker, bootstrap, broker,
                                     deadline_s=patience_s, done=(m.BROKER_ID_NOT_REGISTERED,))
+        except QuorumChangeError as exc:
+            return m.ERROR_NAMES.get(exc.code, str(exc)) if exc.code else str(exc)
+        return None
+
+    async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]:
+        """The finalized feature levels, with their epoch and the newest metadata.version
+        supported, each running broker reports (ApiVersions; None: it did not answer)."""
+        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+
+        def levels(n):
+            try:
+                return feature_levels(n.address, 3.0)
+            except (OSError, ValueError, struct.error):
+                return None
+        answers = await asyncio.gather(*(asyncio.to_thread(levels, n) for n in up))
+        return {n.node_id: a for n, a in zip(up, answers)}
+
+    async def update_features(self, updates: list[tuple[str, int, int]],
+                              patience_s: float) -> str | None:
+        """UpdateFeatures of ``updates`` through the running brokers, asked again while no
+        controller takes it, for up to ``patience_s``: Kafka's error name, or None once
+        committed."""
+        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+        bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in up)
+        try:
+            await asyncio.to_thread(retrying, update_features, bootstrap, updates,
+                                    deadline_s=patience_s)
         except QuorumChangeError as exc:
             return m.ERROR_NAMES.get(exc.code, str(exc)) if exc.code else str(exc)
         return None

@@ -1,7 +1,7 @@
 """Changes of the cluster's membership from the outside: DescribeQuorum, AddRaftVoter and
-RemoveRaftVoter (KIP-853's dynamic quorum), and UnregisterBroker (a broker decommissioned),
-over the Kafka protocol, through any broker (it forwards them to the quorum leader, as
-Kafka's brokers do).
+RemoveRaftVoter (KIP-853's dynamic quorum), UnregisterBroker (a broker decommissioned) and
+UpdateFeatures (KIP-584's feature levels raised), over the Kafka protocol, through any
+broker (it forwards them to the quorum leader, as Kafka's brokers do).
 
 No Python Kafka client sends AddRaftVoter, RemoveRaftVoter or UnregisterBroker, so these go
 through
@@ -131,6 +131,33 @@ def unregister_broker(bootstrap: str, broker_id: int, timeout_ms: int = 10_000) 
     registers again (as a new broker), so stop it first."""
     from node_image.kafka_codec import UnregisterBrokerRequest
     _send(bootstrap, UnregisterBrokerRequest(broker_id=broker_id), timeout_ms)
+
+
+def update_features(bootstrap: str, updates: list[tuple[str, int, int]],
+                    timeout_ms: int = 10_000) -> None:
+    """UpdateFeatures, as ``kafka-features upgrade`` / ``downgrade`` sends it: rows (feature,
+    level, upgrade type: 1 upgrade, 2 safe downgrade); all or nothing; returns once the new
+    levels are committed (kafka-python's ``update_features``)."""
+    from kafka.admin import UpdateFeatureType
+    from kafka.errors import KafkaError
+    kinds = {1: UpdateFeatureType.UPGRADE, 2: UpdateFeatureType.SAFE_DOWNGRADE,
+             3: UpdateFeatureType.UNSAFE_DOWNGRADE}
+    admin = None
+    try:
+        admin = _admin(bootstrap, timeout_ms)
+        answers = admin.update_features({name: (kinds[kind], level)
+                                         for name, level, kind in updates},
+                                        timeout_ms=timeout_ms)
+    except KafkaError as exc:
+        code = getattr(exc, "errno", None)
+        raise QuorumChangeError(f"UpdateFeatures: {type(exc).__name__}: {exc}",
+                                code if code and code > 0 else None) from None
+    finally:
+        if admin is not None:
+            admin.close()
+    refused = {name: why for name, why in answers.items() if why != "OK"}
+    if refused:  # a row refused (v0-1 answer per feature): Kafka's INVALID_UPDATE_VERSION
+        raise QuorumChangeError(f"UpdateFeatures: {refused}", 95)
 
 
 def _known_directory(voter_id: int, replica: dict) -> str:

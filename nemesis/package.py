@@ -94,6 +94,13 @@ class FaultContext(Protocol):
     # UnregisterBroker through the running brokers, asked again while no controller takes
     # it: the error's name, or None once committed
     async def unregister_broker(self, broker: int, patience_s: float) -> str | None: ...
+    # the finalized feature levels (their epoch, feature -> level, the newest
+    # metadata.version supported) each running broker reports (None: it did not answer)
+    async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]: ...
+    # UpdateFeatures of (feature, level, upgrade type) rows, asked again while no controller
+    # takes it: the error's name, or None once committed
+    async def update_features(self, updates: list[tuple[str, int, int]],
+                              patience_s: float) -> str | None: ...
 
 
 # ----------------------------------------------------------------- option checks

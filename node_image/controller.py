@@ -489,9 +489,9 @@ class QuorumController:
                 self.current, req.updates, self.options.min_insync_replicas,
                 self.raft.kraft_version, lambda level: self.raft.upgrade_kraft_version(
                     level, req.validate_only, now))
-            return records, (error, message), [
+            return records, (error, message), [Reached("feature-level-changed", (
                 "features finalized: " + ", ".join(f"{r.name}={r.feature_level}" for r in records
-                                                   if isinstance(r, mr.FeatureLevelRecord))]
+                                                   if isinstance(r, mr.FeatureLevelRecord))))]
         self._admin_write(
             src, now, lambda result: m.UpdateFeaturesResponse(req.correlation_id, *result),
             (m.NOT_CONTROLLER, None), plan, req.validate_only)

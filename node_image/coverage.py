@@ -27,6 +27,8 @@ EVENTS: dict[str, str] = {
     "broker-unfenced": "the controller unfenced a broker that caught up",
     "broker-unregistered": "the controller took a broker's registration away (UnregisterBroker: "
                            "a broker decommissioned)",
+    "feature-level-changed": "the controller wrote a new finalized feature level "
+                             "(UpdateFeatures, KIP-584: metadata.version raised, ELR on or off)",
     "partition-leader-elected": "the controller gave a partition a new leader",
     "unclean-election": "a partition leader elected from outside its ISR (and its ELR)",
     "elr-election": "a partition leader elected cleanly from its eligible leader replicas "

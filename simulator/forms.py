@@ -47,7 +47,7 @@ class RegisterForm:
         return ("controller",) if voter else ("broker",)
 
     def broker_config(self, sim) -> BrokerConfig:
-        return BrokerConfig()
+        return BrokerConfig(**sim._scenario_broker)  # what the packages drawn need
 
     def stats(self) -> dict:
         return {}

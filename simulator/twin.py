@@ -370,18 +370,26 @@ class PlanFaults:
         """An admin request of one partition (``build(correlation id)``) to the active
         controller; ``then`` gets its one result's error ("NAME: message") or None, within
         the step that asked."""
+        def error_of(resp):
+            [(_, _, error, message)] = resp.results
+            return None if error == m.NONE else f"{m.ERROR_NAMES.get(error, error)}: {message}"
+        self._to_controller(build, error_of, then, "NOT_CONTROLLER: no active controller")
+
+    def _to_controller(self, build, error_of, then, absent: str) -> None:
+        """An admin request (``build(correlation id)``) to the active controller; ``then``
+        gets ``error_of(its answer)`` within the step that asked (an answer that never comes:
+        never), or ``absent`` at once without an active controller (asked again later, by a
+        scenario's phase)."""
         controller = self.active_controller()
-        if controller is None:  # asked again later, by a scenario's phase
-            then("NOT_CONTROLLER: no active controller")
+        if controller is None:
+            then(absent)
             return
         step = self.current
 
         def answered(resp) -> None:
-            [(_, _, error, message)] = resp.results
             self.current = step
             try:
-                then(None if error == m.NONE else f"{m.ERROR_NAMES.get(error, error)}: "
-                                                  f"{message}")
+                then(error_of(resp))
             finally:
                 self.current = None
         self.sim.admin_request(controller, build, answered)
@@ -390,21 +398,33 @@ class PlanFaults:
         """UnregisterBroker of ``broker``, sent to the active controller as a broker forwards
         it; ``then(error name or None)`` with its answer (a reply that never comes: never),
         ``then("NOT_CONTROLLER")`` without an active controller."""
-        controller = self.active_controller()
-        if controller is None:
-            then("NOT_CONTROLLER")
-            return
-        step = self.current
+        self._to_controller(
+            lambda corr: m.UnregisterBrokerRequest(corr, broker),
+            lambda resp: None if resp.error == m.NONE else m.ERROR_NAMES.get(resp.error,
+                                                                             str(resp.error)),
+            then, "NOT_CONTROLLER")
 
-        def answered(resp) -> None:
-            self.current = step
-            try:
-                then(None if resp.error == m.NONE else m.ERROR_NAMES.get(resp.error,
-                                                                         str(resp.error)))
-            finally:
-                self.current = None
-        self.sim.admin_request(controller, lambda corr: m.UnregisterBrokerRequest(corr, broker),
-                               answered)
+    def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int]]:
+        """The finalized feature levels each running node reports (its ApiVersions answer:
+        its committed metadata's levels above 0 and its Raft log's kraft.version), with the
+        metadata offset they are read at and the newest metadata.version it supports."""
+        from node_image.features import METADATA_VERSION, SUPPORTED, finalized
+        return {n: (sn.node.controller.committed.offset,
+                    finalized(sn.node.controller.committed, sn.node.raft.kraft_version),
+                    SUPPORTED[METADATA_VERSION][1])
+                for n, sn in self.sim.nodes.items()
+                if sn.node is not None and n not in self.paused}
+
+    def update_features(self, updates: list[tuple[str, int, int]], then) -> None:
+        """UpdateFeatures of (feature, level, upgrade type) rows, sent to the active controller
+        as a broker forwards it; ``then(error or None)`` with its answer ("NAME: message"; a
+        reply that never comes: never), ``then("NOT_CONTROLLER: ...")`` without an active
+        controller."""
+        self._to_controller(
+            lambda corr: m.UpdateFeaturesRequest(corr, tuple(map(tuple, updates)), False),
+            lambda resp: None if resp.error == m.NONE else
+            f"{m.ERROR_NAMES.get(resp.error, resp.error)}: {resp.message}",
+            then, "NOT_CONTROLLER: no active controller")
 
     def broker_lists(self) -> dict[int, tuple[int, ...]]:
         """The brokers each running broker's committed metadata lists (its Metadata answer)."""

@@ -152,6 +152,28 @@ def metadata(address: str, topics: list[str] | None, timeout_s: float, port: int
         return kc.decode_response(kc.METADATA, 8, kc.recv_frame(s))
 
 
+def feature_levels(address: str, timeout_s: float,
+                   port: int = KAFKA_PORT) -> tuple[int, dict[str, int], int]:
+    """The finalized feature levels (KIP-584) the broker at ``address`` itself reports in
+    its ApiVersions v3 answer, with their epoch (the metadata offset they were finalized at;
+    -1 when it reports none) and the newest metadata.version it supports: (epoch, feature ->
+    level, newest)."""
+    from node_image import kafka_codec as kc
+    from kafka.protocol.metadata import ApiVersionsRequest
+    req = ApiVersionsRequest[3](client_software_name="chaoskraft",
+                                client_software_version="1")
+    with socket.create_connection((address, port), timeout=timeout_s) as s:
+        s.settimeout(timeout_s)
+        s.sendall(kc.encode_request(kc.API_VERSIONS, 3, req))
+        resp = kc.decode_response(kc.API_VERSIONS, 3, kc.recv_frame(s))
+    if resp.error_code != 0:
+        raise ValueError(f"ApiVersions error {resp.error_code}")
+    newest = {f.name: f.max_version for f in resp.supported_features or ()}
+    return (resp.finalized_features_epoch,
+            {f.name: f.max_version_level for f in resp.finalized_features or ()},
+            newest.get("metadata.version", 0))
+
+
 @dataclass(frozen=True)
 class NodeState:
     """What one node says of itself (DescribeQuorum) and, a broker, of the cluster (Metadata)."""

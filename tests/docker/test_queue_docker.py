@@ -31,6 +31,17 @@ def campaign(tmp_path, **fields):
     return code, results, run_dir
 
 
+def valid_twin(run_dir, kind: str, **properties):
+    """The run's twin in the simulator: formatted with the run's node ``properties``, valid,
+    with a step of the package ``kind`` that happened; its outcome."""
+    twin = load_twin(run_dir)
+    assert {k: twin.properties.get(k) for k in properties} == properties, twin.properties
+    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    assert any(s.kind == kind and s.status == "happened" for s in o.result.plan), o.result.plan
+    return o
+
+
 def test_default_queue_campaign_on_a_correct_node_is_valid(docker_client, node_image, tmp_path,
                                                            browser):
     """The default campaign opens with its two scenarios, each doing what it says (the history

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from harness.config import load_campaign, resolve
 from harness.runner import run
-from harness.simulate import load_twin, run_seed
+from test_queue_docker import valid_twin
 from harness.store import new_run_dir
 
 
@@ -32,12 +32,7 @@ def test_voter_changes_under_kills_keep_a_correct_node_valid(docker_client, node
                if r["process"] == "nemesis" and r["f"] == "voters-changed"]
     assert changed and all(c["error"] is None for c in changed), changed
     assert results["coverage"]["reached"].get("raft-voters-changed", 0) >= 2, results["coverage"]
-    twin = load_twin(run_dir)
-    assert twin.properties.get("chaoskraft.bootstrap.kraft.version") == "1"
-    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
-    assert o.ok, (o.invariant, o.detail, o.counterexample)
-    assert any(s.kind == "voters" and s.status == "happened" for s in o.result.plan), \
-        o.result.plan
+    valid_twin(run_dir, "voters", **{"chaoskraft.bootstrap.kraft.version": "1"})
 
 
 @pytest.mark.nightly

@@ -270,7 +270,8 @@ def test_packages_declare_what_the_campaign_validator_and_the_node_need():
                              "corrupt", "strand-replica", "depose-leader"}
     for name, cls in PACKAGES.items():
         assert cls.name == name
-        assert issubclass(cls, (NodeFault, Scenario)) or name in ("partition", "voters", "voter-split"), name
+        assert issubclass(cls, (NodeFault, Scenario)) or name in (
+            "partition", "voters", "voter-split", "features"), name
         assert check_options(name, {"weight": 1}) is None
         assert check_options(name, {"weight": -1})[0] == "weight"
         assert check_options(name, {"nope": 1})[0] == "nope"

@@ -113,12 +113,14 @@ def test_every_fault_package_acts_in_the_twin_or_says_it_cannot(tmp_path, packag
     else:
         # the scenarios that kill no node name none
         assert step.status == "happened" and (
-            step.nodes or package in ("depose-leader", "reassign")), step
+            step.nodes or package in ("depose-leader", "reassign", "features")), step
         assert step.label.startswith(package), step
         if package in EFFECT:
             assert o.result.stats.get(EFFECT[package], 0) >= 1, (package, o.result.stats)
         if package == "reassign":  # the move was done
             assert o.result.coverage.get("reassignment-completed", 0) >= 1, o.result.coverage
+        if package == "features":  # the twin formats at the run's level and raises it
+            assert o.result.coverage.get("feature-level-changed", 0) >= 1, o.result.coverage
         if package == "elr-crash":  # the follower in the ELR led again
             assert o.result.coverage.get("elr-election", 0) >= 1, o.result.coverage
     assert o.ok, (package, o.invariant, o.detail, o.counterexample)
