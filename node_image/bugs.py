@@ -154,6 +154,15 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         ("lost-write", "durability", "inconsistent-offsets"), workload="queue", docker=True,
         needs_faults=("elect",), campaign="campaigns/elect.yaml",
         sim_options=(("extra_faults", {"elect": 8000}),)),
+    Bug("upgrade-elects-outside-isr", "controller",
+        "a feature upgrade changes no partition's leadership",
+        "When UpdateFeatures raises metadata.version, the controller also re-elects every "
+        "partition's leader with its test inverted: a replica outside the ISR, fenced or not, "
+        "leads (taken into the ISR), so a replica that is down or behind leads without what "
+        "was acknowledged meanwhile and the others truncate to it.",
+        ("lost-write", "durability", "inconsistent-offsets"), workload="queue", docker=True,
+        needs_faults=("features",), campaign="campaigns/features.yaml",
+        sim_options=(("extra_faults", {"features": 4000}),)),
     Bug("elr-keeps-crashed-replica", "controller",
         "a broker back from an unclean shutdown leaves every ELR (eligible leader replicas)",
         "The controller ignores a registration's previous broker epoch, so a broker that "

@@ -488,7 +488,7 @@ class QuorumController:
             records, error, message = features.update_features(
                 self.current, req.updates, self.options.min_insync_replicas,
                 self.raft.kraft_version, lambda level: self.raft.upgrade_kraft_version(
-                    level, req.validate_only, now))
+                    level, req.validate_only, now), self.bugs)
             return records, (error, message), [Reached("feature-level-changed", (
                 "features finalized: " + ", ".join(f"{r.name}={r.feature_level}" for r in records
                                                    if isinstance(r, mr.FeatureLevelRecord))))]

@@ -74,11 +74,13 @@ def elr_records(image: MetadataImage, level: int, min_isr: int) -> list:
 
 
 def update_features(image: MetadataImage, updates, min_isr: int = 1, kraft_level: int = 0,
-                    raise_kraft=None) -> tuple[list, int, str | None]:
+                    raise_kraft=None, bugs=()) -> tuple[list, int, str | None]:
     """(records, error, message) for UpdateFeatures' rows (feature, level, upgrade type);
     ``min_isr``: the controller's min.insync.replicas, the cluster's once ELR is on;
     ``kraft_level``: the Raft log's kraft.version, ``raise_kraft(level)`` raises it there
-    ((error, message)), once every other row is valid."""
+    ((error, message)), once every other row is valid. ``bugs``: the planted
+    ``upgrade-elects-outside-isr`` hands every partition's leadership to a replica
+    outside its ISR, with a raise of metadata.version."""
     records = []
     raft_level = None
     mv = next((level for name, level, _ in updates if name == METADATA_VERSION),
@@ -119,4 +121,19 @@ def update_features(image: MetadataImage, updates, min_isr: int = 1, kraft_level
         error, message = raise_kraft(raft_level)
         if error != m.NONE:
             return [], error, message
+    if "upgrade-elects-outside-isr" in bugs and any(
+            isinstance(r, mr.FeatureLevelRecord) and r.name == METADATA_VERSION for r in records):
+        records += _outside_isr_leads(image)
     return records, m.NONE, None
+
+
+def _outside_isr_leads(image: MetadataImage) -> list:
+    """The planted bug's records: a replica outside the ISR, fenced or not, made the leader
+    (and taken into the ISR) of every partition that has one."""
+    out = []
+    for name, pid, reg in rc.iter_partitions(image):
+        outside = [b for b in reg.replicas if b not in reg.isr]
+        if outside and reg.leader != outside[0]:
+            out.append(mr.PartitionChangeRecord(pid, image.topics[name].topic_id,
+                                                (outside[0],) + tuple(reg.isr), outside[0]))
+    return out

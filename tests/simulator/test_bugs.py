@@ -93,6 +93,10 @@ def test_bugs_json_lists_layers():
     elect = by_name["preferred-election-ignores-isr"]
     assert (elect["needs_faults"], elect["campaign"]) == (["elect"], "campaigns/elect.yaml")
     assert elect["sim_options"] == {"extra_faults": {"elect": 8000}}
+    upgrade = by_name["upgrade-elects-outside-isr"]
+    assert (upgrade["needs_faults"], upgrade["campaign"]) == (["features"],
+                                                              "campaigns/features.yaml")
+    assert upgrade["sim_options"] == {"extra_faults": {"features": 4000}}
     for name in VOTER_BUGS:
         assert by_name[name]["needs_faults"] == ["voter-split"]
         assert by_name[name]["campaign"] == "campaigns/voter-split.yaml"
@@ -100,5 +104,6 @@ def test_bugs_json_lists_layers():
     assert all(r["needs_faults"] == [] for r in rows
                if r["name"] not in ("lease-read", "lease-read-step-proof", "skip-fsync",
                                     "reassign-skips-catch-up", "elr-keeps-crashed-replica",
-                                    "preferred-election-ignores-isr", *VOTER_BUGS))
+                                    "preferred-election-ignores-isr",
+                                    "upgrade-elects-outside-isr", *VOTER_BUGS))
     assert all((ROOT / r["campaign"]).is_file() for r in rows if r["campaign"])

@@ -57,3 +57,19 @@ def test_the_correct_node_stays_valid_while_feature_levels_change(seed, workload
     assert len(happened) >= 3 and r.coverage.get("feature-level-changed", 0) >= 3, steps
     assert any(MV in s.label for s in happened) and any(ELR in s.label for s in happened)
 
+
+def test_the_upgrade_bug_is_caught_with_the_package_and_missed_without_it():
+    """upgrade-elects-outside-isr acts only when metadata.version is raised: seed 1 of the
+    queue workload catches it with the package drawn (its sim_options), the same seed
+    without the package is valid, and so is the correct node with it."""
+    from node_image.bugs import BUGS
+    bug = frozenset({"upgrade-elects-outside-isr"})
+    options = dict(BUGS["upgrade-elects-outside-isr"].sim_options)
+    with_it = run_seed(1, 5, 60, bug, dict(options), workload="queue")
+    assert not with_it.ok and with_it.invariant in BUGS[
+        "upgrade-elects-outside-isr"].expected + ("QueueAnomaly", "AckedRecordsKept"), (
+        with_it.invariant, with_it.detail)
+    without = run_seed(1, 5, 60, bug, workload="queue")
+    assert without.ok, (without.invariant, without.detail)
+    correct = run_seed(1, 5, 60, frozenset(), dict(options), workload="queue")
+    assert correct.ok, (correct.invariant, correct.detail)
