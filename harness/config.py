@@ -355,7 +355,24 @@ def resolve(campaign: dict, overrides: dict) -> RunConfig:
     WORKLOADS[values.get("workload", RunConfig.workload)].defaults(values)
     if values.get("recovery_s") is None:
         values["recovery_s"] = 0.0 if values.get("liveness", RunConfig.liveness) else 10.0
-    return RunConfig(**values)
+    cfg = RunConfig(**values)
+    _check_node_properties(cfg)
+    return cfg
+
+
+def _check_node_properties(cfg: RunConfig) -> None:
+    """The properties every node will be given (the campaign's ``node_config`` and what its
+    fault packages need), read now by the node's own parser rather than by each node as it
+    starts: two packages whose needs conflict, or a bad value, are a campaign error."""
+    from node_image.config import ConfigError, load_config
+    try:
+        load_config({**node_config(cfg), "node.id": "1", "controller.quorum.voters": "1@h:9093",
+                     "log.dirs": "/d"})
+    except ConfigError as exc:
+        needs = sorted(name for name in cfg.nemesis if REGISTRY[name].node_properties(
+            REGISTRY[name].run_options(cfg.workload, cfg.nemesis_options.get(name))))
+        raise CampaignError(f"field 'node_config' (with the node properties of the fault "
+                            f"packages {', '.join(needs) or 'none'}): {exc}") from None
 
 
 def _package_options(cfg: RunConfig):

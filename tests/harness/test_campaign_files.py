@@ -219,3 +219,18 @@ def test_the_producers_codec_is_the_campaigns_or_drawn_from_the_seed():
     drawn = [producer_codec(None, seed) for seed in range(40)]
     assert drawn == [producer_codec(None, seed) for seed in range(40)], "the seed decides"
     assert set(drawn) == set(CODECS), "a sweep of seeds covers every codec"
+
+
+def test_node_properties_are_read_by_the_nodes_parser_before_any_node_starts():
+    """A bad node_config value, or two fault packages whose node properties conflict, is a
+    campaign error naming them, not a node that fails to start."""
+    with pytest.raises(CampaignError, match="fault packages features, voters.*kraft.version: "
+                                            "1 .a dynamic quorum. needs"):
+        resolve({"workload": "register", "nodes": 5, "controllers": 5,
+                 "nemesis": ["features", "voters"]}, {})
+    with pytest.raises(CampaignError, match="field 'node_config'.*fault packages none.*"
+                                            "controller.quorum.fetch.timeout.ms: must be "
+                                            "positive, got -5"):
+        resolve({"workload": "register",
+                 "node_config": {"controller.quorum.fetch.timeout.ms": "-5"}}, {})
+    resolve({"workload": "queue", "nemesis": ["features", "kill"]}, {})  # no conflict
