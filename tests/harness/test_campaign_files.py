@@ -233,4 +233,6 @@ def test_node_properties_are_read_by_the_nodes_parser_before_any_node_starts():
                                             "positive, got -5"):
         resolve({"workload": "register",
                  "node_config": {"controller.quorum.fetch.timeout.ms": "-5"}}, {})
+    with pytest.raises(CampaignError, match="log.segment.bytes: 'lots' is not an integer"):
+        resolve({"workload": "register", "node_config": {"log.segment.bytes": "lots"}}, {})
     resolve({"workload": "queue", "nemesis": ["features", "kill"]}, {})  # no conflict

@@ -218,10 +218,13 @@ def test_a_campaign_whose_nodes_refuse_their_settings_is_unknown_naming_them(doc
                                                                            node_image, tmp_path):
     """``chaoskraft run`` on a campaign whose node_config the nodes refuse: the run ends as
     soon as the nodes exit (not after the bring-up timeout), says which node refused what in
-    its own words, reads unknown (exit 2: nothing was tested) and leaves nothing behind."""
+    its own words, reads unknown (exit 2: nothing was tested) and leaves nothing behind.
+    (A value the node's parser refuses on any node is refused before any node starts,
+    tests/harness/test_campaign_files.py; a node id given to every node is refused only by
+    the nodes, each with its own roles.)"""
     campaign = tmp_path / "bad.yaml"
     campaign.write_text("workload: register\ntime_limit_s: 10\n"
-                        "node_config: {log.segment.bytes: lots}\n")
+                        "node_config: {node.id: '9'}\n")
     try:  # the bring-up timeout is 180 s: waiting it out fails here
         p = chaoskraft("run", "--campaign", str(campaign), "--seed", "1", "--results-dir",
                        str(tmp_path / "results"), timeout=170)
@@ -233,7 +236,8 @@ def test_a_campaign_whose_nodes_refuse_their_settings_is_unknown_naming_them(doc
                     raise AssertionError(f"run {run_id} left Docker resources behind")
     assert p.returncode == 2, (p.stdout[-3000:], p.stderr[-3000:])
     assert re.search(r"run could not start: n\d(, n\d)*: the node exited with status 2", p.stdout)
-    assert "error: log.segment.bytes: 'lots' is not an integer" in p.stdout
+    assert "error: controller.quorum.voters: node.id 9 has the controller role but is not a " \
+           "voter" in p.stdout
     assert "verdict: unknown (nothing was tested)" in p.stdout and "Traceback" not in p.stderr
 
 
