@@ -336,9 +336,13 @@ class Campaign:
         error, message = await change_voter(self.backend.nodes, leader, kind, node, directory)
         return (None if error == m.NONE else m.ERROR_NAMES.get(error, str(error))), message
 
+    def _running_brokers(self) -> list:
+        """The nodes with the broker role that no fault of the campaign has killed."""
+        return [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+
     async def broker_lists(self) -> dict[int, tuple[int, ...] | None]:
         """The brokers each running broker's Metadata lists (None: it did not answer)."""
-        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+        up = self._running_brokers()
 
         def listed(n):
             try:
@@ -353,8 +357,7 @@ class Campaign:
         controller takes it, for up to ``patience_s``: Kafka's error name, or None once
         committed (or found done by a retry: BROKER_ID_NOT_REGISTERED after an unknown
         outcome)."""
-        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
-        bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in up)
+        bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self._running_brokers())
         try:
             await asyncio.to_thread(retrying, unregister_broker, bootstrap, broker,
                                     deadline_s=patience_s, done=(m.BROKER_ID_NOT_REGISTERED,))
@@ -365,7 +368,7 @@ class Campaign:
     async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]:
         """The finalized feature levels, with their epoch and the newest metadata.version
         supported, each running broker reports (ApiVersions; None: it did not answer)."""
-        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+        up = self._running_brokers()
 
         def levels(n):
             try:
@@ -380,8 +383,7 @@ class Campaign:
         """UpdateFeatures of ``updates`` through the running brokers, asked again while no
         controller takes it, for up to ``patience_s``: Kafka's error name, or None once
         committed."""
-        up = [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
-        bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in up)
+        bootstrap = ",".join(f"{n.address}:{KAFKA_PORT}" for n in self._running_brokers())
         try:
             await asyncio.to_thread(retrying, update_features, bootstrap, updates,
                                     deadline_s=patience_s)

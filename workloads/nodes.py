@@ -146,10 +146,17 @@ def metadata(address: str, topics: list[str] | None, timeout_s: float, port: int
         [MetadataRequest[8].MetadataRequestTopic(name=t) for t in topics],
         allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False)
+    return _one_request(address, port, kc.METADATA, 8, req, timeout_s)
+
+
+def _one_request(address: str, port: int, api_key: int, version: int, req, timeout_s: float):
+    """One Kafka request to the broker at ``address`` itself, on a connection of its own:
+    its response body."""
+    from node_image import kafka_codec as kc
     with socket.create_connection((address, port), timeout=timeout_s) as s:
         s.settimeout(timeout_s)
-        s.sendall(kc.encode_request(kc.METADATA, 8, req))
-        return kc.decode_response(kc.METADATA, 8, kc.recv_frame(s))
+        s.sendall(kc.encode_request(api_key, version, req))
+        return kc.decode_response(api_key, version, kc.recv_frame(s))
 
 
 def feature_levels(address: str, timeout_s: float,
@@ -162,10 +169,7 @@ def feature_levels(address: str, timeout_s: float,
     from kafka.protocol.metadata import ApiVersionsRequest
     req = ApiVersionsRequest[3](client_software_name="chaoskraft",
                                 client_software_version="1")
-    with socket.create_connection((address, port), timeout=timeout_s) as s:
-        s.settimeout(timeout_s)
-        s.sendall(kc.encode_request(kc.API_VERSIONS, 3, req))
-        resp = kc.decode_response(kc.API_VERSIONS, 3, kc.recv_frame(s))
+    resp = _one_request(address, port, kc.API_VERSIONS, 3, req, timeout_s)
     if resp.error_code != 0:
         raise ValueError(f"ApiVersions error {resp.error_code}")
     newest = {f.name: f.max_version for f in resp.supported_features or ()}
