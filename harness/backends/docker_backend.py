@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import struct
 import tarfile
 import time
 from pathlib import Path
@@ -33,6 +34,31 @@ from . import DATA_DIR, JOURNAL, BackendError, NodeControl, NodeInfo
 LABEL = "chaoskraft"
 PORT = 9093
 KAFKA_PORT = 9092
+
+
+def exec_output(api: docker.APIClient, container: str, cmd: list[str],
+                environment: dict[str, str]) -> tuple[int, bytes]:
+    """A command's exit status and its output (stdout and stderr as written), as
+    ``exec_run`` would give them. The exec is an HTTP upgrade: frames the command wrote
+    while the answer's headers were read are already in the response's buffered reader.
+    docker-py reads the stream from the socket beneath it, so those frames are lost and
+    the output comes back empty or without its start (docker/docker-py#3332; seen here
+    when a busy machine delayed the read: 26 of a file's 8,000 bytes). The frames are
+    read through that buffered reader instead."""
+    exec_id = api.exec_create(container, cmd, environment=environment)["Id"]
+    response = api._post_json(api._url("/exec/{0}/start", exec_id), stream=True,
+                              headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                              data={"Tty": False, "Detach": False})
+    out = bytearray()
+    try:
+        api._raise_for_status(response)
+        reader = response.raw._fp.fp  # what http.client read the headers through
+        while len(header := reader.read(8)) == 8:
+            _, length = struct.unpack(">BxxxL", header)
+            out += reader.read(length)
+    finally:
+        response.close()
+    return api.exec_inspect(exec_id)["ExitCode"], bytes(out)
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
@@ -196,7 +222,7 @@ class DockerCluster(NodeControl):
     def exec(self, node_id: int, cmd: list[str], check: bool = True) -> tuple[int, str]:
         c = self._containers[node_id]
         try:
-            rc, out = c.exec_run(cmd, environment={"PYTHONPATH": "/opt/chaoskraft"})
+            rc, out = exec_output(self.client.api, c.id, cmd, {"PYTHONPATH": "/opt/chaoskraft"})
         except (APIError, NotFound) as exc:
             raise BackendError(f"n{node_id}: {' '.join(cmd)}: {exc}") from None
         text = out.decode(errors="replace") if out else ""

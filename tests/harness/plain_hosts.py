@@ -19,6 +19,7 @@ from pathlib import Path
 import docker
 import paramiko
 
+from harness.backends.docker_backend import exec_output
 from harness.backends.ssh_backend import host_keys
 from harness.images import SUITE, _hash, build_debian, debian_mirror
 
@@ -105,7 +106,8 @@ class PlainHosts:
                 for c in self.containers]
 
     def sh(self, i: int, cmd: str) -> tuple[int, str]:
-        rc, out = self.containers[i].exec_run(["sh", "-c", cmd])
+        c = self.containers[i]
+        rc, out = exec_output(c.client.api, c.id, ["sh", "-c", cmd], {})
         return rc, out.decode(errors="replace")
 
     def known_hosts(self, path: Path, timeout_s: float = 60) -> Path:
