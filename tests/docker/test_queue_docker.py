@@ -136,8 +136,9 @@ def test_a_scenario_that_cannot_reach_its_state_makes_the_run_unknown_naming_it(
     factor 1 has none. The scenario waits its patience for one, is recorded not reached, and
     the run is unknown (exit 2), naming the scenario and why."""
     code, results, run_dir = campaign(
-        tmp_path, seed=3, time_limit_s=40, replication_factor=1, min_insync_replicas=1,
-        nemesis=["strand-replica"], nemesis_options={"strand-replica": {"patience_s": 5}})
+        tmp_path, seed=3, time_limit_s=15, replication_factor=1, min_insync_replicas=1,
+        nemesis=["strand-replica"],
+        nemesis_options={"strand-replica": {"patience_s": 5, "duration_s": [8, 8]}})
     assert (code, results["valid"]) == (2, "unknown"), (results.get("gates"), run_dir)
     steps = results["faults"]["steps"]
     assert steps and all(s["status"] == "not-reached" for s in steps), steps
@@ -155,7 +156,7 @@ def test_a_scenario_waits_for_its_state_on_slow_nodes_and_the_plan_runs_late(
     deposed leader's clients only then, and the plan runs late with the workload stretched,
     instead of the step being cut off or skipped; the correct node stays valid."""
     code, results, run_dir = campaign(
-        tmp_path, seed=5, time_limit_s=45, nemesis=["depose-leader"],
+        tmp_path, seed=5, time_limit_s=30, nemesis=["depose-leader"],  # one step
         node_config={"broker.session.timeout.ms": "25000"})
     assert (code, results["valid"]) == (0, True), (results.get("gates"), run_dir)
     assert results["faults"]["steps"][0]["status"] == "happened", results["faults"]
@@ -187,9 +188,9 @@ def test_the_liveness_bug_is_caught_by_the_liveness_phase_alone(docker_client, n
     # old one, which no broker can tell apart (seen in CI: value 2000007 at offsets 26, as
     # producer 2003 epoch 0 sequence 2, and 54, as epoch 1 sequence 0, on every replica)
     from checkers.queue import default_allowed
-    code, results, run_dir = campaign(tmp_path, seed=1, time_limit_s=40, nemesis=["kill"],
+    code, results, run_dir = campaign(tmp_path, seed=1, time_limit_s=25, nemesis=["kill"],
                                       idempotent=True, bugs=["isr-expands-only-to-min"],
-                                      liveness=liveness, liveness_s=30,
+                                      liveness=liveness, liveness_s=20,
                                       allowed_anomalies=[*default_allowed(True), "duplicate"])
     q = results["checkers"]["queue"]
     assert q["bad_anomalies"] == [], (q["bad_anomalies"], run_dir)

@@ -239,7 +239,8 @@ def test_static_members_and_regex_subscriptions_as_librdkafka_sends_them(cluster
     assert sorted(read) == sorted([f"ra{i}" for i in range(40)] + [f"rb{i}" for i in range(10)])
 
 
-@pytest.mark.parametrize("strategy", ["roundrobin", "cooperative-sticky"])
+@pytest.mark.parametrize("strategy", [pytest.param("roundrobin", marks=pytest.mark.nightly),
+                                      "cooperative-sticky"])  # CI: the incremental one
 def test_a_classic_group_upgraded_by_a_consumer_protocol_member_and_downgraded_again(
         cluster, strategy):
     """KIP-848's online migration as librdkafka drives it (confluent-kafka's own

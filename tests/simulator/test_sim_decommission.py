@@ -8,7 +8,7 @@ from harness.simulate import run_seed
 DECOMMISSION = {"extra_faults": {"decommission": 15000}}
 
 
-@pytest.mark.parametrize("seed", [3, 6, 11])
+@pytest.mark.parametrize("seed", [3, *(pytest.param(s, marks=pytest.mark.nightly) for s in (6, 11))])
 def test_the_correct_node_stays_valid_while_brokers_leave_and_new_ones_join(seed):
     o = run_seed(seed, 5, 150, frozenset(), dict(DECOMMISSION), "queue")
     assert o.ok, (o.invariant, o.detail)

@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import NIGHTLY, ROOT
 from harness.config import load_campaign, resolve
 from harness.runner import write_plan
 from harness.simulate import load_twin, run_seed
@@ -173,7 +173,7 @@ def test_the_correct_node_holds_in_the_twin_of_the_scenario_campaign(tmp_path):
     is indeterminate, never failed (seed 6 read such a 'failed' send as G1a once)."""
     run = stored_run(tmp_path / "scen", "scenarios.yaml")
     twin = load_twin(run)
-    for seed in (6, 8):
+    for seed in (6, 8) if NIGHTLY else (6,):  # CI: the seed that once read it as G1a
         o = run_seed(seed, 0, 0, frozenset(), twin=twin)
         assert o.ok, (seed, o.invariant, o.detail, o.counterexample)
         errors = {h.get("error") for h in o.result.history
