@@ -53,6 +53,10 @@ class RunConfig:
     # how consumers get partitions (Jepsen's sub-via): assign() every partition, or
     # subscribe() in one consumer group whose coordinator shares them out
     consume: str = "assign"
+    # the group protocol of subscribe(): Kafka's classic one (JoinGroup, SyncGroup, the
+    # client's assignor) or KIP-848's consumer protocol (ConsumerGroupHeartbeat, the
+    # coordinator assigns); confluent-kafka only
+    group_protocol: str = "classic"
     # Jepsen's --txn: sends and polls in transactions of 1-4 (a transactional producer, a
     # read_committed consumer); confluent-kafka only
     transactions: bool = False
@@ -110,7 +114,8 @@ _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": tuple(WORKLOADS), "backend": ("docker", "ssh"),
             "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),
-            "consume": ("assign", "subscribe"), "host_key_policy": ("strict", "accept-new"),
+            "consume": ("assign", "subscribe"), "group_protocol": ("classic", "consumer"),
+            "host_key_policy": ("strict", "accept-new"),
             "nemesis_combine": COMBINE}
 _LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
 
@@ -236,6 +241,14 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
             values.get("client", RunConfig.client) != "confluent-kafka":
         raise CampaignError(f"{where('transactions')}field 'transactions': transactions run "
                             f"with client confluent-kafka only, not {values.get('client')}")
+    if values.get("group_protocol", RunConfig.group_protocol) == "consumer":
+        if values.get("consume", RunConfig.consume) != "subscribe":
+            raise CampaignError(f"{where('group_protocol')}field 'group_protocol': consumer is "
+                                f"the protocol of subscribe(), and 'consume' is "
+                                f"{values.get('consume', RunConfig.consume)}")
+        if values.get("client", RunConfig.client) != "confluent-kafka":
+            raise CampaignError(f"{where('group_protocol')}field 'group_protocol': consumer runs "
+                                f"with client confluent-kafka only, not {values.get('client')}")
     controllers = values.get("controllers", min(RunConfig.controllers, nodes)
                              if isinstance(nodes, int) else RunConfig.controllers)
     if isinstance(nodes, int) and isinstance(controllers, int) and controllers > nodes:
@@ -402,6 +415,13 @@ def node_config(cfg: RunConfig) -> dict[str, str]:
     # The workloads make their topics with the replication they test; a client naming a topic
     # before it is made (or after it is deleted) must not get one of a single replica
     props.setdefault("auto.create.topics.enable", "false")
+    if cfg.group_protocol == "consumer":
+        # the brokers offer ConsumerGroupHeartbeat beside Metadata v12, as Kafka's do; the
+        # group's session and heartbeat interval are the broker's, as short as the classic
+        # members' (a member cut off leaves quickly)
+        props.setdefault("chaoskraft.metadata.max.version", "12")
+        props.setdefault("group.consumer.session.timeout.ms", "6000")
+        props.setdefault("group.consumer.heartbeat.interval.ms", "1000")
     for package, opts in _package_options(cfg):
         for key, value in package.node_properties(opts).items():
             props.setdefault(key, value)

@@ -83,8 +83,9 @@ def _drop_producer(producer) -> None:
 class ConfluentQueueClient:
     def __init__(self, bootstrap: str, topic: str, partitions: int, timeout_s: float,
                  idempotent: bool, process: int, transactions: bool = False,
-                 compression: str = "none") -> None:
+                 compression: str = "none", group_protocol: str = "classic") -> None:
         from confluent_kafka import Producer
+        self.group_protocol = group_protocol
         self.transactions = transactions
         self._txn_ready = False
         # "commit" or "abort": the end of the last transaction is still unknown (it timed out
@@ -256,11 +257,14 @@ class ConfluentQueueClient:
         from confluent_kafka import Consumer, KafkaException
         try:
             if self.consumer is None:
+                # KIP-848's members take their session and heartbeat interval from the group
+                # (the broker's group.consumer.* settings), not from the client
+                timing = {"group.protocol": "consumer"} if self.group_protocol == "consumer" \
+                    else {"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000}
                 self.consumer = Consumer({
                     "bootstrap.servers": self.bootstrap, "group.id": GROUP,
                     "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
-                    "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
-                    "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
+                    "auto.offset.reset": "earliest", **timing, "fetch.wait.max.ms": 100,
                     "error_cb": _quiet, "logger": CLIENT_LOG,
                     "socket.connection.setup.timeout.ms": max(1000, int(self.timeout_s * 1000))})
             else:  # again: leave the group and join it anew (a rebalance)
@@ -409,13 +413,16 @@ class KafkaPythonQueueClient:
 
 def make_client(name: str, bootstrap: str, topic: str, partitions: int, timeout_s: float,
                 idempotent: bool, process: int, transactions: bool = False,
-                compression: str = "none"):
-    """``compression``: the producer's compression.type (none, gzip, snappy, lz4, zstd)."""
-    if transactions:
+                compression: str = "none", group_protocol: str = "classic"):
+    """``compression``: the producer's compression.type (none, gzip, snappy, lz4, zstd);
+    ``group_protocol``: subscribe()'s, classic or consumer (KIP-848)."""
+    if transactions or group_protocol != "classic":
         if name != "confluent-kafka":
-            raise ValueError(f"transactions run with confluent-kafka only, not {name}")
+            raise ValueError(f"transactions and the consumer group protocol run with "
+                             f"confluent-kafka only, not {name}")
         return ConfluentQueueClient(bootstrap, topic, partitions, timeout_s, idempotent,
-                                    process, transactions=True, compression=compression)
+                                    process, transactions=transactions, compression=compression,
+                                    group_protocol=group_protocol)
     cls = {"confluent-kafka": ConfluentQueueClient, "kafka-python": KafkaPythonQueueClient}[name]
     return cls(bootstrap, topic, partitions, timeout_s, idempotent, process,
                compression=compression)

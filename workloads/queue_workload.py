@@ -237,7 +237,7 @@ class QueueRun:
         idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
                              idempotent, process, transactions=cfg.transactions,
-                             compression=self.codec)
+                             compression=self.codec, group_protocol=cfg.group_protocol)
         if cfg.transactions:
             self._txn_worker(process, deadline, gen, client)
             return

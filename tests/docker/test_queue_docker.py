@@ -345,6 +345,29 @@ def test_a_transactional_subscribe_campaign_on_a_correct_node_is_valid(docker_cl
     assert q["stats"]["final_polls"], "the final read passed every transaction marker"
 
 
+# A control (nightly: CI's budget); CI's cells of KIP-848: librdkafka's consumer protocol
+# against node processes through a coordinator kill and an online migration
+# (test_consumer_protocol_real_clients), and the campaign field's checks (test_campaign_files).
+@pytest.mark.nightly
+def test_a_kip848_subscribe_campaign_on_a_correct_node_is_valid(docker_client, node_image,
+                                                                 tmp_path):
+    """subscribe() through KIP-848's consumer group protocol under partitions and kills: the
+    coordinator assigns (its rebalances are the consumer protocol's, by group epoch, never a
+    classic JoinGroup round) and a correct node stays valid."""
+    code, results, run_dir = campaign(tmp_path, seed=3, time_limit_s=40, consume="subscribe",
+                                      group_protocol="consumer", nemesis=["partition", "kill"])
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    rows = _history(run_dir)
+    joined = {r["process"] for r in rows if r["f"] == "subscribe" and r["type"] == "ok"}
+    assert joined == set(range(15)), joined
+    lines = [line for log in Path(run_dir, "nodes").glob("n*/node.log")
+             for line in log.read_text(errors="replace").splitlines()
+             if "reached group-rebalanced: group chaoskraft-queue" in line]
+    assert lines and all(": epoch " in line for line in lines), lines[:5]
+    assert q["stats"]["sends"]["ok"] > 0 and q["stats"]["final_polls"], q["stats"]
+
+
 def _history(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "history.jsonl").read_text().splitlines()]
 

@@ -213,6 +213,26 @@ def test_transactions_need_librdkafka_and_modes_are_checked():
         validate({"workload": "queue", "consume": "steal"})
 
 
+def test_the_consumer_group_protocol_needs_subscribe_and_librdkafka_and_sets_the_brokers():
+    from harness.config import CampaignError, node_config, resolve, validate
+    with pytest.raises(CampaignError, match="field 'group_protocol': consumer is the protocol "
+                                            "of subscribe\\(\\), and 'consume' is assign"):
+        validate({"workload": "queue", "group_protocol": "consumer"})
+    with pytest.raises(CampaignError, match="field 'group_protocol': consumer runs with client "
+                                            "confluent-kafka only, not kafka-python"):
+        validate({"workload": "queue", "consume": "subscribe", "group_protocol": "consumer",
+                  "client": "kafka-python"})
+    with pytest.raises(CampaignError, match="group_protocol"):
+        validate({"workload": "queue", "consume": "subscribe", "group_protocol": "eager"})
+    cfg = resolve({"workload": "queue", "consume": "subscribe", "group_protocol": "consumer",
+                   "node_config": {"group.consumer.session.timeout.ms": "8000"}}, {})
+    props = node_config(cfg)
+    assert props["chaoskraft.metadata.max.version"] == "12"  # ConsumerGroupHeartbeat offered
+    assert props["group.consumer.session.timeout.ms"] == "8000"  # the campaign's kept
+    assert "chaoskraft.metadata.max.version" not in node_config(
+        resolve({"workload": "queue", "consume": "subscribe"}, {}))
+
+
 def test_the_producers_codec_is_the_campaigns_or_drawn_from_the_seed():
     from workloads.queue import CODECS, producer_codec
     assert producer_codec("gzip", 3) == "gzip"
