@@ -242,13 +242,15 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
                 respond(JoinResult(m.UNKNOWN_MEMBER_ID, member_id))
                 return
             g = self.groups[group_id] = Group(group_id, self.partition_of(group_id))
-        if g.consumer is not None:
-            if g.consumer.members:  # a classic member in a KIP-848 group (.group_migration)
-                self._classic_join_consumer(
+        if g.consumer is not None and g.consumer.members:
+            # a classic member in a KIP-848 group (.group_migration); one that downgraded it
+            # joins the classic group below
+            if self._classic_join_consumer(
                     g, member_id, client_id, client_host, session_timeout_ms,
                     rebalance_timeout_ms, protocol_type, protocols,
-                    require_known_member_id and instance_id is None, now, respond, instance_id)
+                    require_known_member_id and instance_id is None, now, respond, instance_id):
                 return
+        elif g.consumer is not None:
             g.consumer, g.protocol_type = None, None  # an empty one becomes classic
             self.log.write(g.partition, cr.group_gone(group_id), now, lambda error: None)
         if not self._protocols_fit(g, protocol_type, protocols):

@@ -24,11 +24,14 @@ offsets while its consumers are upgraded one by one, or rolled back.
   removed) and classic members remain, the group becomes classic again: the consumer
   group's records are tombstoned, a classic group written at the group epoch as its
   generation, each member given its target as its assignment, and a rebalance started so
-  that they rejoin under a leader of their own.
+  that they rejoin under a leader of their own. A classic static member that takes the
+  place of the last consumer-protocol member (its instance id, no member id) downgrades
+  the group the same way, without the member it replaces, and then joins the classic
+  group as a new static member (Kafka keeps the replaced member's assignment for it and
+  may skip the rebalance; here the group rebalances).
 
 The policy: ``bidirectional`` (Kafka's default), ``upgrade``, ``downgrade`` or ``disabled``;
-an upgrade the policy or the group refuses is GROUP_ID_NOT_FOUND, as Kafka answers it. Not
-done: a downgrade when a classic static member replaces the last consumer-protocol one.
+an upgrade the policy or the group refuses is GROUP_ID_NOT_FOUND, as Kafka answers it.
 """
 from __future__ import annotations
 
@@ -174,7 +177,9 @@ class GroupMigration:
                                protocol_type: str, protocols: tuple,
                                require_known_member_id: bool, now: int,
                                respond: Callable[[JoinResult], None],
-                               instance_id: str | None) -> None:
+                               instance_id: str | None) -> bool:
+        """Answered here, or False: the join downgraded the group, and is a classic
+        group's join from now on."""
         cg = g.consumer
         problem = None
         if protocol_type != CONSUMER or not self._protocols_supported(cg, protocols):
@@ -187,24 +192,29 @@ class GroupMigration:
         if problem is not None:
             self._on_event(f"JoinGroup to consumer group {g.group_id} refused: {problem}")
             respond(JoinResult(m.INCONSISTENT_GROUP_PROTOCOL, member_id))
-            return
+            return True
+        holder = None if instance_id is None else cg.static_member(instance_id)
+        if (holder is not None and not member_id and holder.classic is None
+                and self._downgrade(g, holder, now, f"was replaced by a classic static member "
+                                                    f"({instance_id})")):
+            return False
         entries: list = []
         given = member_id
         if not member_id:
             member_id = f"{client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
             if require_known_member_id:
                 respond(JoinResult(m.MEMBER_ID_REQUIRED, member_id))
-                return
+                return True
         old = cg.members.get(member_id)
-        holder = None if instance_id is None else cg.static_member(instance_id)
         if holder is not None and holder.member_id != member_id:
             if given:
                 respond(JoinResult(m.FENCED_INSTANCE_ID, given))
-                return
+                return True
+            # its place taken, whichever protocol it spoke (the newcomer speaks the classic)
             old = self._replace_static(g, holder, member_id, entries)
-        if old is not None and old.classic is None:
+        elif old is not None and old.classic is None:
             respond(JoinResult(m.UNKNOWN_MEMBER_ID, member_id))  # it speaks the new protocol
-            return
+            return True
         mb = replace(old) if old is not None else ConsumerMember(member_id)
         mb.client_id, mb.client_host = client_id, client_host
         mb.rebalance_timeout_ms = rebalance_timeout_ms
@@ -235,6 +245,7 @@ class GroupMigration:
             self.log.write(g.partition, entries, now, done)
         else:
             self.log.barrier(g.partition, now, done)
+        return True
 
     def _classic_sync_consumer(self, g: Group, generation: int, member_id: str,
                                protocol_type: str | None, protocol_name: str | None,

@@ -239,6 +239,49 @@ def test_static_members_and_regex_subscriptions_as_librdkafka_sends_them(cluster
     assert sorted(read) == sorted([f"ra{i}" for i in range(40)] + [f"rb{i}" for i in range(10)])
 
 
+def test_a_classic_static_member_taking_the_last_consumer_protocol_members_place_downgrades(
+        cluster):
+    """A classic consumer and a static consumer-protocol one (instance i1) share a group (the
+    second upgraded it); the static one closes (epoch -2: its place kept) and a classic
+    consumer restarted with instance id i1 joins in its place: the group is classic again
+    and the two classic consumers share every partition."""
+    create_topic(cluster, 4, topic="sd")
+
+    def consumer(protocol, instance=None):
+        conf = {"bootstrap.servers": cluster.bootstrap(), "group.id": "gd",
+                "auto.offset.reset": "earliest", "group.protocol": protocol}
+        if instance:
+            conf["group.instance.id"] = instance
+        c = Consumer(conf)
+        c.subscribe(["sd"])
+        return c
+
+    def parts(c):
+        return {tp.partition for tp in c.assignment()}
+
+    def said(text):
+        return any(text in cluster.log_path(i).read_text() for i in (1, 2, 3))
+    classic = consumer("classic")
+    poll([classic], lambda: len(parts(classic)) == 4, "the classic consumer alone")
+    new = consumer("consumer", "i1")
+    poll([classic, new], lambda: parts(classic) and parts(new)
+         and len(parts(classic) | parts(new)) == 4, "the group upgraded and shared")
+    assert said("group gd: upgraded from the classic protocol")
+    new.close()
+    wait_for("i1's leave (epoch -2) taken", lambda: said("(i1) left"))
+    back = consumer("classic", "i1")
+    poll([classic, back], lambda: parts(classic) and parts(back)
+         and len(parts(classic) | parts(back)) == 4, "both classic consumers with a share")
+    assert said("downgraded to the classic protocol") and said(
+        "was replaced by a classic static member (i1)")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    d = admin.describe_consumer_groups(["gd"])["gd"].result(10)
+    assert d.type == ConsumerGroupType.CLASSIC, d.type
+    assert {mb.group_instance_id for mb in d.members} == {None, "i1"}
+    for c in (classic, back):
+        c.close()
+
+
 @pytest.mark.parametrize("strategy", [pytest.param("roundrobin", marks=pytest.mark.nightly),
                                       "cooperative-sticky"])  # CI: the incremental one
 def test_a_classic_group_upgraded_by_a_consumer_protocol_member_and_downgraded_again(

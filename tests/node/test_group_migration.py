@@ -171,6 +171,49 @@ def test_the_last_consumer_protocol_member_leaving_makes_the_group_classic_again
     assert Coordinator(disk=c.disk).gc.groups["g"].protocol_type == "consumer"
 
 
+def test_a_classic_static_member_replacing_the_last_consumer_protocol_one_downgrades_the_group():
+    """X (static, instance i) is the group's only consumer-protocol member; a classic consumer
+    restarted with instance id i and no member id takes its place: the group becomes classic
+    without X, and the newcomer joins it as a static member beside a and b."""
+    c = Coordinator()
+    a, b = classic_pair(c)
+    out = []
+    c.gc.consumer_heartbeat(Heartbeat("g", "X", 0, instance_id="i", rebalance_timeout_ms=60_000,
+                                      subscribed=("t",), owned={}), 0, out.append)
+    assert out[0].error == m.NONE
+    for mb in (a, b):
+        mb.join()
+        mb.sync()
+    got = []
+    c.gc.join("g", "", "y", "/h", SESSION, 60_000, "consumer",
+              (("range", subscription("t")),), True, 0, got.append, instance_id="i")
+    g = c.gc.groups["g"]
+    assert g.consumer is None and g.state == PREPARING, "classic again, rebalancing"
+    assert any("downgraded to the classic protocol" in str(e) and "replaced by a classic "
+               "static member (i)" in str(e) for e in c.events), c.events
+    assert "X" not in g.members and len(g.members) == 3
+    y = next(mb for mb in g.members.values() if mb.instance_id == "i")
+    assert y.member_id.startswith("i-") and not got, "y waits in the rebalance"
+    a.join(), b.join()
+    assert got and got[0].error == m.NONE and got[0].member_id == y.member_id
+    assert g.generation == 4 and not c.gc.groups["g"].consumer
+    assert Coordinator(disk=c.disk).gc.groups["g"].consumer is None, "X's records tombstoned"
+    # a consumer-protocol member's place taken while classic and consumer-protocol members
+    # both remain: no downgrade, the newcomer is a classic member of the consumer group
+    c = Coordinator()
+    a, b = classic_pair(c)
+    hb(c, "Z", 0)
+    c.gc.consumer_heartbeat(Heartbeat("g", "X", 0, instance_id="i", rebalance_timeout_ms=60_000,
+                                      subscribed=("t",), owned={}), 0, lambda r: None)
+    got = []
+    c.gc.join("g", "", "y", "/h", SESSION, 60_000, "consumer",
+              (("range", subscription("t")),), True, 0, got.append, instance_id="i")
+    g = c.gc.groups["g"]
+    assert g.consumer is not None and "X" not in g.consumer.members
+    assert got and got[0].error == m.NONE
+    assert g.consumer.members[got[0].member_id].classic is not None
+
+
 def test_a_cooperative_member_revokes_before_another_is_given_its_partition():
     c = Coordinator()
     a, b = classic_pair(c)
