@@ -231,9 +231,16 @@ class Simulation:
     def _step_properties(self) -> dict[str, str]:
         """The node properties of the packages whose plan steps the seed draws."""
         from nemesis.packages import PACKAGES
+        from node_image.features import KRAFT_1_NEEDS
         props: dict[str, str] = {}
         for name in self.nemesis.step_packages():
             props.update(PACKAGES[name].node_properties({}))
+        mv = "chaoskraft.bootstrap.metadata.version"
+        if props.get("chaoskraft.bootstrap.kraft.version") == "1" and \
+                int(props.get(mv, KRAFT_1_NEEDS)) < KRAFT_1_NEEDS:
+            # features beside voters: formatted at the level a dynamic quorum needs, as a
+            # campaign with both says (features' metadata_version: 21)
+            props[mv] = str(KRAFT_1_NEEDS)
         return props
 
     def _scenario_settings(self) -> dict:

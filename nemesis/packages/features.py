@@ -7,7 +7,10 @@ static quorum made dynamic, KIP-853). One step in four asks two of these in one 
 (all or nothing).
 
 A campaign with this package formats its cluster at the oldest ``metadata.version`` the
-nodes support (its node property), so a run has levels to raise. Each step reads the levels
+nodes support (its node property; the option ``metadata_version`` names another), so a run
+has levels to raise. Beside ``voters`` (a dynamic quorum, which needs the newest level) it
+is formatted at the newest with ``metadata_version: 21``: then only eligible leader replicas
+are turned on and off. Each step reads the levels
 from the broker whose ApiVersions answer is the freshest (the highest finalized-features
 epoch), asks its change (asked again while no controller takes it, for up to
 ``PATIENCE_S``), and then waits until every broker that answers reports the new levels (the
@@ -37,6 +40,12 @@ TWO_AT_ONCE = 0.25  # how often a request carries two updates
 PATIENCE_S = 60.0  # the longest a change is asked again, and then waited for
 POLL_S = 0.5  # between two looks at the brokers' levels
 ANSWER_S = 5.0  # a simulated answer that has not come by then never will: asked again
+
+
+def check_level(v) -> str | None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < OLDEST_METADATA_VERSION:
+        return f"{v!r} is not a metadata.version level ({OLDEST_METADATA_VERSION} or more)"
+    return None
 
 
 def candidates(levels: dict[str, int], top: int,
@@ -102,7 +111,13 @@ class Features(Package):
     intends = ("feature-level-changed",)
     opens = ("features",)
     closes = ("features-seen",)
-    properties = {"chaoskraft.bootstrap.metadata.version": str(OLDEST_METADATA_VERSION)}
+    options = {"metadata_version": check_level}  # the level the cluster is formatted at
+    defaults = {"metadata_version": OLDEST_METADATA_VERSION}
+
+    @classmethod
+    def node_properties(cls, opts: dict) -> dict[str, str]:
+        level = opts.get("metadata_version", OLDEST_METADATA_VERSION)
+        return {"chaoskraft.bootstrap.metadata.version": str(level)}
 
     async def start(self, ctx, step, opts, rng, controller, leader):
         view = freshest(await ctx.feature_levels())

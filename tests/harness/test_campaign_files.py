@@ -9,7 +9,7 @@ from conftest import ROOT
 
 from harness import cli
 from harness.campaign_matrix import load_matrix
-from harness.config import CampaignError, load_campaign, resolve
+from harness.config import CampaignError, load_campaign, node_config, resolve
 from harness.campaign import fault_plan
 
 
@@ -214,7 +214,7 @@ def test_transactions_need_librdkafka_and_modes_are_checked():
 
 
 def test_the_consumer_group_protocol_needs_subscribe_and_librdkafka_and_sets_the_brokers():
-    from harness.config import CampaignError, node_config, resolve, validate
+    from harness.config import validate
     with pytest.raises(CampaignError, match="field 'group_protocol': consumer is the protocol "
                                             "of subscribe\\(\\), and 'consume' is assign"):
         validate({"workload": "queue", "group_protocol": "consumer"})
@@ -256,3 +256,15 @@ def test_node_properties_are_read_by_the_nodes_parser_before_any_node_starts():
     with pytest.raises(CampaignError, match="log.segment.bytes: 'lots' is not an integer"):
         resolve({"workload": "register", "node_config": {"log.segment.bytes": "lots"}}, {})
     resolve({"workload": "queue", "nemesis": ["features", "kill"]}, {})  # no conflict
+    # formatted at the newest level (only ELR to change), features runs beside voters
+    cfg = resolve({"workload": "register", "nodes": 5, "controllers": 5,
+                   "nemesis": [{"package": "features", "metadata_version": 21}, "voters"]}, {})
+    assert node_config(cfg)["chaoskraft.bootstrap.metadata.version"] == "21"
+    for bad in (6, 7.5, "21"):
+        with pytest.raises(CampaignError, match="metadata_version.*is not a metadata.version "
+                                                "level"):
+            resolve({"workload": "register", "nemesis": [
+                {"package": "features", "metadata_version": bad}]}, {})
+    with pytest.raises(CampaignError, match="fault packages features.*metadata.version"):
+        resolve({"workload": "register", "nemesis": [
+            {"package": "features", "metadata_version": 99}]}, {})

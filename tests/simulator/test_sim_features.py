@@ -58,6 +58,18 @@ def test_the_correct_node_stays_valid_while_feature_levels_change(seed, workload
     assert any(MV in s.label for s in happened) and any(ELR in s.label for s in happened)
 
 
+def test_beside_voters_the_cluster_is_formatted_at_the_newest_level_and_elr_changes():
+    """A dynamic quorum needs metadata.version 21: with voters drawn too, the cluster is
+    formatted there (a campaign says so with features' metadata_version), and features
+    only turns eligible leader replicas on and off while the voter set changes."""
+    o = run_seed(1, 5, 60, frozenset(), {"extra_faults": {"features": 4000, "voters": 4000}})
+    assert o.ok, (o.invariant, o.detail)
+    happened = [s for s in o.result.plan if s.kind == "features" and s.status == "happened"]
+    assert happened and all(ELR in s.label and MV not in s.label for s in happened), happened
+    cov = o.result.coverage
+    assert cov.get("feature-level-changed") and cov.get("raft-voters-changed"), cov
+
+
 def test_the_upgrade_bug_is_caught_with_the_package_and_missed_without_it():
     """upgrade-elects-outside-isr acts only when metadata.version is raised: seed 1 of the
     queue workload catches it with the package drawn (its sim_options), the same seed
