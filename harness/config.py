@@ -57,6 +57,12 @@ class RunConfig:
     # client's assignor) or KIP-848's consumer protocol (ConsumerGroupHeartbeat, the
     # coordinator assigns); confluent-kafka only
     group_protocol: str = "classic"
+    # Jepsen's --crash-clients: each queue client is crashed (closed between two operations,
+    # what its producer still holds dropped) after a run of 0 .. 2 x crash_client_interval_s
+    # drawn from the seed, and a fresh client opened as a new process (Jepsen's numbering:
+    # process + concurrency); Jepsen's --crash-client-interval
+    crash_clients: bool = False
+    crash_client_interval_s: float = 30.0
     # Jepsen's --txn: sends and polls in transactions of 1-4 (a transactional producer, a
     # read_committed consumer); confluent-kafka only
     transactions: bool = False
@@ -110,7 +116,7 @@ class RunConfig:
 _POSITIVE = {"time_limit_s", "nodes", "controllers", "concurrency", "rate", "op_timeout_s",
              "ops_per_key", "nemesis_interval_s", "check_budget_s", "partitions",
              "replication_factor", "min_insync_replicas", "flush_messages", "liveness_s",
-             "max_txn_length"}
+             "max_txn_length", "crash_client_interval_s"}
 _NON_NEGATIVE = {"seed", "recovery_s"}
 _CHOICES = {"workload": tuple(WORKLOADS), "backend": ("docker", "ssh"),
             "engine": ("auto", "spark", "local"), "client": ("confluent-kafka", "kafka-python"),
@@ -241,6 +247,10 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
             values.get("client", RunConfig.client) != "confluent-kafka":
         raise CampaignError(f"{where('transactions')}field 'transactions': transactions run "
                             f"with client confluent-kafka only, not {values.get('client')}")
+    workload = values.get("workload", RunConfig.workload)
+    if values.get("crash_clients") is True and workload != "queue":
+        raise CampaignError(f"{where('crash_clients')}field 'crash_clients': clients crash in "
+                            f"the queue workload only, not {workload}")
     if values.get("group_protocol", RunConfig.group_protocol) == "consumer":
         if values.get("consume", RunConfig.consume) != "subscribe":
             raise CampaignError(f"{where('group_protocol')}field 'group_protocol': consumer is "

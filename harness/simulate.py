@@ -96,6 +96,9 @@ def load_twin(run_dir: Path) -> Twin:
         raise ValueError(f"{RunDir(run_dir).file(CONFIG)}: consume: {cfg.consume}, transactions: "
                          f"{str(cfg.transactions).lower()}: the simulator's clients assign "
                          "partitions and send without transactions; this run has no twin")
+    if cfg.crash_clients:
+        raise ValueError(f"{RunDir(run_dir).file(CONFIG)}: crash_clients: true: the "
+                         "simulator's clients are never crashed; this run has no twin")
     rd = RunDir(run_dir)
     path = rd.file(PLAN)
     raw = rd.plan()

@@ -50,6 +50,15 @@ def producer_codec(compression: str | None, seed: int | None) -> str:
         return compression
     return random.Random(f"{seed}-compression").choice(CODECS)
 
+def client_lifetimes(seed: int | None, slot: int, interval_s: float) -> Iterator[float]:
+    """Jepsen's --crash-clients: how long each client of one slot runs before it is crashed,
+    uniform in 0 .. 2 x ``interval_s`` (Jepsen staggers its crash operations so), drawn from
+    the seed (a stream of the slot's own, so nothing else the seed draws moves)."""
+    rng = random.Random(f"{seed}-crash-{slot}")
+    while True:
+        yield rng.uniform(0.0, 2.0 * interval_s)
+
+
 @dataclass(frozen=True, slots=True)
 class QueueOp:
     f: str  # "send" | "poll" | "assign"

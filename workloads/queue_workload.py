@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .queue import (ABORT_RATIO, VALUE_STRIDE, QueueGenerator, key_name,
+from .queue import (ABORT_RATIO, VALUE_STRIDE, QueueGenerator, client_lifetimes, key_name,
                     producer_codec)
 from .queue_client import CLIENT_LOG, make_client, read_to_end
 from .workload import FINAL_PROCESS_BASE, Campaign, until_live
@@ -231,22 +231,49 @@ class QueueRun:
 
     # ------------------------------------------------------------ workload
 
-    def queue_worker(self, process: int, deadline) -> None:
+    def queue_worker(self, slot: int, deadline) -> None:
+        """One client slot: its process, and with ``crash_clients`` (Jepsen's) the ones after
+        it, each begun with a fresh client once the last was crashed, numbered on by the
+        concurrency (slot, slot + c, slot + 2c, ... as Jepsen numbers a crashed process's
+        successor; no crash once the next number would reach the final phase's)."""
+        cfg = self.cfg
+        lives = client_lifetimes(cfg.seed, slot, cfg.crash_client_interval_s) \
+            if cfg.crash_clients else None
+        process = slot
+        while True:
+            crash_at = None if lives is None or process + cfg.concurrency >= FINAL_PROCESS_BASE \
+                else time.monotonic() + next(lives)
+            if not self._client_life(process, slot, deadline, crash_at):
+                return
+            process += cfg.concurrency
+
+    def _crashed(self, process: int, crash_at: float | None) -> bool:
+        """Whether this process's client is due to crash: if so it is recorded (Jepsen's
+        ``crash`` operation, info), and the caller closes the client."""
+        if crash_at is None or time.monotonic() < crash_at:
+            return False
+        self.history.record(process, "invoke", "crash")
+        self.history.record(process, "info", "crash")
+        return True
+
+    def _client_life(self, process: int, slot: int, deadline, crash_at: float | None) -> bool:
+        """One process with its own client, until the deadline (False) or its crash (True)."""
         cfg = self.cfg
         gen = self.generator.ops(process)
-        idempotent = cfg.idempotent if cfg.idempotent is not None else process % 2 == 0
+        idempotent = cfg.idempotent if cfg.idempotent is not None else slot % 2 == 0
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
                              idempotent, process, transactions=cfg.transactions,
                              compression=self.codec, group_protocol=cfg.group_protocol)
         if cfg.transactions:
-            self._txn_worker(process, deadline, gen, client)
-            return
+            return self._txn_worker(process, deadline, gen, client, crash_at)
         interval = 1.0 / cfg.rate
         try:
             self._reposition(process, client)
             for op in gen:
                 if deadline.passed():
                     break
+                if self._crashed(process, crash_at):
+                    return True
                 if op.f == "assign":
                     self._reposition(process, client)
                 else:  # the invoke is recorded before the call, the completion after
@@ -256,6 +283,7 @@ class QueueRun:
                 time.sleep(interval)
         finally:
             client.close()
+        return False
 
     def _invoke(self, process: int, op) -> None:
         if op.f == "send":
@@ -280,7 +308,7 @@ class QueueRun:
         r = getattr(client, consume)()
         self.history.record(process, r.type, consume, value=r.value, error=r.error)
 
-    def _txn_worker(self, process: int, deadline, gen, client) -> None:
+    def _txn_worker(self, process: int, deadline, gen, client, crash_at: float | None) -> bool:
         """Transactions mode: the generator's sends and polls, in its order, grouped into
         transactions of 1 to ``max_txn_length`` (sizes drawn from the seed), one in eight aborted on purpose
         (drawn from the seed too); an assign is one on its own. A transaction is one
@@ -299,6 +327,8 @@ class QueueRun:
             for op in gen:
                 if deadline.passed():
                     break
+                if not pending and self._crashed(process, crash_at):
+                    return True  # between two transactions
                 if op.f == "assign":
                     self._reposition(process, client)
                     continue
@@ -315,6 +345,7 @@ class QueueRun:
                 time.sleep(interval * len(mops))
         finally:
             client.close()
+        return False
 
     async def workers(self, deadline) -> None:
         loop = asyncio.get_running_loop()

@@ -368,6 +368,28 @@ def test_a_kip848_subscribe_campaign_on_a_correct_node_is_valid(docker_client, n
     assert q["stats"]["sends"]["ok"] > 0 and q["stats"]["final_polls"], q["stats"]
 
 
+# A control (nightly: CI's budget); CI checks the field, the draws and that such a run has no
+# twin (test_campaign_files, test_sim_twin).
+@pytest.mark.nightly
+def test_crashed_clients_come_back_as_new_processes_and_a_correct_node_stays_valid(
+        docker_client, node_image, tmp_path):
+    """Jepsen's --crash-clients: each client crashes about every 5 s and a fresh one goes on
+    as a new process (numbered on by the concurrency); their sends are read back and a
+    correct node is valid."""
+    code, results, run_dir = campaign(tmp_path, seed=2, time_limit_s=40, crash_clients=True,
+                                      crash_client_interval_s=5, nemesis=["partition", "kill"])
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    rows = _history(run_dir)
+    crashed = {r["process"] for r in rows if r["f"] == "crash" and r["type"] == "info"}
+    later = {r["process"] for r in rows if isinstance(r["process"], int)
+             and 15 <= r["process"] < FINAL_PROCESS_BASE}
+    assert len(crashed) >= 15 and later, (len(crashed), len(later))
+    sent = {r["value"]["value"] // 1_000_000 for r in rows if r["f"] == "send" and r["type"] == "ok"}
+    assert sent & later, "the new processes' sends were acknowledged"
+    assert q["stats"]["final_polls"]
+
+
 def _history(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "history.jsonl").read_text().splitlines()]
 

@@ -233,6 +233,22 @@ def test_the_consumer_group_protocol_needs_subscribe_and_librdkafka_and_sets_the
         resolve({"workload": "queue", "consume": "subscribe"}, {}))
 
 
+def test_client_crashes_are_drawn_from_the_seed_per_slot_and_only_for_the_queue():
+    import itertools
+    from harness.config import validate
+    from workloads.queue import client_lifetimes
+    first = list(itertools.islice(client_lifetimes(4, 2, 30.0), 400))
+    assert first == list(itertools.islice(client_lifetimes(4, 2, 30.0), 400)), "the seed decides"
+    assert first != list(itertools.islice(client_lifetimes(4, 3, 30.0), 400)), "each slot its own"
+    assert all(0 <= x <= 60 for x in first) and 25 < sum(first) / len(first) < 35
+    with pytest.raises(CampaignError, match="field 'crash_clients': clients crash in the queue "
+                                            "workload only, not register"):
+        validate({"crash_clients": True})
+    with pytest.raises(CampaignError, match="crash_client_interval_s"):
+        validate({"workload": "queue", "crash_clients": True, "crash_client_interval_s": 0})
+    validate({"workload": "queue", "crash_clients": True, "crash_client_interval_s": 5})
+
+
 def test_the_producers_codec_is_the_campaigns_or_drawn_from_the_seed():
     from workloads.queue import CODECS, producer_codec
     assert producer_codec("gzip", 3) == "gzip"
