@@ -73,8 +73,9 @@ class RunConfig:
     # Jepsen's --ww-deps: the queue checker infers write-write edges from each key's log (G0
     # cycles then show, and G1c ones are allowed)
     ww_deps: bool = False
-    # None: half the producers (even processes) idempotent, the others without retries, whose
-    # records a deposed leader keeps are its own (nobody re-sends them to the next leader)
+    # None: half the producers (even processes; with crash_clients, those of even slots)
+    # idempotent, the others without retries, whose records a deposed leader keeps are its
+    # own (nobody re-sends them to the next leader)
     idempotent: bool | None = None
     # The producers' compression.type (none, gzip, snappy, lz4, zstd). None: drawn from the
     # seed, one codec for the run, so a seed sweep covers every codec

@@ -50,6 +50,7 @@ def producer_codec(compression: str | None, seed: int | None) -> str:
         return compression
     return random.Random(f"{seed}-compression").choice(CODECS)
 
+
 def client_lifetimes(seed: int | None, slot: int, interval_s: float) -> Iterator[float]:
     """Jepsen's --crash-clients: how long each client of one slot runs before it is crashed,
     uniform in 0 .. 2 x ``interval_s`` (Jepsen staggers its crash operations so), drawn from
