@@ -189,7 +189,7 @@ def test_same_seed_same_trace_in_processes_with_other_hash_seeds():
     traces = []
     for hash_seed in ("1", "2"):
         p = subprocess.run([sys.executable, "-m", "harness.cli", "sim", "--workload", "queue",
-                            "--seed", "4", "--duration-s", "40"], capture_output=True, text=True,
+                            "--seed", "4", "--duration-s", "20"], capture_output=True, text=True,
                            timeout=300, env={**os.environ, "PYTHONHASHSEED": hash_seed})
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
         traces.append(next(x for x in p.stdout.splitlines() if " trace " in x))
