@@ -12,6 +12,7 @@ from node_image.bugs import BUGS
 from harness.runner import run
 from harness.simulate import load_twin, run_seed
 from harness.store import new_run_dir
+from workloads.queue import VALUE_STRIDE
 from workloads.workload import FINAL_PROCESS_BASE
 
 pytestmark = pytest.mark.docker
@@ -385,7 +386,8 @@ def test_crashed_clients_come_back_as_new_processes_and_a_correct_node_stays_val
     later = {r["process"] for r in rows if isinstance(r["process"], int)
              and 15 <= r["process"] < FINAL_PROCESS_BASE}
     assert len(crashed) >= 15 and later, (len(crashed), len(later))
-    sent = {r["value"]["value"] // 1_000_000 for r in rows if r["f"] == "send" and r["type"] == "ok"}
+    sent = {r["value"]["value"] // VALUE_STRIDE for r in rows
+            if r["f"] == "send" and r["type"] == "ok"}
     assert sent & later, "the new processes' sends were acknowledged"
     assert q["stats"]["final_polls"]
 
