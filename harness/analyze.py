@@ -138,11 +138,13 @@ def analyze(run_dir: Path, *, engine: str = "auto", spark_master: str | None = N
     """Check the run, write results.json, then report.html beside it."""
     results = _analyze(Path(run_dir), engine=engine, spark_master=spark_master,
                        budget_s=budget_s, log=log)
-    from .report import render
-    from .timeline import write_timeline
-    try:
-        report = render(Path(run_dir), progress=log)
-        log(f"report: {report}; timeline: {write_timeline(Path(run_dir), progress=log)}")
+    from .frames import one_pass
+    from .report.page import ReportPass
+    from .timeline import TimelinePass
+    try:  # one read of the history for both pages
+        report, timeline = one_pass(Path(run_dir), [ReportPass(run_dir), TimelinePass(run_dir)],
+                                    log, "report and timeline")
+        log(f"report: {report}; timeline: {timeline}")
     except Exception:  # noqa: BLE001 - the verdict stands; the report's failure is shown whole
         import traceback
         log("report: could not be made (the verdict above stands):\n" + traceback.format_exc())

@@ -58,25 +58,35 @@ def _from_generic(t) -> pd.DataFrame:
     return df[COLUMNS]
 
 
+def _category(a) -> pd.Categorical:
+    """An Arrow string column as a pandas Categorical: comparing, mapping and taking its rows
+    then works on small integer codes, not Python strings."""
+    import pyarrow.compute as pc
+    d = pc.dictionary_encode(a).combine_chunks() if hasattr(a, "chunks") else \
+        pc.dictionary_encode(a)
+    return pd.Categorical.from_codes(
+        d.indices.fill_null(-1).to_numpy(zero_copy_only=False),
+        pd.Index(d.dictionary.to_numpy(zero_copy_only=False), dtype=object))
+
+
 def _from_typed(t, names, values=None) -> pd.DataFrame:
-    """Typed rows -> the common columns; a send's value as the JSON a run writes (a value
-    that is not an integer as the history wrote it: ``values``, the file's ValueNames)."""
+    """Typed rows -> the common columns. Only invokes get a value (the pages show no other;
+    a send's as the JSON a run writes, a value that is not an integer as the history wrote
+    it: ``values``, the file's ValueNames); process, type, f and key are Categorical."""
     import pyarrow as pa
     import pyarrow.compute as pc
     process = pc.fill_null(pc.cast(t.column("process"), pa.string()), "nemesis")
     key = pc.take(names, t.column("key"))
-    v, o = pc.cast(t.column("value"), pa.string()), pc.cast(t.column("offset"), pa.string())
+    invoke = pc.equal(t.column("type"), "invoke")
+    raw = pc.if_else(invoke, t.column("value"), pa.scalar(None, pa.int64()))
+    v = pc.cast(raw, pa.string())
     if values is not None and values.names:
         v = pa.array([None if x is None else json.dumps(values.name(x))
-                      for x in t.column("value").to_pylist()], pa.string())
-    value = pc.if_else(pc.is_valid(o),
-                       pc.binary_join_element_wise('{"value": ', v, ', "offset": ', o, "}", ""),
-                       pc.binary_join_element_wise('{"value": ', v, "}", ""))
+                      for x in raw.to_pylist()], pa.string())
+    value = pc.binary_join_element_wise('{"value": ', v, "}", "")
     df = pd.DataFrame({"index": t.column("index").to_numpy(), "time": t.column("time").to_numpy(),
-                       "process": process.to_numpy(zero_copy_only=False),
-                       "type": t.column("type").to_numpy(zero_copy_only=False),
-                       "f": t.column("f").to_numpy(zero_copy_only=False),
-                       "key": key.to_numpy(zero_copy_only=False),
+                       "process": _category(process), "type": _category(t.column("type")),
+                       "f": _category(t.column("f")), "key": _category(key),
                        "value": value.to_numpy(zero_copy_only=False),
                        "error": None}, columns=COLUMNS)
     extra = t.column("extra")
@@ -181,32 +191,42 @@ OP_COLUMNS = ["index", "process", "f", "key", "value", "start", "end", "type", "
 def pairs(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """Operations, batch by batch: the invoke's index, process, f, key and value, ``start`` and
     ``end`` (ns), the completion's type and error. An invoke that never completes (its process
-    invoked again, or the history ended) comes last, with type ``open`` and no end."""
+    invoked again, or the history ended) comes last, with type ``open`` and no end.
+
+    Each batch's rows are ordered by process and index (numpy, on the processes' codes): an
+    invoke followed by a row of its process that is not an invoke is an operation; one followed
+    by another invoke never completed; one last of its process is carried to the next batch."""
     carry = pd.DataFrame(columns=COLUMNS)
     opens = []
     for b in frames:
-        c = b[b["process"] != "nemesis"]
+        c = b[(b["process"] != "nemesis").to_numpy()]
         if len(carry):
             if not len(c):
                 continue
             c = pd.concat([carry, c], ignore_index=True)
-        c = c.sort_values(["process", "index"], kind="stable")
-        nxt = c.shift(-1)
-        inv = (c["type"] == "invoke").to_numpy()
-        same = (nxt["process"] == c["process"]).to_numpy()
-        done = inv & same & (nxt["type"] != "invoke").to_numpy()
-        carry = c[inv & ~same]  # its completion may be in a later batch
-        stuck = c[inv & same & ~done]
+        if not len(c):
+            continue
+        codes = pd.factorize(c["process"])[0]
+        order = np.lexsort((c["index"].to_numpy(), codes))
+        proc = codes[order]
+        inv = (c["type"] == "invoke").to_numpy()[order]
+        same = np.zeros(len(order), bool)
+        same[:-1] = proc[:-1] == proc[1:]
+        then_invoke = np.ones(len(order), bool)
+        then_invoke[:-1] = inv[1:]
+        done = np.nonzero(inv & same & ~then_invoke)[0]
+        carry = c.iloc[order[inv & ~same]]  # its completion may be in a later batch
+        stuck = order[inv & same & then_invoke]
         if len(stuck):
-            opens.append(stuck)
-        if done.any():
-            inv_rows, comp = c[done], nxt[done]
-            yield pd.DataFrame({"index": inv_rows["index"].astype("int64"),
-                                "process": inv_rows["process"], "f": inv_rows["f"],
-                                "key": inv_rows["key"], "value": inv_rows["value"],
-                                "start": inv_rows["time"], "end": comp["time"],
-                                "type": comp["type"], "error": comp["error"]},
-                               columns=OP_COLUMNS).reset_index(drop=True)
+            opens.append(c.iloc[stuck])
+        if len(done):
+            i, j = order[done], order[done + 1]
+            yield pd.DataFrame({"index": _take(c["index"], i).astype("int64"),
+                                "process": _take(c["process"], i), "f": _take(c["f"], i),
+                                "key": _take(c["key"], i), "value": _take(c["value"], i),
+                                "start": _take(c["time"], i), "end": _take(c["time"], j),
+                                "type": _take(c["type"], j), "error": _take(c["error"], j)},
+                               columns=OP_COLUMNS)
     opens.append(carry)
     last = pd.concat(opens, ignore_index=True) if any(len(o) for o in opens) else None
     if last is not None and len(last):
@@ -214,6 +234,12 @@ def pairs(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
                             "f": last["f"], "key": last["key"], "value": last["value"],
                             "start": last["time"], "end": np.nan, "type": "open",
                             "error": None}, columns=OP_COLUMNS)
+
+
+def _take(s: pd.Series, rows: np.ndarray):
+    """``s``'s values at ``rows`` (a Categorical stays one)."""
+    a = s.array
+    return a.take(rows) if isinstance(a, pd.Categorical) else s.to_numpy()[rows]
 
 
 PROGRESS_ROWS = 1_000_000  # a history this long is streamed with progress lines
@@ -248,6 +274,20 @@ class Stream:
     def nemesis(self) -> pd.DataFrame:
         parts = [p for p in self._nemesis if len(p)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def one_pass(run_dir: Path, consumers: list, progress=None, what: str = "") -> list:
+    """Stream the run's operations once to every consumer: ``start(span)``, ``add(ops)`` for
+    each batch of ``pairs``, then ``finish(nemesis)``, whose answers are returned in order
+    (the report and the timeline share one read of the history)."""
+    span = Span(run_dir)
+    for c in consumers:
+        c.start(span)
+    stream = Stream(run_dir, progress, span.rows, what)
+    for ops in stream:
+        for c in consumers:
+            c.add(ops)
+    return [c.finish(stream.nemesis) for c in consumers]
 
 
 def rows_at(run_dir: Path, indexes: Iterable[int]) -> dict[int, dict]:

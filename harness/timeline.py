@@ -20,8 +20,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Iterator
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .report import FAULT_COLOURS, fault_intervals
 
@@ -30,16 +34,65 @@ TYPES = {"ok": 0, "fail": 1, "info": 2, "open": 3}
 
 
 def timeline_ops(pairs: pd.DataFrame, end_ns: int) -> pd.DataFrame:
-    """Operations of ``frames.pairs`` with start, duration, type and a short label; one never
-    completed lasts to ``end_ns``, the history's end."""
+    """Operations of ``frames.pairs`` with start, duration, type and ``row``, their position
+    in ``pairs`` (their ``labels``); one never completed lasts to ``end_ns``, the history's
+    end."""
     end = pairs["end"].astype(float).fillna(end_ns)
-    value = pairs["value"].where(pairs["value"].notna() & (pairs["value"] != "null"), "")
-    label = (pairs["f"].astype(str) + " " + pairs["key"].fillna("").astype(str) + " "
-             + value.astype(str).str.slice(0, 40)).str.strip()
     return pd.DataFrame({"start_ms": (pairs["start"] / 1e6).round(3),
                          "dur_ms": ((end - pairs["start"]) / 1e6).round(3),
                          "process": pairs["process"], "type": pairs["type"],
-                         "index": pairs["index"], "label": label})
+                         "index": pairs["index"], "row": np.arange(len(pairs))})
+
+
+def labels(pairs: pd.DataFrame) -> pa.Array:
+    """Each operation's label: its f, key and the first 40 characters of its value (Arrow
+    strings, built column-wise: at a hundred million operations a Python loop is the cost)."""
+    def text(col):
+        a = pa.array(pairs[col], from_pandas=True)
+        if pa.types.is_dictionary(a.type):
+            a = a.dictionary_decode()
+        return pc.fill_null(a if a.type == pa.string() else pc.cast(a, pa.string()), "")
+    value = text("value")
+    value = pc.utf8_slice_codeunits(pc.if_else(pc.equal(value, "null"), "", value), 0, 40)
+    return pc.utf8_trim_whitespace(
+        pc.binary_join_element_wise(text("f"), text("key"), value, " "))
+
+
+def _numbers(values) -> pa.Array:
+    """Numbers as JavaScript literals (Arrow's shortest round-trip text; NaN as ``NaN``)."""
+    a = pa.array(np.asarray(values))
+    text = pc.cast(a, pa.string())
+    if pa.types.is_floating(a.type):
+        text = pc.if_else(pc.is_nan(a), "NaN", text)
+    return text
+
+
+def _quoted(strings: pa.Array) -> pa.Array:
+    """Strings as JSON string literals."""
+    s = pc.replace_substring(pc.replace_substring(strings, "\\", "\\\\"), '"', '\\"')
+    if pc.any(pc.match_substring_regex(s, "[\\x00-\\x1f]")).as_py():  # rare: let json do it
+        return pa.array([json.dumps(x) for x in strings.to_pylist()], pa.string())
+    return pc.binary_join_element_wise('"', s, '"', "")
+
+
+def chunk_parts(ops: pd.DataFrame, label: pa.Array) -> Iterator[tuple[int, bytes]]:
+    """(chunk, its rows as the JSON array text ``[[start,dur,lane,t,index,label],...]``) for
+    each chunk ``ops`` touch, in chunk order (an operation's label: ``label[row]``). The rows are made as one Arrow string array, each
+    ending with a comma, ordered by chunk: a chunk's rows are then one slice of its data."""
+    rows = pc.binary_join_element_wise(
+        "[", _numbers(ops["start_ms"]), ",", _numbers(ops["dur_ms"]), ",",
+        _numbers(ops["lane"]), ",", _numbers(ops["t"]), ",", _numbers(ops["index"]), ",",
+        _quoted(label.take(pa.array(ops["row"].to_numpy()))), "],", "")
+    chunk = ops["chunk"].to_numpy()
+    order = np.argsort(chunk, kind="stable")
+    rows = pa.concat_arrays([rows.take(pa.array(order))])  # offset 0, data in chunk order
+    chunk = chunk[order]
+    offsets = np.frombuffer(rows.buffers()[1], np.int32)[:len(rows) + 1]
+    data = memoryview(rows.buffers()[2])
+    starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]])
+    ends = np.r_[starts[1:], len(chunk)]
+    for a, b in zip(starts, ends):
+        yield int(chunk[a]), b"[" + bytes(data[offsets[a]:offsets[b] - 1]) + b"]"
 
 
 def with_carried(ops: pd.DataFrame, chunk_s: float) -> pd.DataFrame:
@@ -60,43 +113,52 @@ def write_timeline(run_dir: Path, progress=None) -> Path:
     is appended to the chunk files it falls in (``TL.part``), and every chunk file ends with
     ``TL.chunk(N)`` once the history is through. ``progress(line)`` hears how far."""
     from . import frames
-    run_dir = Path(run_dir)
-    span = frames.Span(run_dir)
-    out = run_dir / "timeline"
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir()
-    end_s = span.end_s
-    n = max(span.rows // 2, 1)
-    chunk_s = max(0.25, round(end_s * TARGET_OPS_PER_CHUNK / n, 2)) if end_s else 1.0
-    lane = {p: i for i, p in enumerate(span.processes)}
-    stream = frames.Stream(run_dir, progress, span.rows, "timeline")
-    written: set[int] = set()
-    count = 0
-    for p in stream:
-        ops = timeline_ops(p, span.end_ns)
-        count += len(ops)
-        ops["lane"] = ops["process"].map(lane)
+    return frames.one_pass(run_dir, [TimelinePass(run_dir)], progress, "timeline")[0]
+
+
+class TimelinePass:
+    """The timeline as one consumer of ``frames.one_pass``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.out = self.run_dir / "timeline"
+        self.written: set[int] = set()
+        self.count = 0
+
+    def start(self, span) -> None:
+        if self.out.exists():
+            shutil.rmtree(self.out)
+        self.out.mkdir()
+        self.span = span
+        n = max(span.rows // 2, 1)
+        self.chunk_s = max(0.25, round(span.end_s * TARGET_OPS_PER_CHUNK / n, 2)) \
+            if span.end_s else 1.0
+        self.lane = {p: i for i, p in enumerate(span.processes)}
+
+    def add(self, p: pd.DataFrame) -> None:
+        ops = timeline_ops(p, self.span.end_ns)
+        self.count += len(ops)
+        ops["lane"] = ops["process"].map(self.lane)
         ops["t"] = ops["type"].map(TYPES)
-        ops["chunk"] = (ops["start_ms"] / 1000 // chunk_s).astype(int)
-        ops = with_carried(ops, chunk_s)
-        for k, group in ops.groupby("chunk"):
-            rows = group[["start_ms", "dur_ms", "lane", "t", "index", "label"]].values.tolist()
-            with open(out / f"c-{k}.js", "a") as f:
-                f.write(f"TL.part({k},{json.dumps(rows, separators=(',', ':'))});\n")
-            written.add(int(k))
-    for k in written:
-        with open(out / f"c-{k}.js", "a") as f:
-            f.write(f"TL.chunk({k});\n")
-    nemesis = stream.nemesis
-    meta = {"end_s": end_s, "chunk_s": chunk_s, "lanes": span.processes, "ops": count,
-            "chunks": sorted(written),
-            "faults": [[k, s, e, lbl] for k, s, e, lbl in fault_intervals(nemesis, end_s)],
-            "colours": FAULT_COLOURS}
-    (out / "index.js").write_text(f"TL.index({json.dumps(meta)});\n")
-    page = run_dir / "timeline.html"
-    page.write_text(PAGE)
-    return page
+        ops["chunk"] = (ops["start_ms"] / 1000 // self.chunk_s).astype(int)
+        for k, text in chunk_parts(with_carried(ops, self.chunk_s), labels(p)):
+            with open(self.out / f"c-{k}.js", "ab") as f:
+                f.write(b"TL.part(%d,%s);\n" % (k, text))
+            self.written.add(k)
+
+    def finish(self, nemesis: pd.DataFrame) -> Path:
+        for k in self.written:
+            with open(self.out / f"c-{k}.js", "a") as f:
+                f.write(f"TL.chunk({k});\n")
+        end_s = self.span.end_s
+        meta = {"end_s": end_s, "chunk_s": self.chunk_s, "lanes": self.span.processes,
+                "ops": self.count, "chunks": sorted(self.written),
+                "faults": [[k, s, e, lbl] for k, s, e, lbl in fault_intervals(nemesis, end_s)],
+                "colours": FAULT_COLOURS}
+        (self.out / "index.js").write_text(f"TL.index({json.dumps(meta)});\n")
+        page = self.run_dir / "timeline.html"
+        page.write_text(PAGE)
+        return page
 
 
 PAGE = r"""<!doctype html><html><head><meta charset='utf-8'><title>chaoskraft timeline</title>

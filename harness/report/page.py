@@ -33,14 +33,29 @@ def render(run_dir: Path, window_s: float = 1.0, progress=None) -> Path:
     """Write ``run_dir/report.html``; returns its path. The history is streamed (twice: its
     span, then its operations), never held whole; ``progress(line)`` hears how far."""
     from .. import frames
-    run_dir = Path(run_dir)
+    return frames.one_pass(run_dir, [ReportPass(run_dir, window_s)], progress, "report")[0]
+
+
+class ReportPass:
+    """The report as one consumer of ``frames.one_pass``: the series of every batch of
+    operations, then the page."""
+
+    def __init__(self, run_dir: Path, window_s: float = 1.0) -> None:
+        self.run_dir, self.window_s = Path(run_dir), window_s
+
+    def start(self, span) -> None:
+        self.span, self.series = span, Series(span.end_s, self.window_s)
+
+    def add(self, ops) -> None:
+        self.series.add(_ops(ops))
+
+    def finish(self, nemesis) -> Path:
+        return _page(self.run_dir, self.span, self.series, nemesis)
+
+
+def _page(run_dir: Path, span, series: Series, nemesis) -> Path:
+    from .. import frames
     results = RunDir(run_dir).results()
-    span = frames.Span(run_dir)
-    series = Series(span.end_s, window_s)
-    stream = frames.Stream(run_dir, progress, span.rows, "report")
-    for p in stream:
-        series.add(_ops(p))
-    nemesis = stream.nemesis
     faults = fault_intervals(nemesis, span.end_s)
     per_node = node_series(nemesis, span.end_s)
     images = plots(series, faults, per_node) if series.ops else {}

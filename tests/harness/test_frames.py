@@ -44,6 +44,9 @@ def messy_history(seed: int, n: int = 1500) -> list[dict]:
 
 def _all(run, batch_rows):
     ops = pd.concat(frames.pairs(frames.batches(run, batch_rows)), ignore_index=True)
+    # a column may come as a Categorical from one batch and as objects from two
+    for c in ("process", "f", "key", "type", "error"):
+        ops[c] = ops[c].astype(object).where(ops[c].notna(), None)
     return ops.sort_values("index").reset_index(drop=True)
 
 
@@ -230,3 +233,44 @@ def test_a_long_history_is_streamed_with_progress_and_a_short_one_quietly(tmp_pa
         percents = [int(re.search(r"\((\d+)%\)", line).group(1)) for line in mine]
         assert len(mine) >= 5 and percents == sorted(percents) and percents[-1] == 100, mine
         assert f"of {len(rows):,} history rows read" in mine[-1]
+
+
+def test_timeline_labels_keep_quotes_backslashes_and_control_characters(tmp_path):
+    """The chunk rows are built column-wise as text: a label with a quote, a backslash, a
+    non-ASCII character or a control character must still read back as itself."""
+    keys = ['plain', 'a"b', 'back\\slash', 'ünï', 'bell\x07', '']
+    rows = []
+    for p, key in enumerate(keys):
+        rows.append({"process": p, "type": "invoke", "f": "send", "key": key,
+                     "value": {"value": f'v"{p}\\'}})
+        rows.append({"process": p, "type": "ok", "f": "send", "key": key,
+                     "value": {"value": f'v"{p}\\', "offset": p}})
+    for i, r in enumerate(rows):
+        r.update(index=i, time=1000 * i)
+    write_parquet(rows, tmp_path / "history.parquet")
+    write_timeline(tmp_path)
+    labels = {r[4]: r[5] for rs in _chunks(tmp_path).values() for r in rs}
+    for p, key in enumerate(keys):
+        value = json.dumps({"value": f'v"{p}\\'})[:40]
+        assert labels[2 * p] == f"send {key} {value}".strip(), (key, labels[2 * p])
+
+
+def test_one_pass_writes_the_pages_the_two_passes_write(tmp_path, monkeypatch):
+    """analyze writes the report and the timeline from one read of the history
+    (frames.one_pass): the same pages as each written alone."""
+    import harness.timeline as timeline_module
+    from harness.report.page import ReportPass
+    from harness.timeline import TimelinePass
+    monkeypatch.setattr(timeline_module, "TARGET_OPS_PER_CHUNK", 5)
+    lost = make_run(tmp_path)
+    alone = render(tmp_path).read_text()
+    write_timeline(tmp_path)
+    chunks = _chunks(tmp_path)
+    index = (tmp_path / "timeline" / "index.js").read_text()
+    heard: list[str] = []
+    report, timeline = frames.one_pass(tmp_path, [ReportPass(tmp_path), TimelinePass(tmp_path)],
+                                       heard.append, "both")
+    assert report.read_text() == alone and f"<tr id='op-{lost}'>" in alone
+    assert timeline == tmp_path / "timeline.html"
+    assert _chunks(tmp_path) == chunks and len(chunks) > 1
+    assert (tmp_path / "timeline" / "index.js").read_text() == index
