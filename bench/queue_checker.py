@@ -25,10 +25,12 @@ driver and every executor see, else Spark's shuffle.
 (``DIR/queue.parquet`` and ``DIR/config.yaml``), for ``chaoskraft analyze
 DIR``; ``--analyze`` then runs that, end to end (check, report, timeline),
 and prints its time and the peak memory it reports for its own process.
-Measured on 2 cores at 10,000,000 operations (20M rows, 640 MB written in
-31 s): `chaoskraft analyze` in 272 s end to end (the check in Spark about
-55 s, report about 100 s, timeline about 115 s: 2,501 chunks), 11/11
-planted anomalies, peak memory of its Python process 415 MB. With the
+Measured on 2 cores at 10,000,000 operations (20M rows, 683 MB written in
+23 s): `chaoskraft analyze` in 57.9 s end to end (the check in Spark about
+25 s, the report and the timeline from one read about 22 s: 2,501 chunks),
+17/17 planted anomalies, peak memory of its Python process 379 MB (before
+the pages shared one read: 272 s, report about 100 s, timeline about 115 s).
+At 100,000,000: docs/queue.md "100 million operations". With the
 transactional classes and the cycle pass (17 classes planted), on a quiet
 machine (load 1.3): check_queue in Spark 61.5 s (driver 130 MB, Spark JVM
 3.1 GB; a plain read of the file 10.5 s), in process 55.0 s (7.4 GB); 17/17

@@ -18,6 +18,8 @@ from __future__ import annotations
 import io
 import os
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -96,6 +98,45 @@ def stop_session() -> None:
     if _SESSION is not None:
         _SESSION.stop()
         _SESSION = None
+
+
+class TaskProgress:
+    """While a long Spark job runs, every ``every_s`` seconds one line to ``progress``: the
+    time so far and how many tasks of the running stages are done (Spark's status tracker).
+    A job done sooner says nothing; nor does a Spark Connect session (it has no tracker)."""
+
+    def __init__(self, spark, progress, what: str, every_s: float = 15.0) -> None:
+        self.spark, self.progress, self.what, self.every_s = spark, progress, what, every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "TaskProgress":
+        try:
+            tracker = self.spark.sparkContext.statusTracker() if self.progress else None
+        except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
+            tracker = None
+        if tracker is not None:
+            self._thread = threading.Thread(target=self._tell, args=(tracker,), daemon=True,
+                                            name="spark-progress")
+            self._thread.start()
+        return self
+
+    def _tell(self, tracker) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(self.every_s):
+            stages = [s for s in (tracker.getStageInfo(i) for i in tracker.getActiveStageIds())
+                      if s is not None]
+            total = sum(s.numTasks for s in stages)
+            if total:
+                done = sum(s.numCompletedTasks for s in stages)
+                self.progress(f"{self.what}: {time.monotonic() - started:.0f} s so far; {done} "
+                              f"of {total} tasks of the running stage{'s' * (len(stages) > 1)}"
+                              f" done")
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 RESULT_SCHEMA = ("key string, valid string, operations long, explored long, reason string, "

@@ -327,6 +327,24 @@ def send_indexes(run_dir: Path, wanted: set[tuple[str, object]]) -> dict[tuple[s
         return {}
     keys = {k for k, _ in wanted}
     out = {}
+    path = source(run_dir)
+    if _typed(path):  # filtered in Arrow, a batch at a time, not streamed through pandas
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+        from checkers.queue import history as qh
+        names = qh.key_names(path)
+        ids = pa.array([i for i, n in enumerate(names.names) if str(n) in keys], pa.int32())
+        for b in pq.ParquetFile(str(path)).iter_batches(
+                batch_size=BATCH, columns=["index", "type", "f", "key", "value"]):
+            hit = b.filter(pc.and_(pc.and_(pc.equal(b.column(2), "send"),
+                                           pc.equal(b.column(1), "invoke")),
+                                   pc.is_in(b.column(3), ids)))
+            for i, k, v in zip(*(hit.column(c).to_pylist() for c in ("index", "key", "value"))):
+                pair = (str(names.names[k]), names.values.name(v))
+                if pair in wanted:
+                    out[pair] = int(i)
+        return out
     for b in batches(run_dir):
         s = b[(b["f"] == "send") & (b["type"] == "invoke") & b["key"].isin(keys)]
         for i, key, v in zip(s["index"], s["key"], s["value"]):

@@ -182,7 +182,16 @@ def check_spark(spark, path: str | Path, allowed=(), examples: int = 5,
     dependency edges) in one job, then the cycle search (``_spark_cycles``). The key rows
     reach the folds through a directory the executors share (``buckets``) where there is
     one (``shared_scratch``), else through Spark's shuffle; ``shuffle`` True or False
-    chooses. ``progress(line)``, if given, hears each phase's end and time."""
+    chooses. ``progress(line)``, if given, hears each phase's end and time, and during a
+    long phase how many of its tasks are done (``TaskProgress``)."""
+    from ..spark import TaskProgress
+    with TaskProgress(spark, progress, "running"):
+        return _check_spark(spark, path, allowed, examples, ww_deps, require_final, progress,
+                            shuffle)
+
+
+def _check_spark(spark, path, allowed, examples, ww_deps, require_final, progress,
+                 shuffle) -> dict:
     import time
 
     from pyspark.sql import functions as F

@@ -170,8 +170,8 @@ class Series:
         return df[n > 0]
 
     def scatter(self) -> pd.DataFrame:
-        s = pd.concat(self.sample) if self.sample else pd.DataFrame(
-            columns=["start_s", "latency_ms", "type"])
+        kept = [s for s in self.sample if len(s)]  # an empty part would sway the dtypes
+        s = pd.concat(kept) if kept else pd.DataFrame(columns=["start_s", "latency_ms", "type"])
         return s.sample(MAX_POINTS, random_state=1) if len(s) > MAX_POINTS else s
 
 

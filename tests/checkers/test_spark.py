@@ -60,3 +60,31 @@ def test_multi_register_in_spark_agrees_with_in_process(spark, tmp_path, capsys,
     if torn:  # the same operation cannot be placed (Spark's copy names :x as 'x')
         for _, out in verdicts.values():
             assert "cannot linearize: process 2 txn [r" in out and "(history index 4)" in out, out
+
+
+def test_a_long_spark_job_tells_how_many_tasks_are_done(spark):
+    """TaskProgress: while a job runs past its period, lines counting the running stage's
+    tasks; a job done within it, and the time after the job, say nothing."""
+    import time
+
+    from checkers.spark import TaskProgress
+    heard: list[str] = []
+
+    def slow(batches):
+        for b in batches:
+            time.sleep(1.0)
+            yield b
+    with TaskProgress(spark, heard.append, "running", every_s=0.2):
+        spark.range(0, 6, numPartitions=6).mapInArrow(slow, "id long").collect()
+    said = len(heard)
+    time.sleep(0.5)
+    assert len(heard) == said  # stopped with the block
+    assert said >= 2, heard
+    for line in heard:
+        assert line.startswith("running: ") and "of 6 tasks of the running stage done" in line
+    done = [int(line.split("; ")[1].split(" of ")[0]) for line in heard]
+    assert done == sorted(done) and done[0] < 6
+    quiet: list[str] = []
+    with TaskProgress(spark, quiet.append, "running", every_s=30):
+        spark.range(0, 2, numPartitions=2).collect()
+    assert quiet == []

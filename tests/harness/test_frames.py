@@ -274,3 +274,27 @@ def test_one_pass_writes_the_pages_the_two_passes_write(tmp_path, monkeypatch):
     assert timeline == tmp_path / "timeline.html"
     assert _chunks(tmp_path) == chunks and len(chunks) > 1
     assert (tmp_path / "timeline" / "index.js").read_text() == index
+
+
+def test_send_indexes_are_the_same_from_a_typed_file_and_from_json_lines(tmp_path):
+    """The sends an anomaly names by value are found by filtering a typed file where it lies;
+    the same indexes as reading the same history from JSON lines."""
+    rows = []
+    for i, (key, v) in enumerate([("k1", 7), ("k2", 7), ("k1", "x"), ("k3", 9), ("k1", 8)]):
+        rows.append({"process": i, "type": "invoke", "f": "send", "key": key,
+                     "value": {"value": v}})
+        rows.append({"process": i, "type": "ok", "f": "send", "key": key,
+                     "value": {"value": v, "offset": i}})
+    for i, r in enumerate(rows):
+        r.update(index=i, time=1000 * i)
+    wanted = {("k1", 7), ("k1", "x"), ("k3", 9), ("k2", 8), ("k9", 1)}
+    found = {}
+    for store in ("jsonl", "typed"):
+        run = tmp_path / store
+        run.mkdir()
+        if store == "jsonl":
+            (run / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            queue_history.write(rows, run / "queue.parquet")
+        found[store] = frames.send_indexes(run, wanted)
+    assert found["typed"] == found["jsonl"] == {("k1", 7): 0, ("k1", "x"): 4, ("k3", 9): 6}
