@@ -96,9 +96,6 @@ def load_twin(run_dir: Path) -> Twin:
         raise ValueError(f"{RunDir(run_dir).file(CONFIG)}: consume: {cfg.consume}, transactions: "
                          f"{str(cfg.transactions).lower()}: the simulator's clients assign "
                          "partitions and send without transactions; this run has no twin")
-    if cfg.crash_clients:
-        raise ValueError(f"{RunDir(run_dir).file(CONFIG)}: crash_clients: true: the "
-                         "simulator's clients are never crashed; this run has no twin")
     rd = RunDir(run_dir)
     path = rd.file(PLAN)
     raw = rd.plan()
@@ -121,9 +118,13 @@ def load_twin(run_dir: Path) -> Twin:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}:{n}: not a generated operation "
                              f"({type(exc).__name__}: {exc})") from None
-    if sorted(ops) != list(range(cfg.concurrency)):
+    # a crashed client's successor is its slot plus a multiple of the concurrency
+    if sorted({p % cfg.concurrency for p in ops}) != list(range(cfg.concurrency)) or \
+            (not cfg.crash_clients and sorted(ops) != list(range(cfg.concurrency))) or \
+            min(ops, default=0) < 0:
         raise ValueError(f"{path}: operations for processes {sorted(ops)}, but the run had "
-                         f"{cfg.concurrency} (config.yaml concurrency)")
+                         f"{cfg.concurrency} (config.yaml concurrency"
+                         f"{', with crashed clients' if cfg.crash_clients else ''})")
     # The file must be what this version's generator makes for the run's seed (the twin's
     # clients are scripted by it); an operation sent to a chosen node (the register's) takes
     # that node from the generator, as the file keeps only the operation.
@@ -143,8 +144,11 @@ def load_twin(run_dir: Path) -> Twin:
             docker_steps[int(x["step"])] = (str(x["status"]), list(x.get("nodes") or []))
     except (RunDirError, KeyError, TypeError, ValueError):
         docker_steps = {}
+    def more(process: int):
+        return ({"f": op.f, "key": op.key, "value": op.value} for op in gen.ops(process))
     return Twin(cfg, steps, ops, node_config(cfg), source=str(run_dir.resolve()),
-                docker_steps=docker_steps, start_ms=FORMS[cfg.workload].twin_start_ms)
+                docker_steps=docker_steps, start_ms=FORMS[cfg.workload].twin_start_ms,
+                more_ops=more if cfg.crash_clients else None)
 
 
 def stored_verdict(run_dir: Path) -> str:
@@ -261,7 +265,7 @@ SIMPLER = {
     "clock_drift_ppm": [0], "observers": [0], "clients": [1, 2], "keys": [1],
     "producers": [1], "consumers": [1], "partitions": [1], "max_delay_ms": [2],
     "idempotent": [True], "scenario_mean_ms": [None], "transactions": [False],
-    "extra_faults": [{}],
+    "crash_client_ms": [None], "extra_faults": [{}],
 }
 
 

@@ -132,7 +132,7 @@ class QueueForm:
             q.partitions, 3, o.op_interval_ms, sim.duration_ms + WRITES_BACK_WITHIN_MS,
             sim.duration_ms + FINAL_READ_AFTER_MS,
             idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0,
-            transactional=q.transactions)
+            transactional=q.transactions, crash_interval_ms=q.crash_client_ms, crash_seed=seed)
         args = {"allowed": tuple(default_allowed(True if q.transactions else q.idempotent))}
         return clients, args, self.plan_faults(sim) if q.scenario_mean_ms else None
 
@@ -153,7 +153,9 @@ class QueueForm:
             interval, sim.duration_ms + WRITES_BACK_WITHIN_MS,
             sim.duration_ms + FINAL_READ_AFTER_MS,
             idempotent=lambda p: cfg.idempotent if cfg.idempotent is not None else p % 2 == 0,
-            scripts=twin.ops, start_at_ms=twin.start_ms, topic_configs=configs)
+            scripts=twin.ops, start_at_ms=twin.start_ms, topic_configs=configs,
+            crash_interval_ms=int(cfg.crash_client_interval_s * 1000) if cfg.crash_clients
+            else None, crash_seed=cfg.seed, more_scripts=twin.more_ops)
 
     def twin_check_args(self, cfg) -> dict:
         from checkers.queue import default_allowed

@@ -44,6 +44,7 @@ from node_image import records
 from workloads.queue import VALUE_STRIDE, key_name, key_partition
 from workloads.queue_client import DEFINITE_SEND_ERRORS
 
+from .kafka_crashes import ClientCrashes
 from .kafka_txn import TxnProducers
 from .kafka_consumers import SimConsumers
 from .kafka_state import (BACKOFF_MS, DELIVERY_TIMEOUT_MS, PRODUCER_RESET, PRODUCE_TIMEOUT_MS,
@@ -61,8 +62,14 @@ class SimKafkaClients(SimConsumers, TxnProducers):
                  final_at_ms: int, idempotent=lambda process: True,
                  scripts: dict[int, list[dict]] | None = None, start_at_ms: int = 0,
                  topic_configs: dict[str, str] | None = None,
-                 transactional: bool = False) -> None:
+                 transactional: bool = False, crash_interval_ms: int | None = None,
+                 crash_seed=None, more_scripts=None) -> None:
         """``idempotent(process)``: whether that producer is (else it has no retries).
+        ``crash_interval_ms``: Jepsen's crash-clients (``workloads.queue.client_lifetimes``,
+        drawn from ``crash_seed``): each client slot's client is crashed between two of its
+        operations after a life drawn uniform in 0 .. twice this, and a fresh one goes on as
+        the next process number (the slot plus a multiple of the slots' count), as Docker's
+        ``queue_worker`` does; ``more_scripts(process)``: a successor's script.
         ``transactional``: every producer sends in transactions (``kafka_txn``) and every
         consumer, the final reader included, is read_committed.
         ``scripts``: process -> its operations ({f, key, value}); then each of the
@@ -87,6 +94,10 @@ class SimKafkaClients(SimConsumers, TxnProducers):
         self.final_process = base + consumers if scripts is None else producers
         self._producer = {p.process: p for p in self.producers}
         self._consumer = {c.process: c for c in self.consumers}
+        self._idempotent = idempotent
+        self.crashes = ClientCrashes(self, crash_interval_ms, crash_seed,
+                                     base + consumers if scripts is None else producers,
+                                     more_scripts)
         self.history: list[dict] = []
         self.topic_ready = False
         self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (leader, leader epoch)
@@ -230,12 +241,14 @@ class SimKafkaClients(SimConsumers, TxnProducers):
     def _step(self, process: int) -> None:
         if self.sim.now >= self.stop_at_ms or self._final is not None:
             return
+        if self.crashes.gone(process) or self.crashes.crashed(process):
+            return  # a crashed process's events die with it; its successor steps on
         if self.scripts is not None:
             self._scripted(process)
-        elif process < len(self.producers):
-            self._send(self.producers[process])
+        elif process in self._producer:
+            self._send(self._producer[process])
         else:
-            self._consume(self.consumers[process - len(self.producers)])
+            self._consume(self._consumer[process])
 
     def _scripted(self, process: int) -> None:
         """The process's next operation of its script (a Docker run's generator)."""
@@ -244,7 +257,7 @@ class SimKafkaClients(SimConsumers, TxnProducers):
             c.assigned = True
             self._assign(c)
             return
-        op = next(self.scripts[process], None)
+        op = next(self.crashes.script(process), None)
         if op is None:
             return
         if op["f"] == "send":
@@ -380,7 +393,7 @@ class SimKafkaClients(SimConsumers, TxnProducers):
         self._request(p.process, leader[0], kc.PRODUCE, 8, body, on_reply, on_lost)
 
     def _retry(self, process: int) -> None:
-        self._attempt(self.producers[process])
+        self._attempt(self._producer[process])
 
     def _send_done(self, p: _Producer, type_: str, value, error: str | None = None) -> None:
         op, p.op = p.op, None

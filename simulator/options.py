@@ -90,6 +90,10 @@ class QueueOptions:
     # The liveness check at the end (data_invariants.check_liveness): never drawn; off only
     # when asked (``--option liveness=false``), to show what the safety checks alone miss
     liveness: bool = True
+    # Jepsen's crash-clients (simulator.kafka_crashes): each client crashed after a life
+    # uniform in 0 .. twice this, a fresh one going on; None: never. Not drawn yet (it would
+    # change the histories of the seeds the planted-bug tables were measured on).
+    crash_client_ms: int | None = None
 
     @staticmethod
     def draw(seed: int) -> "QueueOptions":

@@ -54,6 +54,9 @@ class Twin:
     # register, the topic is made; its simulated form says how long: ``forms``); plan times
     # and the time limit count from here, as a Docker run's count from its workload's start.
     start_ms: int = 3_000
+    # process -> its operations, for a process the run's file does not hold: a crashed
+    # client's successor that the twin reaches and the Docker run did not (crash_clients)
+    more_ops: object = None
 
     @property
     def voter_ids(self) -> list[int]:

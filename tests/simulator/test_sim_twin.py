@@ -193,13 +193,6 @@ def test_cli_prints_each_step_and_how_to_replay(tmp_path):
     assert "FAIL" in out
 
 
-def test_a_run_whose_clients_crash_has_no_twin(tmp_path):
-    run = stored_run(tmp_path / "crash", "queue.yaml", crash_clients=True)
-    with pytest.raises(ValueError, match="config.yaml: crash_clients: true: the simulator's "
-                                         "clients are never crashed; this run has no twin"):
-        load_twin(run)
-
-
 def test_bad_run_directories_are_named(tmp_path):
     def fails(*args):
         p = chaoskraft("sim", *args)

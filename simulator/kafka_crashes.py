@@ -1,0 +1,86 @@
+"""Jepsen's crash-clients for the simulated queue clients: a client slot's client is crashed
+between two of its operations and a fresh one goes on under the next process number, as the
+Docker queue workload's ``queue_worker`` does (``workloads.queue.client_lifetimes``: each
+life uniform in 0 .. twice the interval, drawn from the seed and the slot alone).
+
+A crash is recorded as Jepsen records one (``crash``, invoke then info); the successor is
+``process + slots`` and starts as a new client does: a producer without a producer id (it
+asks for a new one), a consumer assigned anew (it reads every partition from offset 0), a
+scripted one (a Docker run's twin) with the generator's operations of its own process. Events
+still queued for the crashed process (a step, a retry) find it gone and do nothing; a
+process crashes only at a step, when none of its requests is out. No crash once the
+successor's number would reach the final phase's (``FINAL_PROCESS_BASE``), which is then the
+final reader's process."""
+from __future__ import annotations
+
+from workloads.queue import client_lifetimes
+from workloads.workload import FINAL_PROCESS_BASE
+
+from .kafka_state import _Consumer, _Producer
+
+
+class ClientCrashes:
+    def __init__(self, clients, interval_ms: int | None, seed, slots: int,
+                 more_scripts=None) -> None:
+        self.clients = clients
+        self.interval_ms = interval_ms
+        self.slots = slots
+        self.more_scripts = more_scripts
+        self._slot: dict[int, int] = {}
+        self._at: dict[int, int | None] = {}
+        self._lives: dict[int, object] = {}
+        self._gone: set[int] = set()
+        if interval_ms is None:
+            return
+        clients.final_process = FINAL_PROCESS_BASE
+        for process in sorted(set(clients._producer) | set(clients._consumer)):
+            self._slot[process] = process
+            self._lives[process] = client_lifetimes(seed, process, interval_ms / 1000)
+
+    def gone(self, process: int) -> bool:
+        return process in self._gone
+
+    def script(self, process: int):
+        scripts = self.clients.scripts
+        if process not in scripts and self.more_scripts is not None:
+            scripts[process] = iter(self.more_scripts(process))
+        return scripts[process]
+
+    def crashed(self, process: int) -> bool:
+        """Whether ``process`` is due to crash at this step: if so it is crashed, its
+        successor made and stepped, and True."""
+        if self.interval_ms is None:
+            return False
+        now = self.clients.sim.now
+        if process not in self._at:  # its life begins at its first step
+            self._at[process] = self._crash_at(process, now)
+        at = self._at[process]
+        if at is None or now < at:
+            return False
+        c = self.clients
+        slot, new = self._slot[process], process + self.slots
+        c._record(process, "invoke", "crash")
+        c._record(process, "info", "crash")
+        c.sim.stats["client_crashes"] = c.sim.stats.get("client_crashes", 0) + 1
+        self._gone.add(process)
+        self._slot[new] = slot
+        if process in c._producer:
+            old = c._producer.pop(process)
+            fresh = _Producer(new, c._idempotent(slot), c.transactional)
+            c._producer[new] = fresh
+            c.producers[c.producers.index(old)] = fresh
+        if process in c._consumer:
+            old = c._consumer.pop(process)
+            fresh_c = _Consumer(new)
+            c._consumer[new] = fresh_c
+            c.consumers[c.consumers.index(old)] = fresh_c
+            if c.scripts is None:  # a new consumer is assigned before it polls
+                c._assign(fresh_c)
+                return True
+        c._later(1, "step", new)
+        return True
+
+    def _crash_at(self, process: int, now: int) -> int | None:
+        if process + self.slots >= FINAL_PROCESS_BASE:
+            return None
+        return now + int(next(self._lives[self._slot[process]]) * 1000)
