@@ -251,6 +251,7 @@ class Broker:
         self.rm.hw_changed.clear()
         self.rm.appended.clear()
         self.rm.topics_deleted.clear()
+        self.rm.topic_ids_deleted.clear()
         self.rm.role_changed = False
 
     def next_deadline_ms(self) -> int:

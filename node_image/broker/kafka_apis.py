@@ -296,6 +296,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             self._check_deletes(now)
         if self.rm.topics_deleted:
             self.groups.partitions_deleted(self.rm.topics_deleted, now)
+        if self.rm.topic_ids_deleted:
+            self.groups.share_topics_deleted(self.rm.topic_ids_deleted, now)
         self.groups.poll(now, self.rm.role_changed)
         self.txns.poll(now, self.rm.role_changed)
         if self._delayed_markers:

@@ -88,6 +88,8 @@ class ReplicaManager:
         # partitions whose topic the metadata deleted since the caller last looked (held here
         # or not): the group coordinator drops their committed offsets
         self.topics_deleted: set[tuple[str, int]] = set()
+        # and the ids of those topics (known from the image before): their share state goes
+        self.topic_ids_deleted: set[str] = set()
         self._checkpoint = self._read_hw_checkpoint()
         self._next_checkpoint_ms = 0
         self._fetch_in_flight: dict[int, tuple[int, int]] = {}  # leader -> (correlation id, deadline)
@@ -163,7 +165,10 @@ class ReplicaManager:
     def apply_image(self, image: MetadataImage, changed: set | None, now: int) -> None:
         """Follow the image. ``changed``: the partitions that changed (None: all, and the
         ones this replica holds that the image no longer has, deleted while it was away)."""
-        self.image = image
+        old, self.image = self.image, image
+        if old is not None:  # a topic deleted, or deleted and made again under its name
+            self.topic_ids_deleted |= ({t.topic_id for t in old.topics.values()}
+                                       - {t.topic_id for t in image.topics.values()})
         keys = changed if changed is not None else {
             (t, p) for t, ti in image.topics.items() for p in ti.partitions} | set(self.partitions)
         for key in sorted(keys):

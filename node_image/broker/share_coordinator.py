@@ -226,6 +226,22 @@ class ShareGroups:
         self.log.write(self.partition_of(req.group),
                        [(gm.share_state_key(*key), gm.share_state_value(value))], now, done)
 
+    def share_topics_deleted(self, topic_ids: set[str], now: int) -> None:
+        """Those topics were deleted: as Kafka's share coordinator deletes a deleted topic's
+        share-group state, every state of their partitions we hold is forgotten and a
+        tombstone for it goes to its group's ``__consumer_offsets`` partition, so a
+        coordinator that loads the partition later does not bring it back."""
+        gone = sorted(k for k in self.share_states if k[1] in topic_ids)
+        by_partition: dict[int, list] = {}
+        for k in gone:
+            del self.share_states[k]
+            by_partition.setdefault(self.partition_of(k[0]), []).append(
+                (gm.share_state_key(*k), None))
+        for pid, recs in sorted(by_partition.items()):
+            self.log.write(pid, recs, now, lambda error: None)
+        if gone:
+            self._on_event(f"share state of {len(gone)} partition(s) of deleted topics removed")
+
     def _unload_share_states(self, pid: int) -> None:
         self.share_states = {k: v for k, v in self.share_states.items()
                              if self.partition_of(k[0]) != pid}

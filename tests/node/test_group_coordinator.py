@@ -279,6 +279,35 @@ def test_offsets_of_a_deleted_topic_are_removed_and_stay_removed_after_a_reload(
                                                                     (("t", 1), None, m.NONE)]
 
 
+def test_share_state_of_a_deleted_topic_is_removed_and_stays_removed_after_a_reload():
+    """As Kafka's share coordinator deletes a deleted topic's share-group state: once the
+    image no longer has the topic (deleted, or made again under its name: a new id), the
+    state of its partitions is forgotten and tombstoned (another topic's kept), so a
+    coordinator that loads the log later does not read it back."""
+    c = Coordinator(img=image(topics=((gm.OFFSETS_TOPIC, 1), ("t", 2), ("u", 1))))
+    ids = {n: c.rm.image.topics[n].topic_id for n in ("t", "u")}
+    written = []
+    for topic, partition in (("t", 0), ("t", 1), ("u", 0)):
+        c.gc.share_state_write(m.ShareStateWriteRequest(
+            7, "sg", ids[topic], partition, 0, 10 + partition, ((10, 12, 0, 1),)), 0,
+            written.append)
+    assert [w.error for w in written] == [m.NONE] * 3
+    c.rm.apply_image(image(topics=((gm.OFFSETS_TOPIC, 1), ("u", 1))), None, 0)
+    assert c.rm.topic_ids_deleted == {ids["t"]}
+    c.gc.share_topics_deleted(c.rm.topic_ids_deleted, 0)
+    assert sorted(c.gc.share_states) == [("sg", ids["u"], 0)]
+    assert any("share state of 2 partition(s) of deleted topics removed" in e for e in c.events)
+
+    def read(coordinator, topic, partition):
+        return coordinator.gc.share_state_read(
+            m.ShareStateReadRequest(8, "sg", ids[topic], partition)).start_offset
+    assert read(c, "t", 0) == -1 and read(c, "u", 0) == 10
+    c.rm.checkpoint_hws()
+    again = Coordinator(disk=c.disk, img=image(topics=((gm.OFFSETS_TOPIC, 1), ("u", 1))))
+    assert sorted(again.gc.share_states) == [("sg", ids["u"], 0)]
+    assert read(again, "t", 1) == -1 and read(again, "u", 0) == 10
+
+
 def test_sync_group_v5_checks_the_protocol_type_and_name_it_is_given():
     """SyncGroup v5+ (KIP-559) names the protocol type and name the member expects; one that
     is not the group's is INCONSISTENT_GROUP_PROTOCOL, as Kafka's validateSyncGroup."""

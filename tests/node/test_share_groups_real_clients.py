@@ -357,3 +357,41 @@ def test_the_in_flight_limit_splits_a_batch_and_every_record_still_comes(cluster
     assert max(polls("sl", **{"max.poll.records": 200})) == 100
     earliest(cluster, "sm")
     assert polls("sm", **{"max.poll.records": 5})[0] > 5
+
+
+def test_a_deleted_topics_share_state_is_tombstoned_by_its_coordinator(cluster):
+    """A group reads and accepts records of a topic, so its coordinator holds the
+    partition's share state; the topic is deleted: the coordinator says it removed that
+    state (and tombstoned it: tests/node/test_group_coordinator.py reloads the log), and the
+    topic made again under its name is a new topic the group reads from its start."""
+    create_topic(cluster, 1)
+    earliest(cluster, "sd")
+    produce(cluster, [f"a{i}" for i in range(20)], 1)
+    c = share_consumer(cluster, "sd")
+    read: list = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(read) < 20 and time.monotonic() < deadline:
+            got = [x for x in c.poll(0.5) if x.error() is None]
+            read.extend(x.value().decode() for x in got)
+            if got:
+                c.commit_sync(30)
+    finally:
+        c.close()
+    assert sorted(read) == sorted(f"a{i}" for i in range(20))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.delete_topics(["t"])["t"].result(30)
+    said = "share state of 1 partition(s) of deleted topics removed"
+    wait_for("a coordinator removing the deleted topic's share state",
+             lambda: any(said in cluster.log_path(i).read_text() for i in cluster.ids))
+    create_topic(cluster, 1)
+    produce(cluster, [f"b{i}" for i in range(5)], 1)
+    again: list = []
+    c = share_consumer(cluster, "sd")
+    try:
+        deadline = time.monotonic() + 60
+        while len(again) < 5 and time.monotonic() < deadline:
+            again.extend(x.value().decode() for x in c.poll(0.5) if x.error() is None)
+    finally:
+        c.close()
+    assert sorted(again) == sorted(f"b{i}" for i in range(5))
