@@ -5,7 +5,9 @@ life uniform in 0 .. twice the interval, drawn from the seed and the slot alone)
 
 A crash is recorded as Jepsen records one (``crash``, invoke then info); the successor is
 ``process + slots`` and starts as a new client does: a producer without a producer id (it
-asks for a new one), a consumer assigned anew (it reads every partition from offset 0), a
+asks for a new one; a transactional one under the slot's transactional id, so that
+its InitProducerId fences the crashed one and aborts a transaction it left open, as a
+restarted application's does), a consumer assigned anew (it reads every partition from offset 0), a
 scripted one (a Docker run's twin) with the generator's operations of its own process. Events
 still queued for the crashed process (a step, a retry) find it gone and do nothing; a
 process crashes only at a step, when none of its requests is out. No crash once the
@@ -67,6 +69,7 @@ class ClientCrashes:
         if process in c._producer:
             old = c._producer.pop(process)
             fresh = _Producer(new, c._idempotent(slot), c.transactional)
+            fresh.txn_id = old.txn_id  # a restarted client fences its predecessor
             c._producer[new] = fresh
             c.producers[c.producers.index(old)] = fresh
         if process in c._consumer:

@@ -369,14 +369,14 @@ def test_a_kip848_subscribe_campaign_on_a_correct_node_is_valid(docker_client, n
     assert q["stats"]["sends"]["ok"] > 0 and q["stats"]["final_polls"], q["stats"]
 
 
-# A control (nightly: CI's budget); CI checks the field, the draws and that such a run has no
-# twin (test_campaign_files, test_sim_twin).
+# A control (nightly: CI's budget); CI checks the field, the draws and a stored run's twin
+# (test_campaign_files, test_sim_crash_clients).
 @pytest.mark.nightly
 def test_crashed_clients_come_back_as_new_processes_and_a_correct_node_stays_valid(
         docker_client, node_image, tmp_path):
     """Jepsen's --crash-clients: each client crashes about every 5 s and a fresh one goes on
     as a new process (numbered on by the concurrency); their sends are read back and a
-    correct node is valid."""
+    correct node is valid. The run's twin crashes its clients too, and is valid."""
     code, results, run_dir = campaign(tmp_path, seed=2, time_limit_s=40, crash_clients=True,
                                       crash_client_interval_s=5, nemesis=["partition", "kill"])
     q = results["checkers"]["queue"]
@@ -390,6 +390,10 @@ def test_crashed_clients_come_back_as_new_processes_and_a_correct_node_stays_val
             if r["f"] == "send" and r["type"] == "ok"}
     assert sent & later, "the new processes' sends were acknowledged"
     assert q["stats"]["final_polls"]
+    twin = load_twin(run_dir)
+    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    assert o.result.stats["client_crashes"] >= 15, o.result.stats
 
 
 def _history(run_dir):
