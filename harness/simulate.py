@@ -265,7 +265,7 @@ SIMPLER = {
     "clock_drift_ppm": [0], "observers": [0], "clients": [1, 2], "keys": [1],
     "producers": [1], "consumers": [1], "partitions": [1], "max_delay_ms": [2],
     "idempotent": [True], "scenario_mean_ms": [None], "transactions": [False],
-    "crash_client_ms": [None], "extra_faults": [{}],
+    "crash_client_ms": [None], "crash_mid_op": [False], "extra_faults": [{}],
 }
 
 

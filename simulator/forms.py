@@ -132,7 +132,8 @@ class QueueForm:
             q.partitions, 3, o.op_interval_ms, sim.duration_ms + WRITES_BACK_WITHIN_MS,
             sim.duration_ms + FINAL_READ_AFTER_MS,
             idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0,
-            transactional=q.transactions, crash_interval_ms=q.crash_client_ms, crash_seed=seed)
+            transactional=q.transactions, crash_interval_ms=q.crash_client_ms, crash_seed=seed,
+            crash_mid_op=q.crash_mid_op)
         args = {"allowed": tuple(default_allowed(True if q.transactions else q.idempotent))}
         return clients, args, self.plan_faults(sim) if q.scenario_mean_ms else None
 

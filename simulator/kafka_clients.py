@@ -63,13 +63,15 @@ class SimKafkaClients(SimConsumers, TxnProducers):
                  scripts: dict[int, list[dict]] | None = None, start_at_ms: int = 0,
                  topic_configs: dict[str, str] | None = None,
                  transactional: bool = False, crash_interval_ms: int | None = None,
-                 crash_seed=None, more_scripts=None) -> None:
+                 crash_seed=None, more_scripts=None, crash_mid_op: bool = False) -> None:
         """``idempotent(process)``: whether that producer is (else it has no retries).
         ``crash_interval_ms``: Jepsen's crash-clients (``workloads.queue.client_lifetimes``,
         drawn from ``crash_seed``): each client slot's client is crashed between two of its
         operations after a life drawn uniform in 0 .. twice this, and a fresh one goes on as
         the next process number (the slot plus a multiple of the slots' count), as Docker's
-        ``queue_worker`` does; ``more_scripts(process)``: a successor's script.
+        ``queue_worker`` does; ``more_scripts(process)``: a successor's script;
+        ``crash_mid_op``: crashed when its life ends, in the middle of an operation if one
+        is in flight (``kafka_crashes``).
         ``transactional``: every producer sends in transactions (``kafka_txn``) and every
         consumer, the final reader included, is read_committed.
         ``scripts``: process -> its operations ({f, key, value}); then each of the
@@ -97,7 +99,7 @@ class SimKafkaClients(SimConsumers, TxnProducers):
         self._idempotent = idempotent
         self.crashes = ClientCrashes(self, crash_interval_ms, crash_seed,
                                      base + consumers if scripts is None else producers,
-                                     more_scripts)
+                                     more_scripts, crash_mid_op)
         self.history: list[dict] = []
         self.topic_ready = False
         self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (leader, leader epoch)
@@ -316,7 +318,7 @@ class SimKafkaClients(SimConsumers, TxnProducers):
                       lambda: again(BACKOFF_MS))
 
     def _send_scripted(self, process: int, partition: int, value: int) -> None:
-        if self.sim.now < self.stop_at_ms:
+        if self.sim.now < self.stop_at_ms and process in self._producer:
             self._send(self._producer[process], partition, value)
 
     def _attempt(self, p: _Producer) -> None:
@@ -393,7 +395,11 @@ class SimKafkaClients(SimConsumers, TxnProducers):
         self._request(p.process, leader[0], kc.PRODUCE, 8, body, on_reply, on_lost)
 
     def _retry(self, process: int) -> None:
-        self._attempt(self._producer[process])
+        if process in self._producer:  # not crashed since
+            self._attempt(self._producer[process])
+
+    def _crash_client(self, process: int) -> None:
+        self.crashes.crash_now(process)
 
     def _send_done(self, p: _Producer, type_: str, value, error: str | None = None) -> None:
         op, p.op = p.op, None

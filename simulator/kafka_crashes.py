@@ -23,8 +23,9 @@ from .kafka_state import _Consumer, _Producer
 
 class ClientCrashes:
     def __init__(self, clients, interval_ms: int | None, seed, slots: int,
-                 more_scripts=None) -> None:
+                 more_scripts=None, mid_op: bool = False) -> None:
         self.clients = clients
+        self.mid_op = mid_op
         self.interval_ms = interval_ms
         self.slots = slots
         self.more_scripts = more_scripts
@@ -50,15 +51,41 @@ class ClientCrashes:
 
     def crashed(self, process: int) -> bool:
         """Whether ``process`` is due to crash at this step: if so it is crashed, its
-        successor made and stepped, and True."""
+        successor made and stepped, and True. Crashing mid-operation (``mid_op``), its
+        life's end is an event of its own instead (``crash_now``), scheduled here at its
+        first step."""
         if self.interval_ms is None:
             return False
         now = self.clients.sim.now
         if process not in self._at:  # its life begins at its first step
             self._at[process] = self._crash_at(process, now)
+            if self.mid_op and self._at[process] is not None:
+                self.clients._later(self._at[process] - now, "crash_client", process)
         at = self._at[process]
-        if at is None or now < at:
+        if self.mid_op or at is None or now < at:
             return False
+        self._successor(process)
+        return True
+
+    def crash_now(self, process: int) -> None:
+        """``mid_op``: the client is crashed wherever it stands. An operation in flight
+        ends ``info`` (error ``crash``: whether it took effect is unknown); replies still
+        on their way find it over."""
+        c = self.clients
+        if process in self._gone or c._final is not None or c.sim.now >= c.stop_at_ms:
+            return
+        p, con = c._producer.get(process), c._consumer.get(process)
+        if p is not None and p.op is not None:
+            if p.transactional:  # a transaction, or its InitProducerId
+                c._txn_over(p, p.op, "info", "crash")
+            else:
+                c._send_done(p, "info", {"value": p.op["value"]}, "crash")
+        if con is not None and con.poll is not None:
+            con.poll = None
+            c._record(process, "info", "poll", error="crash")
+        self._successor(process)
+
+    def _successor(self, process: int) -> None:
         c = self.clients
         slot, new = self._slot[process], process + self.slots
         c._record(process, "invoke", "crash")
@@ -79,9 +106,8 @@ class ClientCrashes:
             c.consumers[c.consumers.index(old)] = fresh_c
             if c.scripts is None:  # a new consumer is assigned before it polls
                 c._assign(fresh_c)
-                return True
+                return
         c._later(1, "step", new)
-        return True
 
     def _crash_at(self, process: int, now: int) -> int | None:
         if process + self.slots >= FINAL_PROCESS_BASE:

@@ -86,7 +86,9 @@ class TxnProducers:
         self._later(delay_ms, "txn_resume", p.process)
 
     def _txn_resume(self, process: int) -> None:
-        p = self._producer[process]
+        p = self._producer.get(process)
+        if p is None:  # crashed meanwhile (kafka_crashes)
+            return
         then, p.resume = p.resume, None
         if then is not None:
             then()

@@ -94,6 +94,9 @@ class QueueOptions:
     # uniform in 0 .. twice this, a fresh one going on; None: never. Not drawn yet (it would
     # change the histories of the seeds the planted-bug tables were measured on).
     crash_client_ms: int | None = None
+    # ... and crashed when its life ends, mid-operation if one is in flight (its completion
+    # info), rather than at its next step as Docker's are
+    crash_mid_op: bool = False
 
     @staticmethod
     def draw(seed: int) -> "QueueOptions":

@@ -65,13 +65,38 @@ def test_crashed_clients_go_on_as_new_processes_and_the_correct_node_holds():
         assert any(acked[p] for p in acked if p >= q.producers + q.consumers), seed
 
 
+def test_clients_crashed_mid_operation_leave_it_indeterminate():
+    """``crash_mid_op``: a client is crashed when its life ends, wherever it stands: a send,
+    a transaction or a poll in flight ends info (error ``crash``) just before the crash
+    itself, and the correct node holds (seed 1 draws no transactions, seed 3 does)."""
+    ended = defaultdict(int)
+    for seed in (1, 3):
+        o = run_seed(seed, 5, 60, frozenset(), {"crash_client_ms": 5000, "crash_mid_op": True},
+                     workload="queue")
+        r = o.result
+        assert o.ok, (seed, o.invariant, o.detail, o.counterexample)
+        q = r.queue_options
+        _check_lives(r.history, q.producers + q.consumers)
+        rows, _ = _lives(r.history)
+        for p, rs in rows.items():
+            for i, row in enumerate(rs):
+                if row.get("error") == "crash" and row["f"] != "crash":
+                    assert row["type"] == "info" and rs[i - 1]["type"] == "invoke" and \
+                        rs[i - 1]["f"] == row["f"], (p, rs[i - 1:i + 1])
+                    assert [x["f"] for x in rs[i + 1:]] == ["crash", "crash"], (p, rs[i:])
+                    ended[row["f"]] += 1
+    assert ended["send"] and ended["poll"] and ended["txn"], dict(ended)
+
+
 @pytest.mark.nightly
+@pytest.mark.parametrize("mid_op", [False, True])
 @pytest.mark.parametrize("chunk", range(10))
-def test_the_correct_node_holds_200_seeds_with_crashed_clients(chunk):
+def test_the_correct_node_holds_200_seeds_with_crashed_clients(chunk, mid_op):
     """`make nightly`: seeds 1-200, 60 simulated seconds each, every client crashed after a
-    life of 0-10 s."""
+    life of 0-10 s, at its next step or mid-operation."""
     for seed in range(1 + 20 * chunk, 21 + 20 * chunk):
-        o = run_seed(seed, 5, 60, frozenset(), {"crash_client_ms": 5000}, workload="queue")
+        o = run_seed(seed, 5, 60, frozenset(), {"crash_client_ms": 5000, "crash_mid_op": mid_op},
+                     workload="queue")
         assert o.ok, (seed, o.invariant, o.detail, o.counterexample)
         assert o.result.stats["client_crashes"] > 0, seed
 
