@@ -81,33 +81,51 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
     s_mop, _ = _col(st, "mop", 0)
     ok = (s_type == T_OK) & s_val_ok
     failed = (s_type == T_FAIL) & s_val_ok
-    # Polls of this key: one row each, their messages flattened in read order.
-    pt = t.filter(pa.array(kind != SEND))
+    # Polls of this key: one row each, their messages flattened in read order. The lists
+    # are flattened where they lie, not filtered first (a send's are empty): the messages
+    # read are most of a large key's memory, and a filter would copy them.
+    is_poll = kind != SEND
+    pt = t.select(["index", "process", "kind"]).filter(pa.array(is_poll))
     p_idx = pt["index"].to_numpy(zero_copy_only=False).astype(np.int64)
     p_proc = pt["process"].to_numpy(zero_copy_only=False).astype(np.int64)
     p_kind = pt["kind"].to_numpy(zero_copy_only=False)
-    lists = pt["offsets"].combine_chunks() if pt.num_rows else pa.array([], pa.list_(pa.int64()))
-    vlists = pt["values"].combine_chunks() if pt.num_rows else lists
-    m_off = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64)
-    m_val = pc.list_flatten(vlists).to_numpy(zero_copy_only=False).astype(np.int64)
-    m_row = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    lists = t["offsets"].combine_chunks()
+    vlists = t["values"].combine_chunks()
+    if pc.any(pc.and_(pa.array(~is_poll), pc.greater(pc.list_value_length(lists), 0))).as_py():
+        raise ValueError(f"key {key}: a send's row holds messages read")
+    m_off = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    m_val = pc.list_flatten(vlists).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    del vlists
+    # each message's poll row (its row among the polls): a row's rank among them
+    rank = (np.cumsum(is_poll) - 1).astype(np.int32)
+    m_row = rank[pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)]
     if len(m_off) != len(m_val):
         raise ValueError(f"key {key}: a poll's offsets and values differ in length")
-    starts = lists.offsets.to_numpy(zero_copy_only=False).astype(np.int64) if pt.num_rows \
-        else np.zeros(1, np.int64)
+    starts = lists.offsets.to_numpy(zero_copy_only=False).astype(np.int64)[np.nonzero(is_poll)[0]] \
+        if pt.num_rows else np.zeros(1, np.int64)
+    del lists, rank
 
     # The observed log: (offset, value) pairs from reads and acknowledged sends.
     has_off = ok & s_off_ok
     o_off = np.concatenate([m_off, s_off[has_off]])
     o_val = np.concatenate([m_val, s_val[has_off]])
     order = np.lexsort((o_val, o_off))
-    a, b = o_off[order], o_val[order]
+    del o_val
+    a = o_off[order]
+    del o_off
+    b = np.concatenate([m_val, s_val[has_off]])[order]
+    del order
     distinct = np.ones(len(a), bool)
     distinct[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
     u_off, u_val = a[distinct], b[distinct]
+    del b, distinct
+    # Positions in the observed log (offsets nobody observed left out).
+    positions = a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a  # np.unique
+    del a  # the arrays of every message read are the fold's memory: each goes once used
+    m_op = p_idx[m_row]  # each message's operation
     if edges is not None:
         writers = ((s_type == T_OK) | (s_type == T_INFO)) & s_val_ok
-        edges.append(queue_cycles.key_edges(key_id, s_idx, s_val, writers, p_idx[m_row], m_val,
+        edges.append(queue_cycles.key_edges(key_id, s_idx, s_val, writers, m_op, m_val,
                                             u_off, u_val, ww_deps, keep))
         if not anomalies:
             return {}
@@ -123,10 +141,10 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
         hit = np.nonzero(hi > lo)[0]
         reads = np.repeat(hit, (hi - lo)[hit])
         sends = np.concatenate([np.arange(lo[j], hi[j]) for j in hit]) if len(hit) else hit
-        order = np.lexsort((fi[sends], m_off[reads], p_idx[m_row[reads]]))
+        order = np.lexsort((fi[sends], m_off[reads], m_op[reads]))
         found.add("G1a", len(reads), lambda j: {
             "key": key, "value": _i(m_val[reads[j]]), "offset": _i(m_off[reads[j]]),
-            "send_index": _i(fi[sends[j]]), "poll_index": _i(p_idx[m_row[reads[j]]])},
+            "send_index": _i(fi[sends[j]]), "poll_index": _i(m_op[reads[j]])},
             order)
 
     # Acknowledged sends never read.
@@ -154,18 +172,14 @@ def fold(t: pa.Table, key, has_final: bool, assigns: dict, n_examples: int = 5,
             "offset": _i(s_off[cur[j]]), "prev_index": _i(s_idx[prev[j]]),
             "index": _i(s_idx[cur[j]])}, np.argsort(s_idx[cur], kind="stable"))
 
-    # Positions in the observed log (offsets nobody observed left out).
-    positions = a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a  # np.unique
     _within_sends(found, key, positions, s_idx, s_proc, s_val, s_off, s_off_ok, s_val_ok,
                   u_off, u_val)
     if len(m_val) and len(s_idx):
-        _precommitted(found, key, s_idx, s_proc, s_val, s_val_ok, p_idx, p_idx[m_row], m_val,
-                      m_off)
+        _precommitted(found, key, s_idx, s_proc, s_val, s_val_ok, p_idx, m_op, m_val, m_off)
     if not len(m_off):
         return found.out
     # Order within one operation's reads (all its polls of the key), then between polls.
     m_i = np.searchsorted(positions, m_off) + 1
-    m_op = p_idx[m_row]
     same = m_op[1:] == m_op[:-1]
     delta = m_i[1:] - m_i[:-1]
     for name, cond in (("int-poll-skip", delta > 1), ("int-nonmonotonic-poll", delta < 1)):

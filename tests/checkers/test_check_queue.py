@@ -199,3 +199,28 @@ def test_the_weakest_model_each_cycle_class_rules_out():
     assert "strict-serializable" in boundary(["G1c-realtime"])["also_not"]
     assert "strict-serializable" in boundary(["G0-process"])["also_not"]
     assert boundary([]) == {"not": [], "also_not": []}
+
+
+def test_a_fold_reads_each_polls_messages_in_place_and_refuses_a_send_holding_some():
+    """The fold flattens the key's lists where they lie (a send's are empty) rather than
+    copying the polls' rows first: the messages still map to their polls, in a table sliced
+    out of a larger one too; a send row holding messages is refused, named."""
+    import pyarrow as pa
+    from checkers.queue.classes import FINAL, KEY_ROWS, POLL, SEND, T_OK
+    from checkers.queue.fold import fold
+    rows = [  # key 7: sends of 10 and 11, a poll reading 11 at 0 (lost: 10), a final read
+        (SEND, 1, 0, T_OK, 10, 0, [], []), (SEND, 2, 1, T_OK, 11, 1, [], []),
+        (POLL, 4, 2, None, None, None, [1], [11]), (FINAL, 9, 3, None, None, None, [1], [11])]
+    cols = list(zip(*rows))
+    t = pa.table({"key": [7] * 4, "kind": cols[0], "index": cols[1], "process": cols[2],
+                  "type": cols[3], "value": cols[4], "offset": cols[5], "offsets": cols[6],
+                  "values": cols[7], "mop": [None] * 4}, schema=KEY_ROWS)
+    padded = pa.concat_tables([t.slice(0, 2), t, t.slice(2)]).combine_chunks().slice(2, 4)
+    for table in (t, padded):
+        out = fold(table, "k7", True, {}, 5)
+        assert out["lost-write"][0] == 1 and out["lost-write"][1][0]["value"] == 10, out
+        assert out["durability"][0] == 1 and set(out) == {"lost-write", "durability"}, out
+    bad = t.set_column(7, "offsets", pa.array([[5], [], [1], [1]], pa.list_(pa.int64())))
+    bad = bad.set_column(8, "values", pa.array([[3], [], [11], [11]], pa.list_(pa.int64())))
+    with pytest.raises(ValueError, match="key k7: a send's row holds messages read"):
+        fold(bad, "k7", True, {}, 5)
