@@ -9,9 +9,11 @@ a queue run written straight to Parquet), or only as ``history.jsonl``
     index int64, time int64, process str ("nemesis" or the client's
     number), type, f, key (str or None), value (JSON text or None), error
 
-A typed poll's reads are not turned back into JSON here (the pages need
-only invoke values); ``rows_at`` returns whole rows, decoded, for the few
-operations a page shows.
+A typed file's process, type, f and key come as pandas Categoricals (the
+same values, compared and taken as integer codes), and of its rows only
+invokes carry a value (a poll's reads are not turned back into JSON here:
+the pages need only invoke values); ``rows_at`` returns whole rows,
+decoded, for the few operations a page shows.
 
 ``pairs`` turns batches into operations (invoke and completion of one
 process), carrying a process's open invoke from one batch to the next.
@@ -62,8 +64,7 @@ def _category(a) -> pd.Categorical:
     """An Arrow string column as a pandas Categorical: comparing, mapping and taking its rows
     then works on small integer codes, not Python strings."""
     import pyarrow.compute as pc
-    d = pc.dictionary_encode(a).combine_chunks() if hasattr(a, "chunks") else \
-        pc.dictionary_encode(a)
+    d = pc.dictionary_encode(a.combine_chunks() if hasattr(a, "chunks") else a)
     return pd.Categorical.from_codes(
         d.indices.fill_null(-1).to_numpy(zero_copy_only=False),
         pd.Index(d.dictionary.to_numpy(zero_copy_only=False), dtype=object))
