@@ -124,8 +124,13 @@ class TaskProgress:
     def _tell(self, tracker) -> None:
         started = time.monotonic()
         while not self._stop.wait(self.every_s):
-            stages = [s for s in (tracker.getStageInfo(i) for i in tracker.getActiveStageIds())
-                      if s is not None]
+            try:
+                stages = [s for s in (tracker.getStageInfo(i)
+                                      for i in tracker.getActiveStageIds()) if s is not None]
+            except Exception as exc:  # noqa: BLE001 - the job's own errors are raised by it
+                self.progress(f"{self.what}: no more progress lines ({type(exc).__name__}: "
+                              f"{exc})")
+                return
             total = sum(s.numTasks for s in stages)
             if total:
                 done = sum(s.numCompletedTasks for s in stages)

@@ -77,8 +77,11 @@ def _quoted(strings: pa.Array) -> pa.Array:
 
 def chunk_parts(ops: pd.DataFrame, label: pa.Array) -> Iterator[tuple[int, bytes]]:
     """(chunk, its rows as the JSON array text ``[[start,dur,lane,t,index,label],...]``) for
-    each chunk ``ops`` touch, in chunk order (an operation's label: ``label[row]``). The rows are made as one Arrow string array, each
-    ending with a comma, ordered by chunk: a chunk's rows are then one slice of its data."""
+    each chunk ``ops`` touch, in chunk order (an operation's label: ``label[row]``). The rows
+    are made as one Arrow string array, each ending with a comma, ordered by chunk: a chunk's
+    rows are then one slice of its data."""
+    if not len(ops):
+        return
     rows = pc.binary_join_element_wise(
         "[", _numbers(ops["start_ms"]), ",", _numbers(ops["dur_ms"]), ",",
         _numbers(ops["lane"]), ",", _numbers(ops["t"]), ",", _numbers(ops["index"]), ",",
