@@ -225,6 +225,14 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         ("unseen", "lost-write", "durability"), workload="queue", docker=True,
         campaign="campaigns/queue-txn.yaml",
         sim_options=(("transactions", True),)),
+    Bug("pid-given-twice", "broker",
+        "InitProducerId gives every idempotent producer a producer id of its own",
+        "A broker answers each non-transactional InitProducerId with the id it gave the one "
+        "before, every other time, so two producers share a producer id and epoch: the "
+        "second's first batches are taken for retries of the first's (answered with the "
+        "first's offsets, never written) or refused as out of order.",
+        ("AckedRecordsKept", "inconsistent-offsets", "lost-write", "unseen", "durability"),
+        workload="queue", docker=True),
 )}
 
 

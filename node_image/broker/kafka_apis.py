@@ -97,6 +97,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         self._delayed_fetch: list[_DelayedFetch] = []
         self.share = ShareState()  # share sessions, share partitions, parked ShareFetches
         self._pending_pids: list[tuple[object, KafkaRequest, int]] = []
+        self._pid_again: int | None = None  # the planted bug pid-given-twice's next answer
         self._forwarding = ControllerForwarding(
             lambda: self.broker.controller_id(), lambda node, msg: self.broker.outbox.send(
                 node, msg), lambda: self.broker.next_correlation())

@@ -50,7 +50,12 @@ class TxnApis:
     def _serve_pids(self, now: int) -> None:
         keep = []
         for src, req, deadline in self._pending_pids:
-            pid = self.broker.next_producer_id()
+            if "pid-given-twice" in self.bugs and self._pid_again is not None:  # planted bug
+                pid, self._pid_again = self._pid_again, None
+            else:
+                pid = self.broker.next_producer_id()
+                if "pid-given-twice" in self.bugs:
+                    self._pid_again = pid
             if pid is not None:
                 self._reply(src, req, self._cls(req)(throttle_time_ms=0, error_code=m.NONE,
                                                      producer_id=pid, producer_epoch=0))
