@@ -116,6 +116,13 @@ class ConsumerGroupMemberMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noq
 class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701,E501
 class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
 class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+# ... and of a KIP-932 share group's (record types 9-14)
+class ShareGroupPartitionMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupMemberMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupTargetAssignmentMetadataValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupTargetAssignmentMemberValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupCurrentMemberAssignmentValue(ApiData, load_json=_SCHEMAS): pass  # noqa: E701
 
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3

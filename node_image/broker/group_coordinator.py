@@ -69,7 +69,8 @@ from .coordinator_log import CoordinatorLog
 from .group_metadata import OFFSETS_TOPIC
 from .producer_state import marker_of
 from .group_offsets import GroupOffsets
-from .share_coordinator import ShareGroup, ShareGroups
+from . import share_records as sr
+from .share_coordinator import ShareGroup, ShareGroups, ShareMember
 from .group_state import (COMPLETING, EMPTY, PREPARING, STABLE, Group, JoinResult,
                           Member)
 
@@ -83,7 +84,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
         self.wall_clock = wall_clock
         self.rng = rng
         self.groups: dict[str, Group] = {}
-        self.share_groups: dict[str, ShareGroup] = {}  # KIP-932, in memory (share_coordinator)
+        self.share_groups: dict[str, ShareGroup] = {}  # KIP-932's (share_coordinator)
         self.share_states: dict = {}  # KIP-932's share partitions' states (share_coordinator)
         self.log = CoordinatorLog(replica_manager, OFFSETS_TOPIC, options.offsets_commit_timeout_ms,
                                   wall_clock, self._load, self._unload)
@@ -119,6 +120,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
         count = 0
 
         has_metadata: dict[str, bool] = {}  # group -> its last group record was not a tombstone
+        shares: dict[str, ShareGroup] = {}  # share groups, as folded
+        share_kept: dict[str, bool] = {}  # share group -> its epoch record is not a tombstone
 
         def group(name: str) -> Group:
             return groups.setdefault(name, Group(name, pid))
@@ -151,6 +154,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
                             self.share_states.pop(k, None)
                         else:
                             self.share_states[k] = gm.read_share_state_value(rec.value)
+                    elif isinstance(key, gm.ShareKey):  # a KIP-932 share group's record
+                        sg = shares.setdefault(key.group, ShareGroup(key.group))
+                        sr.fold(sg, key, rec.value, ShareMember)
+                        if key.kind == gm.SHARE_EPOCH:
+                            share_kept[key.group] = rec.value is not None
                     elif isinstance(key, gm.ConsumerKey):  # a KIP-848 group's record
                         g = group(key.group)
                         if g.consumer is None:
@@ -182,6 +190,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration, StaticMembe
                                                  else mb.classic.session_timeout_ms)
                     mb.revoke_deadline_ms = (self._now + mb.rebalance_timeout_ms
                                              if mb.current.state == UNREVOKED else None)
+        self.share_load(pid, {gid: g for gid, g in shares.items() if share_kept.get(gid)})
         if count:  # (an empty partition says nothing: there are 50 of them)
             self._on_event(Reached("coordinator-loaded",
                                    f"{OFFSETS_TOPIC}-{pid}: coordinator in epoch {epoch}: loaded "

@@ -17,7 +17,8 @@ read a log written by chaoskraft and the other way round:
 
 A KIP-848 consumer group is kept under keys of versions 3-8, Kafka's own
 record types (:data:`CONSUMER_KEYS`; their values are in
-:mod:`.consumer_records`). A share group's state of each partition it reads is
+:mod:`.consumer_records`), a KIP-932 share group's membership under 9-14
+(:data:`SHARE_KEYS`, :mod:`.share_records`). A share group's state of each partition it reads is
 kept under a key version of chaoskraft's own, :data:`SHARE_STATE` (Kafka keeps
 it in another topic, ``__share_group_state``). Keys of version 0 (offsets) and
 values of versions 0-3 are read too, as Kafka reads them. A record of any other
@@ -64,13 +65,30 @@ class ConsumerKey:
     member_id: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ShareKey:
+    """A key of a KIP-932 share group's records (versions 9-14): :data:`SHARE_KEYS` names
+    ``kind``; ``member_id`` is empty for the group-wide ones."""
+    kind: int
+    group: str
+    member_id: str = ""
+
+
 # key version -> what a KIP-848 group keeps under it (Kafka's record types)
 GROUP_EPOCH, SUBSCRIPTION, MEMBER, TARGET_EPOCH, TARGET_MEMBER, CURRENT = 3, 4, 5, 6, 7, 8
 CONSUMER_KEYS = {GROUP_EPOCH: "group epoch", SUBSCRIPTION: "subscribed topics",
                  MEMBER: "member metadata", TARGET_EPOCH: "target assignment epoch",
                  TARGET_MEMBER: "member's target assignment",
                  CURRENT: "member's current assignment"}
-_MEMBER_KEYS = (MEMBER, TARGET_MEMBER, CURRENT)
+# ... and a KIP-932 share group's (Kafka's record types 9-14; values in .share_records)
+(SHARE_PARTITIONS, SHARE_MEMBER, SHARE_EPOCH, SHARE_TARGET_EPOCH, SHARE_TARGET_MEMBER,
+ SHARE_CURRENT) = 9, 10, 11, 12, 13, 14
+SHARE_KEYS = {SHARE_PARTITIONS: "share group's subscribed topics",
+              SHARE_MEMBER: "share member metadata", SHARE_EPOCH: "share group epoch",
+              SHARE_TARGET_EPOCH: "share target assignment epoch",
+              SHARE_TARGET_MEMBER: "share member's target assignment",
+              SHARE_CURRENT: "share member's current assignment"}
+_MEMBER_KEYS = (MEMBER, TARGET_MEMBER, CURRENT, SHARE_MEMBER, SHARE_TARGET_MEMBER, SHARE_CURRENT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +244,7 @@ class _Reader:
         return b
 
 
-def read_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey | ShareStateKey:
+def read_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey | ShareKey | ShareStateKey:
     r = _Reader(data, "key")
     version = r.int16("version")
     if version in (0, 1):
@@ -237,9 +255,14 @@ def read_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey | ShareStateKey:
         group = r.string("group")
         return ConsumerKey(version, group, r.string("member_id") if version in _MEMBER_KEYS
                            else "")
+    if version in SHARE_KEYS:
+        group = r.string("group")
+        return ShareKey(version, group, r.string("member_id") if version in _MEMBER_KEYS
+                        else "")
     if version == SHARE_STATE:
         return ShareStateKey(r.string("group"), r.string("topic_id"), r.int32("partition"))
-    raise GroupRecordError(f"key: unknown version {version} (0-8 and {SHARE_STATE} known)")
+    raise GroupRecordError(f"key: unknown version {version} (0-14 and {SHARE_STATE} "
+                           f"known)")
 
 
 def read_share_state_value(data: bytes) -> ShareStateValue:

@@ -22,19 +22,22 @@ acknowledged and reads it when it starts leading the partition (Kafka's share co
 and ``__share_group_state``): here in ``__consumer_offsets``, under a key of chaoskraft's
 own (:data:`.group_metadata.SHARE_STATE`), loaded with the group's partition.
 
-Not as Kafka: membership is kept in the coordinator's memory, not written to
-``__consumer_offsets``; when the coordinator moves, members are told UNKNOWN_MEMBER_ID and
-join the new one, which loses no record (what a member held is released by its lock).
+Membership is written to the group's ``__consumer_offsets`` partition as Kafka writes it
+(:mod:`.share_records`): a heartbeat is answered once what it changed is replicated, and a
+coordinator taking over the partition reads the group back, so its members go on in the
+epochs they had (their sessions start again) instead of joining anew.
 A group id used by a classic or consumer group is refused (GROUP_ID_NOT_FOUND).
 """
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .. import group_configs
 from .. import messages as m
 from . import group_metadata as gm
+from . import share_records as sr
 
 LEAVE = -1
 
@@ -42,12 +45,26 @@ LEAVE = -1
 @dataclass(slots=True)
 class ShareMember:
     member_id: str
-    subscribed: tuple
-    rack_id: str | None
+    subscribed: tuple = ()
+    rack_id: str | None = None
     epoch: int = 0
     previous_epoch: int = 0
     seen_ms: int = 0
     assignment: dict = field(default_factory=dict)  # topic id -> frozenset of partitions
+    client_id: str = ""
+    client_host: str = ""
+    loaded: bool = False  # read from the log by this coordinator, not heard from since
+
+
+@dataclass(frozen=True, slots=True)
+class ShareHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed: tuple | None = None
+    client_id: str = ""
+    client_host: str = ""
 
 
 @dataclass(slots=True)
@@ -92,9 +109,30 @@ class ShareGroups:
     share_groups: dict
     share_states: dict  # (group, topic id, partition) -> gm.ShareStateValue, as loaded
 
-    def share_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
-                        rack_id: str | None, subscribed: tuple | None,
-                        now: int) -> ShareAnswer:
+    def share_heartbeat(self, hb: ShareHeartbeat, now: int,
+                        respond: Callable[[ShareAnswer], None]) -> None:
+        """Answer ``hb`` through ``respond`` once what it changed is written to the group's
+        ``__consumer_offsets`` partition (or, if it changed nothing, once everything
+        written before it is): a member is never told an epoch a coordinator taking over
+        would not know."""
+        self._now = now
+        entries: list = []
+        a = self._share_step(hb, now, entries)
+        if a.error != m.NONE:
+            respond(a)
+            return
+
+        def done(error: int) -> None:
+            respond(a if error == m.NONE else ShareAnswer(
+                error, f"writing the group's records failed: {m.ERROR_NAMES.get(error, error)}"))
+        pid = self.partition_of(hb.group_id)
+        if entries:
+            self.log.write(pid, entries, now, done)
+        else:
+            self.log.barrier(pid, now, done)
+
+    def _share_step(self, hb: ShareHeartbeat, now: int, entries: list) -> ShareAnswer:
+        group_id, member_id, member_epoch = hb.group_id, hb.member_id, hb.member_epoch
         error = self._error_for(group_id)
         if error != m.NONE:
             self.share_groups.pop(group_id, None)
@@ -102,7 +140,7 @@ class ShareGroups:
                                else None)
         if member_epoch != 0 and not member_id:
             return ShareAnswer(m.INVALID_REQUEST, "MemberId can't be empty.")
-        if member_epoch == 0 and not subscribed:
+        if member_epoch == 0 and not hb.subscribed:
             return ShareAnswer(m.INVALID_REQUEST,
                                "SubscribedTopicNames must be set in first request.")
         if member_epoch < LEAVE:
@@ -116,21 +154,25 @@ class ShareGroups:
                 return ShareAnswer(m.UNKNOWN_MEMBER_ID,
                                    f"Member {member_id} is not a member of group {group_id}.")
             g = self.share_groups[group_id] = ShareGroup(group_id)
-        self._share_expire(g, now, session_ms)
+        self._share_expire(g, now, session_ms, entries)
         mb = g.members.get(member_id) if member_id else None
         if member_epoch == LEAVE:
             if mb is None:
                 return ShareAnswer(m.UNKNOWN_MEMBER_ID,
                                    f"Member {member_id} is not a member of group {group_id}.")
             del g.members[member_id]
-            self._share_rebalance(g, f"member {member_id} left")
+            entries += sr.member_gone(group_id, member_id)
+            self._share_rebalance(g, f"member {member_id} left", entries)
             return ShareAnswer(m.NONE, None, member_id, LEAVE, interval_ms)
         if member_epoch == 0:
             if mb is None:
                 member_id = member_id or str(uuid.UUID(int=self.rng.getrandbits(128),
                                                        version=4))
-                mb = g.members[member_id] = ShareMember(member_id, tuple(subscribed), rack_id)
-                self._share_rebalance(g, f"member {member_id} joined")
+                mb = g.members[member_id] = ShareMember(member_id, tuple(hb.subscribed),
+                                                        hb.rack_id)
+                mb.client_id, mb.client_host = hb.client_id, hb.client_host
+                entries.append(sr.member(group_id, mb))
+                self._share_rebalance(g, f"member {member_id} joined", entries)
             mb.epoch = mb.previous_epoch = 0
         elif mb is None:
             return ShareAnswer(m.UNKNOWN_MEMBER_ID,
@@ -139,29 +181,39 @@ class ShareGroups:
             return ShareAnswer(m.FENCED_MEMBER_EPOCH,
                                f"The share group member has an epoch ({member_epoch}) other "
                                f"than the coordinator's ({mb.epoch}).")
+        elif mb.loaded:
+            self._on_event(f"share group {group_id}: member {member_id} goes on in epoch "
+                           f"{member_epoch}, as the coordinator before this one knew it")
+        mb.loaded = False
         mb.seen_ms = now
-        if rack_id is not None:
-            mb.rack_id = rack_id
-        if subscribed is not None and tuple(subscribed) != mb.subscribed:
-            mb.subscribed = tuple(subscribed)
-            self._share_rebalance(g, f"member {member_id} subscribed to {list(subscribed)}")
+        described = (mb.rack_id, mb.subscribed)
+        if hb.rack_id is not None:
+            mb.rack_id = hb.rack_id
+        if hb.subscribed is not None and tuple(hb.subscribed) != mb.subscribed:
+            mb.subscribed = tuple(hb.subscribed)
+            self._share_rebalance(g, f"member {member_id} subscribed to {list(hb.subscribed)}",
+                                  entries)
+        if (mb.rack_id, mb.subscribed) != described:
+            entries.append(sr.member(group_id, mb))
         if self._share_topics_changed(g):
-            self._share_rebalance(g, "subscribed topics' partitions changed")
+            self._share_rebalance(g, "subscribed topics' partitions changed", entries)
         assignment = None
         if mb.epoch != g.epoch:
             mb.previous_epoch, mb.epoch = mb.epoch, g.epoch
+            entries.append(sr.current(group_id, mb))
             assignment = {t: sorted(ps) for t, ps in mb.assignment.items()}
         return ShareAnswer(m.NONE, None, member_id, mb.epoch, interval_ms, assignment)
 
     def _share_timing(self, group_id: str) -> tuple[int, int]:
         return group_configs.timing(self.rm.image, group_id, self.options, "share")
 
-    def _share_expire(self, g: ShareGroup, now: int, session_ms: int) -> None:
+    def _share_expire(self, g: ShareGroup, now: int, session_ms: int, entries: list) -> None:
         gone = [mid for mid, mb in g.members.items() if now - mb.seen_ms > session_ms]
         for mid in gone:
             del g.members[mid]
+            entries += sr.member_gone(g.group_id, mid)
         if gone:
-            self._share_rebalance(g, f"members {gone} timed out")
+            self._share_rebalance(g, f"members {gone} timed out", entries)
 
     def _subscribed_partitions(self, g: ShareGroup) -> dict:
         topics = self.rm.image.topics
@@ -171,22 +223,40 @@ class ShareGroups:
     def _share_topics_changed(self, g: ShareGroup) -> bool:
         return self._subscribed_partitions(g) != g.partitions
 
-    def _share_rebalance(self, g: ShareGroup, reason: str) -> None:
+    def _share_rebalance(self, g: ShareGroup, reason: str, entries: list) -> None:
+        """A new group epoch and target assignment; their records go to ``entries``."""
         g.epoch += 1
-        g.partitions = self._subscribed_partitions(g)
+        counts = self._subscribed_partitions(g)
         names = self.rm.image.topic_names
+        if counts != g.partitions:
+            g.partitions = counts
+            entries.append(sr.partitions(g.group_id, counts, names))
+        entries.append(sr.group_epoch(g.group_id, g.epoch))
         # each member is given partitions of the topics it subscribes to (members with the
         # same subscription are assigned together)
         by_subscription: dict[frozenset, list[str]] = {}
         for mid, mb in g.members.items():
             by_subscription.setdefault(frozenset(mb.subscribed), []).append(mid)
+        targets: list = []
         for subscription, mids in by_subscription.items():
             parts = [(t, p) for t, n in g.partitions.items() if names.get(t) in subscription
                      for p in range(n)]
             for mid, a in share_assign(mids, parts).items():
+                if g.members[mid].assignment != a or g.members[mid].epoch == 0:
+                    targets.append(sr.target_member(g.group_id, mid, a))
                 g.members[mid].assignment = a
+        entries += sorted(targets)
+        entries.append(sr.target_epoch(g.group_id, g.epoch))
         self._on_event(f"share group {g.group_id}: epoch {g.epoch} ({reason}), "
                        f"{len(g.members)} members")
+
+    def share_load(self, pid: int, loaded: dict) -> None:
+        """Take the share groups folded from ``__consumer_offsets-pid`` (``loaded``: group id
+        -> :class:`ShareGroup`): their members' sessions start again now, as Kafka's."""
+        for gid, g in loaded.items():
+            for mb in g.members.values():
+                mb.seen_ms, mb.loaded = self._now, True
+            self.share_groups[gid] = g
 
     # ------------------------------------------------------------ share state
 
@@ -245,6 +315,8 @@ class ShareGroups:
     def _unload_share_states(self, pid: int) -> None:
         self.share_states = {k: v for k, v in self.share_states.items()
                              if self.partition_of(k[0]) != pid}
+        self.share_groups = {gid: g for gid, g in self.share_groups.items()
+                             if self.partition_of(gid) != pid}
 
     def share_group_ids(self) -> list[str]:
         return sorted(gid for gid in self.share_groups if self._error_for(gid) == m.NONE)

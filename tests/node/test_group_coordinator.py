@@ -236,8 +236,8 @@ def test_records_are_kafkas_and_groups_map_to_partitions_as_in_java():
     gv = gm.GroupValue("consumer", 3, "range", "m1", 99, (member,))
     assert gm.read_key(gm.group_key("g")) == gm.GroupKey("g")
     assert gm.read_group_value(gm.group_value(gv)) == gv
-    with pytest.raises(gm.GroupRecordError, match="unknown version 9"):
-        gm.read_key(b"\x00\x09")
+    with pytest.raises(gm.GroupRecordError, match="unknown version 15"):
+        gm.read_key(b"\x00\x0f")
     with pytest.raises(gm.GroupRecordError, match="field 'topic' runs past the end"):
         gm.read_key(b"\x00\x01\x00\x01g\x00\x05t")
 
@@ -467,3 +467,73 @@ def test_a_group_whose_deletion_was_not_written_is_back_only_where_it_is_still_c
     c.gc.poll(20_001, True)
     assert out[-1] == {"g": m.NOT_COORDINATOR}
     assert "g" not in c.gc.groups, "no longer ours: the next coordinator loads it"
+
+
+def share_hb(c, member="", epoch=0, subscribed=("t",), now=0, group="sg"):
+    from node_image.broker.share_coordinator import ShareHeartbeat
+    out = []
+    c.gc.share_heartbeat(ShareHeartbeat(group, member, epoch, None, subscribed, "cli", "/h"),
+                         now, out.append)
+    [a] = out  # the group's partition has one replica: a write commits at once
+    return a
+
+
+def test_share_group_membership_is_written_and_a_coordinator_taking_over_keeps_the_epochs():
+    """As Kafka's coordinator: a share group's epoch, members, targets and each member's
+    current epoch go to ``__consumer_offsets`` under Kafka's record types 9-14; a coordinator
+    loading the partition has the same group, so a member goes on with its epoch (no
+    UNKNOWN_MEMBER_ID, no new group epoch), a member that left stays gone, and one the log
+    never had is unknown."""
+    c = Coordinator()
+    kinds = set()
+    write = c.gc.log.write
+
+    def kept(pid, entries, now, done):
+        kinds.update(gm.read_key(k).kind for k, _ in entries)
+        write(pid, entries, now, done)
+    c.gc.log.write = kept
+    a = share_hb(c, "A")
+    b = share_hb(c, "B")
+    x = share_hb(c, "X")
+    assert (a.error, b.error, x.error) == (m.NONE, m.NONE, m.NONE)
+    a, b = share_hb(c, "A", a.member_epoch, None, 100), share_hb(c, "B", b.member_epoch, None, 100)
+    assert share_hb(c, "X", -1, None, 200).member_epoch == -1
+    a, b = share_hb(c, "A", a.member_epoch, None, 300), share_hb(c, "B", b.member_epoch, None, 300)
+    group = c.gc.share_groups["sg"]
+    assert a.member_epoch == b.member_epoch == group.epoch == 4
+    assigned = {mid: mb.assignment for mid, mb in group.members.items()}
+    assert sorted(assigned) == ["A", "B"]
+    assert sorted(p for parts in assigned.values() for ps in parts.values() for p in ps) == \
+        [0, 1, 2, 3]
+    assert kinds == {9, 10, 11, 12, 13, 14}, kinds
+    c.rm.checkpoint_hws()
+    again = Coordinator(disk=c.disk, now=5_000)
+    loaded = again.gc.share_groups["sg"]
+    assert loaded.epoch == 4 and loaded.partitions == group.partitions
+    assert {mid: (mb.epoch, mb.previous_epoch, mb.assignment, mb.subscribed, mb.client_id)
+            for mid, mb in loaded.members.items()} == \
+        {mid: (mb.epoch, mb.previous_epoch, mb.assignment, mb.subscribed, mb.client_id)
+         for mid, mb in group.members.items()}
+    kept = share_hb(again, "A", a.member_epoch, None, 6_000)
+    assert (kept.error, kept.member_epoch, kept.assignment) == (m.NONE, 4, None)
+    assert any("member A goes on in epoch 4" in str(e) for e in again.events)
+    assert not any("joined" in str(e) for e in again.events)
+    assert share_hb(again, "X", 3, None, 6_000).error == m.UNKNOWN_MEMBER_ID
+    # the sessions started again at the load: B, silent since, is removed after one
+    gone = share_hb(again, "A", 4, None, 5_000 + 45_001 + 1)
+    assert gone.member_epoch == 5 and sorted(again.gc.share_groups["sg"].members) == ["A"]
+
+
+def test_a_share_record_that_cannot_be_read_names_its_kind_group_and_member():
+    from node_image.broker import share_records as sr
+    from node_image.broker.share_coordinator import ShareGroup, ShareMember
+    key = gm.read_key(gm.consumer_key(gm.SHARE_MEMBER, "sg", "M1"))
+    assert key == gm.ShareKey(10, "sg", "M1")
+    with pytest.raises(gm.GroupRecordError,
+                       match="share member metadata of group 'sg' member M1: cannot read"):
+        sr.fold(ShareGroup("sg"), key, b"\x00\x00\xff", ShareMember)
+    # Kafka's bytes: the key is its record type and strings, the value its version and a
+    # flexible struct (ShareGroupMetadataValue: epoch, metadata hash, no tagged fields)
+    assert sr.group_epoch("g", 7) == (b"\x00\x0b\x00\x01g", b"\x00\x00" + (7).to_bytes(4, "big")
+                                      + bytes(8) + b"\x00")
+    assert sr.member_gone("g", "m")[0] == (b"\x00\x0e\x00\x01g\x00\x01m", None)

@@ -8,7 +8,8 @@ records it released again, with a higher delivery count, and never the ones it a
 rejected; when it has released a record as often as ``group.share.delivery.count.limit``
 allows, the record is archived, undelivered. ListGroups lists the group as a share group.
 A read_committed share group never gets an aborted transaction's records. A new leader
-of a partition reads the group's state back: nothing accepted is delivered again.
+of a partition reads the group's state back: nothing accepted is delivered again. A new
+coordinator reads the group's membership back: its member goes on in its epoch.
 The group's configs are set as Kafka's are
 (IncrementalAlterConfigs on the GROUP resource). Share groups need topic ids, so the nodes
 advertise Metadata v12 (``chaoskraft.metadata.max.version``).
@@ -24,7 +25,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
 from kafka.protocol.admin import DescribeConfigsRequest, ListGroupsRequest
 
 from conftest import local_brokers, wait_for
-from group_clients import create_topic, produce
+from group_clients import coordinator, create_topic, produce
 from node_clients import wire
 from node_image import kafka_codec as kc
 
@@ -181,20 +182,11 @@ def leader_of(cluster, partition):
     return leader if leader > 0 else None
 
 
-def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
-    """The partition's leader (and, if it is the same node, the group's coordinator) is
-    killed while two share consumers read: records held and not yet acknowledged may come
-    again, but none is lost, and records produced during and after the kill are all
-    read."""
-    create_topic(cluster, 1)
-    earliest(cluster, "sk")
-    produce(cluster, [f"a{i}" for i in range(200)], 1)
-    read: list = []
-    errors: list = []
-    done = threading.Event()
-
+def readers(cluster, group, n, read, errors, done):
+    """``n`` share consumers of ``group`` polling in threads until ``done`` is set: what
+    they read goes to ``read``, fatal errors to ``errors``."""
     def run():
-        c = share_consumer(cluster, "sk")
+        c = share_consumer(cluster, group)
         try:
             while not done.is_set():
                 for msg in c.poll(0.3):
@@ -204,9 +196,22 @@ def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
                         errors.append(msg.error())
         finally:
             c.close()
-    threads = [threading.Thread(target=run, daemon=True) for _ in range(2)]
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()
+    return threads
+
+
+def test_a_killed_leader_and_coordinator_lose_no_record(cluster):
+    """The partition's leader (and, if it is the same node, the group's coordinator) is
+    killed while two share consumers read: records held and not yet acknowledged may come
+    again, but none is lost, and records produced during and after the kill are all
+    read."""
+    create_topic(cluster, 1)
+    earliest(cluster, "sk")
+    produce(cluster, [f"a{i}" for i in range(200)], 1)
+    read, errors, done = [], [], threading.Event()
+    threads = readers(cluster, "sk", 2, read, errors, done)
     try:
         wait_for("the first records read", lambda: len(set(read)) >= 50)
         victim = wait_for("the partition's leader", lambda: leader_of(cluster, 0))
@@ -395,3 +400,42 @@ def test_a_deleted_topics_share_state_is_tombstoned_by_its_coordinator(cluster):
     finally:
         c.close()
     assert sorted(again) == sorted(f"b{i}" for i in range(5))
+
+
+def test_a_new_coordinator_reads_the_membership_back_and_the_member_goes_on(cluster):
+    """The group's coordinator is killed while a share consumer reads: the broker that takes
+    its ``__consumer_offsets`` partition over reads the group's records back, so the
+    member's next heartbeat is answered in the epoch it had (it does not join again: one
+    join in every node's log), and every record, also those produced after the kill, is
+    read."""
+    create_topic(cluster, 1)
+    earliest(cluster, "sm")
+    produce(cluster, [f"a{i}" for i in range(100)], 1)
+    read, errors, done = [], [], threading.Event()
+    [t] = readers(cluster, "sm", 1, read, errors, done)
+    try:
+        wait_for("the first records read", lambda: len(set(read)) >= 100, timeout_s=60)
+        victim = wait_for("the group's coordinator", lambda: coordinator(cluster, "sm"))
+        cluster.kill(victim)
+        produce(cluster, [f"b{i}" for i in range(100)], 1)
+        went_on = "member {} goes on in epoch"
+        others = [i for i in cluster.ids if i != victim]
+
+        def logs():
+            return "".join(cluster.log_path(i).read_text() for i in cluster.ids)
+        wait_for("the new coordinator taking the member's heartbeat in its epoch", lambda: any(
+            "goes on in epoch" in cluster.log_path(i).read_text() for i in others),
+            timeout_s=90)
+        want = {f"{k}{i}" for k in "ab" for i in range(100)}
+        wait_for("every record read", lambda: want <= set(read), timeout_s=90)
+    finally:
+        done.set()
+        t.join(30)
+    assert not errors, errors
+    text = logs()
+    joins = [line for line in text.splitlines() if "share group sm: epoch" in line
+             and "joined" in line]
+    assert len(joins) == 1, joins
+    member = joins[0].split("member ")[1].split(" joined")[0]
+    assert went_on.format(member) in text
+    assert "Traceback" not in text

@@ -39,6 +39,7 @@ from ... import records as rec
 from ...kafka_codec import KafkaRequest
 from ..group_metadata import OFFSETS_TOPIC, SHARE_ARCHIVED, SHARE_AVAILABLE
 from ..share_partition import SharePartition
+from ..share_coordinator import ShareHeartbeat
 from .common import leader_hint, node_endpoints
 
 DEFAULT_MAX_RECORDS = 500  # a ShareFetch that names no MaxRecords
@@ -104,19 +105,25 @@ class ShareApis:
                                     member_id=None, member_epoch=0, heartbeat_interval_ms=0,
                                     assignment=None))
             return
-        a = self.groups.share_heartbeat(
+        peer = getattr(src, "peer", None)
+        hb = ShareHeartbeat(
             b.group_id, b.member_id or "", b.member_epoch, b.rack_id,
-            None if b.subscribed_topic_names is None else tuple(b.subscribed_topic_names), now)
-        assignment = None
-        if a.assignment is not None:
-            A = R.Assignment
-            assignment = A(topic_partitions=[
-                A.TopicPartitions(topic_id=uuid.UUID(t), partitions=ps)
-                for t, ps in sorted(a.assignment.items())])
-        self._reply(src, req, R(throttle_time_ms=0, error_code=a.error, error_message=a.message,
-                                member_id=a.member_id if a.error == m.NONE else None,
-                                member_epoch=a.member_epoch, heartbeat_interval_ms=a.interval_ms,
-                                assignment=assignment))
+            None if b.subscribed_topic_names is None else tuple(b.subscribed_topic_names),
+            req.client_id or "", f"/{peer[0]}" if isinstance(peer, tuple) and peer else "")
+
+        def respond(a) -> None:
+            assignment = None
+            if a.assignment is not None:
+                A = R.Assignment
+                assignment = A(topic_partitions=[
+                    A.TopicPartitions(topic_id=uuid.UUID(t), partitions=ps)
+                    for t, ps in sorted(a.assignment.items())])
+            self._reply(src, req, R(
+                throttle_time_ms=0, error_code=a.error, error_message=a.message,
+                member_id=a.member_id if a.error == m.NONE else None,
+                member_epoch=a.member_epoch, heartbeat_interval_ms=a.interval_ms,
+                assignment=assignment))
+        self.groups.share_heartbeat(hb, now, respond)
 
     # ------------------------------------------------------------ sessions and acks
 
