@@ -27,7 +27,7 @@ from workloads.nodes import (BRING_UP_S, KAFKA_PORT, active_controller, change_v
 from workloads.registry import WORKLOADS
 from workloads.workload import Deadline
 
-from .backends import DATA_DIR
+from .backends import DATA_DIR, NoMachine
 from .clock import REAL_CLOCK
 from .config import RunConfig
 from .history import HistoryWriter
@@ -70,6 +70,7 @@ class Campaign:
         self.active: dict[int, str] = {}  # fault id -> what it is, for the progress lines
         self._fault_ids = itertools.count()
         self.killed: set[int] = set()
+        self.retired: set[int] = set()  # out of the cluster for good (``add_broker``)
         self.partitioned = False
         self.data_dir = DATA_DIR
         # one object per fault package of the campaign, holding its faults' state
@@ -338,7 +339,8 @@ class Campaign:
 
     def _running_brokers(self) -> list:
         """The nodes with the broker role that no fault of the campaign has killed."""
-        return [n for n in self.backend.nodes if "broker" in n.roles and n.node_id not in self.killed]
+        return [n for n in self.backend.nodes if "broker" in n.roles
+                and n.node_id not in self.killed | self.retired]
 
     async def broker_lists(self) -> dict[int, tuple[int, ...] | None]:
         """The brokers each running broker's Metadata lists (None: it did not answer)."""
@@ -364,6 +366,30 @@ class Campaign:
         except QuorumChangeError as exc:
             return m.ERROR_NAMES.get(exc.code, str(exc)) if exc.code else str(exc)
         return None
+
+    async def add_broker(self, replacing: int) -> int | None:
+        """A new machine under a new node id (the backend's ``add_node``: Docker's extra
+        container, a spare host over SSH) in the place of the stopped ``replacing``, which
+        leaves the cluster for good: nothing starts it again and no fault picks it (its
+        container or host, and its logs, are kept). The new node's id; None, and the log
+        says why, when the backend has no machine to add."""
+        add = getattr(self.backend, "add_node", None)
+        if add is None:
+            self.log(f"nemesis: no machine to add: the {type(self.backend).__name__} backend "
+                     f"cannot add nodes")
+            return None
+        try:
+            info = await asyncio.to_thread(add)
+        except NoMachine as exc:
+            self.log(f"nemesis: no machine to add: {exc}")
+            return None
+        self.addr[info.node_id] = info.address
+        self.killed.discard(replacing)
+        self.retired.add(replacing)
+        self.ids[:] = sorted(set(self.ids) - {replacing} | {info.node_id})  # the workload's too
+        self.log(f"nemesis: n{info.node_id} ({info.address}) added in the place of "
+                 f"n{replacing}, which leaves the cluster")
+        return info.node_id
 
     async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]:
         """The finalized feature levels, with their epoch and the newest metadata.version

@@ -49,20 +49,14 @@ from node_image.storage import ReplicaKey, format_storage, new_directory_id
 
 from . import DEFAULT_WORKLOAD
 from .clock import NodeClock
-from .disk import SimDisk
 from .forms import FORMS
 from .invariants import Invariants
 from .journal import Journal
+from .machines import CLUSTER_ID, LOG_DIR, SimNode as _SimNode
 from .nemesis import SimNemesis
 from .network import SimNetwork
 from .options import QueueOptions, SimOptions, twin_options
 from .twin import PlanFaults, Twin
-
-CLUSTER_ID = "chaoskraft-sim"
-
-
-LOG_DIR = "/data"
-
 
 RESTART_PAUSE_MS = 500  # the node supervisor's pause before it starts a halted node again
 
@@ -90,29 +84,6 @@ class SimResult:
         """The workload's checker on the history: None, or (invariant, detail,
         counterexample)."""
         return FORMS[self.workload].check_history(self.history, **self.check_args)
-
-
-class _SimNode:
-    def __init__(self, node_id: int, voter: bool) -> None:
-        self.node_id = node_id
-        self.voter = voter
-        self.disk = SimDisk()
-        self.node: Node | None = None
-        self.incarnation = 0
-        self.timer_at: int | None = None
-        self.clock = NodeClock()
-        self.durable_end_at_crash = 0
-        self.wiped = False
-        self.log_lines: list[str] = []
-        self.paused = False  # stopped (SIGSTOP): what reaches it waits in ``held``
-        self.held: list[tuple] = []
-        self.timer_due = False  # its timer came while it was paused
-
-    def local(self, t: int) -> int:
-        return self.clock.local(t)
-
-    def to_sim(self, local: int) -> int:
-        return self.clock.to_sim(local)
 
 
 class Simulation:
@@ -194,6 +165,7 @@ class Simulation:
         self.invariants = Invariants(self)
         self.data_invariants = form.data_invariants(self)
         self.voter_wipes = 0
+        self.retired: set[int] = set()  # nodes out of the cluster for good (machines.retire)
         self.failure: tuple[str, str] | None = None
         self._elections_seen: set[tuple[int, int]] = set()
         self._admin_next = 0  # the fault plan's admin requests: correlation id -> callback
@@ -537,7 +509,7 @@ class Simulation:
 
     def _restart(self, node_id: int) -> None:
         sn = self.nodes[node_id]
-        if sn.node is None:
+        if sn.node is None and node_id not in self.retired:
             self.trace(self.now, "restart", sn.node_id)
             self.start_node(sn)
 
@@ -565,7 +537,7 @@ class Simulation:
             self.workload.stop_at_ms += back
             self.trace(self.now, "clock_set_back", back)
         for sn in self.nodes.values():
-            if sn.node is None:
+            if sn.node is None and sn.node_id not in self.retired:
                 self.start_node(sn)
 
     def recovery_words(self) -> str:

@@ -84,14 +84,14 @@ class SimNemesis:
 
     @property
     def ids(self) -> list[int]:
-        return sorted(self.sim.nodes)
+        return sorted(set(self.sim.nodes) - self.sim.retired)
 
     @property
     def voters(self) -> int:
         return len(self.sim.voter_ids)
 
     def alive(self) -> list[int]:
-        return [i for i in sorted(self.sim.nodes) if self.sim.nodes[i].node is not None]
+        return [i for i in self.ids if self.sim.nodes[i].node is not None]
 
     def leader(self) -> int | None:
         leader = self.sim.leader()

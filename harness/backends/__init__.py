@@ -33,6 +33,10 @@ class BackendError(RuntimeError):
     """A command on a node failed; the message names the node and the command."""
 
 
+class NoMachine(BackendError):
+    """``add_node`` has no machine to add (an SSH hosts file naming no spare host left)."""
+
+
 class ClusterBackend(Protocol):
     nodes: list[NodeInfo]
 

@@ -119,6 +119,8 @@ class DockerCluster(NodeControl):
         self.network_name = f"chaoskraft-{run_id}"
         self.nodes: list[NodeInfo] = []
         self._containers: dict[int, object] = {}
+        self._voters: dict[int, str] = {}  # controller.quorum.voters, once ``up``
+        self._initial = ""  # format's initial controllers, once ``up``
 
     def name(self, node_id: int) -> str:
         return f"chaoskraft-{self.run_id}-n{node_id}"
@@ -128,50 +130,74 @@ class DockerCluster(NodeControl):
     def up(self) -> list[NodeInfo]:
         rng = random.Random(f"{self.seed}-directory-ids")
         dir_ids = {i: new_directory_id(rng) for i in range(1, self.n + 1)}
-        voters = {i: self.name(i) for i in range(1, self.controllers + 1)}
-        initial = ",".join(f"{i}@{voters[i]}:{PORT}:{dir_ids[i]}" for i in sorted(voters))
+        self._voters = {i: self.name(i) for i in range(1, self.controllers + 1)}
+        self._initial = ",".join(f"{i}@{self._voters[i]}:{PORT}:{dir_ids[i]}"
+                                 for i in sorted(self._voters))
         network = self.client.networks.create(self.network_name, driver="bridge",
                                               labels=self.labels, check_duplicate=True)
         self.log(f"network {network.name} created")
         for i in range(1, self.n + 1):
-            roles = ("controller", "broker") if i in voters else ("broker",)
-            volume = self.client.volumes.create(name=f"{self.name(i)}-data", labels=self.labels)
-            # faultfs mounts FUSE in the container: the device, and the capability to mount
-            fuse = dict(devices=["/dev/fuse:/dev/fuse:rwm"], cap_add=["NET_ADMIN", "SYS_ADMIN"],
-                        security_opt=["apparmor:unconfined"]) if self.faultfs else \
-                dict(cap_add=["NET_ADMIN"])
-            c = self.client.containers.create(
-                self.image, name=self.name(i), hostname=f"n{i}", detach=True,
-                labels={**self.labels, f"{LABEL}.node": str(i)}, **fuse,
-                network=self.network_name, volumes={volume.name: {"bind": "/var/lib/chaoskraft",
-                                                                  "mode": "rw"}})
-            files = {
-                "server.properties": node_properties(
-                    i, voters, roles, {**self.overrides, **self.node_overrides.get(i, {})},
-                    self.bugs).encode(),
-                "format.json": json.dumps({"cluster_id": f"chaoskraft-{self.run_id}",
-                                           "directory_id": dir_ids[i], "log_dir": DATA_DIR,
-                                           "initial_controllers": initial}).encode(),
-            }
-            if self.faketime:
-                files["faketime"] = b"+0.000"  # the supervisor preloads libfaketime when present
-            if self.faultfs:
-                files["faultfs"] = b""  # the supervisor mounts faultfs on the data directory
-            c.put_archive("/etc/chaoskraft", _tar(files))
-            if self.authorized_key:
-                c.put_archive("/root/.ssh", _tar({"authorized_keys": self.authorized_key.encode()}))
-            self._containers[i] = c
-            self.nodes.append(NodeInfo(i, self.name(i), "", roles))
+            roles = ("controller", "broker") if i in self._voters else ("broker",)
+            self._create(i, roles, dir_ids[i])
         for c in self._containers.values():
             c.start()
-        for idx, n in enumerate(self.nodes):
-            c = self._containers[n.node_id]
-            c.reload()
-            ip = c.attrs["NetworkSettings"]["Networks"][self.network_name]["IPAddress"]
-            self.nodes[idx] = NodeInfo(n.node_id, n.name, ip, n.roles, voter_host=n.name)
+        for n in list(self.nodes):
+            self._addressed(n)
         self.log("containers started: " + ", ".join(f"n{n.node_id}={n.address}"
                                                      f"({'/'.join(n.roles)})" for n in self.nodes))
         return self.nodes
+
+    def add_node(self) -> NodeInfo:
+        """A new machine mid-run: a broker under the next unused node id, in a container of
+        the same image on the cluster's network (with its own volume, labelled as the
+        others), formatted with a directory id of its own and started; it registers with
+        the controllers as a new broker. Only for a cluster this object brought ``up``."""
+        if not self._voters:
+            raise BackendError("nodes can be added only to a cluster this run started")
+        i = max(n.node_id for n in self.nodes) + 1
+        self._create(i, ("broker",), new_directory_id(random.Random(f"{self.seed}-dir-{i}")))
+        self._containers[i].start()
+        info = self._addressed(self.nodes[-1])
+        self.log(f"container added: n{i}={info.address} (broker)")
+        return info
+
+    def _create(self, i: int, roles: tuple[str, ...], dir_id: str) -> None:
+        volume = self.client.volumes.create(name=f"{self.name(i)}-data", labels=self.labels)
+        # faultfs mounts FUSE in the container: the device, and the capability to mount
+        fuse = dict(devices=["/dev/fuse:/dev/fuse:rwm"], cap_add=["NET_ADMIN", "SYS_ADMIN"],
+                    security_opt=["apparmor:unconfined"]) if self.faultfs else \
+            dict(cap_add=["NET_ADMIN"])
+        c = self.client.containers.create(
+            self.image, name=self.name(i), hostname=f"n{i}", detach=True,
+            labels={**self.labels, f"{LABEL}.node": str(i)}, **fuse,
+            network=self.network_name, volumes={volume.name: {"bind": "/var/lib/chaoskraft",
+                                                              "mode": "rw"}})
+        files = {
+            "server.properties": node_properties(
+                i, self._voters, roles, {**self.overrides, **self.node_overrides.get(i, {})},
+                self.bugs).encode(),
+            "format.json": json.dumps({"cluster_id": f"chaoskraft-{self.run_id}",
+                                       "directory_id": dir_id, "log_dir": DATA_DIR,
+                                       "initial_controllers": self._initial}).encode(),
+        }
+        if self.faketime:
+            files["faketime"] = b"+0.000"  # the supervisor preloads libfaketime when present
+        if self.faultfs:
+            files["faultfs"] = b""  # the supervisor mounts faultfs on the data directory
+        c.put_archive("/etc/chaoskraft", _tar(files))
+        if self.authorized_key:
+            c.put_archive("/root/.ssh", _tar({"authorized_keys": self.authorized_key.encode()}))
+        self._containers[i] = c
+        self.nodes.append(NodeInfo(i, self.name(i), "", roles))
+
+    def _addressed(self, n: NodeInfo) -> NodeInfo:
+        """``n`` with its container's address on the cluster network, in ``nodes``."""
+        c = self._containers[n.node_id]
+        c.reload()
+        ip = c.attrs["NetworkSettings"]["Networks"][self.network_name]["IPAddress"]
+        info = NodeInfo(n.node_id, n.name, ip, n.roles, voter_host=n.name)
+        self.nodes[[x.node_id for x in self.nodes].index(n.node_id)] = info
+        return info
 
     @classmethod
     def attach(cls, run_id: str, client=None, log=print) -> "DockerCluster":

@@ -7,9 +7,16 @@ operator does it, while the clients write and other faults run:
 2. the broker shuts down cleanly and is unregistered (UnregisterBroker through the running
    brokers, as ``kafka-cluster unregister`` sends it): it leaves every ISR and the cluster's
    metadata, and the step waits until no running broker's Metadata lists it;
-3. a new machine comes under its node id: its data directory emptied (a new disk), it
-   starts, formats, and registers as a new broker; the step waits until every running
-   broker lists it (the internal topics' replicas it still held fetch from nothing);
+3. a new machine takes its place, under a **new node id** (``replacement: new-id``, the
+   default): Docker starts another container from the same image on the cluster's network,
+   over SSH a spare host of the hosts file is taken, the simulator adds a node; it formats
+   with a directory id of its own and registers as a new broker, and the old machine stays
+   down, out of the cluster for good (kept, with its logs and data; nothing starts it again
+   and no fault picks it). With ``replacement: same-id``, or where there is no machine to
+   add (an SSH hosts file naming no spare host: the log says so), the new machine comes
+   under the old id instead: its data directory emptied (a new disk), it starts, formats,
+   and registers again (the internal topics' replicas it still held fetch from nothing).
+   Either way the step waits until every running broker lists it;
 4. one partition of the topic moves onto it (a follower's replica replaced), done once it
    has caught up and joined the ISR.
 
@@ -20,15 +27,16 @@ waits for it); one that never comes ends the step as not reached, with the broke
 again. The package keeps the view an operator has: the moves asked, the broker's
 registration as the brokers' Metadata shows it, and the change pending (each row below).
 History rows: ``decommission`` (invoke, info: the moves asked), ``decommissioned`` (it is
-out of every broker's Metadata), ``recommission`` (invoke: its disk emptied and started),
-``recommissioned`` (listed again, and the partition moved onto it).
+out of every broker's Metadata), ``recommission`` (invoke: the new machine is being
+brought), ``recommissioned`` (info: the new broker, ``replaced`` naming the old id when it
+is a new one, listed by every broker, and the partition moved onto it).
 """
 from __future__ import annotations
 
 import asyncio
 import random
 
-from ..package import NotReached, Scenario, Skipped
+from ..package import NotReached, Scenario, Skipped, one_of
 from .reassign import ask_reassignment, sim_reassign
 
 POLL_S = 0.5  # between two looks at the brokers' Metadata
@@ -36,6 +44,7 @@ ANSWER_S = 5.0  # an UnregisterBroker answer that has not come by then never wil
 NO_BROKER = "every node is a controller: no broker-only node to decommission"
 # Answers after which UnregisterBroker is asked again: the quorum has no leader yet
 RETRIABLE = ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER")
+REPLACEMENTS = ("new-id", "same-id")  # the new machine's node id: a new one, or the old
 
 # The data directory emptied, as a new disk would be: run where the node runs (its
 # container, or its host's root), the node stopped
@@ -103,8 +112,11 @@ class Decommission(Scenario):
     opens = ("decommission",)
     closes = ("recommissioned",)
     colour = "#8c6d31"
+    options = {**Scenario.options, "replacement": one_of(REPLACEMENTS)}
+    defaults = {"replacement": "new-id"}
     brokers: list[int] = []  # broker-only nodes that are up, and every broker that is up
     up: list[int] = []
+    replacement = "new-id"
 
     def choose(self, infos, controllers, active, rng):
         candidates = [b for b in self.brokers if b not in controllers]
@@ -116,6 +128,7 @@ class Decommission(Scenario):
         return None
 
     async def start(self, ctx, step, opts, rng, controller, leader):
+        self.replacement = opts.get("replacement", "new-id")
         self.up = [n.node_id for n in ctx.backend.nodes
                    if "broker" in n.roles and n.node_id not in ctx.killed]
         self.brokers = [n.node_id for n in ctx.backend.nodes
@@ -194,14 +207,21 @@ class Decommission(Scenario):
             await ctx.clock.sleep(POLL_S)
 
     async def _recommission(self, ctx, broker: int, rng) -> None:
-        ctx.history.record("nemesis", "invoke", "recommission", value={"node": broker})
+        ctx.history.record("nemesis", "invoke", "recommission",
+                           value={"node": broker, "replacement": self.replacement})
         if broker not in ctx.killed:  # another fault's end started it again meanwhile
             await ctx.kill("stop", [broker], {"target": self.name, "nodes": [broker]},
                            clean=True)
-        await ctx.exec_all([broker], lambda n: empty_cmd(ctx.data_dir), check=True)
-        await ctx.restart([broker])
+        old, new = broker, None
+        if self.replacement == "new-id":
+            new = await ctx.add_broker(old)
+        if new is None:
+            await ctx.exec_all([old], lambda n: empty_cmd(ctx.data_dir), check=True)
+            await ctx.restart([old])
+        broker = old if new is None else new
         waited = await self._await_lists(ctx, lambda ls: lists_all(ls, broker),
-                                         f"n{broker} registered again")
+                                         f"n{broker} registered" + (" again" if new is None
+                                                                    else ""))
         if waited is None:
             raise NotReached(f"the new n{broker} was not listed by every broker "
                              f"{self.PATIENCE_S:.0f} s after it started")
@@ -227,16 +247,19 @@ class Decommission(Scenario):
             raise NotReached(f"partition {partition} had not reached {target} with n{broker} "
                              f"in its ISR {waited:.0f} s after its move was accepted")
         ctx.history.record("nemesis", "info", "recommissioned",
-                           value={"node": broker, "partition": partition, "replicas": target})
+                           value={"node": broker, "partition": partition, "replicas": target,
+                                  **({} if new is None else {"replaced": old})})
 
     def describe(self, choice):
         broker, moves = choice
         return f"decommission: n{broker} (partitions {sorted(moves)} moved off), " \
-            f"a new n{broker} in its place", [broker]
+            f"a new {'broker' if self.replacement == 'new-id' else f'n{broker}'} in its " \
+            f"place", [broker]
 
     # ------------------------------------------------------------- the simulated form
 
     def simulate(self, sim, step, opts, rng, controller, leader):
+        self.replacement = opts.get("replacement", "new-id")
         self.up = [n for n in sim.ids if n not in sim.killed]
         self.brokers = [n for n in self.up if n not in sim.controllers]
         if not set(sim.ids) - sim.controllers:
@@ -255,6 +278,7 @@ class Decommission(Scenario):
         broker, moves = choice
         patience = self.PATIENCE_S
         left = set(moves)
+        new = [broker]  # the new machine's node id, once it is there
 
         def moved(p):
             def done(row, waited):
@@ -310,18 +334,22 @@ class Decommission(Scenario):
                 return
             if sim.running(broker):  # another fault's end started it again meanwhile
                 sim.kill([broker], clean=True)
-            sim.wipe(broker)
-            sim.restart([broker])
-            self._sim_lists(sim, lambda ls: lists_all(ls, broker), back)
+            if self.replacement == "new-id":
+                new[0] = sim.add_broker(broker)
+            else:
+                sim.wipe(broker)
+                sim.restart([broker])
+            self._sim_lists(sim, lambda ls: lists_all(ls, new[0]), back)
 
         def back(waited):
             if waited is None:
-                sim.not_reached(f"the new n{broker} was not listed by every broker "
+                sim.not_reached(f"the new n{new[0]} was not listed by every broker "
                                 f"{patience:.0f} s after it started")
             else:
                 onto(0.0)
 
         def onto(waited):
+            broker = new[0]
             chosen = move_onto(sim.partition_infos(), broker, rng)
             if chosen is None and waited < patience:
                 sim.after(POLL_S, onto, waited + POLL_S)
@@ -337,9 +365,9 @@ class Decommission(Scenario):
                 f"was accepted"), first=False)
 
         def joined(partition, target, waited):
-            sim.await_partition(partition, lambda r: broker in r[3], patience - waited,
+            sim.await_partition(partition, lambda r: new[0] in r[3], patience - waited,
                                 lambda row, w: None if row is not None else sim.not_reached(
-                                    f"n{broker} not in partition {partition}'s ISR"))
+                                    f"n{new[0]} not in partition {partition}'s ISR"))
 
         if not moves:
             stop(0.0)

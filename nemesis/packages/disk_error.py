@@ -7,7 +7,7 @@ write, and comes back when the disk does."""
 from __future__ import annotations
 
 from ..disk import DiskFault
-from ..package import LEADER_FIRST, choices
+from ..package import LEADER_FIRST, choices, one_of
 
 OPS = ("read", "write", "fsync")
 ERRNOS = ("EIO", "ENOSPC", "EROFS", "EDQUOT")
@@ -15,12 +15,6 @@ ERRNOS = ("EIO", "ENOSPC", "EROFS", "EDQUOT")
 
 def glob(v):
     return None if isinstance(v, str) and v else f"{v!r} is not a file glob"
-
-
-def one_of(known):
-    def check(v):
-        return None if v in known else f"unknown value {v!r} (known: {', '.join(known)})"
-    return check
 
 
 class DiskError(DiskFault):

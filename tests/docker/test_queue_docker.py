@@ -435,8 +435,9 @@ def test_reassignments_under_kills_keep_a_correct_node_valid(docker_client, node
 def test_a_broker_decommissioned_and_replaced_under_kills_keeps_a_correct_node_valid(
         docker_client, node_image, tmp_path):
     """campaigns/decommission.yaml: a broker-only node's partitions move off it, it stops
-    and is unregistered, a new node under its id (an empty disk) registers and a partition
-    moves onto it, while nodes are killed beside it; a correct node loses nothing. The run's
+    and is unregistered, a new machine (another container) under a new node id registers
+    and a partition moves onto it, while nodes are killed beside it (the new one among
+    them); a correct node loses nothing, and the old one is never started again. The run's
     twin in the simulator plays the same steps and is valid too."""
     fields = load_campaign(ROOT / "campaigns" / "decommission.yaml")
     code, results, run_dir = campaign(tmp_path, **{**fields, "seed": 2})
@@ -445,8 +446,11 @@ def test_a_broker_decommissioned_and_replaced_under_kills_keeps_a_correct_node_v
     rows = [r for r in _history(run_dir) if r["process"] == "nemesis"]
     gone = [r["value"]["node"] for r in rows if r["f"] == "decommissioned"]
     back = [r["value"] for r in rows if r["f"] == "recommissioned"]
-    assert gone and [b["node"] for b in back] == gone, (gone, back)
-    assert all(b["node"] in b["replicas"] for b in back), back
+    assert gone and [b["replaced"] for b in back] == gone, (gone, back)
+    assert all(b["node"] in b["replicas"] and b["node"] > 5 for b in back), back
+    started = {n for r in rows if r["f"] == "start" and r["type"] == "info"
+               for n in r["value"]["nodes"]}
+    assert not started & set(gone), "a node out of the cluster was started again"
     assert results["coverage"]["reached"].get("broker-unregistered", 0) >= len(gone)
     twin = load_twin(run_dir)
     o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)

@@ -1,6 +1,7 @@
 """decommission: its choice of broker and moves, and its phases against a recording backend
-(moves off, a clean stop, UnregisterBroker, the wait until no broker lists it, the emptied
-disk, the start, the wait until every broker lists it, a partition moved onto it)."""
+(moves off, a clean stop, UnregisterBroker, the wait until no broker lists it, a new machine
+under a new node id (or, without one to add, the emptied disk and the start under the old
+id), the wait until every broker lists it, a partition moved onto it)."""
 import asyncio
 import dataclasses
 import random
@@ -49,7 +50,7 @@ def _cluster(camp, moved, asked, unregistered, refuse=None):
         return None
 
     async def broker_lists():
-        up = [n for n in range(1, 6) if n not in camp.killed]
+        up = [n for n in camp.ids if n not in camp.killed]
         registered.update(up)
         return {n: tuple(sorted(registered)) for n in up}
 
@@ -67,7 +68,10 @@ def _cluster(camp, moved, asked, unregistered, refuse=None):
     camp.unregister_broker = unregister_broker
 
 
-def test_a_broker_is_moved_off_unregistered_and_replaced_by_a_new_one(tmp_path, monkeypatch):
+def test_without_a_machine_to_add_the_broker_comes_back_under_its_id_on_an_empty_disk(
+        tmp_path, monkeypatch):
+    """The recording backend cannot add nodes (as an SSH hosts file without spare hosts):
+    the old machine's disk is emptied and it starts again under its id."""
     from nemesis.packages import reassign
     monkeypatch.setattr(reassign, "RETRY_S", 0.01)
     monkeypatch.setattr(package, "POLL_S", 0.01)
@@ -158,3 +162,48 @@ def test_a_broker_named_a_replica_again_or_unknown_keeps_its_disk(tmp_path, monk
 
 def test_no_metadata_is_not_a_broker_that_holds_nothing():
     assert moves_off([], 4, [1, 2, 3, 4, 5], random.Random(1)) is None
+
+
+def test_a_new_machine_under_a_new_node_id_takes_the_place_and_the_old_one_stays_out(
+        tmp_path, monkeypatch):
+    """With a backend that adds machines (Docker, SSH with a spare host) the replacement is
+    a new broker n6: every broker lists it, a partition moves onto it; the old broker stays
+    down for good (no restart, out of ``ids``, so no fault and no heal starts it), and its
+    disk is not touched."""
+    from harness.backends import NodeInfo
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(package, "POLL_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    moved, unregistered = {}, []
+    _cluster(camp, moved, [], unregistered)
+
+    def add_node():
+        info = NodeInfo(6, "n6", "10.9.0.6", ("broker",))
+        backend.nodes.append(info)
+        backend.calls.append((6, "added"))
+        return info
+    backend.add_node = add_node
+
+    async def go():
+        stop = await camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0))
+        await stop()
+        await camp.stop_faults()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis"]
+    broker = next(r["value"]["node"] for r in out if r["f"] == "decommission")
+    done = next(r["value"] for r in out if r["f"] == "recommissioned")
+    assert done["node"] == 6 and done["replaced"] == broker, done
+    assert 6 in done["replicas"] and moved[done["partition"]] == done["replicas"]
+    assert camp.ids == sorted({1, 2, 3, 4, 5, 6} - {broker}) and camp.retired == {broker}
+    assert not camp.killed and camp.fault_outcomes[0]["status"] == "happened"
+    mine = [cmd.split()[:2] for n, cmd in backend.calls if n == broker]
+    assert mine == [["ck-ctl", "stop"]], "stopped once, never emptied nor started again"
+    assert not any(r["f"] == "start" and broker in r["value"]["nodes"] for r in out
+                   if r["f"] == "start")
+
+
+def test_same_id_is_asked_for_by_the_option_and_a_bad_value_names_it():
+    checks = package.Decommission.option_checks()
+    assert checks["replacement"]("same-id") is None
+    assert "unknown value 'other' (known: new-id, same-id)" == checks["replacement"]("other")

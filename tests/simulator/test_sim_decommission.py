@@ -1,5 +1,6 @@
-"""The decommission package in the simulator: brokers moved off, unregistered, their disks
-replaced and registered again under their ids while crashes, partitions and clock steps go
+"""The decommission package in the simulator: brokers moved off, unregistered, and new
+machines registered in their place under new node ids (or, with ``replacement: same-id``,
+the old machines on new disks under their ids) while crashes, partitions and clock steps go
 on; the correct node keeps every safety and data invariant and serves after the faults."""
 import pytest
 
@@ -17,7 +18,34 @@ def test_the_correct_node_stays_valid_while_brokers_leave_and_new_ones_join(seed
     assert any(s.status == "happened" for s in steps), r.plan
     assert r.coverage.get("broker-unregistered", 0) >= 1, r.coverage
     assert r.coverage.get("reassignment-completed", 0) >= 1, r.coverage
-    assert r.stats["wipes"] >= 1, r.stats
+    assert r.stats["nodes_added"] >= 1 and r.stats["wipes"] == 0, r.stats
+
+
+def test_a_new_broker_takes_the_place_under_a_new_id_and_the_old_one_stays_out():
+    """The new machine gets the next unused node id and a partition moves onto it; the
+    old one is never started again, also not when the faults end."""
+    from harness.simulate import _options
+    from simulator.cluster import Simulation
+    options, queue_options = _options(3, dict(DECOMMISSION))
+    sim = Simulation(3, nodes=5, duration_s=150, options=options, workload="queue",
+                     queue_options=queue_options)
+    result = sim.run()
+    assert result.ok, (result.invariant, result.detail)
+    added = sorted(set(sim.nodes) - set(range(1, 5 + sim.options.observers + 1)))
+    assert added and sim.retired and not set(added) & sim.retired, (added, sim.retired)
+    assert all(sim.nodes[n].node is None for n in sim.retired), "never started again"
+    assert all(sim.nodes[n].node is not None for n in added)
+    listed = sim.plan.broker_lists()
+    assert all(set(added) <= set(ids) and not sim.retired & set(ids)
+               for ids in listed.values()), listed
+
+
+def test_same_id_brings_the_old_machine_back_on_a_new_disk(monkeypatch):
+    from nemesis.packages.decommission import Decommission
+    monkeypatch.setattr(Decommission, "defaults", {"replacement": "same-id"})
+    o = run_seed(3, 5, 150, frozenset(), dict(DECOMMISSION), "queue")
+    assert o.ok, (o.invariant, o.detail)
+    assert o.result.stats["wipes"] >= 1 and not o.result.stats.get("nodes_added"), o.result.stats
 
 
 def test_a_broker_is_never_wiped_on_a_view_that_knows_no_partition():
