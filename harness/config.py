@@ -103,6 +103,7 @@ class RunConfig:
     backend: str = "docker"
     # hosts chaoskraft did not create, reached over SSH (harness.hosts): one node per host
     hosts: list | None = None
+    spare_hosts: list | None = None  # machines a run may add as new nodes (decommission)
     known_hosts: str | None = None  # None: ~/.ssh/known_hosts
     host_key_policy: str = "strict"  # or accept-new: a host's first key is trusted and recorded
     engine: str = "auto"
@@ -129,7 +130,7 @@ _LIST_CHOICES = {"power_loss_targets": ("one", "minority", "all")}
 
 def _type_ok(name: str, value) -> bool:
     t = {f.name: f.type for f in dataclasses.fields(RunConfig)}[name]
-    if name == "hosts":  # checked entry by entry in validate
+    if name in ("hosts", "spare_hosts"):  # checked entry by entry in validate
         return value is None or isinstance(value, list)
     if name == "nemesis":  # package names, or mappings {package: NAME, option: value, ...}
         return isinstance(value, list) and all(isinstance(x, (str, dict)) for x in value)
@@ -187,10 +188,16 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
                                         f"(known: {', '.join(ANOMALIES)})")
         if key == "nemesis":
             _validate_nemesis(value, where)
-        if key == "hosts" and value is not None:
-            from .hosts import HostsError, parse_hosts
+        if key in ("hosts", "spare_hosts") and value is not None:
+            from .hosts import HostsError, parse_all_hosts, parse_hosts
+            if cross and key == "spare_hosts" and not values.get("hosts"):
+                raise CampaignError(f"{loc}field 'spare_hosts': spare hosts are added to a "
+                                    f"cluster on 'hosts'; name those too")
             try:
-                parse_hosts(value, where)
+                if key == "spare_hosts" and values.get("hosts"):
+                    parse_all_hosts(values, where)  # also: no host in both lists
+                else:
+                    parse_hosts(value, where, key)
             except HostsError as exc:
                 raise CampaignError(str(exc)) from None
         if key == "nemesis_options":

@@ -8,10 +8,14 @@ or a mapping::
       - {address: 192.168.56.11, user: admin, key: ~/.ssh/lab_ed25519}
       - {address: 192.168.56.12, port: 2222}
       - lab-3                      # an alias of ~/.ssh/config
+    spare_hosts:                      # machines a run may add as new nodes mid-run
+      - {address: 192.168.56.14}      # (the decommission package's new broker)
     known_hosts: ~/.ssh/known_hosts   # the default; host keys checked strictly
     host_key_policy: strict           # or accept-new: trust and record a host's first key
 
-A hosts file given to ``--hosts`` holds the same fields (or only the list).
+A hosts file given to ``--hosts`` holds the same fields (or only the list). Spare hosts
+are checked and given the node bundle with the others, and started only when a run adds a
+node (``SshHosts.add_node``).
 """
 from __future__ import annotations
 
@@ -118,19 +122,31 @@ def parse_host(entry, where: str, config=None) -> Host:
     return Host(address, port, user, key, str(entry.get("alias", address)))
 
 
-def parse_hosts(entries, where=lambda key: "") -> list[Host]:
+def parse_hosts(entries, where=lambda key: "", field: str = "hosts",
+                seen: dict | None = None) -> list[Host]:
+    """The hosts of ``field`` (``hosts``, or ``spare_hosts``: machines a run may add as new
+    nodes mid-run); ``seen``: (address, port) -> where, of hosts parsed before, so that a
+    host named in both lists is an error naming both places."""
     if not isinstance(entries, list) or not entries:
-        raise HostsError(f"{where('hosts')}field 'hosts': a non-empty list of hosts")
+        raise HostsError(f"{where(field)}field {field!r}: a non-empty list of hosts")
     config = _ssh_config()
-    hosts = [parse_host(e, f"{where(f'hosts[{i}]')}hosts[{i}]", config)
+    hosts = [parse_host(e, f"{where(f'{field}[{i}]')}{field}[{i}]", config)
              for i, e in enumerate(entries)]
-    seen: dict[tuple, int] = {}
+    seen = {} if seen is None else seen
     for i, h in enumerate(hosts):
         if (h.address, h.port) in seen:
-            raise HostsError(f"{where(f'hosts[{i}]')}hosts[{i}]: {h} is listed twice "
-                             f"(also hosts[{seen[(h.address, h.port)]}])")
-        seen[(h.address, h.port)] = i
+            raise HostsError(f"{where(f'{field}[{i}]')}{field}[{i}]: {h} is listed twice "
+                             f"(also {seen[(h.address, h.port)]})")
+        seen[(h.address, h.port)] = f"{field}[{i}]"
     return hosts
+
+
+def parse_all_hosts(values: dict, where=lambda key: "") -> tuple[list[Host], list[Host]]:
+    """(hosts, spare hosts) of campaign fields or a hosts file's."""
+    seen: dict = {}
+    hosts = parse_hosts(values.get("hosts"), where, "hosts", seen)
+    spares = values.get("spare_hosts")
+    return hosts, [] if spares is None else parse_hosts(spares, where, "spare_hosts", seen)
 
 
 def read_hosts_arg(arg: str) -> dict:
@@ -150,21 +166,21 @@ def read_hosts_arg(arg: str) -> dict:
         if not isinstance(values, dict):
             raise HostsError(f"{path}: a hosts file is a list of hosts or a mapping with "
                              f"'hosts' (and 'known_hosts', 'host_key_policy')")
-        extra = set(values) - {"hosts", "known_hosts", "host_key_policy"}
+        extra = set(values) - {"hosts", "spare_hosts", "known_hosts", "host_key_policy"}
         if extra:
             raise HostsError(f"{path}: unknown field {sorted(extra)[0]!r} (known: hosts, "
-                             f"known_hosts, host_key_policy)")
+                             f"spare_hosts, known_hosts, host_key_policy)")
         if "known_hosts" in values and values["known_hosts"] is not None:
             kh = os.path.expanduser(str(values["known_hosts"]))
             # relative to the hosts file
             values["known_hosts"] = str((path.parent / kh).resolve()) if not os.path.isabs(kh) else kh
         root = yaml.compose(text)
         lines = key_lines(root, "" if isinstance(root, yaml.MappingNode) else "hosts")
-        for h in values.get("hosts") or []:
+        for h in (values.get("hosts") or []) + (values.get("spare_hosts") or []):
             if isinstance(h, dict) and isinstance(h.get("key"), str) and \
                     not os.path.isabs(os.path.expanduser(h["key"])):
                 h["key"] = str((path.parent / h["key"]).resolve())
-        parse_hosts(values.get("hosts"), located(path, lines))  # errors name file and line
+        parse_all_hosts(values, located(path, lines))  # errors name file and line
         return values
     if "/" in arg or arg.endswith((".yaml", ".yml")):
         raise HostsError(f"--hosts: no such file {arg}")

@@ -153,7 +153,8 @@ class DockerCluster(NodeControl):
         others), formatted with a directory id of its own and started; it registers with
         the controllers as a new broker. Only for a cluster this object brought ``up``."""
         if not self._voters:
-            raise BackendError("nodes can be added only to a cluster this run started")
+            raise BackendError(f"cluster {self.run_id}: no controller.quorum.voters found in "
+                               f"its nodes' server.properties: cannot configure a new node")
         i = max(n.node_id for n in self.nodes) + 1
         self._create(i, ("broker",), new_directory_id(random.Random(f"{self.seed}-dir-{i}")))
         self._containers[i].start()
@@ -218,7 +219,26 @@ class DockerCluster(NodeControl):
             ip = nets.get(self.network_name, {}).get("IPAddress", "")
             self.nodes.append(NodeInfo(i, c.name, ip, roles, voter_host=c.name))
         self.controllers = sum(1 for n in self.nodes if n.is_controller)
+        self._learn_settings()
         return self
+
+    def _learn_settings(self) -> None:
+        """What ``add_node`` needs of an attached cluster, read from its containers: the
+        voters, the initial controllers, the cluster's settings (a broker-only node's
+        properties, else the first node's), its planted bugs and clock and disk modes."""
+        brokers = [n.node_id for n in self.nodes if n.roles == ("broker",)]
+        c = self._containers[(brokers or [n.node_id for n in self.nodes])[0]]
+        props = _read_props(c)
+        for voter in filter(None, props.get("controller.quorum.voters", "").split(",")):
+            vid, _, endpoint = voter.partition("@")
+            self._voters[int(vid)] = endpoint.rsplit(":", 1)[0]
+        fmt = _read_file(c, "/etc/chaoskraft/format.json")
+        self._initial = json.loads(fmt).get("initial_controllers", "") if fmt else ""
+        self.overrides = {k: v for k, v in props.items() if k not in _PER_NODE}
+        self.bugs = [b for b in props.get("chaoskraft.bugs", "").split(",") if b]
+        self.faketime = _read_file(c, "/etc/chaoskraft/faketime") is not None
+        self.faultfs = _read_file(c, "/etc/chaoskraft/faultfs") is not None
+        self.seed = random.SystemRandom().randrange(1 << 31)  # the new node's directory id
 
     def down(self) -> None:
         """Remove this run's containers, volumes and network. Safe to call twice."""
@@ -293,14 +313,24 @@ class DockerCluster(NodeControl):
                 self.log(f"n{n.node_id}: data directory not fetched: {exc}")
 
 
-def _read_props(container) -> dict[str, str]:
+def _read_file(container, path: str) -> str | None:
     try:
-        stream, _ = container.get_archive("/etc/chaoskraft/server.properties")
+        stream, _ = container.get_archive(path)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tf:
-            text = tf.extractfile(tf.getmembers()[0]).read().decode()
+            return tf.extractfile(tf.getmembers()[0]).read().decode()
     except (NotFound, APIError):
-        return {}
+        return None
+
+
+def _read_props(container) -> dict[str, str]:
+    text = _read_file(container, "/etc/chaoskraft/server.properties") or ""
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+# the properties ``node_properties`` writes for each node itself; the rest of a node's file
+# is the cluster's own settings (``cluster up --set``), which a node added later takes too
+_PER_NODE = {"node.id", "process.roles", "controller.quorum.voters", "listeners", "log.dirs",
+             "advertised.listeners", "chaoskraft.journal.path", "chaoskraft.bugs"}
 
 
 def remove_labelled(client, label: str, log=print) -> dict[str, int]:

@@ -40,7 +40,7 @@ import paramiko
 
 from node_image.storage import new_directory_id
 
-from . import DATA_DIR, BackendError, NodeInfo, host_agent
+from . import DATA_DIR, BackendError, NodeInfo, NoMachine, host_agent
 from .docker_backend import KAFKA_PORT, PORT, node_properties
 from .ssh_backend import SshCluster
 from ..hosts import DEFAULT_KNOWN_HOSTS, Host
@@ -99,14 +99,20 @@ class SshHosts(SshCluster):
                  overrides: dict[str, str] | None = None, bugs: list[str] | None = None,
                  seed: int = 0, faketime: bool = False, faultfs: bool = False,
                  known_hosts: str | None = None, host_key_policy: str = "strict",
-                 bundle: Path | None = None, log=print, connect_timeout_s: float = 10.0) -> None:
+                 bundle: Path | None = None, log=print, connect_timeout_s: float = 10.0,
+                 spares: list[Host] | None = None) -> None:
+        """``spares``: hosts ``add_node`` may take, in order, as new broker-only nodes
+        mid-run (checked and given the bundle by ``up`` with the others)."""
         known = Path(os.path.expanduser(known_hosts or DEFAULT_KNOWN_HOSTS))
         super().__init__([], None, known, strict_host_keys=host_key_policy == "strict",
                          connect_timeout_s=connect_timeout_s)
         if not 1 <= controllers <= len(hosts):
             raise ValueError(f"controllers must be between 1 and the {len(hosts)} hosts, "
                              f"got {controllers}")
-        self.hosts = {i: h for i, h in enumerate(hosts, start=1)}
+        # every host under the node id it has or will have: a spare gets the next id after
+        # the nodes' when it is added
+        self.hosts = {i: h for i, h in enumerate([*hosts, *(spares or [])], start=1)}
+        self.spares = list(range(len(hosts) + 1, len(self.hosts) + 1))  # not yet added
         self.run_id = run_id
         self.controllers = controllers
         self.overrides = overrides or {}
@@ -119,15 +125,16 @@ class SshHosts(SshCluster):
         self.policy = (_Strict(known) if self.strict else _AcceptNew(known, log))
         self.nodes = [NodeInfo(i, f"n{i}", h.address,
                                ("controller", "broker") if i <= controllers else ("broker",))
-                      for i, h in self.hosts.items()]
+                      for i, h in self.hosts.items() if i not in self.spares]
 
     @classmethod
     def from_config(cls, cfg, run_id: str, image: str | None, log) -> "SshHosts":
         from ..config import needs_faketime, needs_faultfs, node_config
-        from ..hosts import parse_hosts
+        from ..hosts import parse_all_hosts
         from ..images import node_bundle
-        hosts = parse_hosts(cfg.hosts)
-        return cls(hosts, run_id, controllers=cfg.controllers, overrides=node_config(cfg),
+        hosts, spares = parse_all_hosts({"hosts": cfg.hosts, "spare_hosts": cfg.spare_hosts})
+        return cls(hosts, run_id, spares=spares, controllers=cfg.controllers,
+                   overrides=node_config(cfg),
                    bugs=cfg.bugs, seed=cfg.seed, faketime=needs_faketime(cfg),
                    faultfs=needs_faultfs(cfg), known_hosts=cfg.known_hosts,
                    host_key_policy=cfg.host_key_policy,
@@ -394,15 +401,33 @@ class SshHosts(SshCluster):
     def up(self) -> list[NodeInfo]:
         if self.bundle is None:
             raise BackendError("no node bundle to install")
-        self.log("hosts: " + ", ".join(f"n{i}={h}" for i, h in self.hosts.items())
+        self.log("hosts: " + ", ".join(f"n{i}={h}" + (" (spare)" if i in self.spares else "")
+                                       for i, h in self.hosts.items())
                  + f"; host keys checked against {self.known_hosts} "
                  + ("strictly" if self.strict else "(accept-new)"))
         self.check()
         self._parallel(self._install)
-        self._parallel(self._configure)
+        self._parallel(self._configure, [n.node_id for n in self.nodes])
         self.log("nodes started: " + ", ".join(f"n{n.node_id}={n.address}({'/'.join(n.roles)})"
-                                               for n in self.nodes))
+                                               for n in self.nodes)
+                 + ("; spare hosts ready: " + ", ".join(f"{self.hosts[i]}" for i in self.spares)
+                    if self.spares else ""))
         return self.nodes
+
+    def add_node(self) -> NodeInfo:
+        """A new machine mid-run: the next spare host (checked and given the bundle by
+        ``up``) configured as a broker under its node id, formatted with a directory id of
+        its own, and started; it registers with the controllers as a new broker.
+        :class:`~harness.backends.NoMachine` when no spare host is left."""
+        if not self.spares:
+            raise NoMachine("no spare host left: name one under 'spare_hosts' in the hosts "
+                            "file or the campaign")
+        i = self.spares.pop(0)
+        info = NodeInfo(i, f"n{i}", self.hosts[i].address, ("broker",))
+        self.nodes.append(info)
+        self._configure(i)
+        self.log(f"spare host added: n{i}={self.hosts[i]} (broker)")
+        return info
 
     def down(self) -> None:
         """Stop the nodes, remove the fault rules and mounts; the install stays for the next

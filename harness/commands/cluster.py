@@ -31,7 +31,7 @@ def cmd_hosts(args) -> int:
     """check, status or clean the hosts of --hosts (or of a campaign file's hosts)."""
     from ..backends.ssh_hosts import SshHosts
     from ..config import load_campaign
-    from ..hosts import parse_hosts, read_hosts_arg
+    from ..hosts import parse_all_hosts, read_hosts_arg
     values = load_campaign(args.campaign) if args.campaign else {}
     if args.hosts:
         values.update(read_hosts_arg(args.hosts))
@@ -39,15 +39,16 @@ def cmd_hosts(args) -> int:
         print("chaoskraft hosts: name the hosts with --hosts FILE|h1,h2,... or --campaign FILE",
               file=sys.stderr)
         return EXIT_USAGE
-    hosts = parse_hosts(values["hosts"])
+    hosts, spares = parse_all_hosts(values)
     cluster = SshHosts(hosts, "hosts", controllers=1, known_hosts=values.get("known_hosts"),
-                       host_key_policy=values.get("host_key_policy", "strict"))
+                       host_key_policy=values.get("host_key_policy", "strict"), spares=spares)
     from ..backends import BackendError
     try:
         cluster.check()
         if args.action == "check":
-            for n in cluster.nodes:
-                print(f"{cluster.name(n.node_id)}: reachable, root, python3 usable")
+            for i in cluster.hosts:
+                print(f"{cluster.name(i)}: reachable, root, python3 usable"
+                      + (" (spare)" if i in cluster.spares else ""))
         elif args.action == "status":
             for i, st in cluster.status().items():
                 print(f"{cluster.name(i)}: bundle {st.get('bundle') or 'not installed'}, "
@@ -159,10 +160,49 @@ def _cluster_up(args) -> int:
     return 0
 
 
+def _cluster_add_broker(args) -> int:
+    """A new machine for a running ``cluster up``: a broker under the next unused node id,
+    in another container of the same image; waits until every broker lists it."""
+    import asyncio
+
+    from ..backends import BackendError
+    from ..backends.docker_backend import DockerCluster
+    from workloads.nodes import NotServing, wait_until_serving
+    if not args.run_id:
+        raise SystemExit("chaoskraft cluster add-broker: name the cluster's run id "
+                         "(`chaoskraft cluster status` lists them)")
+    say = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    try:
+        c = DockerCluster.attach(args.run_id, log=say)
+        info = c.add_node()
+    except BackendError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    up = [n for n in c.nodes if n.address and n.node_id != info.node_id and c.is_running(
+        n.node_id)]
+    try:
+        states = asyncio.run(wait_until_serving([*up, info], args.timeout, say))
+    except NotServing as exc:
+        print(f"error: n{info.node_id} ({info.name}) did not join within {args.timeout:.0f} s: "
+              f"{exc}; it stays (`chaoskraft cluster down {args.run_id}` removes the cluster)",
+              file=sys.stderr)
+        return 1
+    view = _cluster_view(args.run_id, [*up, info], states)
+    if args.json:
+        print(json.dumps(view, indent=2))
+    else:
+        print(f"n{info.node_id} ({info.name}, {info.address}) joined cluster {args.run_id} as a "
+              f"broker; every broker lists it")
+        print(f"bootstrap.servers={view['bootstrap_servers']}")
+    return 0
+
+
 def cmd_cluster(args) -> int:
     from ..backends.docker_backend import DockerCluster, remove_labelled, running_runs
     if args.action == "up":
         return _cluster_up(args)
+    if args.action == "add-broker":
+        return _cluster_add_broker(args)
     if args.action == "down":
         import docker
         label = f"chaoskraft.run={args.run_id}" if args.run_id else "chaoskraft=1"

@@ -122,11 +122,16 @@ class PlainHosts:
         assert rc == 0, out
         return out.splitlines()
 
-    def hosts_file(self, path: Path, known_hosts: Path, **extra) -> Path:
+    def hosts_file(self, path: Path, known_hosts: Path, nodes: int | None = None,
+                   **extra) -> Path:
+        """A hosts file of the first ``nodes`` hosts (all by default); with fewer, the others
+        are its ``spare_hosts``."""
         import yaml
+        entries = [{"address": a, "key": str(self.key_file)} for a in self.addresses]
+        nodes = len(entries) if nodes is None else nodes
+        spares = {"spare_hosts": entries[nodes:]} if entries[nodes:] else {}
         path.write_text(yaml.safe_dump({
-            "hosts": [{"address": a, "key": str(self.key_file)} for a in self.addresses],
-            "known_hosts": str(known_hosts), **extra}))
+            "hosts": entries[:nodes], **spares, "known_hosts": str(known_hosts), **extra}))
         return path
 
     def remove(self) -> None:

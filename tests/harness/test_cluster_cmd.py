@@ -119,7 +119,7 @@ def test_cluster_up_serves_at_once_a_topic_of_five_replicas_and_down_leaves_noth
         docker_client, node_image):
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
-    p = chaoskraft("cluster", "up", "--json")
+    p = chaoskraft("cluster", "up", "--json", "--set", "group.initial.rebalance.delay.ms=100")
     run_id = None
     try:
         assert p.returncode == 0, p.stderr[-3000:]
@@ -160,6 +160,32 @@ def test_cluster_up_serves_at_once_a_topic_of_five_replicas_and_down_leaves_noth
         text = chaoskraft("cluster", "status", run_id, timeout=180).stdout
         assert f"{run_id} bootstrap.servers={boot}" in text
         assert text.count("broker registered/unfenced") == 5
+
+        # a new machine: n6, another container of the image, with the cluster's settings;
+        # every broker lists it, and a partition moves onto it
+        a = chaoskraft("cluster", "add-broker", run_id, "--json", timeout=180)
+        assert a.returncode == 0, a.stderr[-3000:]
+        added = json.loads(a.stdout)
+        assert [(r["node_id"], r["roles"], r["registered"], r["fenced"])
+                for r in added["nodes"] if r["node_id"] == 6] == [(6, ["broker"], True, False)]
+        assert all(6 in r["metadata_brokers"] for r in added["nodes"]), added["nodes"]
+        props = docker_client.containers.get(f"chaoskraft-{run_id}-n6").exec_run(
+            ["cat", "/etc/chaoskraft/server.properties"]).output.decode()
+        assert "node.id=6\n" in props and "group.initial.rebalance.delay.ms=100\n" in props, props
+        assert "process.roles=broker\n" in props and "chaoskraft.run" not in props
+        from kafka import KafkaAdminClient
+        from kafka import TopicPartition as TP
+        admin = KafkaAdminClient(bootstrap_servers=added["bootstrap_servers"])
+        try:
+            admin.alter_partition_reassignments({TP("five", 0): [6, 1, 2, 3, 4]})
+            deadline = time.monotonic() + 60
+            while admin.list_partition_reassignments() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            [t] = admin.describe_topics(["five"])
+        finally:
+            admin.close()
+        assert [(p["replica_nodes"], sorted(p["isr_nodes"])) for p in t["partitions"]] == \
+            [([6, 1, 2, 3, 4], [1, 2, 3, 4, 6])]
     finally:
         if run_id:
             d = chaoskraft("cluster", "down", run_id, timeout=180)

@@ -114,3 +114,31 @@ def test_a_matrix_on_hosts_runs_one_cell_at_a_time(home, tmp_path, capsys):
                  '  - {name: r, workload: register}\nnemeses:\n  - {name: p, nemesis: [partition]}\n')
     assert main(["campaign", str(f), "-n", "2"]) == EXIT_USAGE
     assert "one cell at a time: leave out -n" in capsys.readouterr().err
+
+
+def test_spare_hosts_are_named_apart_and_never_twice(home, tmp_path):
+    """``spare_hosts``: machines a run may add as new nodes (the decommission package's new
+    broker). They are not nodes (``nodes`` counts ``hosts``), need ``hosts``, and a host in
+    both lists is an error naming both places, with file and line."""
+    from harness.hosts import parse_all_hosts
+    hosts, spares = parse_all_hosts({"hosts": ["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+                                     "spare_hosts": ["ops@10.0.0.4"]})
+    assert [h.address for h in hosts] == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert spares == [Host("10.0.0.4", 22, "ops", None, "ops@10.0.0.4")]
+    cfg = resolve({"workload": "queue"}, {"hosts": ["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+                                          "spare_hosts": ["10.0.0.4"]})
+    assert cfg.nodes == 3 and cfg.spare_hosts == ["10.0.0.4"] and cfg.backend == "ssh"
+    f = tmp_path / "hosts.yaml"
+    f.write_text("hosts: [10.0.0.1, 10.0.0.2]\nspare_hosts:\n  - 10.0.0.3\n  - 10.0.0.1\n")
+    with pytest.raises(HostsError) as exc:
+        read_hosts_arg(str(f))
+    assert str(exc.value).startswith(
+        f"{f}:4: spare_hosts[1]: root@10.0.0.1 is listed twice (also hosts[0])"), exc.value
+    f.write_text("hosts: [10.0.0.1]\nspare_hosts: [{address: 10.0.0.3, prot: 2}]\n")
+    with pytest.raises(HostsError, match=r"spare_hosts\[0\]\.prot: unknown field"):
+        read_hosts_arg(str(f))
+    c = tmp_path / "c.yaml"
+    c.write_text("workload: queue\nspare_hosts: [10.0.0.3]\n")
+    with pytest.raises(CampaignError, match=r"c.yaml:2: field 'spare_hosts': spare hosts are "
+                                            r"added to a cluster on 'hosts'"):
+        load_campaign(c)

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.docker  # one Docker stream (conftest): one module fixt
 @pytest.fixture(scope="module")
 def hosts(docker_client, node_image, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("plain-hosts")
-    ph = PlainHosts(3, workdir, docker_client)
+    ph = PlainHosts(4, workdir, docker_client)  # the fourth: a spare host
     try:
         ph.start()
         ph.known = ph.known_hosts(workdir / "known_hosts")
@@ -45,7 +45,8 @@ def _run(campaign: dict, hosts_file: Path, results: Path) -> tuple[int, Path]:
     from harness.runner import run
     from harness.store import new_run_dir
     cfg = resolve(campaign, {**read_hosts_arg(str(hosts_file)), "results_dir": str(results)})
-    assert cfg.backend == "ssh" and cfg.nodes == 3 and cfg.controllers == 3
+    assert cfg.backend == "ssh" and cfg.nodes == 3
+    assert cfg.controllers == campaign.get("controllers", 3)
     run_dir = new_run_dir(results, cfg.test, cfg.seed)
     with open(run_dir.parent / f"{run_dir.name}.out", "w") as out:
         code = run(cfg, stream=out, run_dir=run_dir)
@@ -71,8 +72,8 @@ def _valid_run_with_its_faults(campaign: dict, hosts_file: Path,
 
 def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
     from harness.cli import main
-    before = [hosts.file_list(i) for i in range(3)]
-    hosts_file = hosts.hosts_file(tmp_path / "hosts.yaml", hosts.known)
+    before = [hosts.file_list(i) for i in range(4)]
+    hosts_file = hosts.hosts_file(tmp_path / "hosts.yaml", hosts.known, nodes=3)
     results = tmp_path / "results"
     try:
         register = {"workload": "register", "seed": 7, "time_limit_s": 12, "recovery_s": 3,
@@ -106,15 +107,29 @@ def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
         assert "already installed" in log and "installing node bundle" not in log  # reused
         assert "power-loss" in planned
 
+        # a broker decommissioned: the spare host (the hosts file's spare_hosts, checked and
+        # given the bundle with the others) comes in under a new node id, n4; the old
+        # broker stays down and out of the cluster
+        decommission = {"workload": "queue", "seed": 2, "time_limit_s": 30, "recovery_s": 3,
+                        "concurrency": 4, "controllers": 2, "replication_factor": 2,
+                        "min_insync_replicas": 1, "nemesis": ["decommission"],
+                        "nemesis_interval_s": 2,
+                        "nemesis_options": {"decommission": {"duration_s": 22}}}
+        log, run_dir, planned = _valid_run_with_its_faults(decommission, hosts_file, results)
+        rows = [r["value"] for r in _history(run_dir) if r["f"] == "recommissioned"]
+        assert rows and rows[0]["node"] == 4 and rows[0]["replaced"] == 3, rows
+        assert 4 in rows[0]["replicas"] and "spare host added: n4" in log, rows
+        assert "registered" in (run_dir / "nodes" / "n4" / "node.log").read_text()
+
         # the install is still there between runs, and nothing runs
-        for i in range(3):
+        for i in range(4):
             rc, out = hosts.sh(i, "test -d /opt/chaoskraft/root && ! grep -q chaoskraft /proc/mounts")
             assert rc == 0, out
     finally:  # the hosts are the module's: what a failure installed is removed too
         cleaned = main(["hosts", "clean", "--hosts", str(hosts_file)])
     assert cleaned == 0
-    after = [hosts.file_list(i) for i in range(3)]
-    for i in range(3):
+    after = [hosts.file_list(i) for i in range(4)]
+    for i in range(4):
         added = sorted(set(after[i]) - set(before[i]))
         removed = sorted(set(before[i]) - set(after[i]))
         assert not added and not removed, (i, added[:20], removed[:20])
