@@ -129,10 +129,11 @@ class Decommission(Scenario):
 
     async def start(self, ctx, step, opts, rng, controller, leader):
         self.replacement = opts.get("replacement", "new-id")
-        self.up = [n.node_id for n in ctx.backend.nodes
-                   if "broker" in n.roles and n.node_id not in ctx.killed]
-        self.brokers = [n.node_id for n in ctx.backend.nodes
-                        if n.roles == ("broker",) and n.node_id not in ctx.killed]
+        # of the cluster's nodes (``ids``: a machine an earlier step took out is not)
+        self.up = [n.node_id for n in ctx.backend.nodes if "broker" in n.roles
+                   and n.node_id in ctx.ids and n.node_id not in ctx.killed]
+        self.brokers = [n.node_id for n in ctx.backend.nodes if n.roles == ("broker",)
+                        and n.node_id in ctx.ids and n.node_id not in ctx.killed]
         if not any(n.roles == ("broker",) for n in ctx.backend.nodes):
             raise Skipped(NO_BROKER)
         return await super().start(ctx, step, opts, rng, controller, leader)

@@ -169,7 +169,8 @@ def test_a_new_machine_under_a_new_node_id_takes_the_place_and_the_old_one_stays
     """With a backend that adds machines (Docker, SSH with a spare host) the replacement is
     a new broker n6: every broker lists it, a partition moves onto it; the old broker stays
     down for good (no restart, out of ``ids``, so no fault and no heal starts it), and its
-    disk is not touched."""
+    disk is not touched. A second step takes another broker out (n6 or the other original
+    one, never the first again) and n7 comes in."""
     from harness.backends import NodeInfo
     from nemesis.packages import reassign
     monkeypatch.setattr(reassign, "RETRY_S", 0.01)
@@ -179,28 +180,35 @@ def test_a_new_machine_under_a_new_node_id_takes_the_place_and_the_old_one_stays
     _cluster(camp, moved, [], unregistered)
 
     def add_node():
-        info = NodeInfo(6, "n6", "10.9.0.6", ("broker",))
+        i = max(n.node_id for n in backend.nodes) + 1
+        info = NodeInfo(i, f"n{i}", f"10.9.0.{i}", ("broker",))
         backend.nodes.append(info)
-        backend.calls.append((6, "added"))
+        backend.calls.append((i, "added"))
         return info
     backend.add_node = add_node
 
     async def go():
-        stop = await camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0))
-        await stop()
+        for index in (0, 1):  # a second step chooses among the cluster's nodes only
+            stop = await camp.start_fault(FaultStep(index, 0.0, "decommission", "partition",
+                                                    1.0))
+            await stop()
         await camp.stop_faults()
     asyncio.run(go())
     out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis"]
-    broker = next(r["value"]["node"] for r in out if r["f"] == "decommission")
-    done = next(r["value"] for r in out if r["f"] == "recommissioned")
-    assert done["node"] == 6 and done["replaced"] == broker, done
-    assert 6 in done["replicas"] and moved[done["partition"]] == done["replicas"]
-    assert camp.ids == sorted({1, 2, 3, 4, 5, 6} - {broker}) and camp.retired == {broker}
-    assert not camp.killed and camp.fault_outcomes[0]["status"] == "happened"
-    mine = [cmd.split()[:2] for n, cmd in backend.calls if n == broker]
+    first, second = [r["value"]["node"] for r in out if r["f"] == "decommission"
+                     and r["type"] == "invoke"]
+    done = [r["value"] for r in out if r["f"] == "recommissioned"]
+    assert [(d["node"], d["replaced"]) for d in done] == [(6, first), (7, second)], done
+    assert second != first, "a machine out of the cluster is not decommissioned again"
+    chosen_from = camp.packages["decommission"]  # what the second step chose among
+    assert first not in chosen_from.up + chosen_from.brokers, (chosen_from.up, first)
+    assert 6 in done[0]["replicas"] and 7 in done[1]["replicas"]
+    assert camp.ids == sorted({1, 2, 3, 4, 5, 6, 7} - {first, second})
+    assert camp.retired == {first, second} and not camp.killed
+    assert [o["status"] for o in camp.fault_outcomes.values()] == ["happened"] * 2
+    mine = [cmd.split()[:2] for n, cmd in backend.calls if n == first]
     assert mine == [["ck-ctl", "stop"]], "stopped once, never emptied nor started again"
-    assert not any(r["f"] == "start" and broker in r["value"]["nodes"] for r in out
-                   if r["f"] == "start")
+    assert not any(first in r["value"]["nodes"] for r in out if r["f"] == "start")
 
 
 def test_same_id_is_asked_for_by_the_option_and_a_bad_value_names_it():
