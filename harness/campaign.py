@@ -367,12 +367,12 @@ class Campaign:
             return m.ERROR_NAMES.get(exc.code, str(exc)) if exc.code else str(exc)
         return None
 
-    async def add_broker(self, replacing: int) -> int | None:
+    async def add_broker(self, replacing: int | None) -> int | None:
         """A new machine under a new node id (the backend's ``add_node``: Docker's extra
-        container, a spare host over SSH) in the place of the stopped ``replacing``, which
-        leaves the cluster for good: nothing starts it again and no fault picks it (its
-        container or host, and its logs, are kept). The new node's id; None, and the log
-        says why, when the backend has no machine to add."""
+        container, a spare host over SSH), in the place of the stopped ``replacing`` (None:
+        the cluster grows), which leaves the cluster for good: nothing starts it again and
+        no fault picks it (its container or host, and its logs, are kept). The new node's
+        id; None, and the log says why, when the backend has no machine to add."""
         add = getattr(self.backend, "add_node", None)
         if add is None:
             self.log(f"nemesis: no machine to add: the {type(self.backend).__name__} backend "
@@ -384,11 +384,13 @@ class Campaign:
             self.log(f"nemesis: no machine to add: {exc}")
             return None
         self.addr[info.node_id] = info.address
-        self.killed.discard(replacing)
-        self.retired.add(replacing)
+        if replacing is not None:
+            self.killed.discard(replacing)
+            self.retired.add(replacing)
         self.ids[:] = sorted(set(self.ids) - {replacing} | {info.node_id})  # the workload's too
-        self.log(f"nemesis: n{info.node_id} ({info.address}) added in the place of "
-                 f"n{replacing}, which leaves the cluster")
+        self.log(f"nemesis: n{info.node_id} ({info.address}) added" + (
+            "" if replacing is None else f" in the place of n{replacing}, which leaves the "
+                                         f"cluster"))
         return info.node_id
 
     async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]:

@@ -212,8 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("action", choices=["build"])
     im.set_defaults(func=cmd_image)
     cl = sub.add_parser("cluster", help="start, stop or inspect a Docker cluster")
-    cl.add_argument("action", choices=["up", "down", "status", "add-broker"],
-                    help="add-broker RUN: a new broker under the next node id, in another "
+    cl.add_argument("action", choices=["up", "down", "status", "add-node"],
+                    help="add-node RUN: a new broker under the next node id, in another "
                          "container of the same image")
     cl.add_argument("run_id", nargs="?")
     cl.add_argument("--nodes", type=int, default=5)
@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--set", action="append", metavar="[nID:]KEY=VALUE",
                     help="up: a node property for every node, or for node ID only (repeat)")
     cl.add_argument("--timeout", type=float, default=120.0,
-                    help="up, add-broker: seconds to wait for the cluster to serve "
+                    help="up, add-node: seconds to wait for the cluster to serve "
                          "(default 120)")
     cl.add_argument("--results-dir", default="results",
                     help="up: node logs go to <results>/cluster/<run id>/ if it fails")

@@ -94,9 +94,10 @@ class FaultContext(Protocol):
     # UnregisterBroker through the running brokers, asked again while no controller takes
     # it: the error's name, or None once committed
     async def unregister_broker(self, broker: int, patience_s: float) -> str | None: ...
-    # a new machine under a new node id in the place of a stopped broker that leaves the
-    # cluster for good: its id (None: the backend has no machine to add; the log says why)
-    async def add_broker(self, replacing: int) -> int | None: ...
+    # a new machine under a new node id, in the place of a stopped broker that leaves the
+    # cluster for good (None: beside the others): its id (None: the backend has no machine
+    # to add; the log says why)
+    async def add_broker(self, replacing: int | None) -> int | None: ...
     # the finalized feature levels (their epoch, feature -> level, the newest
     # metadata.version supported) each running broker reports (None: it did not answer)
     async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]: ...

@@ -438,13 +438,15 @@ class PlanFaults:
     def running(self, node: int) -> bool:
         return self.sim.nodes[node].node is not None
 
-    def add_broker(self, replacing: int) -> int:
-        """A new machine under a new node id (``machines.add_node``) in the place of the
-        stopped ``replacing``, which leaves the cluster for good; the new node's id."""
+    def add_broker(self, replacing: int | None) -> int:
+        """A new machine under a new node id (``machines.add_node``), in the place of the
+        stopped ``replacing`` (None: beside the others), which leaves the cluster for good;
+        the new node's id."""
         from . import machines
         new = machines.add_node(self.sim)
-        machines.retire(self.sim, replacing)
-        self.killed.discard(replacing)
+        if replacing is not None:
+            machines.retire(self.sim, replacing)
+            self.killed.discard(replacing)
         self.ids[:] = sorted(set(self.ids) - {replacing} | {new})
         return new
 

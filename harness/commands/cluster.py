@@ -160,7 +160,7 @@ def _cluster_up(args) -> int:
     return 0
 
 
-def _cluster_add_broker(args) -> int:
+def _cluster_add_node(args) -> int:
     """A new machine for a running ``cluster up``: a broker under the next unused node id,
     in another container of the same image; waits until every broker lists it."""
     import asyncio
@@ -169,7 +169,7 @@ def _cluster_add_broker(args) -> int:
     from ..backends.docker_backend import DockerCluster
     from workloads.nodes import NotServing, wait_until_serving
     if not args.run_id:
-        raise SystemExit("chaoskraft cluster add-broker: name the cluster's run id "
+        raise SystemExit("chaoskraft cluster add-node: name the cluster's run id "
                          "(`chaoskraft cluster status` lists them)")
     say = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
     try:
@@ -201,8 +201,8 @@ def cmd_cluster(args) -> int:
     from ..backends.docker_backend import DockerCluster, remove_labelled, running_runs
     if args.action == "up":
         return _cluster_up(args)
-    if args.action == "add-broker":
-        return _cluster_add_broker(args)
+    if args.action == "add-node":
+        return _cluster_add_node(args)
     if args.action == "down":
         import docker
         label = f"chaoskraft.run={args.run_id}" if args.run_id else "chaoskraft=1"

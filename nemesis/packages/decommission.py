@@ -220,9 +220,17 @@ class Decommission(Scenario):
             await ctx.exec_all([old], lambda n: empty_cmd(ctx.data_dir), check=True)
             await ctx.restart([old])
         broker = old if new is None else new
+        partition, target = await self._join(ctx, broker, rng, "" if new is None else "new ")
+        ctx.history.record("nemesis", "info", "recommissioned",
+                           value={"node": broker, "partition": partition, "replicas": target,
+                                  **({} if new is None else {"replaced": old})})
+
+    async def _join(self, ctx, broker: int, rng, what: str = "new ") -> tuple[int, list[int]]:
+        """Wait until every running broker lists the just started ``broker``, then move a
+        partition led with a full ISR onto it and wait until it is in that ISR: (partition,
+        its replicas). NotReached when a state does not come within PATIENCE_S."""
         waited = await self._await_lists(ctx, lambda ls: lists_all(ls, broker),
-                                         f"n{broker} registered" + (" again" if new is None
-                                                                    else ""))
+                                         f"n{broker} registered" + ("" if what else " again"))
         if waited is None:
             raise NotReached(f"the new n{broker} was not listed by every broker "
                              f"{self.PATIENCE_S:.0f} s after it started")
@@ -233,13 +241,13 @@ class Decommission(Scenario):
             if onto is not None:
                 break
             if ctx.clock.monotonic() - start >= self.PATIENCE_S:
-                raise NotReached(f"no partition could move onto the new n{broker} within "
+                raise NotReached(f"no partition could move onto the {what}n{broker} within "
                                  f"{self.PATIENCE_S:.0f} s ({infos})")
             await ctx.clock.sleep(POLL_S)
         partition, target = onto
         error = await ask_reassignment(ctx, self, partition, target)
         if error is not None:
-            raise NotReached(f"moving partition {partition} onto the new n{broker} was "
+            raise NotReached(f"moving partition {partition} onto the {what}n{broker} was "
                              f"refused: {error}")
         row, waited = await self.await_partition(
             ctx, partition, lambda r: r[2] == target and broker in r[3], self.PATIENCE_S,
@@ -247,9 +255,7 @@ class Decommission(Scenario):
         if row is None:
             raise NotReached(f"partition {partition} had not reached {target} with n{broker} "
                              f"in its ISR {waited:.0f} s after its move was accepted")
-        ctx.history.record("nemesis", "info", "recommissioned",
-                           value={"node": broker, "partition": partition, "replicas": target,
-                                  **({} if new is None else {"replaced": old})})
+        return partition, target
 
     def describe(self, choice):
         broker, moves = choice
@@ -340,17 +346,26 @@ class Decommission(Scenario):
             else:
                 sim.wipe(broker)
                 sim.restart([broker])
-            self._sim_lists(sim, lambda ls: lists_all(ls, new[0]), back)
+            self._sim_join(sim, new[0], rng)
+
+        if not moves:
+            stop(0.0)
+        for p, t in moves.items():
+            sim_reassign(sim, p, t, patience, moved(p))
+
+
+    def _sim_join(self, sim, broker: int, rng, then=None) -> None:
+        """``_join`` on the simulated cluster; ``then(partition, replicas)`` once done."""
+        patience = self.PATIENCE_S
 
         def back(waited):
             if waited is None:
-                sim.not_reached(f"the new n{new[0]} was not listed by every broker "
+                sim.not_reached(f"the new n{broker} was not listed by every broker "
                                 f"{patience:.0f} s after it started")
             else:
                 onto(0.0)
 
         def onto(waited):
-            broker = new[0]
             chosen = move_onto(sim.partition_infos(), broker, rng)
             if chosen is None and waited < patience:
                 sim.after(POLL_S, onto, waited + POLL_S)
@@ -366,14 +381,13 @@ class Decommission(Scenario):
                 f"was accepted"), first=False)
 
         def joined(partition, target, waited):
-            sim.await_partition(partition, lambda r: new[0] in r[3], patience - waited,
-                                lambda row, w: None if row is not None else sim.not_reached(
-                                    f"n{new[0]} not in partition {partition}'s ISR"))
-
-        if not moves:
-            stop(0.0)
-        for p, t in moves.items():
-            sim_reassign(sim, p, t, patience, moved(p))
+            def done(row, w):
+                if row is None:
+                    sim.not_reached(f"n{broker} not in partition {partition}'s ISR")
+                elif then is not None:
+                    then(partition, target)
+            sim.await_partition(partition, lambda r: broker in r[3], patience - waited, done)
+        self._sim_lists(sim, lambda ls: lists_all(ls, broker), back)
 
 
 PACKAGE = Decommission

@@ -459,6 +459,31 @@ def test_a_broker_decommissioned_and_replaced_under_kills_keeps_a_correct_node_v
     assert steps and all(s.status == "happened" for s in steps), o.result.plan
 
 
+# A control (nightly: CI's budget). CI's add-broker cells: the package against a recording
+# backend and its simulated form (tests/nemesis/test_add_broker_package.py), the Docker
+# backend's add_node through `cluster add-broker` (tests/harness/test_cluster_cmd.py).
+@pytest.mark.nightly
+def test_a_cluster_that_grows_and_shrinks_under_kills_keeps_a_correct_node_valid(
+        docker_client, node_image, tmp_path):
+    """campaigns/brokers.yaml: new brokers join under new node ids (each another container)
+    and take a partition, a broker-only node is decommissioned and replaced, nodes are
+    killed beside it (the new ones among them); a correct node loses nothing, and the
+    run's twin in the simulator plays the same steps and is valid too."""
+    fields = load_campaign(ROOT / "campaigns" / "brokers.yaml")
+    code, results, run_dir = campaign(tmp_path, **{**fields, "seed": 1})
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    rows = [r for r in _history(run_dir) if r["process"] == "nemesis"]
+    added = [r["value"] for r in rows if r["f"] in ("broker-added", "recommissioned")]
+    assert len(added) >= 2 and all(a["node"] > 5 and a["node"] in a["replicas"]
+                                   for a in added), added
+    assert len({a["node"] for a in added}) == len(added), "each under a node id of its own"
+    twin = load_twin(run_dir)
+    o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
+    assert o.ok, (o.invariant, o.detail, o.counterexample)
+    assert o.result.stats.get("nodes_added", 0) >= len(added), o.result.stats
+
+
 # reassign-skips-catch-up's strict CI cell is the simulator's (test_sim_queue); here nightly
 @pytest.mark.nightly
 def test_the_reassign_campaign_catches_a_move_that_skips_the_catch_up(docker_client,

@@ -163,7 +163,7 @@ def test_cluster_up_serves_at_once_a_topic_of_five_replicas_and_down_leaves_noth
 
         # a new machine: n6, another container of the image, with the cluster's settings;
         # every broker lists it, and a partition moves onto it
-        a = chaoskraft("cluster", "add-broker", run_id, "--json", timeout=180)
+        a = chaoskraft("cluster", "add-node", run_id, "--json", timeout=180)
         assert a.returncode == 0, a.stderr[-3000:]
         added = json.loads(a.stdout)
         assert [(r["node_id"], r["roles"], r["registered"], r["fenced"])

@@ -1,0 +1,62 @@
+"""add-broker: a new machine under the next node id joins, every broker lists it, and a
+partition moves onto it; against a recording backend, and on the simulated cluster beside
+decommission (the cluster grows and shrinks while the correct node keeps every invariant)."""
+import asyncio
+
+from harness.backends import NodeInfo
+from nemesis.packages import decommission
+from nemesis.schedule import FaultStep
+from recording import campaign, rows
+from test_decommission_package import _cluster
+
+
+def test_a_new_broker_joins_and_a_partition_moves_onto_it(tmp_path, monkeypatch):
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(decommission, "POLL_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["add-broker"])
+    moved = {}
+    _cluster(camp, moved, [], [])
+
+    def add_node():
+        i = max(n.node_id for n in backend.nodes) + 1
+        info = NodeInfo(i, f"n{i}", f"10.9.0.{i}", ("broker",))
+        backend.nodes.append(info)
+        return info
+    backend.add_node = add_node
+
+    async def go():
+        for index in (0, 1):
+            stop = await camp.start_fault(FaultStep(index, 0.0, "add-broker", "partition", 1.0))
+            await stop()
+    asyncio.run(go())
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis"]
+    added = [r["value"] for r in out if r["f"] == "broker-added"]
+    assert [a["node"] for a in added] == [6, 7], added
+    for a in added:
+        assert a["node"] in a["replicas"] and len(a["replicas"]) == 3
+    assert moved[added[-1]["partition"]] == added[-1]["replicas"]  # the last move stands
+    assert camp.ids == [1, 2, 3, 4, 5, 6, 7] and not camp.retired and not camp.killed
+    assert [o["status"] for o in camp.fault_outcomes.values()] == ["happened"] * 2
+
+
+def test_without_a_machine_to_add_the_step_is_not_reached_and_says_why(tmp_path):
+    camp, backend, history = campaign(tmp_path, ["add-broker"])
+    said = []
+    camp.log = said.append
+    asyncio.run(camp.start_fault(FaultStep(0, 0.0, "add-broker", "partition", 1.0)))
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "not-reached" and "no machine to add" in outcome["why"]
+    assert any("cannot add nodes" in line for line in said), said
+    assert camp.ids == [1, 2, 3, 4, 5]
+
+
+def test_the_cluster_grows_and_shrinks_in_the_simulator_and_the_correct_node_holds():
+    from harness.simulate import run_seed
+    o = run_seed(3, 5, 120, frozenset(),
+                 {"extra_faults": {"add-broker": 20000, "decommission": 15000}}, "queue")
+    assert o.ok, (o.invariant, o.detail)
+    plan = o.result.plan
+    grown = [s for s in plan if s.kind == "add-broker" and s.status == "happened"]
+    assert len(grown) >= 2 and o.result.stats["nodes_added"] >= 3, (plan, o.result.stats)
+    assert o.result.coverage.get("reassignment-completed", 0) >= 2, o.result.coverage
