@@ -71,6 +71,7 @@ class Campaign:
         self._fault_ids = itertools.count()
         self.killed: set[int] = set()
         self.retired: set[int] = set()  # out of the cluster for good (``add_broker``)
+        self.moving: set[int] = set()  # partitions a scenario is moving (decommission)
         self.partitioned = False
         self.data_dir = DATA_DIR
         # one object per fault package of the campaign, holding its faults' state

@@ -63,6 +63,7 @@ class FaultContext(Protocol):
     history: object  # record(process, type, f, key=None, value=None, ...)
     ids: list[int]
     killed: set[int]
+    moving: set[int]  # partitions a scenario is moving now: another leaves them alone
     partitioned: bool
     data_dir: str
     clock: object  # harness.clock: monotonic() and await sleep(s), real or virtual

@@ -115,6 +115,7 @@ class PlanFaults:
         self._torn: dict[int, bool] = {}
         self.killed: set[int] = set()
         self.paused: set[int] = set()
+        self._moving: dict[int, int] = {}  # partition -> the step moving it (``claim``)
         self.current: int | None = None  # the step whose code runs now
         self._over: set[int] = set()  # steps undone: their later phases do nothing
 
@@ -437,6 +438,19 @@ class PlanFaults:
 
     def running(self, node: int) -> bool:
         return self.sim.nodes[node].node is not None
+
+    def busy(self) -> set[int]:
+        """The partitions a step still in force is moving (``claim``): another scenario
+        leaves them alone, as in Docker (``Campaign.moving``)."""
+        return {p for p, step in self._moving.items() if step not in self._over}
+
+    def claim(self, partitions) -> None:
+        for p in partitions:
+            self._moving[p] = self.current
+
+    def release(self, partitions) -> None:
+        for p in partitions:
+            self._moving.pop(p, None)
 
     def add_broker(self, replacing: int | None) -> int:
         """A new machine under a new node id (``machines.add_node``), in the place of the

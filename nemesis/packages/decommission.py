@@ -79,12 +79,14 @@ def moves_off(infos, broker: int, brokers: list[int],
     return moves
 
 
-def move_onto(infos, broker: int, rng: random.Random) -> tuple[int, list[int]] | None:
+def move_onto(infos, broker: int, rng: random.Random,
+              busy: set[int] = frozenset()) -> tuple[int, list[int]] | None:
     """(partition, target) putting ``broker`` in place of a follower of a partition led,
-    with a full ISR and no replica on it; None when none is so."""
+    with a full ISR and no replica on it, and not ``busy`` (another step is moving it);
+    None when none is so."""
     fits = [(p, leader, replicas) for p, leader, replicas, isr in sorted(infos)
             if leader >= 0 and broker not in replicas and sorted(isr) == sorted(replicas)
-            and len(replicas) > 1]
+            and len(replicas) > 1 and p not in busy]
     if not fits:
         return None
     partition, leader, replicas = fits[rng.randrange(len(fits))]
@@ -155,6 +157,25 @@ class Decommission(Scenario):
 
     async def act(self, ctx, choice, rng):
         broker, moves = choice
+        await self._claim(ctx, set(moves))
+        try:
+            await self._act(ctx, broker, moves, rng)
+        finally:
+            ctx.moving.difference_update(moves)
+
+    async def _claim(self, ctx, partitions: set[int]) -> None:
+        """Wait (at most PATIENCE_S) until no other step is moving any of ``partitions``
+        (``ctx.moving``: a scenario beside this one, whose wait for its own target a move
+        of ours would make endless), then take them."""
+        start = ctx.clock.monotonic()
+        while partitions & ctx.moving:
+            if ctx.clock.monotonic() - start >= self.PATIENCE_S:
+                raise NotReached(f"partitions {sorted(partitions & ctx.moving)} were being "
+                                 f"moved by another step for {self.PATIENCE_S:.0f} s")
+            await ctx.clock.sleep(POLL_S)
+        ctx.moving.update(partitions)
+
+    async def _act(self, ctx, broker: int, moves: dict, rng) -> None:
         value = {"node": broker, "moves": {str(p): t for p, t in moves.items()}}
         ctx.history.record("nemesis", "invoke", "decommission", value=value)
         errors = await asyncio.gather(*(ask_reassignment(ctx, self, p, t)
@@ -172,6 +193,7 @@ class Decommission(Scenario):
             if row is None:
                 raise NotReached(f"partition {p} had not left n{broker} for {t} {waited:.0f} s "
                                  f"after its reassignment was accepted")
+        ctx.moving.difference_update(moves)  # moved: other steps may move them again
         await ctx.kill("stop", [broker], {"target": self.name, "nodes": [broker]}, clean=True)
         error = await ctx.unregister_broker(broker, self.PATIENCE_S)
         if error is not None:
@@ -237,7 +259,7 @@ class Decommission(Scenario):
         start = ctx.clock.monotonic()
         while True:  # a partition led with a full ISR (right after a fault, maybe none yet)
             infos = await asyncio.to_thread(ctx.partition_infos)
-            onto = move_onto(infos, broker, rng)
+            onto = move_onto(infos, broker, rng, ctx.moving)
             if onto is not None:
                 break
             if ctx.clock.monotonic() - start >= self.PATIENCE_S:
@@ -245,6 +267,13 @@ class Decommission(Scenario):
                                  f"{self.PATIENCE_S:.0f} s ({infos})")
             await ctx.clock.sleep(POLL_S)
         partition, target = onto
+        ctx.moving.add(partition)
+        try:
+            return await self._move_onto(ctx, broker, partition, target, what)
+        finally:
+            ctx.moving.discard(partition)
+
+    async def _move_onto(self, ctx, broker, partition, target, what) -> tuple[int, list[int]]:
         error = await ask_reassignment(ctx, self, partition, target)
         if error is not None:
             raise NotReached(f"moving partition {partition} onto the {what}n{broker} was "
@@ -289,6 +318,7 @@ class Decommission(Scenario):
 
         def moved(p):
             def done(row, waited):
+                sim.release([p])
                 if row is None:
                     sim.not_reached(f"partition {p} had not left n{broker} {waited:.0f} s "
                                     f"after its reassignment was accepted")
@@ -348,10 +378,20 @@ class Decommission(Scenario):
                 sim.restart([broker])
             self._sim_join(sim, new[0], rng)
 
-        if not moves:
-            stop(0.0)
-        for p, t in moves.items():
-            sim_reassign(sim, p, t, patience, moved(p))
+        def ask_moves(waited):
+            if set(moves) & sim.busy() and waited < patience:  # another step moves them
+                sim.after(POLL_S, ask_moves, waited + POLL_S)
+                return
+            if set(moves) & sim.busy():
+                sim.not_reached(f"partitions {sorted(set(moves) & sim.busy())} were being "
+                                f"moved by another step for {patience:.0f} s")
+                return
+            if not moves:
+                stop(0.0)
+            sim.claim(moves)
+            for p, t in moves.items():
+                sim_reassign(sim, p, t, patience, moved(p))
+        ask_moves(0.0)
 
 
     def _sim_join(self, sim, broker: int, rng, then=None) -> None:
@@ -366,7 +406,7 @@ class Decommission(Scenario):
                 onto(0.0)
 
         def onto(waited):
-            chosen = move_onto(sim.partition_infos(), broker, rng)
+            chosen = move_onto(sim.partition_infos(), broker, rng, sim.busy())
             if chosen is None and waited < patience:
                 sim.after(POLL_S, onto, waited + POLL_S)
                 return
@@ -375,13 +415,20 @@ class Decommission(Scenario):
                                 f"{patience:.0f} s")
                 return
             partition, target = chosen
-            sim_reassign(sim, partition, target, patience, lambda row, w: joined(
-                partition, target, w) if row is not None else sim.not_reached(
-                f"partition {partition} had not reached {target} {w:.0f} s after its move "
-                f"was accepted"), first=False)
+            sim.claim([partition])
+
+            def reached(row, w):
+                if row is not None:
+                    joined(partition, target, w)
+                    return
+                sim.release([partition])
+                sim.not_reached(f"partition {partition} had not reached {target} {w:.0f} s "
+                                f"after its move was accepted")
+            sim_reassign(sim, partition, target, patience, reached, first=False)
 
         def joined(partition, target, waited):
             def done(row, w):
+                sim.release([partition])
                 if row is None:
                     sim.not_reached(f"n{broker} not in partition {partition}'s ISR")
                 elif then is not None:

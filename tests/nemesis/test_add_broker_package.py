@@ -6,7 +6,7 @@ import asyncio
 from harness.backends import NodeInfo
 from nemesis.packages import decommission
 from nemesis.schedule import FaultStep
-from recording import campaign, rows
+from recording import INFOS, campaign, rows
 from test_decommission_package import _cluster
 
 
@@ -60,3 +60,42 @@ def test_the_cluster_grows_and_shrinks_in_the_simulator_and_the_correct_node_hol
     grown = [s for s in plan if s.kind == "add-broker" and s.status == "happened"]
     assert len(grown) >= 2 and o.result.stats["nodes_added"] >= 3, (plan, o.result.stats)
     assert o.result.coverage.get("reassignment-completed", 0) >= 2, o.result.coverage
+
+
+def test_a_partition_another_step_is_moving_is_left_alone_until_it_is_released(
+        tmp_path, monkeypatch):
+    """Two scenarios side by side (add-broker, decommission) must not move one partition at
+    once: the later move replaces the earlier one's target, whose wait never ends (a run of
+    campaigns/brokers.yaml was unknown so). ``moving`` holds the partitions a step moves;
+    add-broker waits until partition 0, the only one it may move, is released."""
+    from nemesis.packages import reassign
+    from nemesis.packages.decommission import move_onto
+    import random
+    assert move_onto(INFOS, 1, random.Random(1), busy={0}) is None
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(decommission, "POLL_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["add-broker"])
+    moved = {}
+    _cluster(camp, moved, [], [])
+    backend.add_node = lambda: backend.nodes.append(
+        NodeInfo(6, "n6", "10.9.0.6", ("broker",))) or backend.nodes[-1]
+    camp.moving.add(0)
+    waited = []
+
+    async def go():
+        async def release():
+            while 6 not in camp.ids:  # the new broker is there: add-broker looks for a move
+                await asyncio.sleep(0.01)
+            for _ in range(20):
+                waited.append(0 not in moved)
+                await asyncio.sleep(0.01)
+            camp.moving.discard(0)
+        task = asyncio.create_task(release())
+        stop = await camp.start_fault(FaultStep(0, 0.0, "add-broker", "partition", 1.0))
+        await stop()
+        await task
+    asyncio.run(go())
+    assert waited and all(waited), "partition 0 not moved while another step held it"
+    added = [r["value"] for r in rows(history, tmp_path) if r["f"] == "broker-added"]
+    assert added and added[0]["partition"] == 0 and moved[0] == added[0]["replicas"], added
+    assert camp.moving == set(), "released once it is done"
