@@ -103,7 +103,7 @@ class RunConfig:
     backend: str = "docker"
     # hosts chaoskraft did not create, reached over SSH (harness.hosts): one node per host
     hosts: list | None = None
-    spare_hosts: list | None = None  # machines a run may add as new nodes (decommission)
+    spare_hosts: list | None = None  # machines a run may add as nodes (add-broker, decommission)
     known_hosts: str | None = None  # None: ~/.ssh/known_hosts
     host_key_policy: str = "strict"  # or accept-new: a host's first key is trusted and recorded
     engine: str = "auto"

@@ -9,7 +9,7 @@ or a mapping::
       - {address: 192.168.56.12, port: 2222}
       - lab-3                      # an alias of ~/.ssh/config
     spare_hosts:                      # machines a run may add as new nodes mid-run
-      - {address: 192.168.56.14}      # (the decommission package's new broker)
+      - {address: 192.168.56.14}      # (add-broker, decommission: a new broker)
     known_hosts: ~/.ssh/known_hosts   # the default; host keys checked strictly
     host_key_policy: strict           # or accept-new: trust and record a host's first key
 
