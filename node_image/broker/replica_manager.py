@@ -402,7 +402,15 @@ class ReplicaManager:
                            f"(outcome unknown: ISR at most {list(part.maximal_isr)} until "
                            "the controller says)")
             return
-        if resp.leader_epoch == part.leader_epoch and resp.partition_epoch > part.partition_epoch:
+        if resp.leader_epoch != part.leader_epoch or resp.partition_epoch < part.partition_epoch:
+            # As Kafka's Partition: an answer of another leader epoch (the change bumped it:
+            # the expansion completed a reassignment that removed a replica) or of an older
+            # partition epoch is not applied. The pending ISR, and with it the maximal ISR
+            # the high watermark waits for, stays until the metadata brings the partition's
+            # state: dropping it here let the high watermark pass the replica being added,
+            # which the next epoch's ISR then held below it.
+            return
+        if resp.partition_epoch > part.partition_epoch:
             part.isr = tuple(resp.isr)
             part.partition_epoch = resp.partition_epoch
         part.pending_isr = None
