@@ -110,11 +110,11 @@ def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
         # a broker decommissioned: the spare host (the hosts file's spare_hosts, checked and
         # given the bundle with the others) comes in under a new node id, n4; the old
         # broker stays down and out of the cluster
-        decommission = {"workload": "queue", "seed": 2, "time_limit_s": 30, "recovery_s": 3,
+        decommission = {"workload": "queue", "seed": 2, "time_limit_s": 22, "recovery_s": 3,
                         "concurrency": 4, "controllers": 2, "replication_factor": 2,
                         "min_insync_replicas": 1, "nemesis": ["decommission"],
                         "nemesis_interval_s": 2,
-                        "nemesis_options": {"decommission": {"duration_s": 22}}}
+                        "nemesis_options": {"decommission": {"duration_s": 14}}}
         log, run_dir, planned = _valid_run_with_its_faults(decommission, hosts_file, results)
         rows = [r["value"] for r in _history(run_dir) if r["f"] == "recommissioned"]
         assert rows and rows[0]["node"] == 4 and rows[0]["replaced"] == 3, rows
