@@ -2,8 +2,8 @@
 successful answer may change of the partition's ISR, and what it must leave to the
 metadata."""
 from node_image import messages as m
-from simulator.disk import SimDisk
-from test_replication import batch, brokers, image_with, with_topic
+from node_image.broker.partition import RemoteReplica
+from test_replication import batch, brokers, image_with, leading_replica_manager, with_topic
 
 
 def test_an_expansion_answered_in_another_leader_epoch_keeps_the_pending_isr_until_the_image():
@@ -14,23 +14,13 @@ def test_an_expansion_answered_in_another_leader_epoch_keeps_the_pending_isr_unt
     metadata brings the new epoch (its ISR holds b). Dropping the pending ISR let the high
     watermark pass b's log end (the simulator's seed 165 with add-broker and decommission:
     HighWatermarkWithinIsr)."""
-    from node_image.broker.replica_manager import ReplicaManager
-    from node_image.config import BrokerConfig
-    from node_image.outbox import Outbox
     image = with_topic(image_with(brokers(1, 2, 3, 4)), partitions=1, rf=3)
-    reg = image.partition("t", 0)
-    lead_id = reg.leader
-    a, gone = [r for r in reg.replicas if r != lead_id]
-    b = next(x for x in (1, 2, 3, 4) if x not in reg.replicas)
-    corr = iter(range(1, 1000))
-    out = Outbox()
-    rm = ReplicaManager(lead_id, "/data", SimDisk(), BrokerConfig(), out, lambda: next(corr),
-                        lambda e: None)
-    rm.controller_id, rm.broker_epoch = 9, 5
-    rm.apply_image(image, None, 0)
-    part = rm.partitions[("t", 0)]
+    rm, _, part = leading_replica_manager(image)
+    lead_id = part.node_id
+    a, gone = [r for r in part.replicas if r != lead_id]
+    b = next(x for x in (1, 2, 3, 4) if x not in part.replicas)
     part.replicas = (lead_id, a, gone, b)  # reassigning: b added, ``gone`` to be removed
-    part.remote[b] = type(part.remote[a])(b, last_caught_up_ms=0)
+    part.remote[b] = RemoteReplica(b, last_caught_up_ms=0)
     part.append_as_leader(batch(), 1 << 62)
     for r in (a, gone):
         part.remote[r].update_fetch_state(1, 1, 10)

@@ -393,24 +393,29 @@ def test_isr_shrink_and_expand_rules():
     assert part.caught_up_outside_isr(30_201, 30_000) == [], "no fetch since: not in sync"
 
 
+def leading_replica_manager(image):
+    """The replica manager of partition t-0's leader in ``image``, its outbox, the
+    partition."""
+    from node_image.broker.replica_manager import ReplicaManager
+    from node_image.config import BrokerConfig
+    from node_image.outbox import Outbox
+    corr = iter(range(1, 1000))
+    out = Outbox()
+    rm = ReplicaManager(image.partition("t", 0).leader, "/data", SimDisk(), BrokerConfig(), out,
+                        lambda: next(corr), lambda e: None)
+    rm.controller_id, rm.broker_epoch = 9, 5
+    rm.apply_image(image, None, 0)
+    return rm, out, rm.partitions[("t", 0)]
+
+
 def test_isr_shrinks_on_its_timer_only_and_expands_on_any_input():
     """Between two ISR checks (every half of replica.lag.time.max.ms, Kafka's isr-expiration
     task) an input may take a caught-up follower into the ISR but takes nobody out; the
     next check does. (The expansion path used to shrink too, so on a busy broker a follower
     that had just joined left again on the next input, several times a second.)"""
-    from node_image.broker.replica_manager import ReplicaManager
-    from node_image.config import BrokerConfig
-    from node_image.outbox import Outbox
     image = with_topic(image_with(brokers(1, 2, 3)), partitions=1, rf=3)
-    reg = image.partition("t", 0)
-    lead_id, a, b = reg.leader, *[r for r in reg.replicas if r != reg.leader]
-    corr = iter(range(1, 1000))
-    out = Outbox()
-    rm = ReplicaManager(lead_id, "/data", SimDisk(), BrokerConfig(), out, lambda: next(corr),
-                        lambda e: None)
-    rm.controller_id, rm.broker_epoch = 9, 5
-    rm.apply_image(image, None, 0)
-    part = rm.partitions[("t", 0)]
+    rm, out, part = leading_replica_manager(image)
+    lead_id, a, b = part.node_id, *[r for r in part.replicas if r != part.node_id]
     part.isr = (lead_id, a)  # b left the ISR earlier
 
     def proposed(now):
