@@ -214,6 +214,11 @@ class Package:
         return checks
 
     @classmethod
+    def check_together(cls, options: dict) -> tuple[str, str] | None:
+        """(option, what is wrong) where options good one by one disagree, or None."""
+        return None
+
+    @classmethod
     def check_targets(cls, v) -> str | None:
         if not isinstance(v, list) or not v:
             return f"{v!r} is not a non-empty list"

@@ -51,7 +51,7 @@ def check_options(package: str, options: dict) -> tuple[str, str] | None:
         why = known[key](value)
         if why is not None:
             return key, why
-    return None
+    return REGISTRY[package].check_together(options)
 
 
 def package_options(package: str, options: dict | None, workload: str) -> dict:

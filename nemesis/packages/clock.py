@@ -1,8 +1,9 @@
 """clock: skew the nodes' wall clocks through libfaketime, which re-reads the offset from
 ``FAKETIME_FILE`` on every call (the nodes run under it when the campaign has this package).
 
-Modes: ``bump`` steps each target's clock by up to ``max_skew_s`` (at least a tenth of
-it), forward or back as ``directions`` allows, for the fault's length; ``strobe`` flips it between +``strobe_delta_s``
+Modes: ``bump`` steps each target's clock by up to ``max_skew_s`` (at least ``min_skew_s``,
+by default a tenth of ``max_skew_s``), forward or back as ``directions`` allows, for the
+fault's length; ``strobe`` flips it between +``strobe_delta_s``
 and 0 every ``strobe_period_ms``. Every change is measured afterwards (the node's own wall
 clock, from DescribeQuorum) and the measurement recorded beside it.
 """
@@ -30,12 +31,13 @@ DIRECTIONS = {"back": -1, "forward": 1}
 
 
 def bump_offsets(nodes: list[int], max_skew_s: float, rng: random.Random,
-                 directions=("back", "forward")) -> dict[int, float]:
-    """A step of up to ``max_skew_s`` per node, at least a tenth of it, in one of
-    ``directions``."""
+                 directions=("back", "forward"), min_skew_s: float | None = None
+                 ) -> dict[int, float]:
+    """A step of up to ``max_skew_s`` per node, at least ``min_skew_s`` (by default a tenth
+    of ``max_skew_s``), in one of ``directions``."""
     signs = [DIRECTIONS[d] for d in DIRECTIONS if d in directions]
-    return {n: round(rng.choice(signs) * rng.uniform(max_skew_s / 10, max_skew_s), 3)
-            for n in nodes}
+    low = max_skew_s / 10 if min_skew_s is None else min_skew_s
+    return {n: round(rng.choice(signs) * rng.uniform(low, max_skew_s), 3) for n in nodes}
 
 
 def _check_directions(v) -> str | None:
@@ -69,6 +71,7 @@ class Clock(NodeFault):
     name = "clock"
     modes = ("bump", "strobe")
     options = {"max_skew_s": number(0.001, 86400 * 365, "0 < s <= a year"),
+               "min_skew_s": number(0.001, 86400 * 365, "0 < s <= a year"),
                "strobe_delta_s": number(0.001, 86400, "0 < s <= a day"),
                "strobe_period_ms": number(50, 60_000, "50..60000 ms"),
                "directions": _check_directions}
@@ -102,6 +105,14 @@ class Clock(NodeFault):
             pts.append((end_s, pts[-1][1]))
         return points
 
+    @classmethod
+    def check_together(cls, options: dict) -> tuple[str, str] | None:
+        low = options.get("min_skew_s")
+        high = options.get("max_skew_s", cls.defaults["max_skew_s"])
+        if low is not None and low > high:
+            return "min_skew_s", f"{low!r} is above max_skew_s ({high!r})"
+        return None
+
     def __init__(self) -> None:
         super().__init__()
         self.skewed: set[int] = set()  # clocks not at offset 0
@@ -121,7 +132,8 @@ class Clock(NodeFault):
             ctx.history.record("nemesis", "info", "clock-strobe", value=value)
             label = f"clock strobe {step.spec} {targets} (+{delta:g} s every {period_ms:g} ms)"
         else:
-            offsets = bump_offsets(targets, opts["max_skew_s"], rng, opts["directions"])
+            offsets = bump_offsets(targets, opts["max_skew_s"], rng, opts["directions"],
+                                   opts.get("min_skew_s"))
             value["offsets"] = {str(n): o for n, o in offsets.items()}
             self.applied.update(offsets)
             ctx.history.record("nemesis", "invoke", "clock-bump", value=value)
@@ -145,7 +157,8 @@ class Clock(NodeFault):
             flip()
             label = f"clock strobe {step.spec} {targets} (+{delta:g} s every {period_ms:g} ms)"
         else:
-            offsets = bump_offsets(targets, opts["max_skew_s"], rng, opts["directions"])
+            offsets = bump_offsets(targets, opts["max_skew_s"], rng, opts["directions"],
+                                   opts.get("min_skew_s"))
             for n, offset in offsets.items():
                 sim.skew_clock(n, offset)
             label = f"clock bump {step.spec} {offsets}"

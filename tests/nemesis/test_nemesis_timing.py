@@ -258,6 +258,17 @@ def test_clock_bumps_go_the_directions_the_campaign_allows():
     assert all(-60 <= o <= -6 for o in back)
     both = [o for _ in range(50) for o in bump_offsets([1, 2, 3], 60, rng).values()]
     assert min(both) < 0 < max(both)
+    long = [o for _ in range(50) for o in bump_offsets([1, 2], 60, rng, ["back"], 30).values()]
+    assert all(-60 <= o <= -30 for o in long) and min(long) < -45 < max(long)
+
+
+def test_a_smallest_clock_step_above_the_largest_is_refused_naming_it():
+    from nemesis.schedule import check_options
+    assert check_options("clock", {"min_skew_s": 30, "max_skew_s": 60}) is None
+    assert check_options("clock", {"min_skew_s": 30}) is None  # max_skew_s defaults to 120
+    field, why = check_options("clock", {"min_skew_s": 61, "max_skew_s": 60})
+    assert field == "min_skew_s" and "max_skew_s" in why and "61" in why
+    assert check_options("clock", {"min_skew_s": 0})[0] == "min_skew_s"
 
 
 def test_strand_replica_kills_once_the_stranded_replica_is_out_of_the_isr(tmp_path):
