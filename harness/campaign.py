@@ -420,14 +420,17 @@ class Campaign:
             return m.ERROR_NAMES.get(exc.code, str(exc)) if exc.code else str(exc)
         return None
 
-    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
-        """(partition, leader, replicas, ISR) of the workload's data; none if unpartitioned."""
-        return self.workload.partition_infos()
+    def partition_infos(self, topic: str | None = None
+                        ) -> list[tuple[int, int, list[int], list[int]]]:
+        """(partition, leader, replicas, ISR) of the workload's data (or of the internal
+        ``topic``); none if unpartitioned."""
+        return self.workload.partition_infos(topic)
 
-    def reassign(self, partition: int, replicas: list[int]) -> str | None:
-        """Move a partition of the workload's data to ``replicas`` (blocking: run it in a
-        thread); the error the cluster answered, or None."""
-        return self.workload.reassign(partition, replicas)
+    def reassign(self, partition: int, replicas: list[int],
+                 topic: str | None = None) -> str | None:
+        """Move a partition of the workload's data (or of the internal ``topic``) to
+        ``replicas`` (blocking: run it in a thread); the error the cluster answered, or None."""
+        return self.workload.reassign(partition, replicas, topic)
 
     def elect(self, partition: int) -> str | None:
         """A preferred leader election of a partition of the workload's data (blocking: run

@@ -80,8 +80,10 @@ class FaultContext(Protocol):
     def clock_set_back(self, back_s: dict[int, float]) -> None: ...  # node -> s set back
     async def active_controller(self) -> int | None: ...
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None: ...
-    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]: ...
-    def reassign(self, partition: int, replicas: list[int]) -> str | None: ...  # blocking
+    def partition_infos(self, topic: str | None = None
+                        ) -> list[tuple[int, int, list[int], list[int]]]: ...
+    def reassign(self, partition: int, replicas: list[int],
+                 topic: str | None = None) -> str | None: ...  # blocking
     def elect(self, partition: int) -> str | None: ...  # blocking: ElectLeaders, PREFERRED
     # the quorum leader, its voters, its voters whose disk was replaced, every replica's
     # directory id as the leader saw it fetch (None: no leader answered)
@@ -424,18 +426,19 @@ class Scenario(Package):
     aims_at = ""  # the state it aims at, in words (reports, and the reason when not reached)
 
     async def await_partition(self, ctx: FaultContext, partition: int, holds,
-                              patience_s: float, what: str = ""):
+                              patience_s: float, what: str = "", topic: str | None = None):
         """Ask the freshest metadata every 0.5 s until ``holds`` is true of ``partition``'s
         (partition, leader, replicas, ISR) row, for at most ``patience_s``: a phase that must
         have happened before the next one means anything (a new leader elected, a replica out
         of the ISR) is waited for, not assumed, on a machine that may be slow. The harness log
         says what it waits for and how long it took. Returns the row (None if it never held)
-        and the seconds waited."""
+        and the seconds waited. ``topic``: a partition of that internal topic instead of
+        the workload's."""
         start = ctx.clock.monotonic()
         said = 0.0
         while True:
             try:
-                infos = await asyncio.to_thread(ctx.partition_infos)
+                infos = await asyncio.to_thread(ctx.partition_infos, *([topic] if topic else []))
             except Exception:  # noqa: BLE001 - no metadata now: not yet
                 infos = []
             row = next((p for p in infos if p[0] == partition), None)

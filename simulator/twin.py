@@ -233,14 +233,17 @@ class PlanFaults:
         leader = self.sim.leader()
         return None if leader is None else leader[0]
 
-    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
-        """Every partition of the topic as the freshest live node knows it (the highest
-        partition epoch), as the Docker scenarios read the freshest broker's metadata."""
+    def partition_infos(self, topic: str | None = None
+                        ) -> list[tuple[int, int, list[int], list[int]]]:
+        """Every partition of the topic (or of the internal ``topic``) as the freshest live
+        node knows it (the highest partition epoch), as the Docker scenarios read the
+        freshest broker's metadata."""
         best: dict[int, tuple] = {}
+        name = topic or TOPIC
         for sn in self.sim.nodes.values():
             if sn.node is None or sn.node_id in self.paused:
                 continue
-            topic = sn.node.controller.committed.topics.get(TOPIC)
+            topic = sn.node.controller.committed.topics.get(name)
             if topic is None:
                 continue
             for pid, p in topic.partitions.items():
@@ -353,15 +356,17 @@ class PlanFaults:
         for n in nodes:
             self.sim.nodes[n].disk.faults.pop(name, None)
 
-    def reassign(self, partition: int, target: list[int], then, first: bool = True) -> None:
-        """AlterPartitionReassignments of the topic's ``partition`` to ``target``, sent to
-        the active controller as a broker forwards it; ``then(error or None)`` with its
-        answer (a reply that never comes: never). Without an active controller: ``Skipped``
-        the ``first`` time, else ``then("NOT_CONTROLLER: ...")``."""
+    def reassign(self, partition: int, target: list[int], then, first: bool = True,
+                 topic: str | None = None) -> None:
+        """AlterPartitionReassignments of the topic's (or the internal ``topic``'s)
+        ``partition`` to ``target``, sent to the active controller as a broker forwards it;
+        ``then(error or None)`` with its answer (a reply that never comes: never). Without
+        an active controller: ``Skipped`` the ``first`` time, else
+        ``then("NOT_CONTROLLER: ...")``."""
         if first and self.active_controller() is None:
             raise Skipped("no active controller to send the reassignment to")
         self._ask_controller(lambda corr: m.AlterReassignmentsRequest(
-            corr, ((TOPIC, partition, False, tuple(target)),), True), then)
+            corr, ((topic or TOPIC, partition, False, tuple(target)),), True), then)
 
     def elect(self, partition: int, then) -> None:
         """ElectLeaders (PREFERRED) of the topic's ``partition``, sent to the active
@@ -510,14 +515,15 @@ class PlanFaults:
         return True
 
     def await_partition(self, partition: int, holds, patience_s: float, then,
-                        waited: float = 0.0) -> None:
-        """``then(row, waited_s)`` once ``holds`` is true of the partition's row, asking every
-        POLL_S for at most ``patience_s`` (then ``then(None, waited_s)``)."""
-        row = next((p for p in self.partition_infos() if p[0] == partition), None)
+                        waited: float = 0.0, topic: str | None = None) -> None:
+        """``then(row, waited_s)`` once ``holds`` is true of the partition's row (of the
+        internal ``topic``'s partition, if named), asking every POLL_S for at most
+        ``patience_s`` (then ``then(None, waited_s)``)."""
+        row = next((p for p in self.partition_infos(topic) if p[0] == partition), None)
         if row is not None and holds(row):
             then(row, waited)
         elif waited >= patience_s:
             then(None, waited)
         else:
             self.after(POLL_S, self.await_partition, partition, holds, patience_s, then,
-                       waited + POLL_S)
+                       waited + POLL_S, topic)

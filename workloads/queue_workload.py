@@ -130,20 +130,24 @@ class QueueRun:
     def _leaders(self) -> dict[int, int]:
         return {pid: leader for pid, leader, _, _ in self.partition_infos()}
 
-    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
-        """Every partition as the freshest broker knows it: the answer with the highest leader
+    def partition_infos(self, topic: str | None = None
+                        ) -> list[tuple[int, int, list[int], list[int]]]:
+        """Every partition of the topic (or of ``topic``: an internal one; none while it does
+        not exist) as the freshest broker knows it: the answer with the highest leader
         epoch among every broker's. One client's metadata may come from a broker that has
         just been cut off (a deposed leader still names itself), and a scenario aimed by it
         strands the real leader (unclean-election seed 14 went unseen so)."""
-        return freshest_partitions([n.address for n in self.backend.nodes], TOPIC, 3.0)
+        return freshest_partitions([n.address for n in self.backend.nodes], topic or TOPIC, 3.0)
 
-    def reassign(self, partition: int, replicas: list[int]) -> str | None:
-        """AlterPartitionReassignments of one partition of the topic, as kafka-python's
-        admin client sends it (confluent-kafka's has no such call); the error, or None."""
+    def reassign(self, partition: int, replicas: list[int],
+                 topic: str | None = None) -> str | None:
+        """AlterPartitionReassignments of one partition of the topic (or of ``topic``), as
+        kafka-python's admin client sends it (confluent-kafka's has no such call); the
+        error, or None."""
         from kafka import KafkaAdminClient, TopicPartition
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=15_000)
         try:
-            tp = TopicPartition(TOPIC, partition)
+            tp = TopicPartition(topic or TOPIC, partition)
             error = admin.alter_partition_reassignments({tp: list(replicas)}).get(tp)
             return None if error is None else error.__name__
         finally:

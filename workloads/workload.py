@@ -72,8 +72,10 @@ class WorkloadRun(Protocol):
     async def close(self) -> None: ...
     async def partition_leader(self, rng: random.Random,
                                partition: int | None = None) -> int | None: ...
-    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]: ...
-    def reassign(self, partition: int, replicas: list[int]) -> str | None: ...
+    def partition_infos(self, topic: str | None = None
+                        ) -> list[tuple[int, int, list[int], list[int]]]: ...
+    def reassign(self, partition: int, replicas: list[int],
+                 topic: str | None = None) -> str | None: ...
     def elect(self, partition: int) -> str | None: ...
 
 
@@ -99,10 +101,12 @@ class NoPartitions:
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None:
         return None
 
-    def partition_infos(self) -> list[tuple[int, int, list[int], list[int]]]:
+    def partition_infos(self, topic: str | None = None
+                        ) -> list[tuple[int, int, list[int], list[int]]]:
         return []
 
-    def reassign(self, partition: int, replicas: list[int]) -> str | None:
+    def reassign(self, partition: int, replicas: list[int],
+                 topic: str | None = None) -> str | None:
         raise ValueError("this workload's data has no partitions to reassign")
 
     def elect(self, partition: int) -> str | None:

@@ -3,7 +3,12 @@ operator does it, while the clients write and other faults run:
 
 1. every partition of the workload's topic with a replica on the broker moves off it
    (AlterPartitionReassignments: the broker's replica replaced by one that holds none of the
-   partition), each move done once the new replica is in the ISR;
+   partition), each move done once the new replica is in the ISR; then every partition of
+   Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``) with a replica
+   on it, in the same way (one fewer replica where every other broker holds one already):
+   a broker that goes away with a replica of the transaction log
+   that is the only one in its ISR leaves that partition offline for good, and every
+   transactional producer whose coordinator it held stuck;
 2. the broker shuts down cleanly and is unregistered (UnregisterBroker through the running
    brokers, as ``kafka-cluster unregister`` sends it): it leaves every ISR and the cluster's
    metadata, and the step waits until no running broker's Metadata lists it;
@@ -15,8 +20,7 @@ operator does it, while the clients write and other faults run:
    and no fault picks it). With ``replacement: same-id``, or where there is no machine to
    add (an SSH hosts file naming no spare host: the log says so), the new machine comes
    under the old id instead: its data directory emptied (a new disk), it starts, formats,
-   and registers again (the internal topics' replicas it still held fetch from nothing).
-   Either way the step waits until every running broker lists it;
+   and registers again. Either way the step waits until every running broker lists it;
 4. one partition of the topic moves onto it (a follower's replica replaced), done once it
    has caught up and joined the ISR.
 
@@ -26,7 +30,8 @@ phase waits for its state for at most ``PATIENCE_S`` (a move whose target is cut
 waits for it); one that never comes ends the step as not reached, with the broker started
 again. The package keeps the view an operator has: the moves asked, the broker's
 registration as the brokers' Metadata shows it, and the change pending (each row below).
-History rows: ``decommission`` (invoke, info: the moves asked), ``decommissioned`` (it is
+History rows: ``decommission`` (invoke, info: the moves asked), ``decommission-internal``
+(info: the internal topics' moves asked, where the broker held any), ``decommissioned`` (it is
 out of every broker's Metadata), ``recommission`` (invoke: the new machine is being
 brought), ``recommissioned`` (info: the new broker, ``replaced`` naming the old id when it
 is a new one, listed by every broker, and the partition moved onto it).
@@ -45,6 +50,8 @@ NO_BROKER = "every node is a controller: no broker-only node to decommission"
 # Answers after which UnregisterBroker is asked again: the quorum has no leader yet
 RETRIABLE = ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER")
 REPLACEMENTS = ("new-id", "same-id")  # the new machine's node id: a new one, or the old
+# Kafka's internal topics, whose replicas an operator moves off the broker too
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 # The data directory emptied, as a new disk would be: run where the node runs (its
 # container, or its host's root), the node stopped
@@ -77,6 +84,28 @@ def moves_off(infos, broker: int, brokers: list[int],
         new = spare[rng.randrange(len(spare))]
         moves[partition] = [new if r == broker else r for r in replicas]
     return moves
+
+
+def internal_moves_off(internal: dict[str, list], broker: int, brokers: list[int],
+                       rng: random.Random) -> dict[str, dict[int, list[int]]] | None:
+    """``moves_off`` for each internal topic (topic -> infos; one not made yet holds
+    nothing): topic -> its moves, leaving out topics with none. A partition with a replica
+    on every other broker (a cluster of three, with the internal topics' replication
+    factor of three) is left one replica fewer, as an operator shrinks it; None when a
+    partition on ``broker`` has no leader, or no other replica."""
+    out: dict[str, dict[int, list[int]]] = {}
+    for topic, infos in sorted(internal.items()):
+        for partition, leader, replicas, _ in sorted(infos):
+            if broker not in replicas:
+                continue
+            spare = sorted(set(brokers) - set(replicas) - {broker})
+            rest = [r for r in replicas if r != broker]
+            if leader < 0 or not (spare or rest):
+                return None
+            new = spare[rng.randrange(len(spare))] if spare else None
+            out.setdefault(topic, {})[partition] = (
+                [new if r == broker else r for r in replicas] if spare else rest)
+    return out
 
 
 def move_onto(infos, broker: int, rng: random.Random,
@@ -194,6 +223,7 @@ class Decommission(Scenario):
                 raise NotReached(f"partition {p} had not left n{broker} for {t} {waited:.0f} s "
                                  f"after its reassignment was accepted")
         ctx.moving.difference_update(moves)  # moved: other steps may move them again
+        await self._move_internal(ctx, broker, rng)
         await ctx.kill("stop", [broker], {"target": self.name, "nodes": [broker]}, clean=True)
         error = await ctx.unregister_broker(broker, self.PATIENCE_S)
         if error is not None:
@@ -212,6 +242,52 @@ class Decommission(Scenario):
                              f"{self.PATIENCE_S:.0f} s to show n{broker} holds none: its disk "
                              f"is kept")
         await self._recommission(ctx, broker, rng)
+
+    async def _move_internal(self, ctx, broker: int, rng) -> None:
+        """Move the internal topics' replicas off ``broker`` and wait until every move is
+        done (an internal partition on it without a leader is waited for, at most
+        PATIENCE_S)."""
+        def find():
+            try:
+                internal = {t: ctx.partition_infos(t) for t in INTERNAL_TOPICS}
+            except Exception:  # noqa: BLE001 - no metadata now: not yet
+                return None, None
+            return internal_moves_off(internal, broker, self.up, rng), internal
+        moves = await self._find(ctx, find, lambda seen: (
+            f"an internal topic's partition on n{broker} had no leader or nowhere to go for "
+            f"{self.PATIENCE_S:.0f} s ({seen})"))
+        if not moves:
+            return
+        asked = [(t, p, r) for t, m in moves.items() for p, r in m.items()]
+        errors = await asyncio.gather(*(ask_reassignment(ctx, self, p, r, t)
+                                        for t, p, r in asked))
+        ctx.history.record("nemesis", "info", "decommission-internal", value={
+            "node": broker, "moves": {t: {str(p): r for p, r in m.items()}
+                                      for t, m in moves.items()},
+            "errors": [e for e in errors if e is not None]})
+        for (t, p, r), error in zip(asked, errors):
+            if error is not None:
+                raise NotReached(f"moving {t}-{p} off n{broker} to {r} was refused: {error}")
+        ctx.status(f"decommission: {len(asked)} internal partitions moving off n{broker}")
+        for t, p, r in asked:
+            row, waited = await self.await_partition(ctx, p, lambda x, r=r: x[2] == r,
+                                                     self.PATIENCE_S, f"{t}-{p} on {r}", t)
+            if row is None:
+                raise NotReached(f"{t}-{p} had not left n{broker} for {r} {waited:.0f} s "
+                                 f"after its reassignment was accepted")
+
+    async def _find(self, ctx, find, why):
+        """``find()`` (blocking: run in a thread; (what it found or None, what it saw)) asked
+        every POLL_S until it finds something, at most PATIENCE_S; else NotReached, ``why``
+        of what it saw last."""
+        start = ctx.clock.monotonic()
+        while True:
+            found, seen = await asyncio.to_thread(find)
+            if found is not None:
+                return found
+            if ctx.clock.monotonic() - start >= self.PATIENCE_S:
+                raise NotReached(why(seen))
+            await ctx.clock.sleep(POLL_S)
 
     async def _holding(self, ctx, broker: int) -> list[int] | None:
         """The topic's partitions that still name ``broker`` a replica in the freshest
@@ -256,17 +332,12 @@ class Decommission(Scenario):
         if waited is None:
             raise NotReached(f"the new n{broker} was not listed by every broker "
                              f"{self.PATIENCE_S:.0f} s after it started")
-        start = ctx.clock.monotonic()
-        while True:  # a partition led with a full ISR (right after a fault, maybe none yet)
-            infos = await asyncio.to_thread(ctx.partition_infos)
-            onto = move_onto(infos, broker, rng, ctx.moving)
-            if onto is not None:
-                break
-            if ctx.clock.monotonic() - start >= self.PATIENCE_S:
-                raise NotReached(f"no partition could move onto the {what}n{broker} within "
-                                 f"{self.PATIENCE_S:.0f} s ({infos})")
-            await ctx.clock.sleep(POLL_S)
-        partition, target = onto
+        def find():  # a partition led with a full ISR (right after a fault, maybe none yet)
+            infos = ctx.partition_infos()
+            return move_onto(infos, broker, rng, ctx.moving), infos
+        partition, target = await self._find(ctx, find, lambda seen: (
+            f"no partition could move onto the {what}n{broker} within "
+            f"{self.PATIENCE_S:.0f} s ({seen})"))
         ctx.moving.add(partition)
         try:
             return await self._move_onto(ctx, broker, partition, target, what)
@@ -313,20 +384,16 @@ class Decommission(Scenario):
     def sim_act(self, sim, choice, rng):
         broker, moves = choice
         patience = self.PATIENCE_S
-        left = set(moves)
         new = [broker]  # the new machine's node id, once it is there
 
-        def moved(p):
-            def done(row, waited):
-                sim.release([p])
-                if row is None:
-                    sim.not_reached(f"partition {p} had not left n{broker} {waited:.0f} s "
-                                    f"after its reassignment was accepted")
-                    return
-                left.discard(p)
-                if not left:
-                    stop(0.0)
-            return done
+        def internal():  # _move_internal
+            _sim_find(sim, lambda: internal_moves_off(
+                {t: sim.partition_infos(t) for t in INTERNAL_TOPICS}, broker, self.up, rng),
+                patience, lambda moves: _sim_move_all(
+                    sim, [(t, p, r) for t, m in moves.items() for p, r in m.items()], broker,
+                    patience, lambda: stop(0.0)),
+                f"an internal topic's partition on n{broker} had no leader or nowhere to go "
+                f"for {patience:.0f} s")
 
         def stop(waited):
             sim.kill([broker], clean=True)
@@ -386,11 +453,9 @@ class Decommission(Scenario):
                 sim.not_reached(f"partitions {sorted(set(moves) & sim.busy())} were being "
                                 f"moved by another step for {patience:.0f} s")
                 return
-            if not moves:
-                stop(0.0)
             sim.claim(moves)
-            for p, t in moves.items():
-                sim_reassign(sim, p, t, patience, moved(p))
+            _sim_move_all(sim, [(None, p, t) for p, t in moves.items()], broker, patience,
+                          internal, first=True)
         ask_moves(0.0)
 
 
@@ -405,15 +470,12 @@ class Decommission(Scenario):
             else:
                 onto(0.0)
 
-        def onto(waited):
-            chosen = move_onto(sim.partition_infos(), broker, rng, sim.busy())
-            if chosen is None and waited < patience:
-                sim.after(POLL_S, onto, waited + POLL_S)
-                return
-            if chosen is None:
-                sim.not_reached(f"no partition could move onto the new n{broker} within "
-                                f"{patience:.0f} s")
-                return
+        def onto(_waited):
+            _sim_find(sim, lambda: move_onto(sim.partition_infos(), broker, rng, sim.busy()),
+                      patience, onto_chosen, f"no partition could move onto the new "
+                      f"n{broker} within {patience:.0f} s")
+
+        def onto_chosen(chosen):
             partition, target = chosen
             sim.claim([partition])
 
@@ -435,6 +497,41 @@ class Decommission(Scenario):
                     then(partition, target)
             sim.await_partition(partition, lambda r: broker in r[3], patience - waited, done)
         self._sim_lists(sim, lambda ls: lists_all(ls, broker), back)
+
+
+def _sim_move_all(sim, asked: list, broker: int, patience: float, then,
+                  first: bool = False) -> None:
+    """Each (topic, or None for the workload's, partition, target) of ``asked`` reassigned on
+    the simulated cluster (a partition of the workload's released once done); ``then()``
+    once every move is done, else the step is not reached. ``first``: as ``sim_reassign``."""
+    pending = {(t, p) for t, p, _ in asked}
+    if not pending:
+        then()
+    for t, p, r in asked:
+        def done(row, waited, topic=t, partition=p, target=r):
+            if topic is None:
+                sim.release([partition])
+            if row is None:
+                sim.not_reached(f"{topic + '-' if topic else 'partition '}{partition} had not "
+                                f"left n{broker} for {target} {waited:.0f} s after its "
+                                f"reassignment was accepted")
+                return
+            pending.discard((topic, partition))
+            if not pending:
+                then()
+        sim_reassign(sim, p, r, patience, done, first=first, topic=t)
+
+
+def _sim_find(sim, find, patience: float, then, why: str, waited: float = 0.0) -> None:
+    """``then(found)`` once ``find()`` is not None, asked every POLL_S of simulated time
+    for at most ``patience`` seconds; else the step is not reached, ``why``."""
+    found = find()
+    if found is not None:
+        then(found)
+    elif waited < patience:
+        sim.after(POLL_S, _sim_find, sim, find, patience, then, why, waited + POLL_S)
+    else:
+        sim.not_reached(why)
 
 
 PACKAGE = Decommission

@@ -56,14 +56,17 @@ def transient(error: str | None) -> bool:
     return error is not None and (error in RETRIABLE or ":" in error)
 
 
-async def ask_reassignment(ctx, scenario, partition: int, target: list[int]) -> str | None:
-    """AlterPartitionReassignments of ``partition`` to ``target``, asked again while no
-    controller takes it (as an admin tool retries), for up to the scenario's
-    ``PATIENCE_S``: the error it was refused with, or None once accepted."""
+async def ask_reassignment(ctx, scenario, partition: int, target: list[int],
+                           topic: str | None = None) -> str | None:
+    """AlterPartitionReassignments of ``partition`` (of the workload's topic, or of the
+    internal ``topic``) to ``target``, asked again while no controller takes it (as an
+    admin tool retries), for up to the scenario's ``PATIENCE_S``: the error it was refused
+    with, or None once accepted."""
     start = ctx.clock.monotonic()
     while True:
         try:
-            error = await asyncio.to_thread(ctx.reassign, partition, target)
+            error = await asyncio.to_thread(ctx.reassign, partition, target,
+                                          *([topic] if topic else []))
         except Exception as exc:  # noqa: BLE001 - no controller answered (yet)
             error = f"{type(exc).__name__}: {exc}"
         waited = ctx.clock.monotonic() - start
@@ -75,7 +78,7 @@ async def ask_reassignment(ctx, scenario, partition: int, target: list[int]) -> 
 
 
 def sim_reassign(sim, partition: int, target: list[int], patience: float, done,
-                 first: bool = True) -> None:
+                 first: bool = True, topic: str | None = None) -> None:
     """``ask_reassignment`` and the wait for the partition to reach ``target`` on the
     simulated cluster: ``done(row, waited_s)`` as ``PlanFaults.await_partition`` calls it (a
     refusal ends the step as not reached). ``first``: asked as the step starts (no active
@@ -85,14 +88,14 @@ def sim_reassign(sim, partition: int, target: list[int], patience: float, done,
     def answered(error):
         if error is not None and error.startswith("NOT_CONTROLLER") and waited[0] < patience:
             waited[0] += RETRY_S
-            sim.after(RETRY_S, lambda: sim.reassign(partition, target, answered, False))
+            sim.after(RETRY_S, lambda: sim.reassign(partition, target, answered, False, topic))
             return
         if error is not None:
-            sim.not_reached(f"the reassignment of partition {partition} to {target} was "
-                            f"refused: {error}")
+            sim.not_reached(f"the reassignment of {topic or 'partition'}{'-' if topic else ' '}"
+                            f"{partition} to {target} was refused: {error}")
             return
-        sim.await_partition(partition, lambda p: p[2] == target, patience, done)
-    sim.reassign(partition, target, answered, first)
+        sim.await_partition(partition, lambda p: p[2] == target, patience, done, topic=topic)
+    sim.reassign(partition, target, answered, first, topic)
 
 
 class Reassign(Scenario):

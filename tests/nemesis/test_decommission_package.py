@@ -36,18 +36,32 @@ def test_the_new_broker_takes_a_followers_place_in_a_partition_with_a_full_isr()
     assert not lists_all({1: (1, 4), 4: None}, 4)
 
 
-def _cluster(camp, moved, asked, unregistered, refuse=None):
-    """The recording campaign's answers: moves take effect at once, a running broker is
+# Kafka's internal topics as the recording cluster has them: a transaction log partition
+# whose ISR is n4 alone, one with a replica on n5; no consumer offsets topic made yet
+INTERNAL = {"__transaction_state": [(0, 4, [4, 1, 2], [4]), (1, 1, [1, 5, 3], [1, 5, 3])],
+            "__consumer_offsets": []}
+
+
+def _cluster(camp, moved, asked, unregistered, refuse=None, internal=INTERNAL):
+    """The recording campaign's answers: moves take effect at once (``moved``: partition,
+    or (topic, partition) of an internal topic -> replicas), a running broker is
     registered (it registers as it starts), UnregisterBroker takes it out."""
     registered = {1, 2, 3, 4, 5}
     answers = ["NotControllerError"]  # the first move finds no quorum leader: asked again
 
-    def reassign(partition, replicas):
-        asked.append((partition, list(replicas)))
+    def reassign(partition, replicas, topic=None):
+        key = partition if topic is None else (topic, partition)
+        asked.append((key, list(replicas)))
         if answers:
             return answers.pop(0)
-        moved[partition] = list(replicas)
+        moved[key] = list(replicas)
         return None
+
+    def partition_infos(topic=None):
+        if topic is None:
+            return [(p, leader, moved.get(p, r), moved.get(p, i)) for p, leader, r, i in INFOS]
+        return [(p, leader, moved.get((topic, p), r), moved.get((topic, p), i))
+                for p, leader, r, i in internal[topic]]
 
     async def broker_lists():
         up = [n for n in camp.ids if n not in camp.killed]
@@ -62,8 +76,7 @@ def _cluster(camp, moved, asked, unregistered, refuse=None):
         registered.discard(broker)
         return None
     camp.reassign = reassign
-    camp.partition_infos = lambda: [(p, leader, moved.get(p, r), moved.get(p, i))
-                                    for p, leader, r, i in INFOS]
+    camp.partition_infos = partition_infos
     camp.broker_lists = broker_lists
     camp.unregister_broker = unregister_broker
 
@@ -85,7 +98,8 @@ def test_without_a_machine_to_add_the_broker_comes_back_under_its_id_on_an_empty
     asyncio.run(go())
     out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis"]
     fs = [(r["type"], r["f"]) for r in out]
-    order = [("invoke", "decommission"), ("info", "decommission"), ("invoke", "stop"),
+    order = [("invoke", "decommission"), ("info", "decommission"),
+             ("info", "decommission-internal"), ("invoke", "stop"),
              ("info", "stop"), ("info", "decommissioned"), ("invoke", "recommission"),
              ("invoke", "start"), ("info", "start"), ("info", "recommissioned")]
     assert [x for x in fs if x in order] == order, fs
@@ -95,6 +109,15 @@ def test_without_a_machine_to_add_the_broker_comes_back_under_its_id_on_an_empty
     assert {int(p) for p in moves} == {p for p, _, r, _ in INFOS if broker in r}
     for p, target in moves.items():
         assert broker not in target and len(target) == 3
+    # then the internal topics' replicas on it, before it stops: the transaction log
+    # partition whose only in-sync replica it is (n4), or the one it follows (n5)
+    internal = next(r["value"]["moves"] for r in out if r["f"] == "decommission-internal")
+    ours = {p for p, _, r, _ in INTERNAL["__transaction_state"] if broker in r}
+    assert set(internal) == {"__transaction_state"} and len(ours) == 1
+    assert {int(p) for p in internal["__transaction_state"]} == ours, internal
+    for p in ours:
+        target = moved[("__transaction_state", p)]
+        assert broker not in target and len(target) == 3, target
     done = next(r["value"] for r in out if r["f"] == "recommissioned")
     assert broker in done["replicas"] and moved[done["partition"]] == done["replicas"]
     # on the broker: a clean stop, its data directory emptied while down, then a start
@@ -148,7 +171,8 @@ def test_a_broker_named_a_replica_again_or_unknown_keeps_its_disk(tmp_path, monk
     moved = {}
     _cluster(camp, moved, [], [])
     after_moves = camp.partition_infos
-    camp.partition_infos = lambda: view if camp.killed else after_moves()
+    camp.partition_infos = lambda topic=None: (view if camp.killed and topic is None
+                                               else after_moves(topic))
     monkeypatch.setattr(package.Decommission, "PATIENCE_S", 1.0)
 
     async def go():
@@ -158,6 +182,43 @@ def test_a_broker_named_a_replica_again_or_unknown_keeps_its_disk(tmp_path, monk
     outcome = camp.fault_outcomes[0]
     assert outcome["status"] == "not-reached" and why in outcome["why"], outcome
     assert not [c for _, c in backend.calls if "python3" in c] and not camp.killed
+
+
+def test_an_internal_partition_on_the_broker_without_a_leader_keeps_it_running(
+        tmp_path, monkeypatch):
+    """A transaction log partition on the broker with no leader cannot move (nothing to
+    catch up from): the scenario waits for one, and without it the broker is never stopped
+    and the step is not reached, naming the partition's state."""
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(package, "POLL_S", 0.01)
+    monkeypatch.setattr(package.Decommission, "PATIENCE_S", 0.5)
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    offline = {"__transaction_state": [(0, -1, [4, 1, 2], [4]), (1, -1, [1, 5, 3], [1])],
+               "__consumer_offsets": []}
+    _cluster(camp, {}, [], [], internal=offline)
+    asyncio.run(camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0)))
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "not-reached", outcome
+    assert "internal topic's partition" in outcome["why"] and "no leader" in outcome["why"]
+    assert not any("stop" in c for _, c in backend.calls), backend.calls
+
+
+def test_internal_moves_leave_out_topics_not_made_and_need_a_leader():
+    from nemesis.packages.decommission import internal_moves_off
+    rng = random.Random(3)
+    moves = internal_moves_off(INTERNAL, 4, [1, 2, 3, 4, 5], rng)
+    assert list(moves) == ["__transaction_state"] and moves["__transaction_state"] in (
+        {0: [3, 1, 2]}, {0: [5, 1, 2]})
+    assert internal_moves_off(INTERNAL, 2, [1, 2, 3, 4, 5], rng)["__transaction_state"] in (
+        {0: [4, 1, 3]}, {0: [4, 1, 5]}), "a follower's replica moves too"
+    assert internal_moves_off({"__consumer_offsets": []}, 4, [1, 2, 3, 4, 5], rng) == {}
+    # three brokers, each a replica: one replica fewer (its data is on the other two)
+    assert internal_moves_off({"__consumer_offsets": [(0, 2, [1, 2, 4], [1, 2, 4])]}, 4,
+                              [1, 2, 4], rng) == {"__consumer_offsets": {0: [1, 2]}}
+    assert internal_moves_off({"__consumer_offsets": [(0, 4, [4], [4])]}, 4, [4], rng) is None
+    assert internal_moves_off({"__transaction_state": [(0, -1, [4, 1, 2], [4])]}, 4,
+                              [1, 2, 3, 4, 5], rng) is None
 
 
 def test_no_metadata_is_not_a_broker_that_holds_nothing():

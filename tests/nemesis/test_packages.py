@@ -327,7 +327,7 @@ def test_a_reassignment_replaces_one_replica_and_waits_for_the_move(tmp_path, mo
     moved = {}
     answers = [RuntimeError("Failed to find active controller id!"), "NotControllerError"]
 
-    def reassign(partition, replicas):  # no quorum leader at first: asked again
+    def reassign(partition, replicas, topic=None):  # no quorum leader at first: asked again
         if answers:
             answer = answers.pop(0)
             if isinstance(answer, Exception):
@@ -336,7 +336,8 @@ def test_a_reassignment_replaces_one_replica_and_waits_for_the_move(tmp_path, mo
         moved[partition] = list(replicas)
         return None
     camp.reassign = reassign
-    camp.partition_infos = lambda: [(p, l, moved.get(p, r), i) for p, l, r, i in INFOS]
+    camp.partition_infos = lambda topic=None: [(p, l, moved.get(p, r), i) for p, l, r, i
+                                               in (INFOS if topic is None else [])]
 
     async def go():
         stop = await camp.start_fault(FaultStep(0, 0.0, "reassign", "partition", 1.0))

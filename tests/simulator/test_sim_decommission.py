@@ -55,3 +55,25 @@ def test_a_broker_is_never_wiped_on_a_view_that_knows_no_partition():
     partition known means nothing to choose from: the step is skipped."""
     o = run_seed(193, 5, 120, frozenset(), dict(DECOMMISSION), "queue")
     assert o.ok, (o.invariant, o.detail)
+
+
+def test_the_internal_topics_move_off_the_broker_before_it_leaves():
+    """Seed 99 with add-broker beside decommission: the broker taken out (n5) was, after
+    earlier crashes, the only in-sync replica of three transaction log partitions. Once
+    the scenario moved only the workload's topic, and n5 left with them: those partitions
+    stayed offline, the transactional producers they coordinated never found a
+    coordinator again, and the final reader never ran (FinalReadDone). Now its replicas of
+    the internal topics move to brokers that stay before it stops (here the moves, onto
+    brokers crashed meanwhile, are still being waited for when the faults end: n5 never
+    stops, and nothing is offline)."""
+    from harness.simulate import _options
+    from simulator.cluster import Simulation
+    options, queue_options = _options(99, {"extra_faults": {"add-broker": 20000,
+                                                            "decommission": 15000}})
+    sim = Simulation(99, nodes=5, duration_s=120, options=options, workload="queue",
+                     queue_options=queue_options)
+    result = sim.run()
+    assert result.ok, (result.invariant, result.detail)
+    infos = sim.plan.partition_infos("__transaction_state")
+    assert infos and all(5 not in replicas and leader >= 0 for _, leader, replicas, _ in infos), \
+        infos
