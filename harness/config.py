@@ -14,7 +14,8 @@ from pathlib import Path
 import yaml
 
 from node_image.bugs import BUGS
-from nemesis.schedule import COMBINE, PACKAGES, REGISTRY, check_options, package_refusal
+from nemesis.schedule import (COMBINE, PACKAGES, REGISTRY, check_options, check_package_options,
+                              package_refusal)
 from workloads.queue import CODECS, MAX_TXN_LENGTH
 from workloads.registry import WORKLOADS
 
@@ -200,17 +201,12 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
                     parse_hosts(value, where, key)
             except HostsError as exc:
                 raise CampaignError(str(exc)) from None
-        if key == "nemesis_options":
-            for p, opts in value.items():
-                if p not in PACKAGES:
-                    raise CampaignError(f"{loc}field 'nemesis_options': unknown package {p!r} "
-                                        f"(known: {', '.join(PACKAGES)})")
-                if not isinstance(opts, dict):
-                    raise CampaignError(f"{loc}field 'nemesis_options': {p}: {opts!r} is not a "
-                                        f"mapping of option: value")
-                bad = check_options(p, opts)
-                if bad is not None:
-                    raise CampaignError(f"{loc}field 'nemesis_options.{p}.{bad[0]}': {bad[1]}")
+        if key == "nemesis_options" and (bad := check_package_options(value)) is not None:
+            p, option, why = bad
+            if option is not None:
+                raise CampaignError(f"{loc}field 'nemesis_options.{p}.{option}': {why}")
+            raise CampaignError(f"{loc}field 'nemesis_options': "
+                                f"{'' if p not in PACKAGES else p + ': '}{why}")
         if key == "bugs":
             for b in value:
                 if b not in BUGS:

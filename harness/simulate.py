@@ -266,6 +266,7 @@ SIMPLER = {
     "producers": [1], "consumers": [1], "partitions": [1], "max_delay_ms": [2],
     "idempotent": [True], "scenario_mean_ms": [None], "transactions": [False],
     "crash_client_ms": [None], "crash_mid_op": [False], "extra_faults": [{}],
+    "extra_options": [{}],
 }
 
 

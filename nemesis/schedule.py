@@ -41,6 +41,20 @@ COMBINE = ("sequential", "concurrent")
 OPENING = {"register": ("partition",), "queue": ("depose-leader", "strand-replica", "elect")}
 
 
+def check_package_options(options: dict) -> tuple[str, str | None, str] | None:
+    """(package, option or None, what is wrong) for the first bad entry of a mapping of
+    package -> its options (option None: the package or its entry is wrong), or None."""
+    for package, opts in options.items():
+        if package not in REGISTRY:
+            return package, None, f"unknown package {package!r} (known: {', '.join(PACKAGES)})"
+        if not isinstance(opts, dict):
+            return package, None, f"{opts!r} is not a mapping of option: value"
+        bad = check_options(package, opts)
+        if bad is not None:
+            return package, *bad
+    return None
+
+
 def check_options(package: str, options: dict) -> tuple[str, str] | None:
     """(option, what is wrong) for the first bad option, or None."""
     known = REGISTRY[package].option_checks()

@@ -61,7 +61,8 @@ class RegisterForm:
 
     def plan_faults(self, sim) -> PlanFaults:
         """The plan the seeded nemesis starts its fault packages' steps in."""
-        return PlanFaults(sim, [], sim.seed, self.name, 1, sim.voter_ids)
+        return PlanFaults(sim, [], sim.seed, self.name, 1, sim.voter_ids,
+                          sim.options.extra_options)
 
     def twin_clients(self, sim, twin, rng: random.Random):
         """A twin's clients: the run's processes, each doing what its generator made."""
@@ -139,7 +140,7 @@ class QueueForm:
 
     def plan_faults(self, sim) -> PlanFaults:
         return PlanFaults(sim, [], sim.seed, self.name, sim.queue_options.partitions,
-                          sim.voter_ids)
+                          sim.voter_ids, sim.options.extra_options)
 
     def twin_clients(self, sim, twin, rng: random.Random):
         cfg = twin.cfg

@@ -10,11 +10,24 @@ from __future__ import annotations
 import random
 
 from nemesis.packages import PACKAGES
-from nemesis.schedule import FaultStep, fault_length
+from nemesis.schedule import FaultStep, check_package_options, fault_length
 from nemesis.seeded import ordered, pick, seeded_forms, timing, with_asked
 
 POWER_LOSS_TARGETS = ("one", "minority")  # a campaign's default
 DURATION_S = (3.0, 6.0)  # a plan's default fault length, for a package with no fixed one
+
+
+def check_extra_options(extra: dict, workload: str) -> None:
+    """The ``extra_options`` option (package -> its options, as a campaign gives them):
+    a ValueError naming the package and the field that is wrong."""
+    if not isinstance(extra, dict):
+        raise ValueError(f"option extra_options: {extra!r} is not a mapping of package -> "
+                         "options")
+    bad = check_package_options(extra)
+    if bad is not None:
+        name, option, why = bad
+        raise ValueError(f"option extra_options: {name!r}: "
+                         f"{'' if option is None else f'field {option!r}: '}{why}")
 
 
 class SimNemesis:
@@ -32,6 +45,7 @@ class SimNemesis:
             if isinstance(mean, bool) or not isinstance(mean, (int, float)) or mean <= 0:
                 raise ValueError(f"option extra_faults: {name!r}: {mean!r} is not a mean "
                                  "interval in ms above 0")
+        check_extra_options(options.extra_options, workload)
         self._later: dict[int, tuple] = {}
         self._next_id = 0
 
@@ -134,7 +148,7 @@ class SimNemesis:
         sim, cls = self.sim, PACKAGES[package]
         if sim.plan is None:
             sim.plan = sim.form.plan_faults(sim)
-        opts = cls.run_options(self.workload, None)
+        opts = cls.run_options(self.workload, self.options.extra_options.get(package))
         targets = cls.targets_for(self.workload, opts, POWER_LOSS_TARGETS)
         spec = next(iter(targets)) if len(targets) == 1 else \
             self.rng.choices(list(targets), weights=list(targets.values()))[0]

@@ -31,6 +31,9 @@ class SimOptions:
     # fixed, so every seed keeps its schedule): timeline -> mean interval (ms), asked for
     # (``--option 'extra_faults={"clock-rate": 10000}'``, a planted bug's sim_options)
     extra_faults: dict = field(default_factory=dict)
+    # Options of those packages' steps, as a campaign gives them (package -> options:
+    # ``--option 'extra_options={"partition": {"targets": ["isolate-controller"]}}'``)
+    extra_options: dict = field(default_factory=dict)
 
     @staticmethod
     def draw(seed: int) -> "SimOptions":

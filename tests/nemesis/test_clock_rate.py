@@ -91,3 +91,30 @@ def test_the_seeded_simulator_draws_it_when_asked_by_name():
     assert o.ok and steps and all(s.status == "happened" for s in steps), o.result.plan
     assert o.result.stats["steps"] == len(o.result.plan)
     assert run_seed(3, 5, 30, frozenset()).result.plan is None, "not drawn unless asked"
+
+
+def test_the_bugs_sim_options_aim_the_steps_and_only_the_slow_clock_shows_it():
+    """lease-read-step-proof's sim_options give the simulator's clock-rate and partition
+    steps the options a campaign would (``extra_options``): the active controller's clock
+    at a quarter of true time, cuts that isolate it. Seed 109 (the first of held-out seeds
+    101-200 to catch it at 60 s) shows the bug; without the clock-rate steps it does not,
+    and the correct node holds with both."""
+    from node_image.bugs import BUGS
+    opts = dict(BUGS["lease-read-step-proof"].sim_options)
+    o = run_seed(109, 5, 60, frozenset({"lease-read-step-proof"}), dict(opts), "register")
+    assert not o.ok and o.invariant == "Linearizability", (o.invariant, o.detail)
+    specs = {(s.kind, s.spec) for s in o.result.plan}
+    assert specs == {("clock-rate", "active-controller"), ("partition", "isolate-controller")}
+    without = {**opts, "extra_faults": {"partition": 1000}}
+    assert run_seed(109, 5, 60, frozenset({"lease-read-step-proof"}), without, "register").ok
+    assert run_seed(109, 5, 60, frozenset(), dict(opts), "register").ok
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"nope": {}}, "'nope': unknown package 'nope'"),
+    ({"clock-rate": {"rate": [2, 1]}}, "'clock-rate': field 'rate'"),
+    ({"partition": ["isolate-controller"]}, "is not a mapping of option: value")])
+def test_bad_extra_options_are_refused_naming_the_package_and_field(extra, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        run_seed(1, 5, 5, frozenset(), {"extra_faults": {"clock-rate": 1000},
+                                        "extra_options": extra}, "register")

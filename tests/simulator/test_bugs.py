@@ -81,8 +81,10 @@ def test_bugs_json_lists_layers():
     assert by_name["forget-vote"]["sim_options"] == {"election_crash_prob": 0.5,
                                                      "max_delay_ms": 400}
     assert by_name["lease-read-step-proof"]["needs_faults"] == ["clock-rate"]
-    assert by_name["lease-read-step-proof"]["sim_options"] == {
-        "extra_faults": {"clock-rate": 1000, "partition": 1000}}
+    step_proof = by_name["lease-read-step-proof"]["sim_options"]
+    assert step_proof["extra_faults"] == {"clock-rate": 1000, "partition": 1000}
+    assert step_proof["extra_options"]["clock-rate"]["targets"] == ["active-controller"]
+    assert step_proof["extra_options"]["partition"]["targets"] == ["isolate-controller"]
     assert by_name["reassign-skips-catch-up"]["needs_faults"] == ["reassign"]
     assert by_name["reassign-skips-catch-up"]["sim_options"] == {
         "extra_faults": {"reassign": 8000}}
