@@ -11,14 +11,24 @@ as an operator adds a machine:
 Nothing leaves: beside ``decommission`` (which takes brokers out and brings new ones in
 their place) the cluster's shape keeps changing. A backend with no machine to add (an SSH
 hosts file naming no spare host left) ends the step as not reached, and the log says why.
-The new node is a node of the cluster from then on: faults may pick it. History rows:
+The new node is a node of the cluster from then on: faults may pick it. ``max_nodes``
+bounds the growth: once the cluster has that many nodes (those a ``decommission`` took out
+not counted) the step is skipped, saying so. History rows:
 ``add-broker`` (invoke), ``broker-added`` (info: the new broker, the partition moved onto
 it and its replicas).
 """
 from __future__ import annotations
 
-from ..package import NotReached, Scenario
+from ..package import NotReached, Scenario, Skipped, number
 from .decommission import Decommission
+
+
+def too_many(ids: list[int], opts: dict) -> str | None:
+    """Why the cluster of ``ids`` may not grow, given the step's options, or None."""
+    most = opts.get("max_nodes")
+    if most is not None and len(ids) >= most:
+        return f"the cluster has {len(ids)} nodes already (max_nodes {most:g})"
+    return None
 
 
 class AddBroker(Decommission):
@@ -29,7 +39,7 @@ class AddBroker(Decommission):
     opens = ("add-broker",)
     closes = ("broker-added",)
     colour = "#bcbd22"
-    options = dict(Scenario.options)
+    options = {**Scenario.options, "max_nodes": number(1, 1000, "1..1000 nodes")}
     defaults: dict = {}
 
     def choose(self, infos, controllers, active, rng):
@@ -40,6 +50,8 @@ class AddBroker(Decommission):
         return full or None
 
     async def start(self, ctx, step, opts, rng, controller, leader):
+        if (why := too_many(ctx.ids, opts)) is not None:
+            raise Skipped(why)
         return await Scenario.start(self, ctx, step, opts, rng, controller, leader)
 
     async def act(self, ctx, choice, rng):
@@ -57,6 +69,8 @@ class AddBroker(Decommission):
     # ------------------------------------------------------------- the simulated form
 
     def simulate(self, sim, step, opts, rng, controller, leader):
+        if (why := too_many(sim.ids, opts)) is not None:
+            raise Skipped(why)
         return Scenario.simulate(self, sim, step, opts, rng, controller, leader)
 
     def sim_act(self, sim, choice, rng):

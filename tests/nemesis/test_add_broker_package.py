@@ -40,6 +40,35 @@ def test_a_new_broker_joins_and_a_partition_moves_onto_it(tmp_path, monkeypatch)
     assert [o["status"] for o in camp.fault_outcomes.values()] == ["happened"] * 2
 
 
+def test_max_nodes_bounds_the_growth_and_a_bad_bound_names_the_field(tmp_path, monkeypatch):
+    from nemesis.packages import reassign
+    from nemesis.schedule import check_options
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(decommission, "POLL_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["add-broker"])
+    camp.cfg.nemesis_options = {"add-broker": {"max_nodes": 6}}
+    _cluster(camp, {}, [], [])
+
+    def add_node():
+        i = max(n.node_id for n in backend.nodes) + 1
+        info = NodeInfo(i, f"n{i}", f"10.9.0.{i}", ("broker",))
+        backend.nodes.append(info)
+        return info
+    backend.add_node = add_node
+
+    async def go():
+        for index in (0, 1):
+            stop = await camp.start_fault(FaultStep(index, 0.0, "add-broker", "partition", 1.0))
+            if stop is not None:
+                await stop()
+    asyncio.run(go())
+    assert camp.ids == [1, 2, 3, 4, 5, 6]
+    outcomes = [camp.fault_outcomes[i] for i in (0, 1)]
+    assert outcomes[0]["status"] == "happened" and outcomes[1]["status"] == "skipped"
+    assert "6 nodes already (max_nodes 6)" in outcomes[1]["why"], outcomes[1]
+    assert check_options("add-broker", {"max_nodes": 0})[0] == "max_nodes"
+
+
 def test_without_a_machine_to_add_the_step_is_not_reached_and_says_why(tmp_path):
     camp, backend, history = campaign(tmp_path, ["add-broker"])
     said = []
