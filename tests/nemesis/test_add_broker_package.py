@@ -10,6 +10,16 @@ from recording import INFOS, campaign, rows
 from test_decommission_package import _cluster
 
 
+def adding(backend):
+    """The recording backend's ``add_node``: a broker under the next node id."""
+    def add_node():
+        i = max(n.node_id for n in backend.nodes) + 1
+        info = NodeInfo(i, f"n{i}", f"10.9.0.{i}", ("broker",))
+        backend.nodes.append(info)
+        return info
+    return add_node
+
+
 def test_a_new_broker_joins_and_a_partition_moves_onto_it(tmp_path, monkeypatch):
     from nemesis.packages import reassign
     monkeypatch.setattr(reassign, "RETRY_S", 0.01)
@@ -18,12 +28,7 @@ def test_a_new_broker_joins_and_a_partition_moves_onto_it(tmp_path, monkeypatch)
     moved = {}
     _cluster(camp, moved, [], [])
 
-    def add_node():
-        i = max(n.node_id for n in backend.nodes) + 1
-        info = NodeInfo(i, f"n{i}", f"10.9.0.{i}", ("broker",))
-        backend.nodes.append(info)
-        return info
-    backend.add_node = add_node
+    backend.add_node = adding(backend)
 
     async def go():
         for index in (0, 1):
@@ -49,12 +54,7 @@ def test_max_nodes_bounds_the_growth_and_a_bad_bound_names_the_field(tmp_path, m
     camp.cfg.nemesis_options = {"add-broker": {"max_nodes": 6}}
     _cluster(camp, {}, [], [])
 
-    def add_node():
-        i = max(n.node_id for n in backend.nodes) + 1
-        info = NodeInfo(i, f"n{i}", f"10.9.0.{i}", ("broker",))
-        backend.nodes.append(info)
-        return info
-    backend.add_node = add_node
+    backend.add_node = adding(backend)
 
     async def go():
         for index in (0, 1):
