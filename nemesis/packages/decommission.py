@@ -6,9 +6,9 @@ operator does it, while the clients write and other faults run:
    partition), each move done once the new replica is in the ISR; then every partition of
    Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``) with a replica
    on it, in the same way (one fewer replica where every other broker holds one already):
-   a broker that goes away with a replica of the transaction log
-   that is the only one in its ISR leaves that partition offline for good, and every
-   transactional producer whose coordinator it held stuck;
+   a broker that goes away with the only in-sync replica of a transaction log partition
+   leaves that partition offline for good, and the transactional producers it coordinated
+   stuck;
 2. the broker shuts down cleanly and is unregistered (UnregisterBroker through the running
    brokers, as ``kafka-cluster unregister`` sends it): it leaves every ISR and the cluster's
    metadata, and the step waits until no running broker's Metadata lists it;
