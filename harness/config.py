@@ -64,6 +64,10 @@ class RunConfig:
     # process + concurrency); Jepsen's --crash-client-interval
     crash_clients: bool = False
     crash_client_interval_s: float = 30.0
+    # ... and a client whose life ends while a send waits for its answer crashes then, under
+    # it (the send info: its fate unknown), as the simulator's crash_mid_op; otherwise
+    # clients crash between two operations
+    crash_mid_op: bool = False
     # Jepsen's --txn: sends and polls in transactions of 1-4 (a transactional producer, a
     # read_committed consumer); confluent-kafka only
     transactions: bool = False
@@ -255,6 +259,12 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     if values.get("crash_clients") is True and workload != "queue":
         raise CampaignError(f"{where('crash_clients')}field 'crash_clients': clients crash in "
                             f"the queue workload only, not {workload}")
+    if values.get("crash_mid_op") is True and values.get("crash_clients") is not True:
+        raise CampaignError(f"{where('crash_mid_op')}field 'crash_mid_op': clients crash "
+                            f"mid-operation only where they crash: set crash_clients: true")
+    if values.get("crash_mid_op") is True and values.get("transactions") is True:
+        raise CampaignError(f"{where('crash_mid_op')}field 'crash_mid_op': transactional "
+                            f"clients crash between transactions only, not mid-operation")
     if values.get("group_protocol", RunConfig.group_protocol) == "consumer":
         if values.get("consume", RunConfig.consume) != "subscribe":
             raise CampaignError(f"{where('group_protocol')}field 'group_protocol': consumer is "

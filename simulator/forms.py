@@ -157,7 +157,8 @@ class QueueForm:
             idempotent=lambda p: cfg.idempotent if cfg.idempotent is not None else p % 2 == 0,
             scripts=twin.ops, start_at_ms=twin.start_ms, topic_configs=configs,
             crash_interval_ms=int(cfg.crash_client_interval_s * 1000) if cfg.crash_clients
-            else None, crash_seed=cfg.seed, more_scripts=twin.more_ops)
+            else None, crash_seed=cfg.seed, more_scripts=twin.more_ops,
+            crash_mid_op=cfg.crash_mid_op)
 
     def twin_check_args(self, cfg) -> dict:
         from checkers.queue import default_allowed

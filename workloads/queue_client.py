@@ -39,6 +39,8 @@ MESSAGE_TIMEOUT_MS = 60_000
 GROUP = "chaoskraft-queue"  # the consumer group of subscribe(); transactional ids' prefix
 TXN_TIMEOUT_MS = 20_000  # a transaction a client left open is aborted this soon
 SESSION_TIMEOUT_MS = 6000  # the shortest a broker allows: a member cut off leaves quickly
+# A send whose client crashed before its answer came (``give_up_s``): its fate is unknown
+CRASHED_MID_OP = "client crashed mid-operation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +276,10 @@ class ConfluentQueueClient:
             return Result("fail", None, exc.args[0].name() if exc.args else str(exc))
         return Result("ok", [key_name(p) for p in range(self.partitions)])
 
-    def send(self, key: str, value: int) -> Result:
+    def send(self, key: str, value: int, give_up_s: float | None = None) -> Result:
+        """Produce one record and wait for its delivery report; ``give_up_s``: the client
+        crashes that soon if no report came (info, ``CRASHED_MID_OP``; the caller closes
+        it, dropping what it still holds)."""
         from confluent_kafka import KafkaException
         box: list = []
         try:
@@ -287,15 +292,17 @@ class ConfluentQueueClient:
             self._new_producer()  # nothing was queued, but the producer cannot go on
             return Result("fail", None, fatal_name(exc.args[0]) if exc.args else str(exc))
         deadline = time.monotonic() + self.timeout_s + 1.0
+        crash = None if give_up_s is None else time.monotonic() + give_up_s
         try:
-            while not box and time.monotonic() < deadline:
-                self.producer.poll(0.05)
+            while not box and time.monotonic() < min(deadline, crash or deadline):
+                self.producer.poll(min(0.05, max(0.0, (crash or deadline) - time.monotonic())))
         except KafkaException as exc:
             # A fatal producer error while this send was in flight: it may have been written.
             self._new_producer()
             return Result("info", None, fatal_name(exc.args[0]) if exc.args else str(exc))
         if not box:
-            return Result("info", None, "no delivery report")
+            return Result("info", None, CRASHED_MID_OP if crash is not None and crash < deadline
+                          else "no delivery report")
         err, msg = box[0]
         if err is None:
             return Result("ok", msg.offset())
@@ -378,13 +385,18 @@ class KafkaPythonQueueClient:
         self.consumer.subscribe([self.topic])
         return Result("ok", [key_name(p) for p in range(self.partitions)])
 
-    def send(self, key: str, value: int) -> Result:
-        from kafka.errors import KafkaError
+    def send(self, key: str, value: int, give_up_s: float | None = None) -> Result:
+        """As ``ConfluentQueueClient.send``."""
+        from kafka.errors import KafkaError, KafkaTimeoutError
+        wait = self.timeout_s + 1.0
         try:
             future = self.producer.send(self.topic, value=str(value).encode(),
                                         partition=key_partition(key))
-            md = future.get(self.timeout_s + 1.0)
+            md = future.get(wait if give_up_s is None else min(wait, give_up_s))
             return Result("ok", md.offset)
+        except KafkaTimeoutError:
+            return Result("info", None, CRASHED_MID_OP if give_up_s is not None
+                          and give_up_s < wait else "KafkaTimeoutError")
         except KafkaError as exc:
             code = getattr(exc, "errno", None)
             if not self.idempotent and code in DEFINITE_SEND_ERRORS:

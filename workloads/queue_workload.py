@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .queue import (ABORT_RATIO, VALUE_STRIDE, QueueGenerator, client_lifetimes, key_name,
                     producer_codec)
-from .queue_client import CLIENT_LOG, make_client, read_to_end
+from .queue_client import CLIENT_LOG, CRASHED_MID_OP, make_client, read_to_end
 from .workload import FINAL_PROCESS_BASE, Campaign, until_live
 from .queue_verdict import _detect_time, check_run
 
@@ -251,10 +251,11 @@ class QueueRun:
                 return
             process += cfg.concurrency
 
-    def _crashed(self, process: int, crash_at: float | None) -> bool:
-        """Whether this process's client is due to crash: if so it is recorded (Jepsen's
-        ``crash`` operation, info), and the caller closes the client."""
-        if crash_at is None or time.monotonic() < crash_at:
+    def _crashed(self, process: int, crash_at: float | None, now: bool = False) -> bool:
+        """Whether this process's client is due to crash (``now``: it crashed mid-operation):
+        if so it is recorded (Jepsen's ``crash`` operation, info), and the caller closes the
+        client."""
+        if not now and (crash_at is None or time.monotonic() < crash_at):
             return False
         self.history.record(process, "invoke", "crash")
         self.history.record(process, "info", "crash")
@@ -282,12 +283,22 @@ class QueueRun:
                     self._reposition(process, client)
                 else:  # the invoke is recorded before the call, the completion after
                     self._invoke(process, op)
-                    self._complete(process, op, client.send(op.key, op.value)
-                                   if op.f == "send" else client.poll())
+                    r = client.send(op.key, op.value, self._life_left(crash_at)) \
+                        if op.f == "send" else client.poll()
+                    self._complete(process, op, r)
+                    if r.error == CRASHED_MID_OP:
+                        return self._crashed(process, crash_at, now=True)
                 time.sleep(interval)
         finally:
             client.close()
         return False
+
+    def _life_left(self, crash_at: float | None) -> float | None:
+        """With ``crash_mid_op``, how long a send may wait for its answer before its client
+        crashes under it (its life's end); None: as long as the operation may take."""
+        if not self.cfg.crash_mid_op or crash_at is None:
+            return None
+        return max(0.0, crash_at - time.monotonic())
 
     def _invoke(self, process: int, op) -> None:
         if op.f == "send":

@@ -13,6 +13,7 @@ from harness.runner import run
 from harness.simulate import load_twin, run_seed
 from harness.store import new_run_dir
 from workloads.queue import VALUE_STRIDE
+from workloads.queue_client import CRASHED_MID_OP
 from workloads.workload import FINAL_PROCESS_BASE
 
 pytestmark = pytest.mark.docker
@@ -372,13 +373,17 @@ def test_a_kip848_subscribe_campaign_on_a_correct_node_is_valid(docker_client, n
 # A control (nightly: CI's budget); CI checks the field, the draws and a stored run's twin
 # (test_campaign_files, test_sim_crash_clients).
 @pytest.mark.nightly
+@pytest.mark.parametrize("mid_op", [False, True])
 def test_crashed_clients_come_back_as_new_processes_and_a_correct_node_stays_valid(
-        docker_client, node_image, tmp_path):
+        docker_client, node_image, tmp_path, mid_op):
     """Jepsen's --crash-clients: each client crashes about every 5 s and a fresh one goes on
     as a new process (numbered on by the concurrency); their sends are read back and a
-    correct node is valid. The run's twin crashes its clients too, and is valid."""
+    correct node is valid. With crash_mid_op, clients also crash under sends waiting for
+    their answer (info; some of them read back: they had reached the broker). The run's
+    twin crashes its clients too, and is valid."""
     code, results, run_dir = campaign(tmp_path, seed=2, time_limit_s=40, crash_clients=True,
-                                      crash_client_interval_s=5, nemesis=["partition", "kill"])
+                                      crash_client_interval_s=5, nemesis=["partition", "kill"],
+                                      crash_mid_op=mid_op)
     q = results["checkers"]["queue"]
     assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
     rows = _history(run_dir)
@@ -389,6 +394,8 @@ def test_crashed_clients_come_back_as_new_processes_and_a_correct_node_stays_val
     sent = {r["value"]["value"] // VALUE_STRIDE for r in rows
             if r["f"] == "send" and r["type"] == "ok"}
     assert sent & later, "the new processes' sends were acknowledged"
+    mid = [r for r in rows if r.get("error") == CRASHED_MID_OP]
+    assert bool(mid) == mid_op and all(r["type"] == "info" for r in mid), len(mid)
     assert q["stats"]["final_polls"]
     twin = load_twin(run_dir)
     o = run_seed(twin.cfg.seed, 0, 0, frozenset(), twin=twin)
