@@ -243,10 +243,10 @@ class PlanFaults:
         for sn in self.sim.nodes.values():
             if sn.node is None or sn.node_id in self.paused:
                 continue
-            topic = sn.node.controller.committed.topics.get(name)
-            if topic is None:
+            known = sn.node.controller.committed.topics.get(name)
+            if known is None:
                 continue
-            for pid, p in topic.partitions.items():
+            for pid, p in known.partitions.items():
                 if pid not in best or p.partition_epoch > best[pid][0]:
                     best[pid] = (p.partition_epoch, p)
         return [(pid, p.leader, list(p.replicas), list(p.isr))
