@@ -167,6 +167,13 @@ class Decommission(Scenario):
                         and n.node_id in ctx.ids and n.node_id not in ctx.killed]
         if not any(n.roles == ("broker",) for n in ctx.backend.nodes):
             raise Skipped(NO_BROKER)
+        # only brokers every running broker lists: a machine another step has just added is
+        # not registered yet, and a move onto it is refused (InvalidReplicationAssignment)
+        listed = [set(ids) for ids in (await ctx.broker_lists()).values() if ids is not None]
+        if listed:
+            known = set.intersection(*listed)
+            self.up = [b for b in self.up if b in known]
+            self.brokers = [b for b in self.brokers if b in known]
         return await super().start(ctx, step, opts, rng, controller, leader)
 
     async def _await_lists(self, ctx, holds, what: str) -> float | None:

@@ -276,3 +276,26 @@ def test_same_id_is_asked_for_by_the_option_and_a_bad_value_names_it():
     checks = package.Decommission.option_checks()
     assert checks["replacement"]("same-id") is None
     assert "unknown value 'other' (known: new-id, same-id)" == checks["replacement"]("other")
+
+
+def test_a_machine_not_yet_registered_is_no_target(tmp_path, monkeypatch):
+    """brokers.yaml seed 5: add-broker's n6 had a container but no registration yet when
+    decommission aimed, and a move onto it was refused (InvalidReplicationAssignment): the
+    run was unknown. Only brokers that every running broker lists are chosen from."""
+    from harness.backends import NodeInfo
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(package, "POLL_S", 0.01)
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    moved, asked = {}, []
+    _cluster(camp, moved, asked, [])
+    backend.nodes.append(NodeInfo(6, "n6", "10.9.0.6", ("broker",)))
+    camp.ids.append(6)
+    listed = camp.broker_lists
+
+    async def not_yet():  # n6 runs but no broker lists it
+        return {n: tuple(i for i in ids if i != 6) for n, ids in (await listed()).items()}
+    camp.broker_lists = not_yet
+    asyncio.run(camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0)))
+    assert asked and all(6 not in target for _, target in asked), asked
+    assert 6 not in camp.packages["decommission"].up
