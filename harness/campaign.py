@@ -426,11 +426,12 @@ class Campaign:
         ``topic``); none if unpartitioned."""
         return self.workload.partition_infos(topic)
 
-    def reassign(self, partition: int, replicas: list[int],
-                 topic: str | None = None) -> str | None:
-        """Move a partition of the workload's data (or of the internal ``topic``) to
-        ``replicas`` (blocking: run it in a thread); the error the cluster answered, or None."""
-        return self.workload.reassign(partition, replicas, topic)
+    def reassign(self, moves: dict[int, list[int]],
+                 topic: str | None = None) -> dict[int, str | None]:
+        """Move partitions of the workload's data (or of the internal ``topic``) to their
+        new replicas in one request (blocking: run it in a thread): partition -> the error
+        the cluster answered, or None (one the answer left out is not in it)."""
+        return self.workload.reassign(moves, topic)
 
     def elect(self, partition: int) -> str | None:
         """A preferred leader election of a partition of the workload's data (blocking: run

@@ -82,8 +82,10 @@ class FaultContext(Protocol):
     async def partition_leader(self, rng: random.Random, partition: int | None = None) -> int | None: ...
     def partition_infos(self, topic: str | None = None
                         ) -> list[tuple[int, int, list[int], list[int]]]: ...
-    def reassign(self, partition: int, replicas: list[int],
-                 topic: str | None = None) -> str | None: ...  # blocking
+    # one AlterPartitionReassignments of partitions (of the workload's topic, or ``topic``)
+    # to their new replicas: partition -> error name or None (blocking)
+    def reassign(self, moves: dict[int, list[int]],
+                 topic: str | None = None) -> dict[int, str | None]: ...
     def elect(self, partition: int) -> str | None: ...  # blocking: ElectLeaders, PREFERRED
     # the quorum leader, its voters, its voters whose disk was replaced, every replica's
     # directory id as the leader saw it fetch (None: no leader answered)
@@ -434,28 +436,45 @@ class Scenario(Package):
         says what it waits for and how long it took. Returns the row (None if it never held)
         and the seconds waited. ``topic``: a partition of that internal topic instead of
         the workload's."""
+        held, _, waited = await self.await_partitions(ctx, {partition: holds}, patience_s,
+                                                      what, topic)
+        return held.get(partition), waited
+
+    async def await_partitions(self, ctx: FaultContext, holds: dict, patience_s: float,
+                               what: str = "", topic: str | None = None):
+        """``await_partition`` of many partitions of one topic (partition -> its ``holds``)
+        in one loop, one metadata read a look: (partition -> its row once it held, partition
+        -> its last row (None: unknown) of those that never held, the seconds waited)."""
         start = ctx.clock.monotonic()
         said = 0.0
+        held: dict[int, tuple] = {}
         while True:
             try:
                 infos = await asyncio.to_thread(ctx.partition_infos, *([topic] if topic else []))
             except Exception:  # noqa: BLE001 - no metadata now: not yet
                 infos = []
-            row = next((p for p in infos if p[0] == partition), None)
+            rows = {p[0]: p for p in infos}
+            held.update({p: rows[p] for p, h in holds.items()
+                         if p not in held and p in rows and h(rows[p])})
+            left = {p: rows.get(p) for p in holds if p not in held}
             waited = ctx.clock.monotonic() - start
-            if row is not None and holds(row):
+            now = "" if not left else (
+                f"partition {next(iter(left))} now {next(iter(left.values()))}" if len(left) == 1
+                else f"{len(left)} partitions not yet, {next(iter(left))} now "
+                     f"{next(iter(left.values()))}")
+            if not left:
                 if waited >= 1.0 and what:
                     ctx.log(f"{self.name}: {what}: came after {waited:.1f} s")
-                return row, waited
+                return held, left, waited
             if waited >= patience_s:
                 if what:
                     ctx.log(f"{self.name}: {what}: did not come within {waited:.0f} s "
-                            f"(last metadata: {row})")
-                return None, waited
+                            f"(last metadata: {now})")
+                return held, left, waited
             if what and waited - said >= 10.0:
                 said = waited
                 ctx.log(f"{self.name}: waiting {waited:.0f} s so far (at most {patience_s:.0f}) "
-                        f"for {what}; partition {partition} now {row}")
+                        f"for {what}; {now}")
             await ctx.clock.sleep(0.5)
 
     async def await_progress(self, ctx: FaultContext, ops: int, at_least_s: float,

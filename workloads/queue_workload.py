@@ -139,17 +139,19 @@ class QueueRun:
         strands the real leader (unclean-election seed 14 went unseen so)."""
         return freshest_partitions([n.address for n in self.backend.nodes], topic or TOPIC, 3.0)
 
-    def reassign(self, partition: int, replicas: list[int],
-                 topic: str | None = None) -> str | None:
-        """AlterPartitionReassignments of one partition of the topic (or of ``topic``), as
-        kafka-python's admin client sends it (confluent-kafka's has no such call); the
-        error, or None."""
+    def reassign(self, moves: dict[int, list[int]],
+                 topic: str | None = None) -> dict[int, str | None]:
+        """One AlterPartitionReassignments of partitions of the topic (or of ``topic``) to
+        their new replicas, as kafka-python's admin client sends it (confluent-kafka's has
+        no such call): partition -> the error, or None; a partition the answer leaves out
+        is not in it."""
         from kafka import KafkaAdminClient, TopicPartition
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=15_000)
         try:
-            tp = TopicPartition(topic or TOPIC, partition)
-            error = admin.alter_partition_reassignments({tp: list(replicas)}).get(tp)
-            return None if error is None else error.__name__
+            answers = admin.alter_partition_reassignments(
+                {TopicPartition(topic or TOPIC, p): list(r) for p, r in moves.items()})
+            return {tp.partition: None if e is None else e.__name__
+                    for tp, e in answers.items()}
         finally:
             admin.close()
 

@@ -42,7 +42,7 @@ import asyncio
 import random
 
 from ..package import NotReached, Scenario, Skipped, one_of
-from .reassign import ask_reassignment, sim_reassign
+from .reassign import ask_reassignment, ask_reassignments, sim_reassign
 
 POLL_S = 0.5  # between two looks at the brokers' Metadata
 ANSWER_S = 5.0  # an UnregisterBroker answer that has not come by then never will: asked again
@@ -167,14 +167,19 @@ class Decommission(Scenario):
                         and n.node_id in ctx.ids and n.node_id not in ctx.killed]
         if not any(n.roles == ("broker",) for n in ctx.backend.nodes):
             raise Skipped(NO_BROKER)
-        # only brokers every running broker lists: a machine another step has just added is
-        # not registered yet, and a move onto it is refused (InvalidReplicationAssignment)
-        listed = [set(ids) for ids in (await ctx.broker_lists()).values() if ids is not None]
+        self._listed_only(await ctx.broker_lists())
+        return await super().start(ctx, step, opts, rng, controller, leader)
+
+    def _listed_only(self, lists: dict) -> None:
+        """Keep of ``up`` and ``brokers`` only those every running broker that answered
+        lists (``lists``: broker -> the ids its Metadata lists, None: no answer): a machine
+        another step has just added is not registered yet, and a move onto it is refused
+        (InvalidReplicationAssignment)."""
+        listed = [set(ids) for ids in lists.values() if ids is not None]
         if listed:
             known = set.intersection(*listed)
             self.up = [b for b in self.up if b in known]
             self.brokers = [b for b in self.brokers if b in known]
-        return await super().start(ctx, step, opts, rng, controller, leader)
 
     async def _await_lists(self, ctx, holds, what: str) -> float | None:
         """Wait for ``holds`` of the running brokers' Metadata lists, at most PATIENCE_S:
@@ -214,21 +219,15 @@ class Decommission(Scenario):
     async def _act(self, ctx, broker: int, moves: dict, rng) -> None:
         value = {"node": broker, "moves": {str(p): t for p, t in moves.items()}}
         ctx.history.record("nemesis", "invoke", "decommission", value=value)
-        errors = await asyncio.gather(*(ask_reassignment(ctx, self, p, t)
-                                        for p, t in moves.items()))
-        ctx.history.record("nemesis", "info", "decommission",
-                           value={**value, "errors": [e for e in errors if e is not None]})
-        for (p, t), error in zip(moves.items(), errors):
+        errors = await ask_reassignments(ctx, self, moves)
+        ctx.history.record("nemesis", "info", "decommission", value={
+            **value, "errors": [e for e in errors.values() if e is not None]})
+        for p, error in errors.items():
             if error is not None:
-                raise NotReached(f"moving partition {p} off n{broker} to {t} was refused: "
-                                 f"{error}")
+                raise NotReached(f"moving partition {p} off n{broker} to {moves[p]} was "
+                                 f"refused: {error}")
         ctx.status(f"decommission: partitions {sorted(moves)} moving off n{broker}")
-        for p, t in moves.items():
-            row, waited = await self.await_partition(ctx, p, lambda r, t=t: r[2] == t,
-                                                     self.PATIENCE_S, f"partition {p} on {t}")
-            if row is None:
-                raise NotReached(f"partition {p} had not left n{broker} for {t} {waited:.0f} s "
-                                 f"after its reassignment was accepted")
+        await self._await_moves(ctx, broker, moves)
         ctx.moving.difference_update(moves)  # moved: other steps may move them again
         await self._move_internal(ctx, broker, rng)
         await ctx.kill("stop", [broker], {"target": self.name, "nodes": [broker]}, clean=True)
@@ -265,23 +264,40 @@ class Decommission(Scenario):
             f"{self.PATIENCE_S:.0f} s ({seen})"))
         if not moves:
             return
-        asked = [(t, p, r) for t, m in moves.items() for p, r in m.items()]
-        errors = await asyncio.gather(*(ask_reassignment(ctx, self, p, r, t)
-                                        for t, p, r in asked))
+        # one request a topic, as an operator's reassignment plan
+        topics = sorted(moves)
+        answers = await asyncio.gather(*(ask_reassignments(ctx, self, moves[t], t)
+                                         for t in topics))
         ctx.history.record("nemesis", "info", "decommission-internal", value={
             "node": broker, "moves": {t: {str(p): r for p, r in m.items()}
                                       for t, m in moves.items()},
-            "errors": [e for e in errors if e is not None]})
-        for (t, p, r), error in zip(asked, errors):
-            if error is not None:
-                raise NotReached(f"moving {t}-{p} off n{broker} to {r} was refused: {error}")
-        ctx.status(f"decommission: {len(asked)} internal partitions moving off n{broker}")
-        for t, p, r in asked:
-            row, waited = await self.await_partition(ctx, p, lambda x, r=r: x[2] == r,
-                                                     self.PATIENCE_S, f"{t}-{p} on {r}", t)
-            if row is None:
-                raise NotReached(f"{t}-{p} had not left n{broker} for {r} {waited:.0f} s "
-                                 f"after its reassignment was accepted")
+            "errors": [e for a in answers for e in a.values() if e is not None]})
+        for t, errors in zip(topics, answers):
+            for p, error in errors.items():
+                if error is not None:
+                    raise NotReached(f"moving {t}-{p} off n{broker} to {moves[t][p]} was "
+                                     f"refused: {error}")
+        ctx.status(f"decommission: {sum(len(m) for m in moves.values())} internal partitions "
+                   f"moving off n{broker}")
+        for t in topics:
+            await self._await_moves(ctx, broker, moves[t], t)
+
+    async def _await_moves(self, ctx, broker: int, moves: dict, topic: str | None = None):
+        """Wait until each partition of ``moves`` (of the workload's topic, or ``topic``)
+        has its target replicas, at most PATIENCE_S; else NotReached naming the first that
+        had not."""
+        if not moves:
+            return
+        name = f"{topic}-" if topic else "partition "
+        _, left, waited = await self.await_partitions(
+            ctx, {p: (lambda r, t=t: r[2] == t) for p, t in moves.items()}, self.PATIENCE_S,
+            f"{len(moves)} partition{'s' if len(moves) > 1 else ''} of {topic or 'the topic'} "
+            f"off n{broker}", topic)
+        if left:
+            p = min(left)
+            raise NotReached(f"{name}{p} had not left n{broker} for {moves[p]} {waited:.0f} s "
+                             f"after its reassignment was accepted"
+                             + (f" ({len(left) - 1} more had not)" if len(left) > 1 else ""))
 
     async def _find(self, ctx, find, why):
         """``find()`` (blocking: run in a thread; (what it found or None, what it saw)) asked
@@ -378,6 +394,7 @@ class Decommission(Scenario):
         self.brokers = [n for n in self.up if n not in sim.controllers]
         if not set(sim.ids) - sim.controllers:
             raise Skipped(NO_BROKER)
+        self._listed_only(sim.broker_lists())
         return super().simulate(sim, step, opts, rng, controller, leader)
 
     def _sim_lists(self, sim, holds, then, waited: float = 0.0) -> None:

@@ -56,24 +56,45 @@ def transient(error: str | None) -> bool:
     return error is not None and (error in RETRIABLE or ":" in error)
 
 
+# A partition the controller's answer leaves out: not taken, asked again
+LEFT_OUT = "NoAnswer: the answer did not name the partition"
+
+
 async def ask_reassignment(ctx, scenario, partition: int, target: list[int],
                            topic: str | None = None) -> str | None:
     """AlterPartitionReassignments of ``partition`` (of the workload's topic, or of the
     internal ``topic``) to ``target``, asked again while no controller takes it (as an
     admin tool retries), for up to the scenario's ``PATIENCE_S``: the error it was refused
     with, or None once accepted."""
+    return (await ask_reassignments(ctx, scenario, {partition: target}, topic))[partition]
+
+
+async def ask_reassignments(ctx, scenario, moves: dict[int, list[int]],
+                            topic: str | None = None) -> dict[int, str | None]:
+    """``ask_reassignment`` of many partitions of one topic in one request (as an admin
+    tool sends a plan), those no controller took asked again together: partition -> the
+    error it was refused with, or None once accepted."""
     start = ctx.clock.monotonic()
+    out: dict[int, str | None] = {}
+    left = dict(moves)
+    if not left:
+        return out
     while True:
         try:
-            error = await asyncio.to_thread(ctx.reassign, partition, target,
-                                          *([topic] if topic else []))
+            answers = await asyncio.to_thread(ctx.reassign, left, topic)
         except Exception as exc:  # noqa: BLE001 - no controller answered (yet)
-            error = f"{type(exc).__name__}: {exc}"
+            answers = {p: f"{type(exc).__name__}: {exc}" for p in left}
         waited = ctx.clock.monotonic() - start
-        if not transient(error) or waited >= scenario.PATIENCE_S:
-            return error
-        ctx.log(f"{scenario.name}: {error}; asking again ({waited:.0f} s of at most "
-                f"{scenario.PATIENCE_S:.0f})")
+        for p in list(left):
+            error = answers.get(p, LEFT_OUT)
+            if not transient(error) or waited >= scenario.PATIENCE_S:
+                out[p] = error
+                del left[p]
+        if not left:
+            return out
+        many = f" ({len(left)} partitions)" if len(left) > 1 else ""
+        ctx.log(f"{scenario.name}: {answers.get(min(left), LEFT_OUT)}{many}; asking again "
+                f"({waited:.0f} s of at most {scenario.PATIENCE_S:.0f})")
         await ctx.clock.sleep(RETRY_S)
 
 

@@ -49,13 +49,18 @@ def _cluster(camp, moved, asked, unregistered, refuse=None, internal=INTERNAL):
     registered = {1, 2, 3, 4, 5}
     answers = ["NotControllerError"]  # the first move finds no quorum leader: asked again
 
-    def reassign(partition, replicas, topic=None):
-        key = partition if topic is None else (topic, partition)
-        asked.append((key, list(replicas)))
-        if answers:
-            return answers.pop(0)
-        moved[key] = list(replicas)
-        return None
+    def reassign(moves, topic=None):  # one request a topic
+        requests.append((topic, sorted(moves)))
+        out = {}
+        for partition, replicas in moves.items():
+            key = partition if topic is None else (topic, partition)
+            asked.append((key, list(replicas)))
+            if answers:
+                out[partition] = answers.pop(0)
+            else:
+                moved[key] = list(replicas)
+                out[partition] = None
+        return out
 
     def partition_infos(topic=None):
         if topic is None:
@@ -75,6 +80,7 @@ def _cluster(camp, moved, asked, unregistered, refuse=None, internal=INTERNAL):
         unregistered.append(broker)
         registered.discard(broker)
         return None
+    requests = camp.requests = []  # (topic, partitions) of each request
     camp.reassign = reassign
     camp.partition_infos = partition_infos
     camp.broker_lists = broker_lists
@@ -118,6 +124,10 @@ def test_without_a_machine_to_add_the_broker_comes_back_under_its_id_on_an_empty
     for p in ours:
         target = moved[("__transaction_state", p)]
         assert broker not in target and len(target) == 3, target
+    # one request a topic; asked again: only the partition no controller took
+    off = sorted(int(p) for p in moves)
+    assert camp.requests[:2] == [(None, off), (None, off[:1])], camp.requests
+    assert [r for r in camp.requests if r[0]] == [("__transaction_state", sorted(ours))]
     done = next(r["value"] for r in out if r["f"] == "recommissioned")
     assert broker in done["replicas"] and moved[done["partition"]] == done["replicas"]
     # on the broker: a clean stop, its data directory emptied while down, then a start
@@ -202,6 +212,39 @@ def test_an_internal_partition_on_the_broker_without_a_leader_keeps_it_running(
     assert outcome["status"] == "not-reached", outcome
     assert "internal topic's partition" in outcome["why"] and "no leader" in outcome["why"]
     assert not any("stop" in c for _, c in backend.calls), backend.calls
+
+
+def test_internal_moves_that_never_finish_keep_the_broker_running(tmp_path, monkeypatch):
+    """The internal topics' moves are asked in one request and waited for in one loop; a
+    move accepted that never completes (its new replica never catches up) ends the step as
+    not reached, naming the first partition and how many more had not moved, and the
+    broker is never stopped."""
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(package, "POLL_S", 0.01)
+    monkeypatch.setattr(package.Decommission, "PATIENCE_S", 0.5)
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    # n4 and n5 both hold two partitions of each internal topic, whichever is chosen
+    both = [(p, 1, [1, 4, 5], [1, 4, 5]) for p in range(2)]
+    moved = {}
+    _cluster(camp, moved, [], [], internal={"__transaction_state": both,
+                                            "__consumer_offsets": both})
+    taken = camp.reassign
+
+    def never_done(moves, topic=None):  # accepted, but the replicas stay as they were
+        answers = taken(moves, topic)
+        for p in moves if topic is not None else ():
+            moved.pop((topic, p), None)
+        return answers
+    camp.reassign = never_done
+    asyncio.run(camp.start_fault(FaultStep(0, 0.0, "decommission", "partition", 1.0)))
+    outcome = camp.fault_outcomes[0]
+    assert outcome["status"] == "not-reached", outcome
+    assert "__consumer_offsets-0 had not left" in outcome["why"], outcome
+    assert "(1 more had not)" in outcome["why"], outcome
+    assert not camp.killed and not [c for _, c in backend.calls if "python3" in c]
+    assert sorted(t for t, _ in camp.requests if t) == ["__consumer_offsets",
+                                                        "__transaction_state"]
 
 
 def test_internal_moves_leave_out_topics_not_made_and_need_a_leader():

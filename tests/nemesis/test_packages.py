@@ -327,14 +327,14 @@ def test_a_reassignment_replaces_one_replica_and_waits_for_the_move(tmp_path, mo
     moved = {}
     answers = [RuntimeError("Failed to find active controller id!"), "NotControllerError"]
 
-    def reassign(partition, replicas, topic=None):  # no quorum leader at first: asked again
+    def reassign(moves, topic=None):  # no quorum leader at first: asked again
         if answers:
             answer = answers.pop(0)
             if isinstance(answer, Exception):
                 raise answer
-            return answer
-        moved[partition] = list(replicas)
-        return None
+            return {p: answer for p in moves}
+        moved.update({p: list(r) for p, r in moves.items()})
+        return {p: None for p in moves}
     camp.reassign = reassign
     camp.partition_infos = lambda topic=None: [(p, l, moved.get(p, r), i) for p, l, r, i
                                                in (INFOS if topic is None else [])]
@@ -351,7 +351,8 @@ def test_a_reassignment_replaces_one_replica_and_waits_for_the_move(tmp_path, mo
     assert camp.fault_outcomes[0]["status"] == "happened"
     (tmp_path / "refused").mkdir()
     camp2, _, _ = campaign(tmp_path / "refused", ["reassign"])
-    camp2.reassign = lambda p, r: "InvalidReplicaAssignmentError"
+    camp2.reassign = lambda moves, topic=None: {p: "InvalidReplicaAssignmentError"
+                                                for p in moves}
     asyncio.run(camp2.start_fault(FaultStep(0, 0.0, "reassign", "partition", 1.0)))
     assert camp2.fault_outcomes[0]["status"] == "not-reached"
     assert "InvalidReplicaAssignmentError" in camp2.fault_outcomes[0]["why"]

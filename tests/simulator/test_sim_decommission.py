@@ -77,3 +77,30 @@ def test_the_internal_topics_move_off_the_broker_before_it_leaves():
     infos = sim.plan.partition_infos("__transaction_state")
     assert infos and all(5 not in replicas and leader >= 0 for _, leader, replicas, _ in infos), \
         infos
+
+
+def test_a_machine_not_yet_registered_is_no_target_in_the_simulator_either(monkeypatch):
+    """As in Docker (brokers.yaml seed 5): a node add-broker has just started but no broker
+    lists yet is neither decommissioned nor a target of the moves off."""
+    import random
+
+    from nemesis.packages.decommission import Decommission
+
+    class View:  # the simulated cluster as the package reads it: n6 runs, unregistered
+        ids, killed, controllers = [1, 2, 3, 4, 5, 6], set(), {1, 2, 3}
+
+        def broker_lists(self):
+            return {n: (1, 2, 3, 4, 5) for n in self.ids}
+
+        def partition_infos(self, topic=None):
+            return [(0, 4, [4, 1, 2], [4, 1, 2]), (1, 1, [1, 5, 3], [1, 5, 3])]
+
+        def active_controller(self):
+            return 1
+    chosen = []
+    monkeypatch.setattr(Decommission, "sim_act", lambda self, sim, choice, rng:
+                        chosen.append(choice))
+    for seed in range(30):
+        Decommission().simulate(View(), None, {}, random.Random(seed), 1, None)
+    assert {broker for broker, _ in chosen} == {4, 5}, chosen
+    assert all(6 not in t for _, moves in chosen for t in moves.values()), chosen
