@@ -386,13 +386,24 @@ class Campaign:
             return None
         self.addr[info.node_id] = info.address
         if replacing is not None:
-            self.killed.discard(replacing)
-            self.retired.add(replacing)
-        self.ids[:] = sorted(set(self.ids) - {replacing} | {info.node_id})  # the workload's too
+            self._leave(replacing)
+        self.ids[:] = sorted(set(self.ids) | {info.node_id})  # the workload's too
         self.log(f"nemesis: n{info.node_id} ({info.address}) added" + (
             "" if replacing is None else f" in the place of n{replacing}, which leaves the "
                                          f"cluster"))
         return info.node_id
+
+    def retire(self, node: int) -> None:
+        """The stopped ``node`` leaves the cluster for good with no machine in its place:
+        nothing starts it again and no fault picks it (its container or host, and its logs,
+        are kept)."""
+        self._leave(node)
+        self.log(f"nemesis: n{node} leaves the cluster; no machine takes its place")
+
+    def _leave(self, node: int) -> None:
+        self.killed.discard(node)
+        self.retired.add(node)
+        self.ids[:] = sorted(set(self.ids) - {node})  # the workload's too
 
     async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]:
         """The finalized feature levels, with their epoch and the newest metadata.version

@@ -103,6 +103,9 @@ class FaultContext(Protocol):
     # cluster for good (None: beside the others): its id (None: the backend has no machine
     # to add; the log says why)
     async def add_broker(self, replacing: int | None) -> int | None: ...
+    # the stopped node leaves the cluster for good, no machine in its place (nothing starts
+    # it again, no fault picks it; its machine and logs are kept)
+    def retire(self, node: int) -> None: ...
     # the finalized feature levels (their epoch, feature -> level, the newest
     # metadata.version supported) each running broker reports (None: it did not answer)
     async def feature_levels(self) -> dict[int, tuple[int, dict[str, int], int] | None]: ...

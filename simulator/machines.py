@@ -69,3 +69,4 @@ def retire(sim, node: int) -> None:
     assert sim.nodes[node].node is None, f"n{node} retired while running"
     sim.retired.add(node)
     sim.trace(sim.now, "retire", node)
+    sim.stats["nodes_retired"] = sim.stats.get("nodes_retired", 0) + 1

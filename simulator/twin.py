@@ -464,10 +464,16 @@ class PlanFaults:
         from . import machines
         new = machines.add_node(self.sim)
         if replacing is not None:
-            machines.retire(self.sim, replacing)
-            self.killed.discard(replacing)
-        self.ids[:] = sorted(set(self.ids) - {replacing} | {new})
+            self.retire(replacing)
+        self.ids[:] = sorted(set(self.ids) | {new})
         return new
+
+    def retire(self, node: int) -> None:
+        """The stopped ``node`` leaves the cluster for good (``machines.retire``)."""
+        from . import machines
+        machines.retire(self.sim, node)
+        self.killed.discard(node)
+        self.ids[:] = sorted(set(self.ids) - {node})
 
     def wipe(self, node: int) -> None:
         """The stopped node's disk replaced by an empty one (it formats anew)."""

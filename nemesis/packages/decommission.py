@@ -24,6 +24,11 @@ operator does it, while the clients write and other faults run:
 4. one partition of the topic moves onto it (a follower's replica replaced), done once it
    has caught up and joined the ISR.
 
+With ``replacement: none`` the cluster shrinks instead: after 2 the broker stays down, out
+of the cluster for good, and no machine comes (3 and 4 are left out); a broker is chosen
+only while every partition on it has a broker to go to, so the topic keeps its
+replication factor.
+
 A broker that is only a broker is chosen (a controller's voter would need the voters
 package's changes first), of those up, so the topic's replicas can go to the others. Each
 phase waits for its state for at most ``PATIENCE_S`` (a move whose target is cut off or down
@@ -34,7 +39,8 @@ History rows: ``decommission`` (invoke, info: the moves asked), ``decommission-i
 (info: the internal topics' moves asked, where the broker held any), ``decommissioned`` (it is
 out of every broker's Metadata), ``recommission`` (invoke: the new machine is being
 brought), ``recommissioned`` (info: the new broker, ``replaced`` naming the old id when it
-is a new one, listed by every broker, and the partition moved onto it).
+is a new one, listed by every broker, and the partition moved onto it), or with
+``replacement: none`` ``retired`` (info: the broker left for good).
 """
 from __future__ import annotations
 
@@ -42,14 +48,16 @@ import asyncio
 import random
 
 from ..package import NotReached, Scenario, Skipped, one_of
-from .reassign import ask_reassignment, ask_reassignments, sim_reassign
+from .reassign import (ask_reassignment, ask_reassignments, sim_find, sim_move_all,
+                       sim_reassign)
 
 POLL_S = 0.5  # between two looks at the brokers' Metadata
 ANSWER_S = 5.0  # an UnregisterBroker answer that has not come by then never will: asked again
 NO_BROKER = "every node is a controller: no broker-only node to decommission"
 # Answers after which UnregisterBroker is asked again: the quorum has no leader yet
 RETRIABLE = ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER")
-REPLACEMENTS = ("new-id", "same-id")  # the new machine's node id: a new one, or the old
+# the new machine's node id: a new one, or the old; or no new machine (the cluster shrinks)
+REPLACEMENTS = ("new-id", "same-id", "none")
 # Kafka's internal topics, whose replicas an operator moves off the broker too
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
@@ -108,6 +116,17 @@ def internal_moves_off(internal: dict[str, list], broker: int, brokers: list[int
     return out
 
 
+def too_few(infos, members: list[int]) -> str | None:
+    """Why no broker of ``members`` (the cluster's brokers, down ones too) can ever leave: as
+    many as the topic's replication factor, so a partition on the broker has nowhere to
+    go (a cluster ``replacement: none`` shrank that far, or one made so); None if one can."""
+    rf = max((len(replicas) for _, _, replicas, _ in infos), default=0)
+    if infos and len(members) <= rf:
+        return (f"the cluster has {len(members)} brokers, no more than the topic's "
+                f"replication factor ({rf}): none can leave it")
+    return None
+
+
 def move_onto(infos, broker: int, rng: random.Random,
               busy: set[int] = frozenset()) -> tuple[int, list[int]] | None:
     """(partition, target) putting ``broker`` in place of a follower of a partition led,
@@ -141,7 +160,7 @@ class Decommission(Scenario):
     length_s = 60.0  # a Docker step spends most of it: the moves, the stop, the new start
     aims_at = "a broker moved off, unregistered, and a new one registered in its place"
     opens = ("decommission",)
-    closes = ("recommissioned",)
+    closes = ("recommissioned", "retired")
     colour = "#8c6d31"
     options = {**Scenario.options, "replacement": one_of(REPLACEMENTS)}
     defaults = {"replacement": "new-id"}
@@ -165,8 +184,15 @@ class Decommission(Scenario):
                    and n.node_id in ctx.ids and n.node_id not in ctx.killed]
         self.brokers = [n.node_id for n in ctx.backend.nodes if n.roles == ("broker",)
                         and n.node_id in ctx.ids and n.node_id not in ctx.killed]
-        if not any(n.roles == ("broker",) for n in ctx.backend.nodes):
+        if not any(n.roles == ("broker",) and n.node_id in ctx.ids for n in ctx.backend.nodes):
             raise Skipped(NO_BROKER)
+        try:
+            infos = await asyncio.to_thread(ctx.partition_infos)
+        except Exception:  # noqa: BLE001 - no metadata now: the aim waits for it
+            infos = []
+        if why := too_few(infos, [n.node_id for n in ctx.backend.nodes if "broker" in n.roles
+                                  and n.node_id in ctx.ids]):
+            raise Skipped(why)
         self._listed_only(await ctx.broker_lists())
         return await super().start(ctx, step, opts, rng, controller, leader)
 
@@ -247,7 +273,18 @@ class Decommission(Scenario):
                              f"is kept" if holding else f"no metadata of the topic came within "
                              f"{self.PATIENCE_S:.0f} s to show n{broker} holds none: its disk "
                              f"is kept")
-        await self._recommission(ctx, broker, rng)
+        if self.replacement == "none":
+            await self._retire(ctx, broker)
+        else:
+            await self._recommission(ctx, broker, rng)
+
+    async def _retire(self, ctx, broker: int) -> None:
+        """No machine takes the broker's place: it stays down, out of the cluster for good."""
+        if broker not in ctx.killed:  # another fault's end started it again meanwhile
+            await ctx.kill("stop", [broker], {"target": self.name, "nodes": [broker]},
+                           clean=True)
+        ctx.retire(broker)
+        ctx.history.record("nemesis", "info", "retired", value={"node": broker})
 
     async def _move_internal(self, ctx, broker: int, rng) -> None:
         """Move the internal topics' replicas off ``broker`` and wait until every move is
@@ -382,9 +419,10 @@ class Decommission(Scenario):
 
     def describe(self, choice):
         broker, moves = choice
-        return f"decommission: n{broker} (partitions {sorted(moves)} moved off), " \
-            f"a new {'broker' if self.replacement == 'new-id' else f'n{broker}'} in its " \
-            f"place", [broker]
+        place = {"new-id": "a new broker in its place", "same-id": f"a new n{broker} in its "
+                 f"place", "none": "no machine in its place"}[self.replacement]
+        return f"decommission: n{broker} (partitions {sorted(moves)} moved off), {place}", \
+            [broker]
 
     # ------------------------------------------------------------- the simulated form
 
@@ -394,6 +432,8 @@ class Decommission(Scenario):
         self.brokers = [n for n in self.up if n not in sim.controllers]
         if not set(sim.ids) - sim.controllers:
             raise Skipped(NO_BROKER)
+        if why := too_few(sim.partition_infos(), list(sim.ids)):
+            raise Skipped(why)
         self._listed_only(sim.broker_lists())
         return super().simulate(sim, step, opts, rng, controller, leader)
 
@@ -411,9 +451,9 @@ class Decommission(Scenario):
         new = [broker]  # the new machine's node id, once it is there
 
         def internal():  # _move_internal
-            _sim_find(sim, lambda: internal_moves_off(
+            sim_find(sim, lambda: internal_moves_off(
                 {t: sim.partition_infos(t) for t in INTERNAL_TOPICS}, broker, self.up, rng),
-                patience, lambda moves: _sim_move_all(
+                patience, lambda moves: sim_move_all(
                     sim, [(t, p, r) for t, m in moves.items() for p, r in m.items()], broker,
                     patience, lambda: stop(0.0)),
                 f"an internal topic's partition on n{broker} had no leader or nowhere to go "
@@ -462,6 +502,9 @@ class Decommission(Scenario):
                 return
             if sim.running(broker):  # another fault's end started it again meanwhile
                 sim.kill([broker], clean=True)
+            if self.replacement == "none":
+                sim.retire(broker)
+                return
             if self.replacement == "new-id":
                 new[0] = sim.add_broker(broker)
             else:
@@ -478,7 +521,7 @@ class Decommission(Scenario):
                                 f"moved by another step for {patience:.0f} s")
                 return
             sim.claim(moves)
-            _sim_move_all(sim, [(None, p, t) for p, t in moves.items()], broker, patience,
+            sim_move_all(sim, [(None, p, t) for p, t in moves.items()], broker, patience,
                           internal, first=True)
         ask_moves(0.0)
 
@@ -495,7 +538,7 @@ class Decommission(Scenario):
                 onto(0.0)
 
         def onto(_waited):
-            _sim_find(sim, lambda: move_onto(sim.partition_infos(), broker, rng, sim.busy()),
+            sim_find(sim, lambda: move_onto(sim.partition_infos(), broker, rng, sim.busy()),
                       patience, onto_chosen, f"no partition could move onto the new "
                       f"n{broker} within {patience:.0f} s")
 
@@ -521,41 +564,6 @@ class Decommission(Scenario):
                     then(partition, target)
             sim.await_partition(partition, lambda r: broker in r[3], patience - waited, done)
         self._sim_lists(sim, lambda ls: lists_all(ls, broker), back)
-
-
-def _sim_move_all(sim, asked: list, broker: int, patience: float, then,
-                  first: bool = False) -> None:
-    """Each (topic, or None for the workload's, partition, target) of ``asked`` reassigned on
-    the simulated cluster (a partition of the workload's released once done); ``then()``
-    once every move is done, else the step is not reached. ``first``: as ``sim_reassign``."""
-    pending = {(t, p) for t, p, _ in asked}
-    if not pending:
-        then()
-    for t, p, r in asked:
-        def done(row, waited, topic=t, partition=p, target=r):
-            if topic is None:
-                sim.release([partition])
-            if row is None:
-                sim.not_reached(f"{topic + '-' if topic else 'partition '}{partition} had not "
-                                f"left n{broker} for {target} {waited:.0f} s after its "
-                                f"reassignment was accepted")
-                return
-            pending.discard((topic, partition))
-            if not pending:
-                then()
-        sim_reassign(sim, p, r, patience, done, first=first, topic=t)
-
-
-def _sim_find(sim, find, patience: float, then, why: str, waited: float = 0.0) -> None:
-    """``then(found)`` once ``find()`` is not None, asked every POLL_S of simulated time
-    for at most ``patience`` seconds; else the step is not reached, ``why``."""
-    found = find()
-    if found is not None:
-        then(found)
-    elif waited < patience:
-        sim.after(POLL_S, _sim_find, sim, find, patience, then, why, waited + POLL_S)
-    else:
-        sim.not_reached(why)
 
 
 PACKAGE = Decommission

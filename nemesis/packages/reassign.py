@@ -46,6 +46,7 @@ def reassign_choice(partitions: list[PartitionInfo], brokers: list[int],
 
 
 RETRY_S = 1.0  # between two attempts of a reassignment no controller took
+POLL_S = 0.5  # between two looks at the simulated cluster (``sim_find``)
 # Answers after which the cluster surely did not take the reassignment, and may later: the
 # quorum has no leader, or the broker asked does not know it yet
 RETRIABLE = ("NotControllerError", "RequestTimedOutError")
@@ -171,6 +172,42 @@ class Reassign(Scenario):
                 sim.not_reached(f"partition {partition} had not reached {target} "
                                 f"{waited:.0f} s after its reassignment was accepted")
         sim_reassign(sim, partition, target, self.PATIENCE_S, done)
+
+
+
+def sim_move_all(sim, asked: list, broker: int, patience: float, then,
+                 first: bool = False) -> None:
+    """Each (topic, or None for the workload's, partition, target) of ``asked`` reassigned on
+    the simulated cluster (a partition of the workload's released once done); ``then()``
+    once every move is done, else the step is not reached. ``first``: as ``sim_reassign``."""
+    pending = {(t, p) for t, p, _ in asked}
+    if not pending:
+        then()
+    for t, p, r in asked:
+        def done(row, waited, topic=t, partition=p, target=r):
+            if topic is None:
+                sim.release([partition])
+            if row is None:
+                sim.not_reached(f"{topic + '-' if topic else 'partition '}{partition} had not "
+                                f"left n{broker} for {target} {waited:.0f} s after its "
+                                f"reassignment was accepted")
+                return
+            pending.discard((topic, partition))
+            if not pending:
+                then()
+        sim_reassign(sim, p, r, patience, done, first=first, topic=t)
+
+
+def sim_find(sim, find, patience: float, then, why: str, waited: float = 0.0) -> None:
+    """``then(found)`` once ``find()`` is not None, asked every POLL_S of simulated time
+    for at most ``patience`` seconds; else the step is not reached, ``why``."""
+    found = find()
+    if found is not None:
+        then(found)
+    elif waited < patience:
+        sim.after(POLL_S, sim_find, sim, find, patience, then, why, waited + POLL_S)
+    else:
+        sim.not_reached(why)
 
 
 PACKAGE = Reassign

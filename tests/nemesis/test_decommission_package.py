@@ -318,7 +318,57 @@ def test_a_new_machine_under_a_new_node_id_takes_the_place_and_the_old_one_stays
 def test_same_id_is_asked_for_by_the_option_and_a_bad_value_names_it():
     checks = package.Decommission.option_checks()
     assert checks["replacement"]("same-id") is None
-    assert "unknown value 'other' (known: new-id, same-id)" == checks["replacement"]("other")
+    assert checks["replacement"]("none") is None
+    assert "unknown value 'other' (known: new-id, same-id, none)" == \
+        checks["replacement"]("other")
+
+
+def test_with_no_replacement_the_broker_leaves_and_nothing_takes_its_place(tmp_path,
+                                                                          monkeypatch):
+    """``replacement: none``: the moves off, the stop and the unregistration as before, then
+    the broker stays down and out of the cluster for good (no fault or heal starts it);
+    no machine is added and no disk emptied."""
+    from nemesis.packages import reassign
+    monkeypatch.setattr(reassign, "RETRY_S", 0.01)
+    monkeypatch.setattr(package, "POLL_S", 0.01)
+    monkeypatch.setattr(package.Decommission, "defaults", {"replacement": "none"})
+    camp, backend, history = campaign(tmp_path, ["decommission"])
+    unregistered = []
+    _cluster(camp, {}, [], unregistered)
+
+    async def go(index):
+        stop = await camp.start_fault(FaultStep(index, 0.0, "decommission", "partition", 1.0))
+        await stop()
+        await camp.stop_faults()
+    asyncio.run(go(0))
+    broker = unregistered[0]
+    assert camp.fault_outcomes[0]["status"] == "happened", camp.fault_outcomes
+    assert broker not in camp.ids and broker in camp.retired and not camp.killed
+    assert not [c for _, c in backend.calls if "python3" in c], "no disk emptied"
+    # the other broker-only node leaves too; then the three left are the topic's
+    # replication factor: the step is skipped, saying why (not a state that never came)
+    asyncio.run(go(1))
+    asyncio.run(go(2))
+    out = [r for r in rows(history, tmp_path) if r["process"] == "nemesis"]
+    fs = [(r["type"], r["f"]) for r in out]
+    order = [("invoke", "decommission"), ("info", "decommission"),
+             ("info", "decommission-internal"), ("invoke", "stop"), ("info", "stop"),
+             ("info", "decommissioned"), ("info", "retired")]
+    first = fs[:fs.index(("info", "retired")) + 1]
+    assert [x for x in first if x in order] == order, fs
+    assert not [x for x in fs if x[1] in ("recommission", "start")], fs
+    assert [camp.fault_outcomes[i]["status"] for i in range(3)] == ["happened", "happened",
+                                                                  "skipped"], camp.fault_outcomes
+    assert sorted(unregistered) == [4, 5] and camp.ids == [1, 2, 3], camp.ids
+    assert "no broker-only node" in camp.fault_outcomes[2]["why"], camp.fault_outcomes
+
+
+def test_a_cluster_of_as_many_brokers_as_replicas_has_none_that_can_leave():
+    from nemesis.packages.decommission import too_few
+    assert too_few(INFOS, [1, 2, 3, 4, 5]) is None
+    assert "3 brokers, no more than the topic's replication factor (3)" in too_few(
+        INFOS, [1, 4, 5])
+    assert too_few([], [1]) is None, "no metadata: not known to be too few"
 
 
 def test_a_machine_not_yet_registered_is_no_target(tmp_path, monkeypatch):

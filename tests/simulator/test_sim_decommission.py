@@ -48,6 +48,18 @@ def test_same_id_brings_the_old_machine_back_on_a_new_disk(monkeypatch):
     assert o.result.stats["wipes"] >= 1 and not o.result.stats.get("nodes_added"), o.result.stats
 
 
+def test_with_no_replacement_the_cluster_shrinks(monkeypatch):
+    from nemesis.packages.decommission import Decommission
+    monkeypatch.setattr(Decommission, "defaults", {"replacement": "none"})
+    o = run_seed(3, 5, 150, frozenset(), dict(DECOMMISSION), "queue")
+    assert o.ok, (o.invariant, o.detail)
+    r = o.result
+    assert r.coverage.get("broker-unregistered", 0) >= 1, r.coverage
+    assert not r.stats.get("nodes_added") and r.stats["wipes"] == 0, r.stats
+    assert r.stats["nodes_retired"] >= 1, r.stats
+    assert any(s.kind == "decommission" and s.status == "happened" for s in r.plan), r.plan
+
+
 def test_a_broker_is_never_wiped_on_a_view_that_knows_no_partition():
     """Seed 193 reads no partition of the topic (every live node still catching up) when its
     second step fires; the package once took that for a broker holding nothing and wiped
