@@ -1,7 +1,8 @@
 """The admin requests a broker forwards to the active controller, and its answers:
 CreateTopics, CreatePartitions, AlterConfigs, DeleteTopics, ElectLeaders, the partition
-reassignments (altered and listed), UpdateFeatures and the Raft voter changes. They travel as every other node message
-(``messages.TYPES``); nested fields are tuples of rows whose field types ``messages._ROWS``
+reassignments (altered and listed), UpdateFeatures, the Raft voter changes, ACLs, SCRAM
+credentials and client quotas. They travel as every other node message
+(``messages.TYPES``); nested fields are tuples of rows whose field types ``ADMIN_ROWS``
 gives."""
 from __future__ import annotations
 
@@ -232,3 +233,47 @@ class AlterScramRequest:
 class AlterScramResponse:
     correlation_id: int
     results: tuple  # rows (user, error, message or None)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterQuotasRequest:
+    correlation_id: int
+    entries: tuple  # rows (entity: sorted (type, name) pairs, ops: rows (key, value, remove))
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlterQuotasResponse:
+    correlation_id: int
+    results: tuple  # rows (entity, error, message or None)
+
+
+# The field types of the rows of these messages' nested fields (``messages._ROWS``)
+ADMIN_ROWS: dict[tuple[type, str], tuple] = {
+    (CreateTopicsRequest, "topics"): ("str", "int", "int", "tuple", "tuple"),
+    (CreateTopicsResponse, "results"): ("str", "int", "str | None", "str | None", "int", "int"),
+    (CreatePartitionsRequest, "topics"): ("str", "int", "tuple"),
+    (CreatePartitionsResponse, "results"): ("str", "int", "str | None"),
+    (ElectLeadersRequest, "partitions"): ("str", "int"),
+    (ElectLeadersResponse, "results"): ("str", "int", "int", "str | None"),
+    (AlterReassignmentsRequest, "partitions"): ("str", "int", "bool", "tuple[int]"),
+    (AlterReassignmentsResponse, "results"): ("str", "int", "int", "str | None"),
+    (ListReassignmentsRequest, "partitions"): ("str", "int"),
+    (UpdateFeaturesRequest, "updates"): ("str", "int", "int"),
+    (CreateAclsRequest, "creations"): ("int", "str", "int", "str", "str", "int", "int"),
+    (CreateAclsResponse, "results"): ("int", "str | None"),
+    (DeleteAclsRequest, "filters"): ("int", "str | None", "int", "str | None", "str | None",
+                                     "int", "int"),
+    (DeleteAclsResponse, "results"): ("int", "str | None", "tuple"),
+    (ListReassignmentsResponse, "results"): ("str", "int", "tuple[int]", "tuple[int]",
+                                             "tuple[int]"),
+    (AlterConfigsRequest, "resources"): ("int", "str", "tuple"),
+    (AlterConfigsResponse, "results"): ("int", "str", "int", "str | None"),
+    (DeleteTopicsRequest, "topics"): ("str", "str"),
+    (AlterScramRequest, "deletions"): ("str", "int"),
+    (AlterScramRequest, "upsertions"): ("str", "int", "int", "bytes", "bytes"),
+    (AlterScramResponse, "results"): ("str", "int", "str | None"),
+    (DeleteTopicsResponse, "results"): ("str", "str", "int", "str | None"),
+    (AlterQuotasRequest, "entries"): ("tuple", "tuple"),
+    (AlterQuotasResponse, "results"): ("tuple", "int", "str | None"),
+}

@@ -35,7 +35,8 @@ Managers
   without a heartbeat, controlled shutdown (leadership moved away first).
 - Replication control (``replication_control.py``): topics, partitions,
   elections and AlterPartition.
-- Producer ids (blocks of 1000, ProducerIdsRecord), ACLs (``acls.py``), SCRAM (``scram.py``).
+- Producer ids (blocks of 1000, ProducerIdsRecord); ACLs, SCRAM and client quotas
+  (``controller_security.py``).
 
 Register service and its read barrier
 -------------------------------------
@@ -53,9 +54,10 @@ from typing import Callable
 
 from . import messages as m
 from . import metadata_records as mr
-from . import acls, features, partition_events, reassignment, scram
+from . import features, partition_events, reassignment
 from . import replication_control as rc
 from .config_control import alter_configs
+from .controller_security import SecurityWrites
 from .coverage import Reached
 from .log import OffsetAndEpoch
 from .metadata_image import MetadataDelta, MetadataImage
@@ -89,7 +91,7 @@ class Deferred:
     on_resign: Callable[[int, int], object]  # the reply if leadership is lost first (leader, epoch)
 
 
-class QuorumController:
+class QuorumController(SecurityWrites):
     def __init__(self, node_id: int, *, options: ControllerOptions, bugs: frozenset[str],
                  raft: KafkaRaftClient, outbox: Outbox, can_lead: bool = True,
                  on_event: Callable[[str], None] | None = None) -> None:
@@ -495,25 +497,6 @@ class QuorumController:
         self._admin_write(
             src, now, lambda result: m.UpdateFeaturesResponse(req.correlation_id, *result),
             (m.NOT_CONTROLLER, None), plan, req.validate_only)
-
-    def handle_create_acls(self, src, req: m.CreateAclsRequest, now: int) -> None:
-        self._admin_write(
-            src, now, lambda rows: m.CreateAclsResponse(req.correlation_id, tuple(rows)),
-            [(m.NOT_CONTROLLER, None)] * len(req.creations),
-            lambda: acls.create_plan(self.current.acls, req.creations, self.raft.log.end_offset))
-
-    def handle_delete_acls(self, src, req: m.DeleteAclsRequest, now: int) -> None:
-        self._admin_write(
-            src, now, lambda rows: m.DeleteAclsResponse(req.correlation_id, tuple(rows)),
-            [(m.NOT_CONTROLLER, None, ())] * len(req.filters),
-            lambda: acls.delete_plan(self.current.acls, req.filters))
-
-    def handle_alter_scram(self, src, req: m.AlterScramRequest, now: int) -> None:
-        self._admin_write(
-            src, now, lambda rows: m.AlterScramResponse(req.correlation_id, tuple(rows)),
-            [(r[0], m.NOT_CONTROLLER, None) for r in (*req.deletions, *req.upsertions)],
-            lambda: scram.alter_plan(self.current.scram, req.deletions, req.upsertions,
-                                     self.current.features))
 
     def handle_alter_partition(self, src, req: m.AlterPartitionRequest, now: int) -> None:
         def answer(error: int):

@@ -65,7 +65,9 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse,
                                   DescribeUserScramCredentialsResponse,
                                   AlterUserScramCredentialsRequest,
                                   AlterUserScramCredentialsResponse,
-                                  ListConfigResourcesRequest, ListConfigResourcesResponse)
+                                  ListConfigResourcesRequest, ListConfigResourcesResponse,
+                                  DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+                                  AlterClientQuotasRequest, AlterClientQuotasResponse)
 from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
@@ -145,6 +147,7 @@ UNREGISTER_BROKER = 64
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 
 # api key -> (min version, max version, request class, response class)
 SUPPORTED: dict[int, tuple[int, int, type, type]] = {
@@ -195,6 +198,8 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0, AlterUserScramCredentialsRequest,
                                    AlterUserScramCredentialsResponse),
     DELETE_ACLS: (1, 3, DeleteAclsRequest, DeleteAclsResponse),
+    DESCRIBE_CLIENT_QUOTAS: (0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+    ALTER_CLIENT_QUOTAS: (0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
     ALTER_PARTITION_REASSIGNMENTS: (0, 1, AlterPartitionReassignmentsRequest,
                                     AlterPartitionReassignmentsResponse),
     LIST_PARTITION_REASSIGNMENTS: (0, 0, ListPartitionReassignmentsRequest,

@@ -98,6 +98,7 @@ class MetadataImage:
     acls: dict = field(default_factory=dict)  # id -> acls.AclBinding
     # (user, mechanism) -> (salt, stored key, server key, iterations): scram.py
     scram: dict = field(default_factory=dict)
+    quotas: dict = field(default_factory=dict)  # entity -> {key: value}: client_quotas.py
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.topics.get(topic)
@@ -143,6 +144,9 @@ class MetadataImage:
                 for i, b in sorted(self.acls.items())]
         out += [mr.UserScramCredentialRecord(name, mech, *value)
                 for (name, mech), value in sorted(self.scram.items())]
+        out += [mr.QuotaRecord(entity, k, v) for entity, values in
+                sorted(self.quotas.items(), key=lambda kv: repr(kv[0]))
+                for k, v in sorted(values.items())]
         return out
 
     def digest(self) -> int:
@@ -288,6 +292,17 @@ class MetadataDelta:
         elif t is mr.RemoveUserScramCredentialRecord:
             if self._map("scram").pop((record.name, record.mechanism), None) is None:
                 raise AssertionError(f"{record!r} names no credential")
+        elif t is mr.QuotaRecord:
+            quotas = self._map("quotas")
+            values = dict(quotas.get(record.entity, {}))
+            if record.remove:
+                values.pop(record.key, None)
+            else:
+                values[record.key] = record.value
+            if values:
+                quotas[record.entity] = values
+            else:
+                quotas.pop(record.entity, None)
         elif t is mr.ProducerIdsRecord:
             if record.next_producer_id <= self.next_producer_id:
                 raise AssertionError(f"{record!r} does not advance next producer id "

@@ -6,7 +6,7 @@ record version | body``. Api keys, names and fields are Kafka's
 PartitionChangeRecord 5, RemoveTopicRecord 9, FeatureLevelRecord 12, ProducerIdsRecord 15,
 BrokerRegistrationChangeRecord 17, NoOpRecord 20, AccessControlEntryRecord 23,
 RemoveAccessControlEntryRecord 24, UserScramCredentialRecord 11,
-RemoveUserScramCredentialRecord 22); chaoskraft's own register
+RemoveUserScramCredentialRecord 22, QuotaRecord 14); chaoskraft's own register
 service uses key 10000, outside Kafka's range. Bodies are msgpack maps of the record's fields instead
 of Kafka's generated schema bytes: the metadata log is only read by
 chaoskraft nodes, and the frame still tells a reader which record and
@@ -170,6 +170,16 @@ class RemoveUserScramCredentialRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaRecord:
+    """One quota of a client quota entity set or removed (``node_image/client_quotas.py``):
+    the entity as sorted (type, name or None for the default) pairs."""
+    entity: tuple
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterValueRecord:
     """chaoskraft: the register ``key`` now holds ``value``."""
     key: str
@@ -181,7 +191,7 @@ API_KEYS: dict[type, int] = {
     PartitionChangeRecord: 5, RemoveTopicRecord: 9, FeatureLevelRecord: 12, ProducerIdsRecord: 15,
     BrokerRegistrationChangeRecord: 17, NoOpRecord: 20, AccessControlEntryRecord: 23,
     RemoveAccessControlEntryRecord: 24, UserScramCredentialRecord: 11,
-    RemoveUserScramCredentialRecord: 22, RegisterValueRecord: 10000}
+    RemoveUserScramCredentialRecord: 22, QuotaRecord: 14, RegisterValueRecord: 10000}
 _BY_KEY = {v: k for k, v in API_KEYS.items()}
 _FIELDS = {t: tuple(f.name for f in dataclasses.fields(t)) for t in API_KEYS}
 # Fields added later have defaults and are written only when set, so a record that does

@@ -164,6 +164,7 @@ class Node:
         m.UnregisterBrokerRequest: QuorumController.handle_unregister_broker,
         m.DeleteAclsRequest: QuorumController.handle_delete_acls,
         m.AlterScramRequest: QuorumController.handle_alter_scram,
+        m.AlterQuotasRequest: QuorumController.handle_alter_quotas,
         m.AlterPartitionRequest: QuorumController.handle_alter_partition,
         m.AllocateProducerIdsRequest: QuorumController.handle_allocate_producer_ids,
     }

@@ -195,7 +195,8 @@ class Broker:
                               m.AlterReassignmentsResponse, m.ListReassignmentsResponse,
                               m.UpdateFeaturesResponse, m.RaftVoterResponse,
                               m.CreateAclsResponse, m.DeleteAclsResponse,
-                              m.UnregisterBrokerResponse, m.AlterScramResponse)):
+                              m.UnregisterBrokerResponse, m.AlterScramResponse,
+                              m.AlterQuotasResponse)):
             self.apis.handle_controller_response(msg)
         elif isinstance(msg, m.WriteTxnMarkersRequest):
             self.apis.write_txn_markers(msg, now, lambda resp: self.outbox.send(src, resp))

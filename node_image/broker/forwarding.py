@@ -30,7 +30,8 @@ RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms between two sendings
 _ROW_ERROR = {m.CreateTopicsResponse: 1, m.CreatePartitionsResponse: 1,
               m.DeleteTopicsResponse: 2, m.AlterConfigsResponse: 2,
               m.ElectLeadersResponse: 2, m.AlterReassignmentsResponse: 2,
-              m.CreateAclsResponse: 0, m.DeleteAclsResponse: 0, m.AlterScramResponse: 1}
+              m.CreateAclsResponse: 0, m.DeleteAclsResponse: 0, m.AlterScramResponse: 1,
+              m.AlterQuotasResponse: 1}
 
 
 def refused_as_not_controller(resp) -> bool:

@@ -66,13 +66,14 @@ from .apis.describe import DescribeApis, offline_replicas
 from .apis.fetch import FetchApis, _DelayedFetch
 from .apis.groups import GroupApis
 from .apis.produce import ProduceApis, _DelayedProduce
+from .apis.quotas import QuotaApis
 from .apis.scram import ScramApis
 from .apis.share import ShareApis, ShareState
 from .apis.txn import TxnApis
 
 
 class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApis,
-                ConsumerGroupApis, GroupApis, ClusterShapeApis, ScramApis, ShareApis):
+                ConsumerGroupApis, GroupApis, ClusterShapeApis, ScramApis, QuotaApis, ShareApis):
     """One broker's answers to clients: the dispatch table, ApiVersions and Metadata, the
     controller's answers, and the parked requests' timers; each API's handler is in its
     concern's module under ``apis/``."""
@@ -145,6 +146,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.DELETE_ACLS: self._delete_acls,
             kc.DESCRIBE_USER_SCRAM_CREDENTIALS: self._describe_user_scram_credentials,
             kc.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
+            kc.DESCRIBE_CLIENT_QUOTAS: self._describe_client_quotas,
+            kc.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             kc.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             kc.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
             kc.UPDATE_FEATURES: self._update_features,

@@ -1,8 +1,8 @@
 """The codec for the versions and APIs Kafka 4.0 added or kafka-python's admin sends, against
 bytes written out by hand from Kafka's message schemas: ListOffsets v10, Metadata v13,
 DescribeGroups v6, DeleteGroups v2, OffsetDelete v0, ElectLeaders v2,
-DescribeTopicPartitions v0, DescribeLogDirs v4, AlterPartitionReassignments v0-1 and
-ListPartitionReassignments v0."""
+DescribeTopicPartitions v0, DescribeLogDirs v4, AlterPartitionReassignments v0-1,
+ListPartitionReassignments v0, DescribeClientQuotas v1 and AlterClientQuotas v0."""
 import struct
 import uuid
 
@@ -221,3 +221,49 @@ def test_api_versions_v3_tags_its_feature_levels_and_update_features_v2_bytes():
     resp = R(throttle_time_ms=0, error_code=95, error_message="no")
     want = struct.pack(">ih", 0, 95) + cstr("no") + TAGS
     assert kc.encode_response(upd, resp) == response_v1(17, want)
+
+
+def test_describe_client_quotas_v1_request_and_response_bytes():
+    """DescribeClientQuotas v1 (flexible): components (type, match type int8, nullable match)
+    and strict; the answer's entries nullable, each value a float64."""
+    body = carray([cstr("user") + struct.pack(">b", 0) + cstr("alice") + TAGS,
+                   cstr("client-id") + struct.pack(">b", 2) + cstr(None) + TAGS]) + b"\x01" + TAGS
+    req = kc.decode_request(request_v2(kc.DESCRIBE_CLIENT_QUOTAS, 1, 12) + body)
+    assert [(c.entity_type, c.match_type, c.match) for c in req.body.components] == [
+        ("user", 0, "alice"), ("client-id", 2, None)] and req.body.strict is True
+    R = kc.response_class(kc.DESCRIBE_CLIENT_QUOTAS, 1)
+    E = R.EntryData
+    resp = R(throttle_time_ms=0, error_code=0, error_message=None, entries=[E(
+        entity=[E.EntityData(entity_type="user", entity_name="alice")],
+        values=[E.ValueData(key="producer_byte_rate", value=1024.0)])])
+    want = struct.pack(">ih", 0, 0) + cstr(None) + carray([
+        carray([cstr("user") + cstr("alice") + TAGS])
+        + carray([cstr("producer_byte_rate") + struct.pack(">d", 1024.0) + TAGS]) + TAGS]) + TAGS
+    assert kc.encode_response(req, resp) == response_v1(12, want)
+    refused = R(throttle_time_ms=0, error_code=42, error_message="bad", entries=None)
+    want = struct.pack(">ih", 0, 42) + cstr("bad") + NULL_ARRAY + TAGS
+    assert kc.encode_response(req, refused) == response_v1(12, want)
+
+
+def test_alter_client_quotas_v0_request_and_response_bytes():
+    """AlterClientQuotas v0 (not flexible): entries of an entity (nullable names) and ops
+    (key, float64 value, remove), then validate_only; per entity an error and its message."""
+    def s(x):
+        return b"\xff\xff" if x is None else struct.pack(">h", len(x)) + x.encode()
+    body = struct.pack(">i", 1) + struct.pack(">i", 1) + s("user") + s(None)
+    body += struct.pack(">i", 1) + s("request_percentage") + struct.pack(">d", 12.5) + b"\x00"
+    body += b"\x01"
+    frame = struct.pack(">hhi", kc.ALTER_CLIENT_QUOTAS, 0, 13) + s("c") + body
+    req = kc.decode_request(frame)
+    [entry] = req.body.entries
+    assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", None)]
+    assert [(o.key, o.value, o.remove) for o in entry.ops] == [("request_percentage", 12.5, False)]
+    assert req.body.validate_only is True
+    R = kc.response_class(kc.ALTER_CLIENT_QUOTAS, 0)
+    E = R.EntryData
+    resp = R(throttle_time_ms=0, entries=[E(error_code=42, error_message="Invalid",
+                                           entity=[E.EntityData(entity_type="user",
+                                                                entity_name=None)])])
+    want = struct.pack(">ii", 13, 0) + struct.pack(">i", 1) + struct.pack(">h", 42) + s("Invalid")
+    want += struct.pack(">i", 1) + s("user") + s(None)
+    assert kc.encode_response(req, resp) == struct.pack(">i", len(want)) + want
