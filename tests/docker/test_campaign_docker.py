@@ -18,13 +18,14 @@ BUG_CELL = "register-partition-seed1"
 def test_nightly_matrix_with_a_planted_bug_in_one_cell(docker_client, node_image, tmp_path,
                                                        browser):
     text = (ROOT / "campaigns" / "nightly.yaml").read_text()
-    # Every cell of the file (2 workloads x 3 nemeses) for its first seed: the second seed
+    # Every cell of the file (2 workloads x 4 nemeses) for its first seed: the second seed
     # runs the same cells again.
     assert "seeds: [1, 2]\n" in text
     text = text.replace("seeds: [1, 2]\n", "seeds: [1]\n")
-    if not NIGHTLY:  # CI: the partition column (2 cells); nightly the kill and clock ones too
+    if not NIGHTLY:  # CI: the partition column (2 cells); nightly the kill, clock and
+        # membership ones too
         text = text[:text.index("  - name: kill")]
-    cells = 2 if not NIGHTLY else 6
+    cells = 2 if not NIGHTLY else 8
     # The planted cell keeps its workload and seed, with the register campaign's default
     # clients and faults (its opening cut of the active controller, long enough for another
     # to take over): the default campaign catches this bug in every seed, 3.7 s into the
