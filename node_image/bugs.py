@@ -240,6 +240,18 @@ BUGS: dict[str, Bug] = {b.name: b for b in (
         "first's offsets, never written) or refused as out of order.",
         ("AckedRecordsKept", "inconsistent-offsets", "lost-write", "unseen", "durability"),
         workload="queue", docker=True),
+    Bug("fenced-epoch-appends", "broker",
+        "a transactional batch from a producer epoch older than the partition's is refused",
+        "The partition leader appends a transactional batch whose producer epoch is older "
+        "than the one a transaction marker fenced it with, so a zombie producer's batch "
+        "sent after its transactional id was taken over (its transaction aborted) opens a "
+        "transaction no coordinator knows there: it holds the last stable offset until the "
+        "new producer's next marker on that partition ends it, a COMMIT making the zombie's "
+        "records readable although its transaction failed.",
+        ("G1a", "AckedRecordsKept", "lost-write", "unseen", "durability"), workload="queue",
+        # transactional producers, each taken over after a life of 0-10 s while it runs
+        sim_options=(("transactions", True), ("crash_client_ms", 5000),
+                     ("zombie_producers", True))),
 )}
 
 

@@ -134,7 +134,7 @@ class QueueForm:
             sim.duration_ms + FINAL_READ_AFTER_MS,
             idempotent=lambda p, all_=q.idempotent: all_ is True or p % 2 == 0,
             transactional=q.transactions, crash_interval_ms=q.crash_client_ms, crash_seed=seed,
-            crash_mid_op=q.crash_mid_op)
+            crash_mid_op=q.crash_mid_op, zombie_producers=q.zombie_producers)
         args = {"allowed": tuple(default_allowed(True if q.transactions else q.idempotent))}
         return clients, args, self.plan_faults(sim) if q.scenario_mean_ms else None
 

@@ -63,7 +63,8 @@ class SimKafkaClients(SimConsumers, TxnProducers):
                  scripts: dict[int, list[dict]] | None = None, start_at_ms: int = 0,
                  topic_configs: dict[str, str] | None = None,
                  transactional: bool = False, crash_interval_ms: int | None = None,
-                 crash_seed=None, more_scripts=None, crash_mid_op: bool = False) -> None:
+                 crash_seed=None, more_scripts=None, crash_mid_op: bool = False,
+                 zombie_producers: bool = False) -> None:
         """``idempotent(process)``: whether that producer is (else it has no retries).
         ``crash_interval_ms``: Jepsen's crash-clients (``workloads.queue.client_lifetimes``,
         drawn from ``crash_seed``): each client slot's client is crashed between two of its
@@ -71,7 +72,8 @@ class SimKafkaClients(SimConsumers, TxnProducers):
         the next process number (the slot plus a multiple of the slots' count), as Docker's
         ``queue_worker`` does; ``more_scripts(process)``: a successor's script;
         ``crash_mid_op``: crashed when its life ends, in the middle of an operation if one
-        is in flight (``kafka_crashes``).
+        is in flight (``kafka_crashes``); ``zombie_producers``: a transactional producer
+        whose life ends goes on beside its successor until fenced.
         ``transactional``: every producer sends in transactions (``kafka_txn``) and every
         consumer, the final reader included, is read_committed.
         ``scripts``: process -> its operations ({f, key, value}); then each of the
@@ -99,7 +101,7 @@ class SimKafkaClients(SimConsumers, TxnProducers):
         self._idempotent = idempotent
         self.crashes = ClientCrashes(self, crash_interval_ms, crash_seed,
                                      base + consumers if scripts is None else producers,
-                                     more_scripts, crash_mid_op)
+                                     more_scripts, crash_mid_op, zombie_producers)
         self.history: list[dict] = []
         self.topic_ready = False
         self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (leader, leader epoch)

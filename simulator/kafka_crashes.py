@@ -12,7 +12,13 @@ scripted one (a Docker run's twin) with the generator's operations of its own pr
 still queued for the crashed process (a step, a retry) find it gone and do nothing; a
 process crashes only at a step, when none of its requests is out. No crash once the
 successor's number would reach the final phase's (``FINAL_PROCESS_BASE``), which is then the
-final reader's process."""
+final reader's process.
+
+With ``zombies`` a transactional producer is not crashed when its life ends: its successor
+starts beside it under the same transactional id (an application started again while the
+old instance still runs), and the old one goes on as a zombie, with no crash recorded,
+until a request of its is refused as fenced; then it closes (``end_zombie``), as an
+application closes a producer after a fatal error (``kafka_txn``)."""
 from __future__ import annotations
 
 from workloads.queue import client_lifetimes
@@ -23,9 +29,13 @@ from .kafka_state import _Consumer, _Producer
 
 class ClientCrashes:
     def __init__(self, clients, interval_ms: int | None, seed, slots: int,
-                 more_scripts=None, mid_op: bool = False) -> None:
+                 more_scripts=None, mid_op: bool = False, zombies: bool = False) -> None:
+        if zombies and (mid_op or interval_ms is None or not clients.transactional):
+            raise ValueError("option zombie_producers needs crash_client_ms and transactions, "
+                             "and not crash_mid_op")
         self.clients = clients
         self.mid_op = mid_op
+        self.zombies = zombies
         self.interval_ms = interval_ms
         self.slots = slots
         self.more_scripts = more_scripts
@@ -64,8 +74,42 @@ class ClientCrashes:
         at = self._at[process]
         if self.mid_op or at is None or now < at:
             return False
+        if self.zombies and process in self.clients._producer:
+            # a takeover is a fault: none once the faults end, so that the liveness check
+            # after them asks only what a cluster without them must do (takeovers faster
+            # than a transaction takes abort every one of them: seed 116 of 101-200)
+            if now < self.clients.sim.duration_ms:
+                self._take_over(process)
+            else:
+                self._at[process] = None
+            return False  # it goes on (a zombie, if taken over)
         self._successor(process)
         return True
+
+    def _take_over(self, process: int) -> None:
+        """``zombies``: a new producer of the slot's transactional id starts beside the
+        running one (an application restarted while the old instance still runs); its
+        InitProducerId fences the old one, which goes on until a request of its is refused
+        as fenced, and then ends (``end_zombie``)."""
+        c = self.clients
+        old, new = c._producer[process], process + self.slots
+        self._slot[new] = self._slot[process]
+        self._at[process] = None  # a zombie's life does not end again
+        old.zombie = True
+        fresh = _Producer(new, c._idempotent(self._slot[process]), c.transactional)
+        fresh.txn_id = old.txn_id
+        c._producer[new] = fresh
+        c.producers[c.producers.index(old)] = fresh
+        c.sim.stats["zombie_producers"] = c.sim.stats.get("zombie_producers", 0) + 1
+        c._later(1, "step", new)
+
+    def end_zombie(self, process: int) -> None:
+        """The zombie was fenced (or can no longer go on): it is closed, as an application
+        closes a producer after a fatal error."""
+        self._gone.add(process)
+        self.clients._producer.pop(process, None)
+        stats = self.clients.sim.stats
+        stats["zombies_fenced"] = stats.get("zombies_fenced", 0) + 1
 
     def crash_now(self, process: int) -> None:
         """``mid_op``: the client is crashed wherever it stands. An operation in flight

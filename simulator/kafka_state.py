@@ -40,6 +40,9 @@ class _Producer:
         self.sequence: dict[int, int] = {}
         self.count = 0
         self.op: dict | None = None  # the send in progress
+        # a transactional producer whose transactional id a successor took over while it
+        # ran (``kafka_crashes``): it goes on until fenced, then ends
+        self.zombie = False
 
 
 class _Consumer:

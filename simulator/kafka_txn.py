@@ -18,7 +18,11 @@ to its coordinator as librdkafka's does:
   retried after a back-off, all until the transaction's deadline (``TXN_DEADLINE_MS``);
 - a send that fails (its delivery timeout, a fenced or reset producer) makes the
   transaction abort, and the producer starts over with InitProducerId (a new epoch), as
-  librdkafka's does after an abortable error.
+  librdkafka's does after an abortable error;
+- a zombie (a producer whose transactional id a successor took over, ``kafka_crashes``)
+  never starts over: once a transaction of its ends refused, it closes. That transaction
+  is **fail** when the zombie never asked to commit it, or when its first EndTxn(commit)
+  (none lost before it) was refused as fenced: the successor's InitProducerId aborted it.
 
 A transaction is one operation of the history, in the shape of the Docker workload's
 (``workloads.queue_workload``) and Jepsen's: ``f: txn``, invoked with ``[["send", key,
@@ -42,6 +46,7 @@ TXN_DEADLINE_MS = 30_000  # a transaction not ended by then is given up: info
 # The coordinator's answers that a later attempt may not get: find it again, or wait.
 FIND_AGAIN = {m.NOT_COORDINATOR, m.COORDINATOR_NOT_AVAILABLE}
 WAIT = {m.COORDINATOR_LOAD_IN_PROGRESS, m.CONCURRENT_TRANSACTIONS}
+FENCED = {m.PRODUCER_FENCED, m.INVALID_PRODUCER_EPOCH}  # a newer producer of the id runs
 
 
 def read_records(data, position: int, into: list, aborted=None) -> int:
@@ -121,6 +126,7 @@ class TxnProducers:
         def on_lost() -> None:
             if p.op is op:
                 p.coordinator = None
+                op.setdefault("lost", set()).add(api)  # it may have been taken
                 self._txn_later(p, self.BACKOFF_MS, again)
         self._request(p.process, p.coordinator, api, 1, body, on_reply, on_lost)
 
@@ -217,7 +223,12 @@ class TxnProducers:
 
         def done(error: int, resp) -> None:
             name = m.ERROR_NAMES.get(error, str(error))
-            if error != m.NONE:  # fenced, or in a state it cannot end from: unknown
+            if error != m.NONE and p.zombie and (not commit or (
+                    error in FENCED and kc.END_TXN not in op.get("lost", ()))):
+                # a zombie's transaction it never asked to commit, or whose first commit
+                # was refused as fenced: its successor's InitProducerId aborted it
+                self._txn_over(p, op, "fail", op["error"] or name, reset=True)
+            elif error != m.NONE:  # fenced, or in a state it cannot end from: unknown
                 self._txn_over(p, op, "info", op["error"] or name, reset=True)
             elif commit:
                 self._txn_over(p, op, "ok")
@@ -242,6 +253,9 @@ class TxnProducers:
         self._record(p.process, type_, "txn", error=error, value=[
             ["send", key_name(part), [op["offsets"][i] if type_ == "ok" else None, v]]
             for i, (part, v) in enumerate(op["txn"])])
+        if p.zombie and (reset or type_ == "info"):
+            self.crashes.end_zombie(p.process)  # fenced: closed, as after a fatal error
+            return
         if reset or type_ == "info":
             p.producer_id, p.coordinator = None, None
         self._next(p.process)

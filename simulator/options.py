@@ -100,6 +100,10 @@ class QueueOptions:
     # ... and crashed when its life ends, mid-operation if one is in flight (its completion
     # info), rather than at its next step as Docker's are
     crash_mid_op: bool = False
+    # ... and a transactional client's successor starts while it still runs: the old one,
+    # fenced by the new one's InitProducerId, goes on until a request of its is refused,
+    # then closes (zombie fencing, as Kafka's transactional id takeover)
+    zombie_producers: bool = False
 
     @staticmethod
     def draw(seed: int) -> "QueueOptions":

@@ -18,12 +18,16 @@ from node_image.bugs import BUGS
 
 def test_each_bug_goes_to_the_campaign_meant_to_catch_it():
     assert matrix.docker_workload(None) == "queue"
-    assert matrix.bug_groups()["queue"] == [n for n, b in BUGS.items() if b.workload == "queue"]
+    # the queue bugs a Docker campaign catches (fenced-epoch-appends needs the simulator's
+    # zombie producers)
+    assert matrix.bug_groups()["queue"] == [n for n, b in BUGS.items()
+                                            if b.workload == "queue" and b.docker]
+    assert "fenced-epoch-appends" not in matrix.bug_groups()["queue"]
     docker_register = ["concurrent-voter-changes", "voter-counted-before-catch-up",
                        "lease-read", "lease-read-step-proof", "reply-before-commit"]
     assert matrix.bug_groups()["register"] == docker_register
     for name, bug in BUGS.items():
-        expected = "queue" if bug.workload == "queue" else (
+        expected = ("queue" if bug.docker else None) if bug.workload == "queue" else (
             "register" if name in docker_register else None)
         assert matrix.docker_workload(name) == expected, name
     cmd = matrix._cell_command("unclean-election", 7, 60, "/r")

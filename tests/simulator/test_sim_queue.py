@@ -114,11 +114,15 @@ BUGS = {
     # two producers sharing an id and epoch: the second's batch taken for a retry of the
     # first's is acknowledged at the first's offset
     "pid-given-twice": {"AckedRecordsKept", "QueueAnomaly"},
+    # a zombie producer's batch after its takeover's ABORT marker, committed by the new
+    # producer's next marker there: its failed transaction is read
+    "fenced-epoch-appends": {"QueueAnomaly"},
 }
 
 
 # What the queue checker must name among the anomalies of a transaction bug it catches.
 TXN_ANOMALIES = {"no-aborted-list": {"G1a"}, "abort-as-commit": {"G1a"},
+                 "fenced-epoch-appends": {"G1a"},
                  "partial-commit-markers": {"lost-write", "durability"}}
 
 
