@@ -117,10 +117,12 @@ def internal_moves_off(internal: dict[str, list], broker: int, brokers: list[int
 
 
 def too_few(infos, members: list[int]) -> str | None:
-    """Why no broker of ``members`` (the cluster's brokers, down ones too) can ever leave: as
-    many as the topic's replication factor, so a partition on the broker has nowhere to
-    go (a cluster ``replacement: none`` shrank that far, or one made so); None if one can."""
-    rf = max((len(replicas) for _, _, replicas, _ in infos), default=0)
+    """Why no broker of ``members`` (the cluster's brokers, down ones too) can ever leave:
+    every partition of the topic has a replica on every one of them (no more brokers than
+    its smallest replica set: a partition being moved has more replicas for a while), so
+    none has anywhere to go (a cluster ``replacement: none`` shrank that far, or one made
+    so); None if one can."""
+    rf = min((len(replicas) for _, _, replicas, _ in infos), default=0)
     if infos and len(members) <= rf:
         return (f"the cluster has {len(members)} brokers, no more than the topic's "
                 f"replication factor ({rf}): none can leave it")

@@ -369,6 +369,8 @@ def test_a_cluster_of_as_many_brokers_as_replicas_has_none_that_can_leave():
     assert "3 brokers, no more than the topic's replication factor (3)" in too_few(
         INFOS, [1, 4, 5])
     assert too_few([], [1]) is None, "no metadata: not known to be too few"
+    moving = [(0, 1, [1, 4, 5, 2], [1, 4, 5]), (1, 4, [4, 1, 5], [4, 1, 5])]
+    assert too_few(moving, [1, 2, 4, 5]) is None, "a move in progress: n2 can still leave"
 
 
 def test_a_machine_not_yet_registered_is_no_target(tmp_path, monkeypatch):
