@@ -20,7 +20,8 @@ to its coordinator as librdkafka's does:
   transaction abort, and the producer starts over with InitProducerId (a new epoch), as
   librdkafka's does after an abortable error;
 - a zombie (a producer whose transactional id a successor took over, ``kafka_crashes``)
-  never starts over: once a transaction of its ends refused, it closes. That transaction
+  never starts over: once a transaction of its ends refused, or where it has no producer
+  id, it closes. That transaction
   is **fail** when the zombie never asked to commit it, or when its first EndTxn(commit)
   (none lost before it) was refused as fenced: the successor's InitProducerId aborted it.
 
@@ -161,6 +162,9 @@ class TxnProducers:
         self._txn_call(p, op, kc.INIT_PRODUCER_ID, body, lambda r: r.error_code, done)
 
     def _txn_begin(self, p) -> None:
+        if p.producer_id is None and p.zombie:  # it would fence its successor: closed
+            self.crashes.end_zombie(p.process)
+            return
         if p.producer_id is None:
             self._txn_init(p)
             return

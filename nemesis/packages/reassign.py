@@ -174,7 +174,6 @@ class Reassign(Scenario):
         sim_reassign(sim, partition, target, self.PATIENCE_S, done)
 
 
-
 def sim_move_all(sim, asked: list, broker: int, patience: float, then,
                  first: bool = False) -> None:
     """Each (topic, or None for the workload's, partition, target) of ``asked`` reassigned on

@@ -41,10 +41,10 @@ def test_a_zombies_late_batch_is_caught_and_only_with_zombies():
     transaction is read (G1a). Without zombies (the clients crashed instead) the same seed
     holds."""
     bug = frozenset({"fenced-epoch-appends"})
-    o = run_seed(1, 5, 60, bug, dict(ZOMBIES), workload="queue")
+    o = run_seed(4, 5, 60, bug, dict(ZOMBIES), workload="queue")
     assert not o.ok and o.invariant == "QueueAnomaly", (o.invariant, o.detail)
     assert "G1a" in {c["anomaly"] for c in o.counterexample}, o.detail
-    crashed = run_seed(1, 5, 60, bug, {**ZOMBIES, "zombie_producers": False}, workload="queue")
+    crashed = run_seed(4, 5, 60, bug, {**ZOMBIES, "zombie_producers": False}, workload="queue")
     assert crashed.ok, (crashed.invariant, crashed.detail)
     assert crashed.result.stats["client_crashes"] > 0
 
