@@ -180,16 +180,18 @@ def _one_of_the_docker_slots(request, tmp_path_factory):
 
 def wait_for(what, predicate, timeout_s=60):
     """``predicate()``'s first truthy value, polled every 0.3 s; an exception counts as not yet
-    (a cluster coming up refuses connections). Fails naming ``what`` after ``timeout_s``."""
+    (a cluster coming up refuses connections). Fails naming ``what`` after ``timeout_s``, and
+    what the last try raised or gave."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             value = predicate()
             if value:
                 return value
-        except Exception:  # noqa: BLE001 - not there yet
-            pass
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            last = f"gave {value!r}"
+        except Exception as exc:  # noqa: BLE001 - not there yet
+            last = f"raised {type(exc).__name__}: {exc}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} (last try {last})"
         time.sleep(0.3)
 
 
