@@ -24,6 +24,7 @@ An entity is a set of (type, name) pairs, kept sorted: ``user``, ``client-id`` o
 from __future__ import annotations
 
 import ipaddress
+from collections import Counter
 
 from . import messages as m
 from . import metadata_records as mr
@@ -74,13 +75,36 @@ def _value_error(keys: dict, key: str, value: float) -> tuple[int, str] | None:
     return None
 
 
+def _entity_records(quotas: dict, entity: tuple, pairs, ops):
+    """(error or None, the entity's records) for one entity's alteration: none where any
+    of it is refused."""
+    why = _entity_error(pairs)
+    if why:
+        return why, []
+    keys = IP_KEYS if IP in dict(pairs) else USER_KEYS
+    current = quotas.get(entity, {})
+    records, asked = [], set()
+    for key, value, remove in ops:
+        if key in asked:
+            return (m.INVALID_REQUEST, f"Duplicate quota key {key} not updating quota for "
+                                       f"this entity {show(entity)}"), []
+        asked.add(key)
+        if remove:
+            if key in current:
+                records.append(mr.QuotaRecord(entity, key, remove=True))
+            continue
+        if why := _value_error(keys, key, value):
+            return why, []
+        if current.get(key) != value:
+            records.append(mr.QuotaRecord(entity, key, float(value)))
+    return None, records
+
+
 def alter_plan(quotas: dict, entries):
     """(records, results rows (entity, error, message), events) for AlterClientQuotas over
     ``quotas`` (entity -> {key: value}). ``entries``: rows (entity pairs, ops rows (key,
     value, remove)); results are one row per entity, in the order first named."""
-    named: dict[tuple, int] = {}
-    for pairs, _ in entries:
-        named[tuple(sorted(pairs))] = named.get(tuple(sorted(pairs)), 0) + 1
+    named = Counter(tuple(sorted(pairs)) for pairs, _ in entries)
     results: dict[tuple, tuple[int, str | None]] = {}
     records: list = []
     for pairs, ops in entries:
@@ -90,26 +114,9 @@ def alter_plan(quotas: dict, entries):
         if named[entity] > 1:
             results[entity] = (m.INVALID_REQUEST, f"Ignoring duplicate entity {show(entity)}")
             continue
-        why = _entity_error(pairs)
-        keys = IP_KEYS if IP in dict(pairs) else USER_KEYS
-        current = quotas.get(entity, {})
-        mine, asked = [], set()
-        for key, value, remove in ops:
-            if why:
-                break
-            if key in asked:
-                why = (m.INVALID_REQUEST, f"Duplicate quota key {key} not updating quota for "
-                                          f"this entity {show(entity)}")
-            asked.add(key)
-            if remove:
-                if key in current:
-                    mine.append(mr.QuotaRecord(entity, key, remove=True))
-            elif not why and not (why := _value_error(keys, key, value)) \
-                    and current.get(key) != value:
-                mine.append(mr.QuotaRecord(entity, key, float(value)))
+        why, mine = _entity_records(quotas, entity, pairs, ops)
         results[entity] = why or (m.NONE, None)
-        if not why:
-            records += mine
+        records += mine
     events = [f"client quotas altered for {', '.join(sorted({show(r.entity) for r in records}))}"]
     return records, [(e, *r) for e, r in results.items()], events if records else []
 
