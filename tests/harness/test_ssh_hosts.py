@@ -70,18 +70,56 @@ def _valid_run_with_its_faults(campaign: dict, hosts_file: Path,
     return log, run_dir, planned
 
 
-def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
+@contextlib.contextmanager
+def _then_clean(hosts):
+    """The block's campaigns on the hosts, then ``chaoskraft hosts clean``: every host's
+    file list as before, the install kept between runs, and nothing of ours running (also
+    when the block failed: the hosts are the module's)."""
     from harness.cli import main
     before = [hosts.file_list(i) for i in range(4)]
-    hosts_file = hosts.hosts_file(tmp_path / "hosts.yaml", hosts.known, nodes=3)
-    results = tmp_path / "results"
+    hosts_file = hosts.hosts_file(hosts.workdir / "hosts.yaml", hosts.known, nodes=3)
     try:
+        yield hosts_file
+        for i in range(4):  # the install is still there between runs, and nothing runs
+            rc, out = hosts.sh(i, "test -d /opt/chaoskraft/root && ! grep -q chaoskraft /proc/mounts")
+            assert rc == 0, out
+    finally:
+        cleaned = main(["hosts", "clean", "--hosts", str(hosts_file)])
+    assert cleaned == 0
+    after = [hosts.file_list(i) for i in range(4)]
+    for i in range(4):
+        added = sorted(set(after[i]) - set(before[i]))
+        removed = sorted(set(before[i]) - set(after[i]))
+        assert not added and not removed, (i, added[:20], removed[:20])
+        rc, out = hosts.sh(i, "ps -eo comm=")
+        assert rc == 0 and set(out.split()) <= {"sshd", "sh", "ps"}, out  # nothing of ours runs
+
+
+def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
+    results = tmp_path / "results"
+    with _then_clean(hosts) as hosts_file:
         register = {"workload": "register", "seed": 7, "time_limit_s": 12, "recovery_s": 3,
                     "concurrency": 6, "nemesis": ["partition", "kill", "pause", "clock", "delay"],
                     "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
         log, run_dir, planned = _valid_run_with_its_faults(register, hosts_file, results)
         assert "installing node bundle" in log and len(planned) >= 4
 
+        queue = {"workload": "queue", "seed": 3, "time_limit_s": 14, "recovery_s": 3,
+                 "concurrency": 6, "nemesis": ["partition", "kill", "power-loss"],
+                 "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
+        log, run_dir, planned = _valid_run_with_its_faults(queue, hosts_file, results)
+        assert "already installed" in log and "installing node bundle" not in log  # reused
+        assert "power-loss" in planned
+        for n in (1, 2, 3):
+            node_log = run_dir / "nodes" / f"n{n}" / "node.log"
+            assert f"node {n} listening" in node_log.read_text()
+            assert (run_dir / "nodes" / f"n{n}" / "data.tar.gz").stat().st_size > 0
+
+
+@pytest.mark.nightly  # two more campaigns over SSH (CI's budget: DESIGN section 9)
+def test_clock_rate_and_decommission_over_ssh_then_clean(hosts, tmp_path):
+    results = tmp_path / "results"
+    with _then_clean(hosts) as hosts_file:
         # a clock rate alone (a clock fault beside it would move the same clock): it takes on
         # the hosts, the node's age read from the host's /proc, and its measured rate is
         # recorded (long enough that a start slowed by a busy machine leaves a window to
@@ -95,17 +133,6 @@ def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
         assert rows and not any("failed" in v for v in rows), rows
         seen = [x for v in rows for x in v.get("measured_rates", {}).values()]
         assert seen and all(0.3 < x < 0.7 for x in seen), rows
-        for n in (1, 2, 3):
-            node_log = run_dir / "nodes" / f"n{n}" / "node.log"
-            assert f"node {n} listening" in node_log.read_text()
-            assert (run_dir / "nodes" / f"n{n}" / "data.tar.gz").stat().st_size > 0
-
-        queue = {"workload": "queue", "seed": 3, "time_limit_s": 14, "recovery_s": 3,
-                 "concurrency": 6, "nemesis": ["partition", "kill", "power-loss"],
-                 "nemesis_interval_s": 2, "nemesis_combine": "concurrent"}
-        log, run_dir, planned = _valid_run_with_its_faults(queue, hosts_file, results)
-        assert "already installed" in log and "installing node bundle" not in log  # reused
-        assert "power-loss" in planned
 
         # a broker decommissioned: the spare host (the hosts file's spare_hosts, checked and
         # given the bundle with the others) comes in under a new node id, n4; the old
@@ -120,21 +147,6 @@ def test_register_and_queue_campaigns_over_ssh_then_clean(hosts, tmp_path):
         assert rows and rows[0]["node"] == 4 and rows[0]["replaced"] == 3, rows
         assert 4 in rows[0]["replicas"] and "spare host added: n4" in log, rows
         assert "registered" in (run_dir / "nodes" / "n4" / "node.log").read_text()
-
-        # the install is still there between runs, and nothing runs
-        for i in range(4):
-            rc, out = hosts.sh(i, "test -d /opt/chaoskraft/root && ! grep -q chaoskraft /proc/mounts")
-            assert rc == 0, out
-    finally:  # the hosts are the module's: what a failure installed is removed too
-        cleaned = main(["hosts", "clean", "--hosts", str(hosts_file)])
-    assert cleaned == 0
-    after = [hosts.file_list(i) for i in range(4)]
-    for i in range(4):
-        added = sorted(set(after[i]) - set(before[i]))
-        removed = sorted(set(before[i]) - set(after[i]))
-        assert not added and not removed, (i, added[:20], removed[:20])
-        rc, out = hosts.sh(i, "ps -eo comm=")
-        assert rc == 0 and set(out.split()) <= {"sshd", "sh", "ps"}, out  # nothing of ours runs
 
 
 def _check_error(hosts, tmp_path, entries, known=None, **extra) -> str:
