@@ -78,12 +78,14 @@ def test_the_twin_runs_the_stored_plan_and_operations(tmp_path):
     acked = {h["value"]["value"] for h in r.history if h["f"] == "send" and h["type"] == "ok"}
     read = {v for msgs in final[0]["value"].values() for _, v in msgs}
     assert len(acked) > 500 and acked <= read
-    # the same seed gives the same trace; another seed moves only the timing
+    # the same seed gives the same trace; another seed moves only the timing (nightly: a
+    # third twin; CI's budget, DESIGN section 9)
     again = run_seed(7, 0, 0, frozenset(), twin=load_twin(run))
-    other = run_seed(8, 0, 0, frozenset(), twin=twin)
     assert again.trace_hash == o.trace_hash and again.result.history == r.history
-    assert other.trace_hash != o.trace_hash
-    assert [s.kind for s in other.result.plan] == [s.kind for s in r.plan]
+    if NIGHTLY:
+        other = run_seed(8, 0, 0, frozenset(), twin=twin)
+        assert other.trace_hash != o.trace_hash
+        assert [s.kind for s in other.result.plan] == [s.kind for s in r.plan]
 
 
 # What each simulated fault must visibly do in the run's stats.
@@ -151,7 +153,11 @@ def test_a_paused_node_hears_nothing_until_it_resumes(tmp_path):
 SCENARIO_BUGS = {"unclean-election": 7, "skip-epoch-truncation": 7}
 
 
-@pytest.mark.parametrize("bug", sorted(SCENARIO_BUGS))
+# unclean-election's twin is also caught by test_cli_prints_each_step_and_how_to_replay: CI
+# runs the other (CI's budget, DESIGN section 9)
+@pytest.mark.parametrize("bug", [pytest.param(b, marks=pytest.mark.nightly)
+                                 if b == "unclean-election" else b
+                                 for b in sorted(SCENARIO_BUGS)])
 def test_the_twin_of_a_scenario_run_catches_the_bug_it_aims_at(tmp_path, bug):
     run = stored_run(tmp_path / bug, "scenarios.yaml", seed=SCENARIO_BUGS[bug], bugs=[bug])
     o = run_seed(SCENARIO_BUGS[bug], 0, 0, frozenset(), twin=load_twin(run))
