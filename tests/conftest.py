@@ -110,6 +110,19 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=later)
             items[:] = [item for item in items if not item.get_closest_marker("nightly")]
     _docker_streams(items)
+    _module_clusters(items)
+
+
+def _module_clusters(items) -> None:
+    """The tests of a module that share a module-scoped fixture (three node processes, as a
+    rule) on one worker: under ``--dist loadgroup`` they were dealt to several, each starting
+    the module's cluster again, and a test that follows an earlier one on the same cluster
+    (kraft.version raised after metadata.version) then ran on a fresh one and failed."""
+    for item in items:
+        if item.get_closest_marker("docker") or item.get_closest_marker("xdist_group"):
+            continue
+        if any(defs[-1].scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(f"module-{item.module.__name__}"))
 
 
 def _docker_streams(items) -> None:
