@@ -113,6 +113,10 @@ def pytest_collection_modifyitems(config, items):
     _module_clusters(items)
 
 
+def _shares_module_fixture(item) -> bool:
+    return any(defs[-1].scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values())
+
+
 def _module_clusters(items) -> None:
     """The tests of a module that share a module-scoped fixture (three node processes, as a
     rule) on one worker: under ``--dist loadgroup`` they were dealt to several, each starting
@@ -121,7 +125,7 @@ def _module_clusters(items) -> None:
     for item in items:
         if item.get_closest_marker("docker") or item.get_closest_marker("xdist_group"):
             continue
-        if any(defs[-1].scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values()):
+        if _shares_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(f"module-{item.module.__name__}"))
 
 
@@ -139,9 +143,8 @@ def _docker_streams(items) -> None:
     for item in items:
         if not item.get_closest_marker("docker"):
             continue
-        shared = any(defs[-1].scope == "module"
-                     for defs in item._fixtureinfo.name2fixturedefs.values())
-        units.setdefault(item.module.__name__ if shared else item.nodeid, []).append(item)
+        units.setdefault(item.module.__name__ if _shares_module_fixture(item) else item.nodeid,
+                         []).append(item)
     streams = docker_costs.split({name: [i.nodeid for i in unit] for name, unit in units.items()},
                                  docker_costs.load(), DOCKER_SLOTS)
     for name, unit in units.items():
