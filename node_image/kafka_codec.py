@@ -17,7 +17,8 @@ versions a Kafka 4 broker answers, flexible ones included, up to where a version
 feature the node does not have (KIP-890's second transaction protocol: EndTxn and
 TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). FindCoordinator v6
 is answered, its share-state keys (KIP-932) refused; ShareGroupHeartbeat, ShareFetch
-and ShareAcknowledge v1, as librdkafka's share consumer speaks them. Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
+and ShareAcknowledge v1, as librdkafka's share consumer speaks them, and
+ShareGroupDescribe v1. Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
 the leader is, KIP-951; v12 is v11 while no ``transaction.version`` 2 is finalized, and none
 is) and Fetch up to v17 (topics by id from v13, the leader's hint from v16). A node may
 advertise less than it answers (:func:`api_versions_body`'s ``caps``: Metadata v8 by
@@ -104,6 +105,8 @@ class UnregisterBrokerRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E70
 class UnregisterBrokerResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class ShareGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareFetchRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareFetchResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareAcknowledgeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
@@ -144,7 +147,7 @@ UPDATE_FEATURES = 57
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 UNREGISTER_BROKER = 64
-SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
+SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
@@ -212,6 +215,7 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     CONSUMER_GROUP_DESCRIBE: (0, 0, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     UNREGISTER_BROKER: (0, 0, UnregisterBrokerRequest, UnregisterBrokerResponse),
     SHARE_GROUP_HEARTBEAT: (1, 1, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    SHARE_GROUP_DESCRIBE: (1, 1, ShareGroupDescribeRequest, ShareGroupDescribeResponse),
     SHARE_FETCH: (1, 1, ShareFetchRequest, ShareFetchResponse),
     SHARE_ACKNOWLEDGE: (1, 1, ShareAcknowledgeRequest, ShareAcknowledgeResponse),
     LIST_CONFIG_RESOURCES: (0, 1, ListConfigResourcesRequest, ListConfigResourcesResponse),
@@ -270,7 +274,8 @@ def api_versions_body(version: int, error: int = 0, caps: dict[int, int] | None 
     caps = caps or {}
     hidden = set() if caps.get(METADATA, CONSUMER_PROTOCOL_METADATA) >= \
         CONSUMER_PROTOCOL_METADATA else {CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE,
-                                         SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE}
+                                         SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH,
+                                         SHARE_ACKNOWLEDGE}
     R = ApiVersionsResponse
     keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=min(hi, caps.get(k, hi)))
             for k, (lo, hi, _, _) in sorted(SUPPORTED.items()) if k not in hidden]

@@ -51,6 +51,7 @@ class ShareMember:
     previous_epoch: int = 0
     seen_ms: int = 0
     assignment: dict = field(default_factory=dict)  # topic id -> frozenset of partitions
+    current: dict = field(default_factory=dict)  # the assignment the member was last given
     client_id: str = ""
     client_host: str = ""
     loaded: bool = False  # read from the log by this coordinator, not heard from since
@@ -200,6 +201,7 @@ class ShareGroups:
         assignment = None
         if mb.epoch != g.epoch:
             mb.previous_epoch, mb.epoch = mb.epoch, g.epoch
+            mb.current = dict(mb.assignment)
             entries.append(sr.current(group_id, mb))
             assignment = {t: sorted(ps) for t, ps in mb.assignment.items()}
         return ShareAnswer(m.NONE, None, member_id, mb.epoch, interval_ms, assignment)

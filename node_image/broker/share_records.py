@@ -115,3 +115,4 @@ def _fold(g, key: gm.ShareKey, value: bytes | None, new_member) -> None:
         else:
             v = kc.ShareGroupCurrentMemberAssignmentValue.decode(value)
             mb.epoch, mb.previous_epoch = v.member_epoch, v.previous_member_epoch
+            mb.current = _parts(v.assigned_partitions)

@@ -280,6 +280,19 @@ def test_admin_calls_and_transactional_ids_are_refused_where_a_binding_denies_th
     except AssertionError:
         raise AssertionError(f"answered {seen[-1] if seen else 'nothing'}, not {want}") from None
 
+    # KIP-848's and KIP-932's describe calls, which no admin client here sends, on the wire
+    from group_clients import coordinator
+    from node_clients import wire
+    from node_image import kafka_codec as kc
+    host = cluster.host(wait_for("the group's coordinator",
+                                 lambda: coordinator(cluster, "guarded-group")))
+    for api, version in ((kc.CONSUMER_GROUP_DESCRIBE, 0), (kc.SHARE_GROUP_DESCRIBE, 1)):
+        [g] = wire(cluster, host, api, version, kc.SUPPORTED[api][2][version](
+            group_ids=["guarded-group"], include_authorized_operations=False)).groups
+        assert (g.error_code, g.error_message) == (
+            KafkaError.GROUP_AUTHORIZATION_FAILED,
+            "Not authorized to describe group guarded-group"), (api, g)
+
     p = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "guarded-txn"})
     with pytest.raises(KafkaException) as refused:
         p.init_transactions(30)

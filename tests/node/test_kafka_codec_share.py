@@ -1,6 +1,7 @@
 """KIP-932's share-group APIs at v1 (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge),
 against bytes written out by hand as librdkafka's share consumer writes the requests and
-reads the answers (its rdkafka_request.c and rdkafka_fetcher.c)."""
+reads the answers (its rdkafka_request.c and rdkafka_fetcher.c); ShareGroupDescribe v1 as
+Kafka's schema lays it out (no client here sends it)."""
 import struct
 
 from test_kafka_codec import TAGS, carray, cbytes, cstr, request_v2, response_v1
@@ -84,5 +85,43 @@ def test_share_group_apis_are_advertised_only_with_metadata_that_names_topic_ids
     assignment (topic ids), so the APIs are not offered; they are still answered."""
     def offered(cap):
         return {k.api_key for k in kc.api_versions_body(3, caps={kc.METADATA: cap}).api_keys}
-    share = {kc.SHARE_GROUP_HEARTBEAT, kc.SHARE_FETCH, kc.SHARE_ACKNOWLEDGE}
+    share = {kc.SHARE_GROUP_HEARTBEAT, kc.SHARE_GROUP_DESCRIBE, kc.SHARE_FETCH,
+             kc.SHARE_ACKNOWLEDGE}
     assert not share & offered(8) and share <= offered(12) and share <= set(kc.SUPPORTED)
+
+
+def test_share_group_describe_v1_bytes():
+    """The request: group ids, include_authorized_operations; the answer: per group its
+    error, state, epochs, assignor, members (a nullable rack, the subscribed topic names,
+    the assignment with topic ids and names) and the operations bitfield."""
+    topic = bytes(range(16))
+    tid = "00010203-0405-0607-0809-0a0b0c0d0e0f"
+    req = kc.decode_request(request_v2(77, 1, 43) + carray([cstr("sg"), cstr("x")]) + b"\x01"
+                            + TAGS)
+    assert (list(req.body.group_ids), req.body.include_authorized_operations) == (["sg", "x"],
+                                                                                  True)
+    R = kc.response_class(77, 1)
+    D = R.DescribedGroup
+    A = D.Member.Assignment
+    resp = R(throttle_time_ms=0, groups=[
+        D(error_code=0, error_message=None, group_id="sg", group_state="Stable", group_epoch=3,
+          assignment_epoch=3, assignor_name="simple", members=[D.Member(
+              member_id="m1", rack_id=None, member_epoch=3, client_id="c", client_host="/h",
+              subscribed_topic_names=["t"], assignment=A(topic_partitions=[
+                  A.TopicPartitions(topic_id=tid, topic_name="t", partitions=[1])]))],
+          authorized_operations=8),
+        D(error_code=69, error_message="Group x not found.", group_id="x", group_state="Dead",
+          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+          authorized_operations=-(1 << 31))])
+    member = (cstr("m1") + cstr(None) + struct.pack(">i", 3) + cstr("c") + cstr("/h")
+              + carray([cstr("t")])
+              + carray([topic + cstr("t") + carray([struct.pack(">i", 1)]) + TAGS]) + TAGS
+              + TAGS)
+    want = (struct.pack(">i", 0) + carray([
+        struct.pack(">h", 0) + cstr(None) + cstr("sg") + cstr("Stable")
+        + struct.pack(">ii", 3, 3) + cstr("simple") + carray([member])
+        + struct.pack(">i", 8) + TAGS,
+        struct.pack(">h", 69) + cstr("Group x not found.") + cstr("x") + cstr("Dead")
+        + struct.pack(">ii", -1, -1) + cstr("") + carray([]) + struct.pack(">i", -(1 << 31))
+        + TAGS]) + TAGS)
+    assert kc.encode_response(req, resp) == response_v1(43, want)

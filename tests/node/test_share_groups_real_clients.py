@@ -28,6 +28,8 @@ from conftest import local_brokers, wait_for
 from group_clients import coordinator, create_topic, produce
 from node_clients import wire
 from node_image import kafka_codec as kc
+from node_image import messages as m
+from node_image.kafka_codec import ConsumerGroupDescribeRequest, ShareGroupDescribeRequest
 
 PARTITIONS = 2
 
@@ -172,6 +174,15 @@ def test_a_share_group_name_taken_by_a_consumer_group_is_refused(cluster):
         finally:
             c.close()
         assert refused.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+        # ShareGroupDescribe of a classic group, and of none, is GROUP_ID_NOT_FOUND (dead),
+        # as Kafka answers it
+        [taken] = describe(cluster, coordinator(cluster, "taken"), "taken")
+        [nothing] = describe(cluster, coordinator(cluster, "nothing-here"), "nothing-here")
+        assert (taken.error_code, taken.error_message) == \
+            (m.GROUP_ID_NOT_FOUND, "Group taken is not a share group."), taken
+        assert (nothing.error_code, nothing.group_state, nothing.error_message) == \
+            (m.GROUP_ID_NOT_FOUND, "Dead", "Group nothing-here not found."), nothing
+        assert nothing.authorized_operations == -(1 << 31) and nothing.members == []
     finally:
         classic.close()
 
@@ -180,6 +191,22 @@ def leader_of(cluster, partition):
     md = AdminClient({"bootstrap.servers": cluster.bootstrap()}).list_topics("t", timeout=5)
     leader = md.topics["t"].partitions[partition].leader
     return leader if leader > 0 else None
+
+
+def describe(cluster, node, *groups, api=kc.SHARE_GROUP_DESCRIBE, operations=False):
+    """ShareGroupDescribe v1 (or ConsumerGroupDescribe v0) of ``groups`` on ``node``."""
+    R = (ShareGroupDescribeRequest[1] if api == kc.SHARE_GROUP_DESCRIBE
+         else ConsumerGroupDescribeRequest[0])
+    return wire(cluster, cluster.host(node), api, 1 if api == kc.SHARE_GROUP_DESCRIBE else 0,
+                R(group_ids=list(groups), include_authorized_operations=operations)).groups
+
+
+def members(described) -> dict:
+    """member id -> (epoch, subscribed, {topic name: partitions}) of a described group."""
+    return {mb.member_id: (mb.member_epoch, list(mb.subscribed_topic_names),
+                           {t.topic_name: sorted(t.partitions)
+                            for t in mb.assignment.topic_partitions})
+            for mb in described.members}
 
 
 def readers(cluster, group, n, read, errors, done):
@@ -416,6 +443,15 @@ def test_a_new_coordinator_reads_the_membership_back_and_the_member_goes_on(clus
     try:
         wait_for("the first records read", lambda: len(set(read)) >= 100, timeout_s=60)
         victim = wait_for("the group's coordinator", lambda: coordinator(cluster, "sm"))
+        # ShareGroupDescribe on the coordinator: the member, in the group's epoch, given the
+        # topic's one partition
+        [before] = describe(cluster, victim, "sm", operations=True)
+        assert (before.error_code, before.group_state, before.assignor_name) == \
+            (0, "Stable", "simple"), before
+        assert before.assignment_epoch == before.group_epoch > 0
+        assert before.authorized_operations > 0  # no authorizer: every group operation
+        assert [(e, sub, a) for e, sub, a in members(before).values()] == \
+            [(before.group_epoch, ["t"], {"t": [0]})], before
         cluster.kill(victim)
         produce(cluster, [f"b{i}" for i in range(100)], 1)
         went_on = "member {} goes on in epoch"
@@ -428,10 +464,19 @@ def test_a_new_coordinator_reads_the_membership_back_and_the_member_goes_on(clus
             timeout_s=90)
         want = {f"{k}{i}" for k in "ab" for i in range(100)}
         wait_for("every record read", lambda: want <= set(read), timeout_s=90)
+        [after] = describe(cluster, coordinator(cluster, "sm"), "sm")
     finally:
         done.set()
         t.join(30)
     assert not errors, errors
+    # the new coordinator described the group as it read it back from the log: the same
+    # member, epoch and assignment (and, once the consumer closed, none)
+    assert (after.error_code, after.group_epoch) == (0, before.group_epoch), after
+    assert members(after) == members(before)
+    [as_consumer] = describe(cluster, coordinator(cluster, "sm"), "sm",
+                             api=kc.CONSUMER_GROUP_DESCRIBE)
+    assert (as_consumer.error_code, as_consumer.error_message) == \
+        (m.GROUP_ID_NOT_FOUND, "Group sm is not a consumer group."), as_consumer
     text = logs()
     joins = [line for line in text.splitlines() if "share group sm: epoch" in line
              and "joined" in line]

@@ -1,5 +1,5 @@
 """ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848's consumer protocol), answered
-by the group coordinator (:mod:`..consumer_coordinator`)."""
+by the group coordinator (:mod:`..consumer_coordinator`), and ShareGroupDescribe (KIP-932)."""
 from __future__ import annotations
 
 import uuid
@@ -47,47 +47,93 @@ class ConsumerGroupApis:
         self.groups.consumer_heartbeat(hb, now, respond)
 
     def _consumer_group_describe(self, src, req: KafkaRequest, now: int) -> None:
-        """ConsumerGroupDescribe: KIP-848 groups only (a classic group, or none, is
-        GROUP_ID_NOT_FOUND, as Kafka answers it); each member's current and target
+        """ConsumerGroupDescribe: KIP-848 groups only (a classic group, a share group, or
+        none, is GROUP_ID_NOT_FOUND, as Kafka answers it); each member's current and target
         assignment with topic names."""
         R = self._cls(req)
         D = R.DescribedGroup
-        names = self.rm.image.topic_names
 
-        def assignment(parts: dict):
-            return D.Member.Assignment(topic_partitions=[
-                D.Member.Assignment.TopicPartitions(topic_id=uuid.UUID(t),
-                                                    topic_name=names.get(t, ""),
-                                                    partitions=sorted(ps))
-                for t, ps in sorted(parts.items())])
+        def described(group_id: str, g):
+            cg = g.consumer
+            return dict(group_state=cg.state(), group_epoch=cg.group_epoch,
+                        assignment_epoch=cg.assignment_epoch, assignor_name=cg.assignor(),
+                        members=[D.Member(
+                            member_id=mb.member_id, instance_id=mb.instance_id,
+                            rack_id=mb.rack_id, member_epoch=mb.current.epoch,
+                            client_id=mb.client_id, client_host=mb.client_host,
+                            subscribed_topic_names=list(mb.subscribed),
+                            subscribed_topic_regex=mb.regex,
+                            assignment=self._described_assignment(D, mb.current.assigned),
+                            target_assignment=self._described_assignment(
+                                D, cg.target.get(mb.member_id, {})))
+                            for mb in cg.members.values()])
+
+        def find(group_id: str):
+            error, g = self.groups.describe(group_id)
+            if g is not None and g.consumer is not None:
+                return error, g, None
+            other = g is not None or group_id in self.groups.share_groups
+            return error, None, "consumer group" if other else None
+        self._describe_kind(src, req, D, find, described)
+
+    def _share_group_describe(self, src, req: KafkaRequest, now: int) -> None:
+        """ShareGroupDescribe (KIP-932): share groups only (a classic or consumer group, or
+        none, is GROUP_ID_NOT_FOUND, as Kafka answers it); each member with the assignment
+        it was last given (a member not yet heard from since a rebalance shows the one
+        before), the group's epoch as its assignment's epoch (the target is computed with
+        each new group epoch) and Kafka's assignor name, ``simple``."""
+        R = self._cls(req)
+        D = R.DescribedGroup
+
+        def described(group_id: str, g):
+            return dict(group_state=g.state(), group_epoch=g.epoch, assignment_epoch=g.epoch,
+                        assignor_name="simple",
+                        members=[D.Member(member_id=mb.member_id, rack_id=mb.rack_id,
+                                          member_epoch=mb.epoch, client_id=mb.client_id,
+                                          client_host=mb.client_host,
+                                          subscribed_topic_names=list(mb.subscribed),
+                                          assignment=self._described_assignment(D, mb.current))
+                                 for mb in g.members.values()])
+
+        def find(group_id: str):
+            error, classic = self.groups.describe(group_id)
+            g = self.groups.share_groups.get(group_id) if error == m.NONE else None
+            return error, g, ("share group" if g is None and classic is not None else None)
+        self._describe_kind(src, req, D, find, described)
+
+    def _describe_kind(self, src, req: KafkaRequest, D, find, described) -> None:
+        """The answer of ConsumerGroupDescribe and ShareGroupDescribe: per group id, the
+        coordinator's error (NOT_COORDINATOR, ...), GROUP_AUTHORIZATION_FAILED without
+        DESCRIBE on the group, GROUP_ID_NOT_FOUND for no group of the kind asked (``find``:
+        group id -> (error, the group or None, the kind the group is not when it is another
+        kind)), else ``described(group_id, group)``."""
         out = []
         for group_id in req.body.group_ids:
-            error, g = self.groups.describe(group_id)
+            error, g, other = find(group_id)
             message = None
-            if error == m.NONE and (g is None or g.consumer is None):
+            if error == m.NONE and self._denied(src, acls.DESCRIBE, acls.GROUP, group_id):
+                error, message = m.GROUP_AUTHORIZATION_FAILED, \
+                    f"Not authorized to describe group {group_id}"
+            elif error == m.NONE and g is None:
                 error = m.GROUP_ID_NOT_FOUND
-                message = (f"Group {group_id} not found." if g is None
-                           else f"Group {group_id} is not a consumer group.")
+                message = (f"Group {group_id} not found." if other is None
+                           else f"Group {group_id} is not a {other}.")
             if error != m.NONE:
                 out.append(D(error_code=error, error_message=message, group_id=group_id,
                              group_state="Dead" if error == m.GROUP_ID_NOT_FOUND else "",
                              group_epoch=-1, assignment_epoch=-1, assignor_name="",
                              members=[], authorized_operations=NO_OPERATIONS))
                 continue
-            cg = g.consumer
-            members = [D.Member(member_id=mb.member_id, instance_id=mb.instance_id,
-                                rack_id=mb.rack_id,
-                                member_epoch=mb.current.epoch, client_id=mb.client_id,
-                                client_host=mb.client_host,
-                                subscribed_topic_names=list(mb.subscribed),
-                                subscribed_topic_regex=mb.regex,
-                                assignment=assignment(mb.current.assigned),
-                                target_assignment=assignment(cg.target.get(mb.member_id, {})))
-                       for mb in cg.members.values()]
             out.append(D(error_code=m.NONE, error_message=None, group_id=group_id,
-                         group_state=cg.state(), group_epoch=cg.group_epoch,
-                         assignment_epoch=cg.assignment_epoch, assignor_name=cg.assignor(),
-                         members=members, authorized_operations=self._operations(
-                             src, acls.GROUP, group_id,
-                             req.body.include_authorized_operations, as_bits=True)))
-        self._reply(src, req, R(throttle_time_ms=0, groups=out))
+                         authorized_operations=self._operations(
+                             src, acls.GROUP, group_id, req.body.include_authorized_operations,
+                             as_bits=True), **described(group_id, g)))
+        self._reply(src, req, self._cls(req)(throttle_time_ms=0, groups=out))
+
+    def _described_assignment(self, D, parts: dict):
+        """An assignment (topic id -> partitions) as a described member's, with topic names."""
+        names = self.rm.image.topic_names
+        T = D.Member.Assignment.TopicPartitions
+        return D.Member.Assignment(topic_partitions=[
+            T(topic_id=uuid.UUID(t), topic_name=names.get(t, ""), partitions=sorted(ps))
+            for t, ps in sorted(parts.items())])
