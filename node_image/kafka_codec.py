@@ -18,7 +18,7 @@ feature the node does not have (KIP-890's second transaction protocol: EndTxn an
 TxnOffsetCommit v5; AddPartitionsToTxn v4+, which only brokers send). FindCoordinator v6
 is answered, its share-state keys (KIP-932) refused; ShareGroupHeartbeat, ShareFetch
 and ShareAcknowledge v1, as librdkafka's share consumer speaks them, and
-ShareGroupDescribe v1. Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
+ShareGroupDescribe v1 and DescribeShareGroupOffsets v0. Produce up to v12 (v10+ tell a producer at a broker that no longer leads where
 the leader is, KIP-951; v12 is v11 while no ``transaction.version`` 2 is finalized, and none
 is) and Fetch up to v17 (topics by id from v13, the leader's hint from v16). A node may
 advertise less than it answers (:func:`api_versions_body`'s ``caps``: Metadata v8 by
@@ -107,6 +107,8 @@ class ShareGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: 
 class ShareGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareFetchRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareFetchResponse(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
 class ShareAcknowledgeRequest(ApiMessage, load_json=_SCHEMAS): pass  # noqa: E701
@@ -148,6 +150,7 @@ ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 UNREGISTER_BROKER = 64
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
@@ -216,6 +219,8 @@ SUPPORTED: dict[int, tuple[int, int, type, type]] = {
     UNREGISTER_BROKER: (0, 0, UnregisterBrokerRequest, UnregisterBrokerResponse),
     SHARE_GROUP_HEARTBEAT: (1, 1, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
     SHARE_GROUP_DESCRIBE: (1, 1, ShareGroupDescribeRequest, ShareGroupDescribeResponse),
+    DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0, DescribeShareGroupOffsetsRequest,
+                                   DescribeShareGroupOffsetsResponse),
     SHARE_FETCH: (1, 1, ShareFetchRequest, ShareFetchResponse),
     SHARE_ACKNOWLEDGE: (1, 1, ShareAcknowledgeRequest, ShareAcknowledgeResponse),
     LIST_CONFIG_RESOURCES: (0, 1, ListConfigResourcesRequest, ListConfigResourcesResponse),
@@ -275,7 +280,7 @@ def api_versions_body(version: int, error: int = 0, caps: dict[int, int] | None 
     hidden = set() if caps.get(METADATA, CONSUMER_PROTOCOL_METADATA) >= \
         CONSUMER_PROTOCOL_METADATA else {CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE,
                                          SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH,
-                                         SHARE_ACKNOWLEDGE}
+                                         SHARE_ACKNOWLEDGE, DESCRIBE_SHARE_GROUP_OFFSETS}
     R = ApiVersionsResponse
     keys = [R.ApiVersion(api_key=k, min_version=lo, max_version=min(hi, caps.get(k, hi)))
             for k, (lo, hi, _, _) in sorted(SUPPORTED.items()) if k not in hidden]

@@ -158,6 +158,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
             kc.UNREGISTER_BROKER: self._unregister_broker,
             kc.SHARE_GROUP_HEARTBEAT: self._share_group_heartbeat,
             kc.SHARE_GROUP_DESCRIBE: self._share_group_describe,
+            kc.DESCRIBE_SHARE_GROUP_OFFSETS: self._describe_share_group_offsets,
             kc.SHARE_FETCH: self._share_fetch, kc.SHARE_ACKNOWLEDGE: self._share_acknowledge,
         }[req.api_key]
         handler(src, req, now)

@@ -292,6 +292,10 @@ def test_admin_calls_and_transactional_ids_are_refused_where_a_binding_denies_th
         assert (g.error_code, g.error_message) == (
             KafkaError.GROUP_AUTHORIZATION_FAILED,
             "Not authorized to describe group guarded-group"), (api, g)
+    R = kc.DescribeShareGroupOffsetsRequest[0]
+    [g] = wire(cluster, host, kc.DESCRIBE_SHARE_GROUP_OFFSETS, 0, R(groups=[
+        R.DescribeShareGroupOffsetsRequestGroup(group_id="guarded-group", topics=None)])).groups
+    assert g.error_code == KafkaError.GROUP_AUTHORIZATION_FAILED, g
 
     p = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": "guarded-txn"})
     with pytest.raises(KafkaException) as refused:

@@ -1,7 +1,7 @@
 """KIP-932's share-group APIs at v1 (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge),
 against bytes written out by hand as librdkafka's share consumer writes the requests and
-reads the answers (its rdkafka_request.c and rdkafka_fetcher.c); ShareGroupDescribe v1 as
-Kafka's schema lays it out (no client here sends it)."""
+reads the answers (its rdkafka_request.c and rdkafka_fetcher.c); ShareGroupDescribe v1 and
+DescribeShareGroupOffsets v0 as Kafka's schemas lay them out (no client here sends them)."""
 import struct
 
 from test_kafka_codec import TAGS, carray, cbytes, cstr, request_v2, response_v1
@@ -86,7 +86,7 @@ def test_share_group_apis_are_advertised_only_with_metadata_that_names_topic_ids
     def offered(cap):
         return {k.api_key for k in kc.api_versions_body(3, caps={kc.METADATA: cap}).api_keys}
     share = {kc.SHARE_GROUP_HEARTBEAT, kc.SHARE_GROUP_DESCRIBE, kc.SHARE_FETCH,
-             kc.SHARE_ACKNOWLEDGE}
+             kc.SHARE_ACKNOWLEDGE, kc.DESCRIBE_SHARE_GROUP_OFFSETS}
     assert not share & offered(8) and share <= offered(12) and share <= set(kc.SUPPORTED)
 
 
@@ -125,3 +125,33 @@ def test_share_group_describe_v1_bytes():
         + struct.pack(">ii", -1, -1) + cstr("") + carray([]) + struct.pack(">i", -(1 << 31))
         + TAGS]) + TAGS)
     assert kc.encode_response(req, resp) == response_v1(43, want)
+
+
+def test_describe_share_group_offsets_v0_bytes():
+    """The request: groups, each with its topics (nullable: all) and partitions; the answer:
+    per group its topics (name and id), each partition's start offset, leader epoch and
+    error, then the group's error."""
+    topic = bytes(range(16))
+    tid = "00010203-0405-0607-0809-0a0b0c0d0e0f"
+    req = kc.decode_request(request_v2(90, 0, 44) + carray([
+        cstr("sg") + carray([cstr("t") + carray([struct.pack(">i", 0)]) + TAGS]) + TAGS,
+        cstr("all") + b"\x00" + TAGS]) + TAGS)
+    first, every = req.body.groups
+    assert (first.group_id, first.topics[0].topic_name, list(first.topics[0].partitions),
+            every.group_id, every.topics) == ("sg", "t", [0], "all", None)
+    R = kc.response_class(90, 0)
+    G = R.DescribeShareGroupOffsetsResponseGroup
+    T = G.DescribeShareGroupOffsetsResponseTopic
+    P = T.DescribeShareGroupOffsetsResponsePartition
+    resp = R(throttle_time_ms=0, groups=[
+        G(group_id="sg", topics=[T(topic_name="t", topic_id=tid, partitions=[P(
+            partition_index=0, start_offset=200, leader_epoch=4, error_code=0,
+            error_message=None)])], error_code=0, error_message=None),
+        G(group_id="all", topics=[], error_code=69, error_message="Group all not found.")])
+    want = (struct.pack(">i", 0) + carray([
+        cstr("sg") + carray([cstr("t") + topic + carray([
+            struct.pack(">iqih", 0, 200, 4, 0) + cstr(None) + TAGS]) + TAGS])
+        + struct.pack(">h", 0) + cstr(None) + TAGS,
+        cstr("all") + carray([]) + struct.pack(">h", 69) + cstr("Group all not found.")
+        + TAGS]) + TAGS)
+    assert kc.encode_response(req, resp) == response_v1(44, want)

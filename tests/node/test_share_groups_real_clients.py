@@ -183,6 +183,9 @@ def test_a_share_group_name_taken_by_a_consumer_group_is_refused(cluster):
         assert (nothing.error_code, nothing.group_state, nothing.error_message) == \
             (m.GROUP_ID_NOT_FOUND, "Dead", "Group nothing-here not found."), nothing
         assert nothing.authorized_operations == -(1 << 31) and nothing.members == []
+        for group in ("taken", "nothing-here"):
+            assert offsets(cluster, coordinator(cluster, group), group, None) == \
+                (m.GROUP_ID_NOT_FOUND, []), group
     finally:
         classic.close()
 
@@ -199,6 +202,19 @@ def describe(cluster, node, *groups, api=kc.SHARE_GROUP_DESCRIBE, operations=Fal
          else ConsumerGroupDescribeRequest[0])
     return wire(cluster, cluster.host(node), api, 1 if api == kc.SHARE_GROUP_DESCRIBE else 0,
                 R(group_ids=list(groups), include_authorized_operations=operations)).groups
+
+
+def offsets(cluster, node, group, topics):
+    """DescribeShareGroupOffsets v0 of ``group`` on ``node`` (``topics``: name -> partitions,
+    or None for all): (group error, [(topic, partition, start offset, epoch > -1, error)])."""
+    R = kc.DescribeShareGroupOffsetsRequest[0]
+    G = R.DescribeShareGroupOffsetsRequestGroup
+    [g] = wire(cluster, cluster.host(node), kc.DESCRIBE_SHARE_GROUP_OFFSETS, 0, R(groups=[G(
+        group_id=group, topics=None if topics is None else [
+            G.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps)
+            for t, ps in topics.items()])])).groups
+    return g.error_code, [(t.topic_name, p.partition_index, p.start_offset, p.leader_epoch > -1,
+                           p.error_code) for t in g.topics for p in t.partitions]
 
 
 def members(described) -> dict:
@@ -465,6 +481,17 @@ def test_a_new_coordinator_reads_the_membership_back_and_the_member_goes_on(clus
         want = {f"{k}{i}" for k in "ab" for i in range(100)}
         wait_for("every record read", lambda: want <= set(read), timeout_s=90)
         [after] = describe(cluster, coordinator(cluster, "sm"), "sm")
+        # every record accepted: once the partition's leader has stored the group's state,
+        # DescribeShareGroupOffsets gives its start offset past all 200, for the topic named
+        # or for all the group has a state of; a partition or topic that is not there is
+        # named
+        node = coordinator(cluster, "sm")
+        wait_for("the start offset stored", lambda: offsets(cluster, node, "sm", {"t": [0]})
+                 == (0, [("t", 0, 200, True, 0)]), timeout_s=60)
+        assert offsets(cluster, node, "sm", None) == (0, [("t", 0, 200, True, 0)])
+        assert offsets(cluster, node, "sm", {"t": [1], "nope": [0]}) == (0, [
+            ("t", 1, -1, False, m.UNKNOWN_TOPIC_OR_PARTITION),
+            ("nope", 0, -1, False, m.UNKNOWN_TOPIC_OR_PARTITION)])
     finally:
         done.set()
         t.join(30)

@@ -8,6 +8,7 @@ from ... import acls
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
 from ..consumer_coordinator import Heartbeat, HeartbeatAnswer
+from .common import ZERO_UUID
 NO_OPERATIONS = -(1 << 31)  # INT32_MIN: authorized operations not asked for
 
 
@@ -137,3 +138,64 @@ class ConsumerGroupApis:
         return D.Member.Assignment(topic_partitions=[
             T(topic_id=uuid.UUID(t), topic_name=names.get(t, ""), partitions=sorted(ps))
             for t, ps in sorted(parts.items())])
+
+    def _describe_share_group_offsets(self, src, req: KafkaRequest, now: int) -> None:
+        """DescribeShareGroupOffsets (KIP-932): per share group, each partition's start
+        offset (SPSO) and the leader epoch of the state as the coordinator last stored it
+        (the partitions' leaders write it there from time to time, as Kafka's write to the
+        share coordinator); null topics: every partition the group has a state of. A
+        partition without a state has start offset and epoch -1; an unknown topic's
+        partitions UNKNOWN_TOPIC_OR_PARTITION, a topic the client may not describe
+        TOPIC_AUTHORIZATION_FAILED; a group that is not a share group (or none)
+        GROUP_ID_NOT_FOUND, and the coordinator's errors, at the group's level."""
+        R = self._cls(req)
+        G = R.DescribeShareGroupOffsetsResponseGroup
+        T = G.DescribeShareGroupOffsetsResponseTopic
+        P = T.DescribeShareGroupOffsetsResponsePartition
+        image = self.rm.image
+        out = []
+        for asked in req.body.groups:
+            gid = asked.group_id
+            error, message = self.groups._error_for(gid), None
+            if error == m.NONE and self._denied(src, acls.DESCRIBE, acls.GROUP, gid):
+                error, message = m.GROUP_AUTHORIZATION_FAILED, \
+                    f"Not authorized to describe group {gid}"
+            elif error == m.NONE and gid not in self.groups.share_groups:
+                error = m.GROUP_ID_NOT_FOUND
+                message = (f"Group {gid} is not a share group." if gid in self.groups.groups
+                           else f"Group {gid} not found.")
+            if error != m.NONE:
+                out.append(G(group_id=gid, topics=[], error_code=error, error_message=message))
+                continue
+            states = {(t, p): v for (g, t, p), v in self.groups.share_states.items() if g == gid}
+            if asked.topics is None:
+                wanted = {}
+                for t, p in sorted(states):
+                    wanted.setdefault(image.topic_names.get(t, ""), []).append(p)
+            else:
+                wanted = {t.topic_name: list(t.partitions) for t in asked.topics}
+            topics = []
+            for name, parts in wanted.items():
+                topic = image.topics.get(name)
+                perr, pmsg = m.NONE, None
+                if not self._allowed(src, acls.DESCRIBE, acls.TOPIC, name):
+                    perr, pmsg = m.TOPIC_AUTHORIZATION_FAILED, \
+                        f"Not authorized to describe topic {name}"
+                elif topic is None:
+                    perr, pmsg = m.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} is not known"
+                tid = topic.topic_id if topic is not None and perr == m.NONE else None
+                rows = []
+                for p in parts:
+                    v = states.get((tid, p)) if tid is not None else None
+                    bad = perr == m.NONE and p not in topic.partitions
+                    rows.append(P(partition_index=p,
+                                  start_offset=-1 if v is None else v.start_offset,
+                                  leader_epoch=-1 if v is None else v.leader_epoch,
+                                  error_code=m.UNKNOWN_TOPIC_OR_PARTITION if bad else perr,
+                                  error_message=(f"Topic {name} has no partition {p}" if bad
+                                                 else pmsg)))
+                topics.append(T(topic_name=name,
+                                topic_id=ZERO_UUID if tid is None else uuid.UUID(tid),
+                                partitions=rows))
+            out.append(G(group_id=gid, topics=topics, error_code=m.NONE, error_message=None))
+        self._reply(src, req, R(throttle_time_ms=0, groups=out))
