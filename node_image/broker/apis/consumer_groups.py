@@ -1,5 +1,6 @@
 """ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848's consumer protocol), answered
-by the group coordinator (:mod:`..consumer_coordinator`), and ShareGroupDescribe (KIP-932)."""
+by the group coordinator (:mod:`..consumer_coordinator`), and ShareGroupDescribe and
+DescribeShareGroupOffsets (KIP-932)."""
 from __future__ import annotations
 
 import uuid
@@ -156,13 +157,13 @@ class ConsumerGroupApis:
         out = []
         for asked in req.body.groups:
             gid = asked.group_id
-            error, message = self.groups._error_for(gid), None
+            (error, classic), message = self.groups.describe(gid), None
             if error == m.NONE and self._denied(src, acls.DESCRIBE, acls.GROUP, gid):
                 error, message = m.GROUP_AUTHORIZATION_FAILED, \
                     f"Not authorized to describe group {gid}"
             elif error == m.NONE and gid not in self.groups.share_groups:
                 error = m.GROUP_ID_NOT_FOUND
-                message = (f"Group {gid} is not a share group." if gid in self.groups.groups
+                message = (f"Group {gid} is not a share group." if classic is not None
                            else f"Group {gid} not found.")
             if error != m.NONE:
                 out.append(G(group_id=gid, topics=[], error_code=error, error_message=message))
