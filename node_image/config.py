@@ -62,6 +62,8 @@ naming the key. Defaults are Kafka's unless marked (chaoskraft).
 | authorizer.class.name | (empty) | ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` keeps ACLs in the metadata log and checks them (docs/broker.md "ACLs"); empty: no authorizer, the ACL APIs answer SECURITY_DISABLED and every client may do everything |
 | allow.everyone.if.no.acl.found | false | with the authorizer, a resource no ACL names is open to everyone |
 | super.users | (empty) | with the authorizer, principals (``User:name``, ``;``-separated) allowed everything |
+| quota.window.num | 11 | samples a client quota's byte rate is measured over (``node_image/quota_meter.py``) |
+| quota.window.size.seconds | 1 | each sample's length |
 | request.timeout.ms | 30000 | broker requests to the controller and followers' fetches are retried after this |
 | compression.type | producer | the codec batches are stored with: ``producer`` keeps what the producer sent; ``uncompressed``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` makes the broker recompress; topics override it |
 | chaoskraft.metadata.max.version | 8 | (chaoskraft) the newest Metadata version ApiVersions advertises, 8 to 13: from v9 librdkafka trusts leader epochs and validates its position with OffsetForLeaderEpoch, where its 2.16 can deadlock (librdkafka issue 5476: a failed OffsetForLeaderEpoch re-queries the leader holding the partition's lock, against a thread holding the handle's lock); 13 answers as a Kafka 4 broker. A request of a newer version than advertised is still answered |
@@ -128,6 +130,8 @@ class BrokerConfig:
     auto_create_topics: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
     request_timeout_ms: int = 30000
+    quota_window_num: int = 11
+    quota_window_size_ms: int = 1000
     offsets_topic_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offsets_commit_timeout_ms: int = 5000
@@ -209,6 +213,8 @@ _INT_KEYS = {
     "default.replication.factor": ("broker", "default_replication_factor"),
     "leader.imbalance.check.interval.seconds": ("broker", "leader_imbalance_check_interval_ms"),
     "request.timeout.ms": ("broker", "request_timeout_ms"),
+    "quota.window.num": ("broker", "quota_window_num"),
+    "quota.window.size.seconds": ("broker", "quota_window_size_ms"),
     "offsets.topic.num.partitions": ("broker", "offsets_topic_partitions"),
     "offsets.topic.replication.factor": ("broker", "offsets_topic_replication_factor"),
     "offsets.commit.timeout.ms": ("broker", "offsets_commit_timeout_ms"),
@@ -346,7 +352,7 @@ def load_config(props: dict[str, str]) -> NodeConfig:
                 raise ConfigError(f"{key}: {props[key]!r} is not an integer") from None
             if value < 0 or (value == 0 and key not in _ZERO_ALLOWED):
                 raise ConfigError(f"{key}: must be positive, got {value}")
-            if key == "leader.imbalance.check.interval.seconds":
+            if key in ("leader.imbalance.check.interval.seconds", "quota.window.size.seconds"):
                 value *= 1000
             if key == "chaoskraft.metadata.max.version" and not 8 <= value <= METADATA_MAX:
                 raise ConfigError(f"{key}: must be 8 to {METADATA_MAX}, got {value}")

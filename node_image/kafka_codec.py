@@ -246,6 +246,7 @@ class KafkaRequest:
     correlation_id: int
     client_id: str | None
     body: object  # a kafka-python request instance
+    size: int = 0  # the frame's bytes (what a producer's byte-rate quota counts)
 
     @property
     def name(self) -> str:
@@ -256,6 +257,10 @@ class KafkaRequest:
 class KafkaResponse:
     request: KafkaRequest
     body: object  # a kafka-python response instance, or None: no response (Produce acks=0)
+    # a client quota's throttle (``quota_meter``): the runtime reads no more of the
+    # connection for this long, and holds the answer too where the client's version predates
+    # KIP-219 (:func:`client_throttles`)
+    throttle_ms: int = 0
 
 
 def response_class(api_key: int, version: int):
@@ -322,7 +327,13 @@ def decode_request(frame: bytes) -> KafkaRequest:
         raise RequestError(f"malformed {API_NAMES[api_key]} v{version} request "
                            f"(correlation id {correlation_id}): {problem} is null")
     header = decoded.header
-    return KafkaRequest(api_key, version, correlation_id, header.client_id, decoded)
+    return KafkaRequest(api_key, version, correlation_id, header.client_id, decoded, len(frame))
+
+
+def client_throttles(req: KafkaRequest) -> bool:
+    """Whether the client waits out a throttle the answer names itself (KIP-219: Produce v6+,
+    Fetch v8+); an older client's answer is held by the broker instead."""
+    return req.api_version >= {PRODUCE: 6, FETCH: 8}.get(req.api_key, 0)
 
 
 def _null_field(obj, version: int, path: str) -> str | None:

@@ -7,7 +7,9 @@ One event loop thread owns the core. Inputs reach it from:
   once the broker's metadata has caught up): each frame is decoded by
   ``kafka_codec`` and handed to ``Node.handle_kafka``. As in Kafka, a
   connection has one request in flight: the next frame is read only after
-  the previous request was answered, so answers come in request order;
+  the previous request was answered, so answers come in request order; an
+  answer naming a client quota's throttle mutes the connection that long (no
+  frame read), and, for a client older than KIP-219, is itself held so long;
 - outbound connections to other nodes, voters from the configuration and
   brokers from the metadata (our requests; their responses are handed in
   with the peer's node id as ``src``);
@@ -109,6 +111,8 @@ class _KafkaConnection:
         self.answered = asyncio.Event()
         self.journal = journal
         self.name = _client(self.peer)
+        self.throttle_ms = 0  # a client quota's: read nothing more of it for this long
+        self.held: bytes | None = None  # an answer held for that long (before KIP-219)
 
     def received(self, req: kc.KafkaRequest) -> None:
         if self.journal is not None:
@@ -118,9 +122,14 @@ class _KafkaConnection:
         if resp.body is not None and self.journal is not None:
             self.journal.sent(self.name, f"{resp.request.name} response "
                                          f"#{resp.request.correlation_id}")
+        self.throttle_ms = resp.throttle_ms
         if resp.body is not None and not self.writer.is_closing():
             try:
-                self.writer.write(kc.encode_response(resp.request, resp.body))
+                frame = kc.encode_response(resp.request, resp.body)
+                if resp.throttle_ms and not kc.client_throttles(resp.request):
+                    self.held = frame
+                else:
+                    self.writer.write(frame)
             except Exception:
                 # Our bug: say so loudly, and do not leave the client waiting.
                 logger.exception("cannot encode the answer to %s from %s", resp.request.name,
@@ -376,6 +385,13 @@ class NodeRuntime:
                 self._after_input()
                 await conn.answered.wait()
                 await writer.drain()
+                if conn.throttle_ms:  # muted, as Kafka mutes a throttled client's channel
+                    await asyncio.sleep(conn.throttle_ms / 1000)
+                    conn.throttle_ms = 0
+                if conn.held is not None:
+                    writer.write(conn.held)
+                    conn.held = None
+                    await writer.drain()
         except (ConnectionResetError, asyncio.CancelledError):
             pass  # the client went away, or the node is stopping
         except (m.MessageError, ConnectionError) as exc:

@@ -71,7 +71,10 @@ def broker_settings(options: BrokerConfig) -> dict[str, tuple[str, int]]:
     for name, attr in sorted(names.items()):
         if attr not in _BROKER_FIELDS:
             continue  # a boolean key of another section
-        out[name] = (_text(getattr(options, attr)), _source(options, attr))
+        value = getattr(options, attr)
+        if name.endswith(".seconds"):  # kept in milliseconds, named in seconds
+            value //= 1000
+        out[name] = (_text(value), _source(options, attr))
     return out
 
 

@@ -47,6 +47,7 @@ import time
 from typing import Callable
 
 from .. import acls, features
+from ..quota_meter import QuotaMeter
 from .. import kafka_codec as kc
 from .. import messages as m
 from ..kafka_codec import KafkaRequest, KafkaResponse
@@ -112,6 +113,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         self._create_asked_ms: dict[str, int] = {}
         self._internal_creates: set[int] = set()
         self._delayed_markers: list = []
+        self.quotas = QuotaMeter(options.quota_window_num, options.quota_window_size_ms)
 
     def handle(self, src, req: KafkaRequest, now: int) -> None:
         handler = {
@@ -163,8 +165,8 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
         }[req.api_key]
         handler(src, req, now)
 
-    def _reply(self, src, req: KafkaRequest, body) -> None:
-        self.outbox.send(src, KafkaResponse(req, body))
+    def _reply(self, src, req: KafkaRequest, body, throttle_ms: int = 0) -> None:
+        self.outbox.send(src, KafkaResponse(req, body, throttle_ms))
 
     def _cls(self, req: KafkaRequest):
         return kc.response_class(req.api_key, req.api_version)
@@ -291,7 +293,7 @@ class KafkaApis(ProduceApis, FetchApis, AdminApis, DescribeApis, AclApis, TxnApi
                     continue
                 response, size, errors = self._fetch_response(d.request)
                 if size >= max(d.request.body.min_bytes, 1) or errors or now >= d.deadline_ms:
-                    self._reply(d.src, d.request, response)
+                    self._fetch_reply(d.src, d.request, response, size, now)
                 else:
                     keep.append(d)
             self._delayed_fetch = keep

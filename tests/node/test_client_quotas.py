@@ -2,12 +2,18 @@
 ClientQuotaControlManager and ClientQuotasImage), and AlterClientQuotas and
 DescribeClientQuotas on the wire at both versions on three real node processes, as
 kafka-python's protocol classes encode them, read back from every broker and after a
-restart and a snapshot."""
+restart and a snapshot; and byte-rate quotas enforced: a throttle named in the answer and
+the connection muted that long, a librdkafka producer and consumer slowed and told, nothing
+lost."""
+import socket
+import time
+
 import pytest
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 
-from conftest import wait_for
-from node_clients import three_brokers, wire
+from conftest import local_brokers, wait_for
+from node_clients import admin, create, wire
 from node_image import client_quotas as cq
 from node_image import kafka_codec as kc
 from node_image import messages as m
@@ -122,7 +128,11 @@ def test_a_snapshot_keeps_the_quotas():
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    yield from three_brokers(tmp_path_factory, "quotas")
+    # two samples of a second: a client's bytes are measured over one second from the start
+    # (Kafka's eleven measure them over ten), so a throttle needs little data
+    with local_brokers(tmp_path_factory.mktemp("quotas"),
+                       extra_config={"min.insync.replicas": "1", "quota.window.num": "2"}) as c:
+        yield c
 
 
 def _alter(cluster, host, version, entries, validate_only=False):
@@ -188,3 +198,97 @@ def test_quotas_outlive_a_restart(cluster):
     wait_for("the default user's quota after a restart", lambda: _seen(_describe(
         cluster, cluster.host(cluster.ids[2]), 1, [("user", cq.DEFAULT, None)])) == [
         (DEFAULT_USER, [("controller_mutation_rate", 10.0)])] or None, timeout_s=60)
+
+
+def _quota_everywhere(cluster, client_id, key, value):
+    resp = _alter(cluster, cluster.host(cluster.ids[0]), 1, [
+        (((("client-id", client_id),)), ((key, float(value), False),))])
+    assert resp.entries[0].error_code == m.NONE
+    want = [((("client-id", client_id),), [(key, float(value))])]
+    wait_for(f"{client_id}'s quota on every broker", lambda: all(
+        _seen(_describe(cluster, cluster.host(i), 1, [("client-id", cq.EXACT, client_id)]))
+        == want for i in cluster.ids) or None, timeout_s=30)
+
+
+def _produce_frame(topic, version, client_id, size):
+    from kafka.protocol.producer import ProduceRequest
+
+    from node_image import records
+    D = ProduceRequest.TopicProduceData
+    batch = records.build_batch(0, 0, [(None, b"x" * size)], 1000)
+    return kc.encode_request(kc.PRODUCE, version, ProduceRequest[version](
+        transactional_id=None, acks=1, timeout_ms=10_000, topic_data=[D(
+            name=topic, partition_data=[D.PartitionProduceData(index=0, records=batch)])]),
+        client_id=client_id)
+
+
+@pytest.mark.parametrize("version", [5, 8])
+def test_a_producer_over_its_quota_is_told_its_throttle_and_its_connection_muted(cluster,
+                                                                                 version):
+    """20,000 bytes/s; one Produce of about 60,000 bytes, the client's first, is measured over
+    one second (two samples): (60,000 - 20,000) / 20,000 * 1 s, to the millisecond. From v6
+    (KIP-219) the answer comes at once and the next request waits; before, the answer waits."""
+    client, topic = f"wire-producer-v{version}", f"throttled-wire-v{version}"
+    _quota_everywhere(cluster, client, "producer_byte_rate", 20_000)
+    create(cluster, topic, {})
+    leader = admin(cluster).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    frame = _produce_frame(topic, version, client, 60_000)
+    want = round((len(frame) - 4 - 20_000) / 20_000 * 1000)
+    with socket.create_connection((cluster.host(leader), cluster.kafka_port), timeout=30) as s:
+        sent = time.monotonic()
+        s.sendall(frame)
+        answer = kc.decode_response(kc.PRODUCE, version, kc.recv_frame(s))
+        answered = time.monotonic()
+        assert answer.responses[0].partition_responses[0].error_code == m.NONE
+        assert answer.throttle_time_ms == want
+        s.sendall(kc.encode_request(kc.API_VERSIONS, 0, ApiVersionsRequest[0](),
+                                    client_id=client))
+        kc.recv_frame(s)
+        again = time.monotonic()
+    if version >= 6:
+        assert again - sent >= 0.9 * want / 1000, "the next request was read only after it"
+    else:
+        assert answered - sent >= 0.9 * want / 1000, "the answer itself was held"
+    # another client id has no quota: not throttled
+    frame = _produce_frame(topic, version, "free-producer", 60_000)
+    with socket.create_connection((cluster.host(leader), cluster.kafka_port), timeout=30) as s:
+        s.sendall(frame)
+        assert kc.decode_response(kc.PRODUCE, version, kc.recv_frame(s)).throttle_time_ms == 0
+
+
+def test_a_librdkafka_producer_and_consumer_over_their_quotas_are_slowed_and_lose_nothing(
+        cluster):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    topic = "throttled-clients"
+    _quota_everywhere(cluster, "slow-writer", "producer_byte_rate", 25_000)
+    _quota_everywhere(cluster, "slow-reader", "consumer_byte_rate", 25_000)
+    create(cluster, topic, {})
+    events = {"writer": [], "reader": []}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "client.id": "slow-writer",
+                         "acks": "all", "throttle_cb": events["writer"].append,
+                         # batches well under what a Fetch may carry under the reader's quota
+                         # (a batch larger than that is throttled again each time, in Kafka too)
+                         "batch.size": 8000,
+                         "error_cb": lambda e: None})
+    failed = []
+    values = [f"{i:05d}".encode() * 400 for i in range(50)]  # 2,000 bytes each
+    for v in values:
+        producer.produce(topic, v, partition=0,
+                         on_delivery=lambda err, msg: err and failed.append(err))
+    assert producer.flush(60) == 0 and failed == []
+    assert max(e.throttle_time for e in events["writer"]) > 0, "the producer was told"
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "client.id": "slow-reader",
+                         "group.id": "slow-readers", "enable.auto.commit": False,
+                         "throttle_cb": events["reader"].append, "error_cb": lambda e: None})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    assert got == values, "every record read once, in order"
+    assert max(e.throttle_time for e in events["reader"]) > 0, "the consumer was told"

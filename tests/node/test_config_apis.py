@@ -311,6 +311,10 @@ def test_describe_configs_of_a_broker_are_its_settings_read_only_but_kafkas_dyna
         f"PLAINTEXT://{cluster.host(2)}:{cluster.kafka_port}",
         ConfigSource.STATIC_BROKER_CONFIG.value, True)
     assert configs["node.id"].value == "2"
+    # settings named in seconds are described in seconds
+    assert configs["leader.imbalance.check.interval.seconds"].value == "300"
+    assert configs["quota.window.size.seconds"].value == "1"
+    assert configs["quota.window.num"].value == "11"
 
 
 def test_list_config_resources_names_what_describe_configs_answers_for(cluster):

@@ -31,7 +31,7 @@ class FetchApis:
                            if not self._allowed(src, acls.READ, acls.TOPIC, name))
         response, size, errors = self._fetch_response(req, denied)
         if size >= max(body.min_bytes, 1) or errors or body.max_wait_ms <= 0 or not keys:
-            self._reply(src, req, response)
+            self._fetch_reply(src, req, response, size, now)
             return
         self._delayed_fetch.append(_DelayedFetch(src, req, now + body.max_wait_ms, keys))
 
@@ -53,6 +53,8 @@ class FetchApis:
         T = R.FetchableTopicResponse
         P = T.PartitionData
         budget = body.max_bytes if v >= 3 else 1 << 30
+        if (quota := self._fetch_budget(req)) is not None:
+            budget = min(budget, quota)
         total = 0
         errors = False
         topics = []

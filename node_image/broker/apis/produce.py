@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ... import messages as m
 from ... import acls, compression, records
 from ...kafka_codec import KafkaRequest
+from ...quota_meter import PRODUCE
 from ...topic_configs import compacted
 from ..group_metadata import OFFSETS_TOPIC
 from ..transaction_coordinator import TXN_TOPIC
@@ -35,6 +36,7 @@ class _DelayedProduce:
     deadline_ms: int
     results: dict[tuple[str, int], _ProduceResult]
     pending: set = field(default_factory=set)
+    throttle_ms: int = 0  # the client's byte-rate quota's (``quota_meter``)
 
 
 class ProduceApis:
@@ -57,10 +59,11 @@ class ProduceApis:
                     results[key] = self._append(td.name, pd.index, pd.records, acks,
                                                 transactional=body.transactional_id is not None,
                                                 version=req.api_version)
+        throttle = self._client_throttle(src, req, PRODUCE, req.size, now)
         if acks == 0:
-            self._reply(src, req, None)
+            self._reply(src, req, None, throttle)
             return
-        d = _DelayedProduce(src, req, now + max(body.timeout_ms, 0), results)
+        d = _DelayedProduce(src, req, now + max(body.timeout_ms, 0), results, throttle_ms=throttle)
         if acks == -1 and "ack-before-replication" not in self.bugs:
             d.pending = {k for k, r in results.items() if r.error == m.NONE}
         if d.pending:
@@ -215,7 +218,7 @@ class ProduceApis:
         extra = {"node_endpoints": node_endpoints(R, endpoints)} if endpoints else {}
         self._reply(d.src, d.request, R(
             responses=[T(name=t, partition_responses=ps) for t, ps in by_topic.items()],
-            throttle_time_ms=0, **extra))
+            throttle_time_ms=d.throttle_ms, **extra), d.throttle_ms)
 
 
 def _recompressed(batch: bytes, codec: int) -> tuple[records.BatchHeader, bytes]:

@@ -1,17 +1,44 @@
 """DescribeClientQuotas and AlterClientQuotas (KIP-546), as a KRaft broker answers them: a
 description is read from this broker's metadata image, an alteration is decided by the
 controller and answered once committed (``node_image/client_quotas.py`` holds the rules).
-Describing asks DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS on the cluster."""
+Describing asks DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS on the cluster.
+
+And the byte-rate quotas enforced on Produce and Fetch (``node_image/quota_meter.py``): every
+client is ``User:ANONYMOUS`` to them, the node having no SASL listener, so a quota applies
+by client id, the default user's or ``ANONYMOUS``'s own."""
 from __future__ import annotations
 
 from ... import acls, client_quotas
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
+from ...quota_meter import FETCH
 from .acls import AUTHORIZATION_FAILED, _missing
+
+QUOTA_USER = "ANONYMOUS"  # the user name quotas know a client by (no SASL)
 
 
 class QuotaApis:
     """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
+
+    def _client_throttle(self, src, req: KafkaRequest, key: str, value: float, now: int) -> int:
+        """Record the client's bytes under its quota for ``key``; its throttle (ms)."""
+        return self.quotas.record(self.rm.image.quotas, key, QUOTA_USER, req.client_id, value,
+                                  now)
+
+    def _fetch_budget(self, req: KafkaRequest) -> int | None:
+        """The most a Fetch answer may carry under the client's quota (None: no quota)."""
+        return self.quotas.max_bytes(self.rm.image.quotas, FETCH, QUOTA_USER, req.client_id)
+
+    def _fetch_reply(self, src, req: KafkaRequest, response, size: int, now: int) -> None:
+        """Send a Fetch answer of ``size`` bytes of records, or, where that puts the client
+        over its quota, an empty one naming the throttle (its bytes taken back), as Kafka's."""
+        throttle = self._client_throttle(src, req, FETCH, size, now)
+        if throttle:
+            self.quotas.unrecord(self.rm.image.quotas, FETCH, QUOTA_USER, req.client_id, size,
+                                 now)
+            response = self._cls(req)(throttle_time_ms=throttle, error_code=0, session_id=0,
+                                      responses=[])
+        self._reply(src, req, response, throttle)
 
     def _describe_client_quotas(self, src, req: KafkaRequest, now: int) -> None:
         if self._cluster_denied(src, req, acls.DESCRIBE_CONFIGS):
