@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from .client_quotas import CLIENT_ID, USER
 
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+EXPIRY_MS = 3_600_000  # a client's rate idle this long is forgotten, as Kafka's sensors
 
 
 def _precedence(user: str, client_id: str) -> list[tuple[tuple, tuple[str, str]]]:
@@ -112,7 +113,18 @@ class QuotaMeter:
         self.samples = samples
         self.window_ms = window_ms
         self._rates: dict[tuple, Rate] = {}  # (key, tags) -> its rate
+        self._used: dict[tuple, int] = {}  # (key, tags) -> when it last recorded
+        self._swept_ms = 0
         self.throttled = 0  # answers that carried a throttle
+
+    def _sweep(self, now: int) -> None:
+        """Forget the rates of clients idle for an hour (Kafka's sensor expiry), so that
+        client ids coming and going under a default quota do not pile up."""
+        if now - self._swept_ms < EXPIRY_MS:
+            return
+        self._swept_ms = now
+        for k in [k for k, t in self._used.items() if now - t >= EXPIRY_MS]:
+            del self._rates[k], self._used[k]
 
     def record(self, quotas: dict, key: str, user: str, client_id: str | None, value: float,
                now: int) -> int:
@@ -122,9 +134,11 @@ class QuotaMeter:
         if found is None:
             return 0
         bound, tags = found
+        self._sweep(now)
         rate = self._rates.get((key, tags))
         if rate is None:
             rate = self._rates[(key, tags)] = Rate(self.samples, self.window_ms)
+        self._used[(key, tags)] = now
         rate.record(value, now)
         observed = rate.measure(now)
         if observed <= bound:

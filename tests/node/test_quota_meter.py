@@ -79,3 +79,14 @@ def test_a_throttled_fetch_is_taken_back_and_a_fetch_is_capped_at_the_windows_bu
     assert meter.record(quotas, FETCH, U, C, 1000, now=200) == 0, "the 9,000 was taken back"
     zero = {(("client-id", C),): {PRODUCE: 0.0}}
     assert meter.record(zero, PRODUCE, U, C, 1, now=0) == 11_000, "a quota of 0 lets nothing by"
+
+
+def test_rates_of_clients_idle_for_an_hour_are_forgotten():
+    quotas = {(("client-id", None),): {PRODUCE: 1000.0}}
+    meter = QuotaMeter()
+    for i in range(100):
+        meter.record(quotas, PRODUCE, U, f"c{i}", 10, now=0)
+    meter.record(quotas, PRODUCE, U, "late", 10, now=3_000_000)
+    assert len(meter._rates) == 101
+    meter.record(quotas, PRODUCE, U, "late", 10, now=3_600_000)
+    assert list(meter._rates) == [(PRODUCE, ("", "late"))], "the idle ones are gone"
