@@ -16,6 +16,10 @@ class CreateTopicsRequest:
     # optionally manual replica assignments as ((partition, (broker, ...)), ...))
     topics: tuple
     validate_only: bool
+    # the client's id, and whether its version takes THROTTLING_QUOTA_EXCEEDED (KIP-599's
+    # strict quota), for its controller_mutation_rate quota (``mutation_quota.py``)
+    client_id: str | None = None
+    strict: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +27,7 @@ class CreateTopicsResponse:
     correlation_id: int
     # rows (name, error, message or None, topic id or None, partitions, replication factor)
     results: tuple
+    throttle_ms: int = 0  # the client's controller_mutation_rate quota's
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,10 @@ class CreatePartitionsRequest:
     # or () to let the controller place them)
     topics: tuple
     validate_only: bool
+    # the client's id, and whether its version takes THROTTLING_QUOTA_EXCEEDED (KIP-599's
+    # strict quota), for its controller_mutation_rate quota (``mutation_quota.py``)
+    client_id: str | None = None
+    strict: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +61,7 @@ class ElectLeadersResponse:
 class CreatePartitionsResponse:
     correlation_id: int
     results: tuple  # rows (name, error, message or None)
+    throttle_ms: int = 0  # the client's controller_mutation_rate quota's
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +85,17 @@ class AlterConfigsResponse:
 class DeleteTopicsRequest:
     correlation_id: int
     topics: tuple  # rows (name, topic id): either "" when the request names the other
+    # the client's id, and whether its version takes THROTTLING_QUOTA_EXCEEDED (KIP-599's
+    # strict quota), for its controller_mutation_rate quota (``mutation_quota.py``)
+    client_id: str | None = None
+    strict: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteTopicsResponse:
     correlation_id: int
     results: tuple  # rows (name, topic id, error, message or None)
+    throttle_ms: int = 0  # the client's controller_mutation_rate quota's
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,9 +58,11 @@ from . import features, partition_events, reassignment
 from . import replication_control as rc
 from .config_control import alter_configs
 from .controller_security import SecurityWrites
+from .controller_topics import TopicWrites
 from .coverage import Reached
 from .log import OffsetAndEpoch
 from .metadata_image import MetadataDelta, MetadataImage
+from .mutation_quota import MutationQuota
 from .outbox import Outbox
 from .raft.client import CommittedBatch, KafkaRaftClient, LeaderAndEpoch
 
@@ -81,6 +83,8 @@ class ControllerOptions:
     bootstrap_elr_version: int = 0  # eligible.leader.replicas.version at bootstrap
     min_insync_replicas: int = 1  # the cluster's, written once eligible leader replicas are on
     group_config_bounds: dict | None = None  # group config -> (low, high): group_configs.bounds
+    quota_window_num: int = 11  # a controller_mutation_rate quota's burst: this many windows
+    quota_window_size_ms: int = 1000
 
 
 @dataclass(slots=True)
@@ -91,12 +95,15 @@ class Deferred:
     on_resign: Callable[[int, int], object]  # the reply if leadership is lost first (leader, epoch)
 
 
-class QuorumController(SecurityWrites):
+class QuorumController(SecurityWrites, TopicWrites):
     def __init__(self, node_id: int, *, options: ControllerOptions, bugs: frozenset[str],
                  raft: KafkaRaftClient, outbox: Outbox, can_lead: bool = True,
                  on_event: Callable[[str], None] | None = None) -> None:
         self.node_id = node_id
         self.options = options
+        # controller_mutation_rate quotas' token buckets (``controller_topics.py``)
+        self._mutation_quota = MutationQuota(options.quota_window_num,
+                                             options.quota_window_size_ms)
         self.idle_interval_ms = options.idle_interval_ms
         self.snapshot_max_bytes = options.snapshot_max_bytes
         self.bugs = bugs
@@ -408,38 +415,6 @@ class QuorumController(SecurityWrites):
         for event in events:
             self._on_event(event)
         self._park(Deferred(self._write(records, now), src, reply, on_resign))
-
-    def handle_create_topics(self, src, req: m.CreateTopicsRequest, now: int) -> None:
-        def plan():
-            records, results = rc.create_topics(
-                self.current, req.topics, self.raft.log.end_offset,
-                self.options.default_partitions, self.options.default_replication_factor)
-            return (records, [(r.name, r.error, r.message, r.topic_id, r.partitions,
-                               r.replication_factor) for r in results],
-                    [f"creating topic {r.name}" for r in results if r.error == m.NONE])
-        self._admin_write(
-            src, now, lambda rows: m.CreateTopicsResponse(req.correlation_id, tuple(rows)),
-            [(t[0], m.NOT_CONTROLLER, None, None, -1, -1) for t in req.topics], plan,
-            req.validate_only)
-
-    def handle_create_partitions(self, src, req: m.CreatePartitionsRequest, now: int) -> None:
-        def plan():
-            records, results = rc.create_partitions(self.current, req.topics)
-            return (records, [(r.name, r.error, r.message) for r in results],
-                    [f"adding partitions to topic {r.name}" for r in results
-                     if r.error == m.NONE])
-        self._admin_write(
-            src, now, lambda rows: m.CreatePartitionsResponse(req.correlation_id, tuple(rows)),
-            [(t[0], m.NOT_CONTROLLER, None) for t in req.topics], plan, req.validate_only)
-
-    def handle_delete_topics(self, src, req: m.DeleteTopicsRequest, now: int) -> None:
-        def plan():
-            records, results = rc.delete_topics(self.current, req.topics)
-            return records, results, ["deleting topic(s) " + ", ".join(
-                r[0] for r in results if r[2] == m.NONE)]
-        self._admin_write(
-            src, now, lambda rows: m.DeleteTopicsResponse(req.correlation_id, tuple(rows)),
-            [(n, i, m.NOT_CONTROLLER, None) for n, i in req.topics], plan)
 
     def handle_alter_configs(self, src, req: m.AlterConfigsRequest, now: int) -> None:
         def plan():

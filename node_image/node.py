@@ -107,7 +107,8 @@ class Node:
             default_replication_factor=b.default_replication_factor,
             bootstrap_metadata_version=b.bootstrap_metadata_version,
             bootstrap_elr_version=b.bootstrap_elr_version, min_insync_replicas=b.min_insync_replicas,
-            group_config_bounds=group_configs.bounds(b))
+            group_config_bounds=group_configs.bounds(b), quota_window_num=b.quota_window_num,
+            quota_window_size_ms=b.quota_window_size_ms)
         self.controller = QuorumController(
             config.node_id, options=options, bugs=config.bugs, raft=self.raft,
             outbox=self.outbox, can_lead="controller" in config.roles, on_event=self._on_event)

@@ -20,12 +20,12 @@ def create(cluster, name, config):
     create_topic_everywhere(cluster, name, 2, config, timeout_s=60)
 
 
-def wire(cluster, host: str, api: int, version: int, body):
+def wire(cluster, host: str, api: int, version: int, body, client_id: str = "chaoskraft"):
     """One request on its own connection to `host`, as a client that knows `version` sends
     it, and the answer decoded."""
     import socket
 
     from node_image import kafka_codec as kc
     with socket.create_connection((host, cluster.kafka_port), timeout=10) as s:
-        s.sendall(kc.encode_request(api, version, body))
+        s.sendall(kc.encode_request(api, version, body, client_id=client_id))
         return kc.decode_response(api, version, kc.recv_frame(s))

@@ -292,3 +292,45 @@ def test_a_librdkafka_producer_and_consumer_over_their_quotas_are_slowed_and_los
         consumer.close()
     assert got == values, "every record read once, in order"
     assert max(e.throttle_time for e in events["reader"]) > 0, "the consumer was told"
+
+
+def test_topic_mutations_over_a_controller_mutation_quota_are_refused_or_throttled(cluster):
+    """KIP-599 at 5 partitions a second (a bucket of 10 with two one-second windows): a
+    CreateTopics of a (8), b (100) and c leaves the bucket at -98: c refused, 19.6 s of
+    throttle. While it is below zero the versions that know THROTTLING_QUOTA_EXCEEDED are
+    refused with it and older ones go through, throttled; other clients are not counted."""
+    from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
+                                      DeleteTopicsRequest)
+    client = "fast-creator"
+    _quota_everywhere(cluster, client, "controller_mutation_rate", 5)
+    T = CreateTopicsRequest.CreatableTopic
+
+    def create(version, names, who=client):
+        return wire(cluster, cluster.host(1), kc.CREATE_TOPICS, version,
+                    CreateTopicsRequest[version](timeout_ms=30_000, validate_only=False, topics=[
+                        T(name=n, num_partitions=p, replication_factor=1, assignments=[],
+                          configs=[]) for n, p in names]), client_id=who)
+    made = create(7, [("mut-a", 8), ("mut-b", 100), ("mut-c", 1)])
+    assert [(t.name, t.error_code) for t in made.topics] == [
+        ("mut-a", 0), ("mut-b", 0), ("mut-c", 89)], "THROTTLING_QUOTA_EXCEEDED"
+    assert made.topics[2].error_message == "The throttling quota has been exceeded."
+    assert made.throttle_time_ms == 19_600
+    P = CreatePartitionsRequest.CreatePartitionsTopic
+
+    def grow(version):
+        return wire(cluster, cluster.host(2), kc.CREATE_PARTITIONS, version,
+                    CreatePartitionsRequest[version](
+                        topics=[P(name="mut-a", count=9 + (version < 3), assignments=None)],
+                        timeout_ms=30_000, validate_only=False), client_id=client)
+    strict, permissive = grow(3), grow(2)
+    assert strict.results[0].error_code == 89 and strict.throttle_time_ms > 0
+    assert permissive.results[0].error_code == 0 and permissive.throttle_time_ms > 0
+
+    def delete(version, names):
+        return wire(cluster, cluster.host(3), kc.DELETE_TOPICS, version, DeleteTopicsRequest[
+            version](topic_names=names, timeout_ms=30_000), client_id=client)
+    assert delete(5, ["mut-a"]).responses[0].error_code == 89
+    gone = delete(4, ["mut-a", "mut-b"])
+    assert [r.error_code for r in gone.responses] == [0, 0] and gone.throttle_time_ms > 0
+    free = create(7, [("mut-c", 1)], who="slow-creator")
+    assert free.topics[0].error_code == 0 and free.throttle_time_ms == 0

@@ -90,3 +90,18 @@ def test_rates_of_clients_idle_for_an_hour_are_forgotten():
     assert len(meter._rates) == 101
     meter.record(quotas, PRODUCE, U, "late", 10, now=3_600_000)
     assert list(meter._rates) == [(PRODUCE, ("", "late"))], "the idle ones are gone"
+
+
+def test_a_mutation_quota_refuses_once_the_bucket_is_below_zero_where_the_version_can_say_so():
+    from node_image.mutation_quota import MutationQuota
+    quotas = {(("client-id", C),): {"controller_mutation_rate": 5.0}}
+    q = MutationQuota(samples=2, window_ms=1000)  # a bucket of 5 x 2 x 1 s = 10 tokens
+    # in order: a (8) leaves 2, b (30) goes through and leaves -28, c is refused
+    assert q.admit(quotas, U, C, [("a", 8), ("b", 30), ("c", 1)], strict=True, now=0) == (
+        {"c"}, 5600)
+    # 2.6 s later 13 tokens came back (-15): refused again, or taken where it cannot say so
+    assert q.admit(quotas, U, C, [("d", 1)], strict=True, now=2600) == ({"d"}, 3000)
+    assert q.admit(quotas, U, C, [("d", 1)], strict=False, now=2600) == (set(), 3200)
+    # the bucket refills at 5 a second up to its 10
+    assert q.admit(quotas, U, C, [("e", 10)], strict=True, now=60_000) == (set(), 0)
+    assert q.admit(quotas, U, "other", [("f", 100)], strict=True, now=0) == (set(), 0)

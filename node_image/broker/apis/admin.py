@@ -77,13 +77,15 @@ class AdminApis:
                 else:
                     row = rows_by_name.get(t.name, (t.name, _missing(error), None, None, -1, -1))
                 out.append(result(t, row))
-            self._reply(src, req, R(throttle_time_ms=0, topics=out))
+            throttle = 0 if resp is None else resp.throttle_ms
+            self._reply(src, req, R(throttle_time_ms=throttle, topics=out), throttle)
         if not rows:
             reply(None, m.NONE)
             return
         self._via_controller(
             now, max(body.timeout_ms, 1000), reply,
-            lambda c: m.CreateTopicsRequest(c, tuple(rows), bool(body.validate_only)))
+            lambda c: m.CreateTopicsRequest(c, tuple(rows), bool(body.validate_only),
+                                            req.client_id, v >= 6))
 
     def _describe_quorum(self, src, req: KafkaRequest, now: int) -> None:
         """DescribeQuorum of ``__cluster_metadata-0``, answered by the quorum leader."""
@@ -178,12 +180,13 @@ class AdminApis:
                     extra["error_message"] = message
                 out.append(R.DeletableTopicResult(name=name or None if v >= 6 else name,
                                                   error_code=code, **extra))
-            self._reply(src, req, R(throttle_time_ms=0, responses=out))
+            throttle = 0 if resp is None else resp.throttle_ms
+            self._reply(src, req, R(throttle_time_ms=throttle, responses=out), throttle)
         if not rows:
             reply(None, m.NONE)
             return
         self._via_controller(now, max(req.body.timeout_ms, 1000), reply,
-                             lambda c: m.DeleteTopicsRequest(c, rows))
+                             lambda c: m.DeleteTopicsRequest(c, rows, req.client_id, v >= 5))
 
     def _alter_configs(self, src, req: KafkaRequest, now: int) -> None:
         """AlterConfigs and IncrementalAlterConfigs, decided by the controller."""
@@ -246,13 +249,15 @@ class AdminApis:
                 code, message = results.get(t.name, (_missing(error), None))
                 out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code,
                                                          error_message=message))
-            self._reply(src, req, R(throttle_time_ms=0, results=out))
+            throttle = 0 if resp is None else resp.throttle_ms
+            self._reply(src, req, R(throttle_time_ms=throttle, results=out), throttle)
         if not rows:
             reply(None, m.NONE)
             return
         self._via_controller(
             now, max(body.timeout_ms, 1000), reply,
-            lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only)))
+            lambda c: m.CreatePartitionsRequest(c, tuple(rows), bool(body.validate_only),
+                                                req.client_id, req.api_version >= 3))
 
     def _elect_leaders(self, src, req: KafkaRequest, now: int) -> None:
         """ElectLeaders through the controller: preferred (0) or unclean (1, from v1) for the
