@@ -68,6 +68,12 @@ class RunConfig:
     # it (the send info: its fate unknown), as the simulator's crash_mid_op; otherwise
     # clients crash between two operations
     crash_mid_op: bool = False
+    # ... and, with transactions, a client whose life ends is not crashed: its successor
+    # starts beside it under the slot's transactional id (an application started again
+    # while its old instance still runs), fences it with its InitProducerId, and the old
+    # one goes on, a zombie, until a request of its is refused; then it closes, as an
+    # application closes a producer after a fatal error (the simulator's zombie_producers)
+    zombie_producers: bool = False
     # Jepsen's --txn: sends and polls in transactions of 1-4 (a transactional producer, a
     # read_committed consumer); confluent-kafka only
     transactions: bool = False
@@ -265,6 +271,11 @@ def validate(values: dict, where=lambda key: "", cross: bool = True) -> None:
     if values.get("crash_mid_op") is True and values.get("transactions") is True:
         raise CampaignError(f"{where('crash_mid_op')}field 'crash_mid_op': transactional "
                             f"clients crash between transactions only, not mid-operation")
+    if values.get("zombie_producers") is True and (values.get("crash_clients") is not True
+                                                   or values.get("transactions") is not True):
+        raise CampaignError(f"{where('zombie_producers')}field 'zombie_producers': zombies are "
+                            f"transactional clients whose life ended: set crash_clients: true "
+                            f"and transactions: true")
     if values.get("group_protocol", RunConfig.group_protocol) == "consumer":
         if values.get("consume", RunConfig.consume) != "subscribe":
             raise CampaignError(f"{where('group_protocol')}field 'group_protocol': consumer is "

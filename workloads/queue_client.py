@@ -85,9 +85,14 @@ def _drop_producer(producer) -> None:
 class ConfluentQueueClient:
     def __init__(self, bootstrap: str, topic: str, partitions: int, timeout_s: float,
                  idempotent: bool, process: int, transactions: bool = False,
-                 compression: str = "none", group_protocol: str = "classic") -> None:
+                 compression: str = "none", group_protocol: str = "classic",
+                 transactional_id: str | None = None, renew_on_fatal: bool = True) -> None:
         from confluent_kafka import Producer
         self.group_protocol = group_protocol
+        # after a fatal error a new producer goes on (True), or none does and ``fenced`` is
+        # set (a zombie, whose new producer would fence its successor)
+        self.renew_on_fatal = renew_on_fatal
+        self.fenced = False
         self.transactions = transactions
         self._txn_ready = False
         # "commit" or "abort": the end of the last transaction is still unknown (it timed out
@@ -112,8 +117,10 @@ class ConfluentQueueClient:
                 "compression.type": compression}
         if not idempotent and not transactions:
             conf["retries"] = 0
-        if transactions:  # one transactional id per process: a new producer fences the old
-            conf.update({"enable.idempotence": True, "transactional.id": f"{GROUP}-{process}",
+        if transactions:  # one transactional id per process (or as given: a slot's, whose
+            # new producer fences the old)
+            conf.update({"enable.idempotence": True,
+                         "transactional.id": transactional_id or f"{GROUP}-{process}",
                          "transaction.timeout.ms": TXN_TIMEOUT_MS,
                          "message.timeout.ms": TXN_TIMEOUT_MS})  # librdkafka: no longer
         self._producer_conf = conf
@@ -122,8 +129,11 @@ class ConfluentQueueClient:
 
     def _new_producer(self) -> None:
         """After a fatal error (e.g. an idempotent producer out of sequence) only a new
-        producer can go on, as librdkafka documents."""
+        producer can go on, as librdkafka documents; a zombie's goes on no more."""
         from confluent_kafka import Producer
+        if not self.renew_on_fatal:
+            self.fenced = True
+            return
         _drop_producer(self.producer)
         self.producer = Producer(self._producer_conf)
         self._txn_ready = False
@@ -224,7 +234,11 @@ class ConfluentQueueClient:
                     last = again
             if committed is None:
                 self._after_unknown_end(last)
-        self.producer.poll(0)  # delivery reports
+        try:
+            self.producer.poll(0)  # delivery reports
+        except KafkaException:  # a fatal error a zombie's producer keeps: none came
+            if self.renew_on_fatal:
+                raise
         for i, box in boxes.items():
             if committed and box and box[0][0] is None:
                 results[i] = Result("ok", box[0][1].offset())
@@ -425,16 +439,17 @@ class KafkaPythonQueueClient:
 
 def make_client(name: str, bootstrap: str, topic: str, partitions: int, timeout_s: float,
                 idempotent: bool, process: int, transactions: bool = False,
-                compression: str = "none", group_protocol: str = "classic"):
+                compression: str = "none", group_protocol: str = "classic", **txn):
     """``compression``: the producer's compression.type (none, gzip, snappy, lz4, zstd);
-    ``group_protocol``: subscribe()'s, classic or consumer (KIP-848)."""
+    ``group_protocol``: subscribe()'s, classic or consumer (KIP-848); ``txn``: a
+    transactional client's ``transactional_id`` and ``renew_on_fatal``."""
     if transactions or group_protocol != "classic":
         if name != "confluent-kafka":
             raise ValueError(f"transactions and the consumer group protocol run with "
                              f"confluent-kafka only, not {name}")
         return ConfluentQueueClient(bootstrap, topic, partitions, timeout_s, idempotent,
                                     process, transactions=transactions, compression=compression,
-                                    group_protocol=group_protocol)
+                                    group_protocol=group_protocol, **txn)
     cls = {"confluent-kafka": ConfluentQueueClient, "kafka-python": KafkaPythonQueueClient}[name]
     return cls(bootstrap, topic, partitions, timeout_s, idempotent, process,
                compression=compression)

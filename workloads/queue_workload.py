@@ -22,13 +22,14 @@ import asyncio
 import logging
 import random
 import struct
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .queue import (ABORT_RATIO, VALUE_STRIDE, QueueGenerator, client_lifetimes, key_name,
                     producer_codec)
-from .queue_client import CLIENT_LOG, CRASHED_MID_OP, make_client, read_to_end
+from .queue_client import CLIENT_LOG, CRASHED_MID_OP, GROUP, make_client, read_to_end
 from .workload import FINAL_PROCESS_BASE, Campaign, until_live
 from .queue_verdict import _detect_time, check_run
 
@@ -111,6 +112,9 @@ class QueueRun:
         self.codec = producer_codec(self.cfg.compression, self.cfg.seed)  # the producers' compression.type
         self._admin_client = None
         self._handler: logging.Handler | None = None
+        self.zombies = 0  # clients left running when their life ended (zombie_producers)
+        self._zombie_threads: list[threading.Thread] = []
+        self._zombie_errors: list[BaseException] = []
 
     async def close(self) -> None:
         self._admin_client = None
@@ -268,9 +272,11 @@ class QueueRun:
         cfg = self.cfg
         gen = self.generator.ops(process)
         idempotent = cfg.idempotent if cfg.idempotent is not None else slot % 2 == 0
+        zombies = {"transactional_id": f"{GROUP}-slot-{slot}"} if cfg.zombie_producers else {}
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
                              idempotent, process, transactions=cfg.transactions,
-                             compression=self.codec, group_protocol=cfg.group_protocol)
+                             compression=self.codec, group_protocol=cfg.group_protocol,
+                             **zombies)
         if cfg.transactions:
             return self._txn_worker(process, deadline, gen, client, crash_at)
         interval = 1.0 / cfg.rate
@@ -333,17 +339,30 @@ class QueueRun:
         (``["send", key, value]``, ``["poll"]``) before it begins and completed with what
         each did (``["send", key, [offset, value]]``, ``["poll", {key: [[offset, value],
         ...]}]``): ok once committed, fail once aborted, info when its end is unknown."""
-        cfg = self.cfg
-        rng = random.Random(f"{cfg.seed}-txn-{process}")
-        interval = 1.0 / cfg.rate
+        rng = random.Random(f"{self.cfg.seed}-txn-{process}")
+        self._reposition(process, client)
+        return self._txns(process, deadline, gen, client, crash_at, rng)
 
+    def _txns(self, process: int, deadline, gen, client, crash_at: float | None, rng,
+              zombie: bool = False) -> bool:
+        """The transactions of :meth:`_txn_worker` until the deadline (False) or the client's
+        life ends (True: crashed, or with ``zombie_producers`` left running as a zombie in a
+        thread of its own, where this goes on with ``zombie`` until a request of its is
+        refused)."""
+        cfg = self.cfg
+        interval = 1.0 / cfg.rate
+        handed_over = False
         try:
-            self._reposition(process, client)
             pending: list = []
             size = rng.randint(1, cfg.max_txn_length)
             for op in gen:
-                if deadline.passed():
+                if deadline.passed() or getattr(client, "fenced", False):
                     break
+                if not pending and not zombie and crash_at is not None and \
+                        cfg.zombie_producers and time.monotonic() >= crash_at:
+                    self._zombie(process, deadline, gen, client, rng)
+                    handed_over = True
+                    return True
                 if not pending and self._crashed(process, crash_at):
                     return True  # between two transactions
                 if op.f == "assign":
@@ -361,8 +380,23 @@ class QueueRun:
                 size = rng.randint(1, cfg.max_txn_length)
                 time.sleep(interval * len(mops))
         finally:
-            client.close()
+            if not handed_over:
+                client.close()
         return False
+
+    def _zombie(self, process: int, deadline, gen, client, rng) -> None:
+        """Leave the client running in a thread of its own; an error there is raised once
+        the workers are done, as theirs are."""
+        def life() -> None:
+            try:
+                self._txns(process, deadline, gen, client, None, rng, zombie=True)
+            except BaseException as exc:  # noqa: BLE001 - handed to workers() to raise
+                self._zombie_errors.append(exc)
+        self.zombies += 1
+        client.renew_on_fatal = False  # its new producer would fence its successor
+        thread = threading.Thread(target=life, name=f"queue-zombie-{process}")
+        self._zombie_threads.append(thread)
+        thread.start()
 
     async def workers(self, deadline) -> None:
         loop = asyncio.get_running_loop()
@@ -370,6 +404,13 @@ class QueueRun:
                                 thread_name_prefix="queue-worker") as pool:
             await asyncio.gather(*(loop.run_in_executor(pool, self.queue_worker, p, deadline)
                                    for p in range(self.cfg.concurrency)))
+        for t in self._zombie_threads:  # zombies end at the deadline too
+            await loop.run_in_executor(None, t.join)
+        if self._zombie_errors:
+            raise self._zombie_errors[0]
+        if self.cfg.zombie_producers:
+            self.log(f"{self.zombies} transactional clients went on as zombies beside their "
+                     f"successors")
 
     async def _wait_for_min_isrs(self, timeout_s: float) -> None:
         """Before the final read: every partition's ISR back to min.insync.replicas after

@@ -403,6 +403,28 @@ def test_crashed_clients_come_back_as_new_processes_and_a_correct_node_stays_val
     assert o.result.stats["client_crashes"] >= 15, o.result.stats
 
 
+# A control (nightly: CI's budget); CI checks the workload's part with clients that fence
+# as a coordinator does (tests/workloads/test_queue_zombies.py).
+@pytest.mark.nightly
+def test_zombie_producers_are_fenced_by_their_successors_and_a_correct_node_stays_valid(
+        docker_client, node_image, tmp_path):
+    """campaigns/queue-zombies.yaml: transactional clients whose life ends go on beside
+    their successors under the slot's transactional id until refused as fenced; nothing a
+    zombie's failed transaction sent is read, and a correct node is valid."""
+    fields = load_campaign(ROOT / "campaigns" / "queue-zombies.yaml")
+    code, results, run_dir = campaign(tmp_path, seed=1, **fields)
+    q = results["checkers"]["queue"]
+    assert (code, results["valid"]) == (0, True), (q["anomalies"], run_dir)
+    rows = _history(run_dir)
+    assert not any(r["f"] == "crash" for r in rows), "zombies are not crashed"
+    fenced = {r["process"] for r in rows if r["f"] == "txn" and "FENCED" in str(r.get("error"))}
+    assert len(fenced) >= 3, fenced
+    progress = (Path(run_dir) / "progress.log").read_text()
+    assert re.search(r"\b([3-9]|\d\d+) transactional clients went on as zombies", progress), \
+        progress[-2000:]
+    assert q["stats"]["final_polls"]
+
+
 def _history(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / "history.jsonl").read_text().splitlines()]
 

@@ -7,12 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.backends import NodeInfo
 from harness.config import resolve
-from harness.history import HistoryWriter
 from workloads import queue_workload
-from workloads.queue import QueueGenerator
 from workloads.queue_client import CRASHED_MID_OP, ConfluentQueueClient, Result
+from queue_runs import queue_run
 
 
 class SlowClient:
@@ -45,12 +43,7 @@ def _run(tmp_path, monkeypatch, client, life_s=3.0, **fields):
     cfg = resolve({"workload": "queue", "crash_clients": True, "rate": 50, "seed": 1, **fields},
                   {})
     monkeypatch.setattr(queue_workload, "make_client", lambda *a, **k: client)
-    history = HistoryWriter(tmp_path / "history.jsonl")
-    camp = SimpleNamespace(cfg=cfg, history=history, log=lambda m: None, ids=[1],
-                           generator=QueueGenerator(cfg.seed, 4),
-                           backend=SimpleNamespace(nodes=[NodeInfo(1, "n1", "10.0.0.1",
-                                                                   ("broker",))]))
-    run = queue_workload.QueueRun(camp)
+    run, history = queue_run(tmp_path, cfg)
     deadline = SimpleNamespace(passed=lambda: False)
     crashed = run._client_life(0, 0, deadline, time.monotonic() + life_s)
     history.close()
