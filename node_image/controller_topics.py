@@ -12,8 +12,7 @@ from __future__ import annotations
 from . import messages as m
 from . import replication_control as rc
 from .mutation_quota import EXCEEDED_MESSAGE, THROTTLING_QUOTA_EXCEEDED
-
-QUOTA_USER = "ANONYMOUS"  # every client, the node having no SASL listener
+from .quota_meter import QUOTA_USER
 
 
 class TopicWrites:

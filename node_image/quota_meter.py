@@ -37,6 +37,9 @@ from .client_quotas import CLIENT_ID, USER
 
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
 EXPIRY_MS = 3_600_000  # a client's rate idle this long is forgotten, as Kafka's sensors
+# the user every client is to the quotas: the node has no SASL listener, so every client is
+# User:ANONYMOUS, and a quota applies by client id, the default user's or ANONYMOUS's own
+QUOTA_USER = "ANONYMOUS"
 
 
 def _precedence(user: str, client_id: str) -> list[tuple[tuple, tuple[str, str]]]:

@@ -11,10 +11,8 @@ from __future__ import annotations
 from ... import acls, client_quotas
 from ... import messages as m
 from ...kafka_codec import KafkaRequest
-from ...quota_meter import FETCH
+from ...quota_meter import FETCH, QUOTA_USER
 from .acls import AUTHORIZATION_FAILED, _missing
-
-QUOTA_USER = "ANONYMOUS"  # the user name quotas know a client by (no SASL)
 
 
 class QuotaApis:
