@@ -200,11 +200,13 @@ def test_quotas_outlive_a_restart(cluster):
         (DEFAULT_USER, [("controller_mutation_rate", 10.0)])] or None, timeout_s=60)
 
 
-def _quota_everywhere(cluster, client_id, key, value):
+def _quota_everywhere(cluster, client_id, key, value, user=None):
+    """The quota of ``client_id`` (of ``user`` too, if named), seen by every broker."""
+    entity = (("client-id", client_id),) + ((("user", user),) if user else ())
     resp = _alter(cluster, cluster.host(cluster.ids[0]), 1, [
-        (((("client-id", client_id),)), ((key, float(value), False),))])
+        (entity, ((key, float(value), False),))])
     assert resp.entries[0].error_code == m.NONE
-    want = [((("client-id", client_id),), [(key, float(value))])]
+    want = [(entity, [(key, float(value))])]
     wait_for(f"{client_id}'s quota on every broker", lambda: all(
         _seen(_describe(cluster, cluster.host(i), 1, [("client-id", cq.EXACT, client_id)]))
         == want for i in cluster.ids) or None, timeout_s=30)
@@ -302,7 +304,10 @@ def test_topic_mutations_over_a_controller_mutation_quota_are_refused_or_throttl
     from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                       DeleteTopicsRequest)
     client = "fast-creator"
-    _quota_everywhere(cluster, client, "controller_mutation_rate", 5)
+    # for (ANONYMOUS, this client id), the most specific entity: the default user's quota of
+    # 10 a second that test_quotas_outlive_a_restart sets comes before a client id's alone,
+    # in Kafka's order of precedence
+    _quota_everywhere(cluster, client, "controller_mutation_rate", 5, user="ANONYMOUS")
     T = CreateTopicsRequest.CreatableTopic
 
     def create(version, names, who=client):
