@@ -59,6 +59,8 @@ def _precedence(user: str, client_id: str) -> list[tuple[tuple, tuple[str, str]]
 
 def resolve(quotas: dict, key: str, user: str, client_id: str | None):
     """(quota, sensor tags) of the client for ``key``, or None where no entity sets it."""
+    if not quotas:  # the common case: no quota anywhere, nothing to look up
+        return None
     client_id = client_id or ""
     for entity, tags in _precedence(user, client_id):
         value = quotas.get(entity, {}).get(key)

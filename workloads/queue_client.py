@@ -86,12 +86,12 @@ class ConfluentQueueClient:
     def __init__(self, bootstrap: str, topic: str, partitions: int, timeout_s: float,
                  idempotent: bool, process: int, transactions: bool = False,
                  compression: str = "none", group_protocol: str = "classic",
-                 transactional_id: str | None = None, renew_on_fatal: bool = True) -> None:
+                 transactional_id: str | None = None) -> None:
         from confluent_kafka import Producer
         self.group_protocol = group_protocol
         # after a fatal error a new producer goes on (True), or none does and ``fenced`` is
-        # set (a zombie, whose new producer would fence its successor)
-        self.renew_on_fatal = renew_on_fatal
+        # set (a zombie, whose new producer would fence its successor: the workload says so)
+        self.renew_on_fatal = True
         self.fenced = False
         self.transactions = transactions
         self._txn_ready = False
@@ -439,17 +439,19 @@ class KafkaPythonQueueClient:
 
 def make_client(name: str, bootstrap: str, topic: str, partitions: int, timeout_s: float,
                 idempotent: bool, process: int, transactions: bool = False,
-                compression: str = "none", group_protocol: str = "classic", **txn):
+                compression: str = "none", group_protocol: str = "classic",
+                transactional_id: str | None = None):
     """``compression``: the producer's compression.type (none, gzip, snappy, lz4, zstd);
-    ``group_protocol``: subscribe()'s, classic or consumer (KIP-848); ``txn``: a
-    transactional client's ``transactional_id`` and ``renew_on_fatal``."""
+    ``group_protocol``: subscribe()'s, classic or consumer (KIP-848); ``transactional_id``:
+    a transactional client's, if not its process's own."""
     if transactions or group_protocol != "classic":
         if name != "confluent-kafka":
             raise ValueError(f"transactions and the consumer group protocol run with "
                              f"confluent-kafka only, not {name}")
         return ConfluentQueueClient(bootstrap, topic, partitions, timeout_s, idempotent,
                                     process, transactions=transactions, compression=compression,
-                                    group_protocol=group_protocol, **txn)
+                                    group_protocol=group_protocol,
+                                    transactional_id=transactional_id)
     cls = {"confluent-kafka": ConfluentQueueClient, "kafka-python": KafkaPythonQueueClient}[name]
     return cls(bootstrap, topic, partitions, timeout_s, idempotent, process,
                compression=compression)

@@ -272,11 +272,11 @@ class QueueRun:
         cfg = self.cfg
         gen = self.generator.ops(process)
         idempotent = cfg.idempotent if cfg.idempotent is not None else slot % 2 == 0
-        zombies = {"transactional_id": f"{GROUP}-slot-{slot}"} if cfg.zombie_producers else {}
         client = make_client(cfg.client, self.bootstrap, TOPIC, cfg.partitions, self.timeout_s,
                              idempotent, process, transactions=cfg.transactions,
                              compression=self.codec, group_protocol=cfg.group_protocol,
-                             **zombies)
+                             transactional_id=f"{GROUP}-slot-{slot}" if cfg.zombie_producers
+                             else None)
         if cfg.transactions:
             return self._txn_worker(process, deadline, gen, client, crash_at)
         interval = 1.0 / cfg.rate

@@ -24,17 +24,17 @@ class Coordinator:
         self.lock = threading.Lock()
         self.clients: list = []
 
-    def make(self, *args, transactional_id=None, renew_on_fatal=True, **kw):
-        client = TxnClient(self, args[6], transactional_id, renew_on_fatal)
+    def make(self, *args, transactional_id=None, **kw):
+        client = TxnClient(self, args[6], transactional_id)
         with self.lock:
             self.clients.append(client)
         return client
 
 
 class TxnClient:
-    def __init__(self, coordinator, process, transactional_id, renew_on_fatal) -> None:
+    def __init__(self, coordinator, process, transactional_id) -> None:
         self.coordinator, self.process = coordinator, process
-        self.transactional_id, self.renew_on_fatal = transactional_id, renew_on_fatal
+        self.transactional_id, self.renew_on_fatal = transactional_id, True
         self.fenced = self.closed = self.began = False
         self.committed = 0
 

@@ -59,7 +59,7 @@ class ProduceApis:
                     results[key] = self._append(td.name, pd.index, pd.records, acks,
                                                 transactional=body.transactional_id is not None,
                                                 version=req.api_version)
-        throttle = self._client_throttle(src, req, PRODUCE, req.size, now)
+        throttle = self._client_throttle(req, PRODUCE, req.size, now)
         if acks == 0:
             self._reply(src, req, None, throttle)
             return

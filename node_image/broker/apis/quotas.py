@@ -18,7 +18,7 @@ from .acls import AUTHORIZATION_FAILED, _missing
 class QuotaApis:
     """Mixed into :class:`~node_image.broker.kafka_apis.KafkaApis`."""
 
-    def _client_throttle(self, src, req: KafkaRequest, key: str, value: float, now: int) -> int:
+    def _client_throttle(self, req: KafkaRequest, key: str, value: float, now: int) -> int:
         """Record the client's bytes under its quota for ``key``; its throttle (ms)."""
         return self.quotas.record(self.rm.image.quotas, key, QUOTA_USER, req.client_id, value,
                                   now)
@@ -30,7 +30,7 @@ class QuotaApis:
     def _fetch_reply(self, src, req: KafkaRequest, response, size: int, now: int) -> None:
         """Send a Fetch answer of ``size`` bytes of records, or, where that puts the client
         over its quota, an empty one naming the throttle (its bytes taken back), as Kafka's."""
-        throttle = self._client_throttle(src, req, FETCH, size, now)
+        throttle = self._client_throttle(req, FETCH, size, now)
         if throttle:
             self.quotas.unrecord(self.rm.image.quotas, FETCH, QUOTA_USER, req.client_id, size,
                                  now)
